@@ -1,0 +1,57 @@
+"""Command line of the backend process: `python -m backend serve --data-dir DIR [--port 0]`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+from backend.errors import ConfigError, StoreTooNew
+from backend.paths import default_data_dir
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="turnkey-backend", description="Turnkey's backend")
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run the backend")
+    s.add_argument("--data-dir", type=Path, default=None,
+                   help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    s.add_argument("--allow-remote", action="store_true",
+                   help="listen on a non-loopback host (not available in protocol 1)")
+    args = parser.parse_args(argv)
+    if not _loopback(args.host):
+        print("turnkey-backend: only loopback hosts are allowed; remote access (with TLS) is "
+              "not available in protocol 1", file=sys.stderr)
+        return 2
+    os.umask(0o077)  # transcripts, logs and the token are private to this user
+    data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
+    from backend import logs
+    from backend.app import serve
+
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    logs.setup(data_dir)
+    try:
+        return asyncio.run(serve(data_dir, args.host, args.port))
+    except (ConfigError, StoreTooNew) as exc:
+        print(f"turnkey-backend: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The backend process: wires store, authority, turns and server together, and its lifecycle.
+
+Start-up order matters: lock the folder, migrate, bump the epoch, recover
+what the previous process left (all before READY), listen, publish
+backend.json, then let queued work drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+from backend.authority.queue import SessionAuthority
+from backend.authority.recovery import recover
+from backend.config import ConfigFile
+from backend.ids import now
+from backend.providers.registry import Providers
+from backend.server import discovery
+from backend.server.dispatch import Dispatcher
+from backend.server.fanout import Hub
+from backend.server.listener import Listener
+from backend.server.methods import Methods
+from backend.store import runtime
+from backend.store.db import Database
+from backend.turn.runner import TurnRunner
+from shared.protocol import PROTOCOL_VERSION
+
+log = logging.getLogger("backend")
+
+READY = "TURNKEY_BACKEND_READY"
+SHUTDOWN_GRACE_S = 10.0
+IDLE_CHECK_S = 30.0
+
+
+class Backend:
+    def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.data_dir = data_dir
+        self.host = host
+        self.port = port
+        self.config = ConfigFile(data_dir / "config.toml")
+        self.db = Database(data_dir / "state.db")
+        self.providers = Providers()
+        self.hub = Hub()
+        self.epoch = 0
+        self._stop = asyncio.Event()
+        self._lock_fd: int | None = None
+        self.listener: Listener | None = None
+        self.authority: SessionAuthority | None = None
+
+    async def start(self) -> int:
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock_fd = discovery.acquire(self.data_dir)
+        config = self.config.load()
+        await self.db.open()
+        self.epoch = await self.db.write(runtime.bump_epoch)
+        queued = await self.db.write(lambda tx: recover(tx, self.epoch))
+        self.db.publisher = self.hub.publish
+        runner = TurnRunner(self.db, self.config, self.providers)
+        self.authority = SessionAuthority(self.db, runner, self.epoch)
+        methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
+                          self.request_stop)
+        token = secrets.token_urlsafe(32)
+        self.listener = Listener(Dispatcher(methods), self.hub, token, config.allowed_origins,
+                                 config.max_frame_bytes)
+        self.port = await self.listener.start(self.host, self.port)
+        discovery.publish(self.data_dir, {
+            "pid": os.getpid(), "port": self.port, "token": token,
+            "protocol": PROTOCOL_VERSION, "epoch": self.epoch, "started_at": now(),
+        })
+        self.authority.start(queued)
+        log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
+                 self.host, self.port)
+        return self.port
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def wait(self) -> None:
+        idle = asyncio.create_task(self._idle_watch())
+        try:
+            await self._stop.wait()
+        finally:
+            idle.cancel()
+
+    async def stop(self) -> None:
+        """Finishes nothing new; settles running turns within the grace; closes cleanly."""
+        log.info("backend stopping")
+        if self.listener is not None:
+            await self.listener.stop()
+        if self.authority is not None:
+            await self.authority.stop(SHUTDOWN_GRACE_S)
+        await self.providers.aclose()
+        await self.db.close()
+        discovery.withdraw(self.data_dir, os.getpid())
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+
+    async def _idle_watch(self) -> None:
+        """Exits after idle_exit_minutes with no client, no queued admission and no turn."""
+        idle_since = time.monotonic()
+        while True:
+            await asyncio.sleep(IDLE_CHECK_S)
+            minutes = self.config.config.idle_exit_minutes
+            busy = bool(self.listener and self.listener.connections) or bool(
+                self.authority and self.authority.busy()
+            ) or await self._has_queued()
+            if busy or not minutes:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since >= minutes * 60:
+                log.info("idle for %d minutes; exiting", minutes)
+                self.request_stop()
+                return
+
+    async def _has_queued(self) -> bool:
+        row = await self.db.read(
+            lambda tx: tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1")
+        )
+        return row is not None
+
+
+async def serve(data_dir: Path, host: str, port: int) -> int:
+    """Runs the backend until shutdown or SIGTERM/SIGINT; returns the exit status."""
+    backend = Backend(data_dir, host, port)
+    try:
+        bound = await backend.start()
+    except discovery.AlreadyRunning as exc:
+        print(f"turnkey-backend: {exc}", file=sys.stderr)
+        return 3
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, backend.request_stop)
+    print(f"{READY} port={bound}", flush=True)
+    try:
+        await backend.wait()
+    finally:
+        with contextlib.suppress(Exception):
+            await backend.stop()
+    return 0

@@ -1,0 +1,170 @@
+"""Typed configuration: defaults, the one loader of DIR/config.toml, and atomic updates."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+import tomli_w
+
+from backend.errors import ConfigError, InvalidParams
+from shared.codec import ParamsError, convert
+
+DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+DEFAULT_CONTEXT_WINDOW = 128_000
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+Price = Annotated[float, msgspec.Meta(ge=0)]
+Fraction = Annotated[float, msgspec.Meta(gt=0, le=1)]
+
+
+class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    pass
+
+
+class ProviderConfig(Strict, kw_only=True, frozen=True):
+    model: str
+    kind: Literal["openai", "anthropic", "local"] = "openai"
+    base_url: str = "https://api.openai.com/v1"
+    context_window: Positive = DEFAULT_CONTEXT_WINDOW
+    api_key_env: str | None = None
+    api_key_secret: str | None = None
+    input_usd_per_mtok: Price = 0.0
+    output_usd_per_mtok: Price = 0.0
+    request_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+
+
+class Approvals(Strict, frozen=True):
+    mode: Literal["ask", "smart", "off"] = "smart"
+    timeout_s: Positive = 300
+
+
+class Limits(Strict, frozen=True):
+    max_iterations: Positive = 90
+    turn_timeout_s: Positive = 3600
+    tool_batch_deadline_s: Positive = 420
+    spill_chars: Positive = 100_000
+
+
+class Compression(Strict, frozen=True):
+    threshold: Fraction = 0.50
+    protect_first_n: NonNegative = 3
+    tail_tokens_min: Positive = 10_000
+    tail_tokens_max: Positive = 25_000
+    rotate: bool = False
+
+
+class Config(Strict, frozen=True):
+    default_provider: str | None = None
+    fallback_providers: list[str] = []
+    auxiliary_provider: str | None = None
+    idle_exit_minutes: NonNegative = 0
+    allowed_origins: list[str] = []
+    max_frame_bytes: Annotated[int, msgspec.Meta(ge=1024)] = DEFAULT_MAX_FRAME_BYTES
+    providers: dict[str, ProviderConfig] = {}
+    approvals: Approvals = Approvals()
+    limits: Limits = Limits()
+    compression: Compression = Compression()
+
+    def provider(self, name: str | None = None) -> tuple[str, ProviderConfig] | None:
+        """The named provider, or the default one; None when nothing is configured."""
+        name = name or self.default_provider
+        if name is None and len(self.providers) == 1:
+            name = next(iter(self.providers))
+        if name is None or name not in self.providers:
+            return None
+        return name, self.providers[name]
+
+
+def validate(raw: dict[str, Any]) -> Config:
+    """Raises ParamsError naming the first bad field (dotted path)."""
+    cfg = convert(raw, Config)
+    for i, name in enumerate(cfg.fallback_providers):
+        if name not in cfg.providers:
+            raise ParamsError(f"fallback_providers.{i}", f"no provider named {name!r}")
+    for key in ("default_provider", "auxiliary_provider"):
+        name = getattr(cfg, key)
+        if name is not None and name not in cfg.providers:
+            raise ParamsError(key, f"no provider named {name!r}; add [providers.{name}]")
+    return cfg
+
+
+class ConfigFile:
+    """DIR/config.toml: loaded at start, rewritten atomically by `patch`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.raw: dict[str, Any] = {}
+        self.config = Config()
+
+    def load(self) -> Config:
+        if self.path.exists():
+            try:
+                self.raw = tomllib.loads(self.path.read_text())
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{self.path} is not valid TOML: {exc}") from None
+        try:
+            self.config = validate(self.raw)
+        except ParamsError as exc:
+            raise ConfigError(f"{self.path}: field {exc.field!r}: {exc.message}") from None
+        return self.config
+
+    def patch(self, patch: dict[str, Any]) -> Config:
+        """Merges `patch` (a value of None deletes a key), validates, writes, applies."""
+        merged = _merge(self.raw, patch)
+        try:
+            cfg = validate(merged)
+        except ParamsError as exc:
+            raise InvalidParams(f"patch.{exc.field}" if exc.field else "patch", exc.message)
+        write_atomic(self.path, tomli_w.dumps(merged).encode())
+        self.raw, self.config = merged, cfg
+        return cfg
+
+    def effective(self) -> dict[str, Any]:
+        """The config with defaults filled in; keys shown only as "set"/"unset"."""
+        out: dict[str, Any] = msgspec.to_builtins(self.config)
+        for name, p in self.config.providers.items():
+            out["providers"][name]["api_key"] = "set" if api_key(p) else "unset"
+        return out
+
+
+def api_key(p: ProviderConfig) -> str | None:
+    """The provider's key from its environment variable (keyring support comes later)."""
+    if p.api_key_env:
+        return os.environ.get(p.api_key_env) or None
+    return None
+
+
+def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write to a temporary file, fsync, then rename over: readers see old or new, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+

@@ -1,0 +1,61 @@
+"""Fan-out of committed events to subscribed connections, with replay hand-over.
+
+A connection subscribing with `since_seq` first registers (live events are
+buffered), then reads the stored events, then sets its mark to the last seq
+it returned and flushes the buffer, dropping anything at or below the mark.
+Since events are published only after their COMMIT and in seq order, the
+replayed and live parts meet with no gap and no duplicate.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Protocol
+
+from backend.store.events import StoredEvent
+from shared.protocol import Event
+
+
+class Subscriber(Protocol):
+    def deliver(self, event: Event) -> None: ...
+
+    def can_read(self) -> bool: ...
+
+
+class Hub:
+    def __init__(self) -> None:
+        self._subs: dict[str, set[Subscriber]] = defaultdict(set)
+        self._all: set[Subscriber] = set()
+
+    def attach(self, sub: Subscriber) -> None:
+        self._all.add(sub)
+
+    def detach(self, sub: Subscriber) -> None:
+        self._all.discard(sub)
+        for sid in [sid for sid, subs in self._subs.items() if sub in subs]:
+            self.unsubscribe(sub, sid)
+
+    def subscribe(self, sub: Subscriber, session_id: str) -> None:
+        self._subs[session_id].add(sub)
+
+    def unsubscribe(self, sub: Subscriber, session_id: str) -> None:
+        subs = self._subs.get(session_id)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subs[session_id]
+
+    def drop_session(self, session_id: str) -> None:
+        self._subs.pop(session_id, None)
+
+    def publish(self, item: object) -> None:
+        """Called by the store after COMMIT, in commit order."""
+        if not isinstance(item, StoredEvent):
+            return
+        if item.stored:
+            for sub in list(self._subs.get(item.event.session_id, ())):
+                sub.deliver(item.event)
+        else:
+            for sub in list(self._all):
+                if sub.can_read():
+                    sub.deliver(item.event)

@@ -1,0 +1,95 @@
+"""The WebSocket listener: HTTP-level auth (Origin, bearer token) and each connection's read loop."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from http import HTTPStatus
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from backend.server.connection import Connection, Principal
+from backend.server.dispatch import Dispatcher
+from backend.server.fanout import Hub
+from shared.protocol import ALL_SCOPES
+
+log = logging.getLogger("rpc")
+
+PING_INTERVAL_S = 20
+PING_TIMEOUT_S = 40  # with the interval: a client silent past ~60 s is dropped
+MAX_IN_FLIGHT = 64  # requests one connection may have running at once
+
+OWNER = Principal("owner", frozenset(ALL_SCOPES))
+
+
+class Listener:
+    def __init__(
+        self, dispatcher: Dispatcher, hub: Hub, token: str, allowed_origins: list[str],
+        max_frame_bytes: int,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.hub = hub
+        self._token = token.encode()
+        self._origins = set(allowed_origins)
+        self._max_frame = max_frame_bytes
+        self._server: Server | None = None
+        self.connections: set[Connection] = set()
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await serve(
+            self._handle, host, port, process_request=self._authorize,
+            max_size=self._max_frame, ping_interval=PING_INTERVAL_S, ping_timeout=PING_TIMEOUT_S,
+            server_header="turnkey",
+        )
+        sock = next(iter(self._server.sockets))
+        bound: int = sock.getsockname()[1]
+        return bound
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close(close_connections=True)
+            await self._server.wait_closed()
+
+    def _authorize(self, ws: ServerConnection, request: Request) -> Response | None:
+        # Origin first: a browser page must be refused whatever token it carries.
+        origin = request.headers.get("Origin")
+        if origin is not None and origin not in self._origins:
+            return ws.respond(HTTPStatus.FORBIDDEN, "origin not allowed\n")
+        auth = request.headers.get("Authorization", "")
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), self._token):
+            return ws.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token\n")
+        if request.path.split("?")[0] != "/rpc":
+            return ws.respond(HTTPStatus.NOT_FOUND, "the endpoint is /rpc\n")
+        return None
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        conn = Connection(ws, OWNER)
+        conn.start()
+        self.connections.add(conn)
+        self.hub.attach(conn)
+        slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            async for message in ws:
+                if isinstance(message, bytes):
+                    await ws.close(1003, "binary frames are not supported; send JSON text")
+                    break
+                await slots.acquire()
+                # Requests run concurrently but start in arrival order, so pipelined
+                # submissions are admitted in the order they were sent.
+                task = asyncio.create_task(self.dispatcher.handle(conn, message))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                task.add_done_callback(lambda _: slots.release())
+        except ConnectionClosed:
+            pass
+        finally:
+            self.hub.detach(conn)
+            self.connections.discard(conn)
+            if tasks:
+                await asyncio.wait(tasks)
+            await conn.stop()

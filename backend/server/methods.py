@@ -1,0 +1,370 @@
+"""The JSON-RPC methods: each takes typed params and returns a typed result.
+
+Handlers only translate between the wire and the layers below (authority,
+store); durable decisions are made there.  Scope checks and params decoding
+happen in `dispatch.py` before a handler runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from backend import __version__
+from backend.authority.queue import SessionAuthority
+from backend.config import ConfigFile
+from backend.errors import InvalidParams, NotFound, SessionBusy
+from backend.ids import message_rowid, new_id
+from backend.server.connection import Connection, Reply
+from backend.server.fanout import Hub
+from backend.store import admissions, events, messages, sessions
+from backend.store.db import Database, Tx
+from shared import protocol as p
+
+Handler = Callable[[Connection, Any], Awaitable[Any]]
+
+REPLAY_CAP = 10_000
+RESUME_PAGE = 100
+
+
+class Methods:
+    def __init__(
+        self, db: Database, authority: SessionAuthority, hub: Hub, config: ConfigFile,
+        epoch: int, request_shutdown: Callable[[], None],
+    ) -> None:
+        self.db = db
+        self.authority = authority
+        self.hub = hub
+        self.config = config
+        self.epoch = epoch
+        self.request_shutdown = request_shutdown
+        self.handlers: dict[str, Handler] = {
+            "initialize": self.initialize,
+            "session.create": self.session_create,
+            "session.list": self.session_list,
+            "session.get": self.session_get,
+            "session.update": self.session_update,
+            "session.delete": self.session_delete,
+            "session.messages": self.session_messages,
+            "session.resume": self.session_resume,
+            "session.subscribe": self.session_subscribe,
+            "session.unsubscribe": self.session_unsubscribe,
+            "session.events.since": self.events_since,
+            "prompt.submit": self.prompt_submit,
+            "admission.get": self.admission_get,
+            "admission.list": self.admission_list,
+            "admission.cancel": self.admission_cancel,
+            "admission.resolve": self.admission_resolve,
+            "turn.interrupt": self.turn_interrupt,
+            "config.get": self.config_get,
+            "config.set": self.config_set,
+            "shutdown": self.shutdown,
+        }
+        assert set(self.handlers) == set(p.METHODS), "every protocol method has a handler"
+
+    # --- connection ---------------------------------------------------------------
+
+    async def initialize(self, conn: Connection, params: p.InitializeParams) -> p.InitializeResult:
+        if params.protocol != p.PROTOCOL_VERSION:
+            raise InvalidParams(
+                "protocol", f"this backend speaks protocol {p.PROTOCOL_VERSION}; upgrade the client"
+            )
+        conn.initialized = True
+        return p.InitializeResult(
+            server=p.ServerInfo(name="turnkey-backend", version=__version__),
+            protocol=p.PROTOCOL_VERSION,
+            epoch=self.epoch,
+            principal=p.Principal(
+                token_id=conn.principal.token_id,
+                scopes=[s for s in p.ALL_SCOPES if s in conn.principal.scopes],
+            ),
+            capabilities={"methods": sorted(p.METHODS), "events": sorted(p.EVENTS)},
+        )
+
+    async def shutdown(self, conn: Connection, params: p.NoParams) -> Reply:
+        return Reply(p.EmptyResult(), after=self.request_shutdown)
+
+    # --- sessions ---------------------------------------------------------------
+
+    async def session_create(self, conn: Connection, params: p.SessionCreateParams) -> Reply:
+        cwd = _cwd(params.cwd)
+        session_id = new_id("ses")
+        model = params.model or _default_model(self.config)
+        title = (params.title or "").strip() or "New session"
+
+        def job(tx: Tx) -> p.Session:
+            sessions.insert(tx, session_id, title, cwd, model)
+            session = sessions.get(tx, session_id)
+            assert session is not None
+            events.broadcast(tx, session_id, "session.created", _data(p.SessionEvent(session=session)))
+            return session
+
+        # Subscribed before the commit, so nothing of the new session is missed.
+        conn.follow(session_id)
+        self.hub.subscribe(conn, session_id)
+        try:
+            session = await self.db.write(job)
+        except Exception:
+            conn.forget(session_id)
+            self.hub.unsubscribe(conn, session_id)
+            raise
+        return Reply(p.SessionResult(session=session))
+
+    async def session_list(self, conn: Connection, params: p.SessionListParams) -> p.SessionListResult:
+        limit = params.limit
+
+        def read(tx: Tx) -> p.SessionListResult:
+            if params.query and params.query.strip():
+                offset = int(_decode_cursor(params.cursor, "offset") or 0) if params.cursor else 0
+                rows = sessions.search(tx, params.query, limit + 1, offset)
+                nxt = _cursor({"offset": offset + limit}) if len(rows) > limit else None
+            else:
+                pos = _decode_cursor(params.cursor, "after") if params.cursor else None
+                after = (str(pos[0]), str(pos[1])) if pos else None
+                rows = sessions.page(tx, limit + 1, after)
+                last = rows[limit - 1] if len(rows) > limit else None
+                nxt = _cursor({"after": [last["updated_at"], last["session_id"]]}) if last else None
+            return p.SessionListResult(
+                sessions=[sessions.to_session(tx, r) for r in rows[:limit]], next_cursor=nxt
+            )
+
+        return await self.db.read(read)
+
+    async def session_get(self, conn: Connection, params: p.SessionIdParams) -> p.SessionResult:
+        return p.SessionResult(session=await self._session(params.session_id))
+
+    async def session_update(self, conn: Connection, params: p.SessionUpdateParams) -> p.SessionResult:
+        fields: dict[str, Any] = {}
+        if params.title is not None:
+            if not params.title.strip():
+                raise InvalidParams("title", "title is empty")
+            fields["title"] = params.title.strip()
+        if params.model is not None:
+            fields["model"] = params.model
+
+        def job(tx: Tx) -> p.Session:
+            if not sessions.exists(tx, params.session_id):
+                raise NotFound("session", params.session_id)
+            if fields:
+                sessions.update(tx, params.session_id, fields)
+            session = sessions.get(tx, params.session_id)
+            assert session is not None
+            if fields:
+                events.append(tx, params.session_id, "session.updated",
+                              _data(p.SessionEvent(session=session)))
+            return session
+
+        return p.SessionResult(session=await self.db.write(job))
+
+    async def session_delete(self, conn: Connection, params: p.SessionDeleteParams) -> p.DeletedResult:
+        sid = params.session_id
+        await self._session(sid)
+        if self.authority.running(sid) is not None and not params.force:
+            raise SessionBusy("the session is running a turn; interrupt it or pass force:true")
+        await self.authority.retire(sid)
+
+        def job(tx: Tx) -> None:
+            sessions.delete(tx, sid)
+            events.broadcast(tx, sid, "session.deleted", {"session_id": sid})
+
+        await self.db.write(job)
+        self.hub.drop_session(sid)
+        return p.DeletedResult(deleted=True)
+
+    async def session_messages(
+        self, conn: Connection, params: p.SessionMessagesParams
+    ) -> p.MessagesResult:
+        before = _rowid(params.before_id) if params.before_id is not None else None
+
+        def read(tx: Tx) -> p.MessagesResult:
+            _must_exist(tx, params.session_id)
+            page, more = messages.page(tx, params.session_id, before, params.limit)
+            return p.MessagesResult(messages=page, has_more=more)
+
+        return await self.db.read(read)
+
+    async def session_resume(self, conn: Connection, params: p.SessionSinceParams) -> Reply:
+        sid = params.session_id
+        conn.begin_replay(sid)
+        self.hub.subscribe(conn, sid)
+
+        def read(tx: Tx) -> p.ResumeResult:
+            session = sessions.get(tx, sid)
+            if session is None:
+                raise NotFound("session", sid)
+            page, more = messages.page(tx, sid, None, RESUME_PAGE)
+            latest = events.latest_seq(tx, sid)
+            replay, truncated = _replay(tx, sid, params.since_seq, latest)
+            queue = [admissions.receipt(tx, r) for r in admissions.list_for(tx, sid, "queued")]
+            return p.ResumeResult(
+                session=session, status=session.status, messages=page, has_more=more,
+                latest_seq=latest, events=replay, truncated=truncated, pending_approvals=[],
+                queue=queue, active_turn=self._active_turn(sid),
+            )
+
+        result = await self._replaying(conn, sid, read)
+        return Reply(result, after=lambda: conn.end_replay(sid, result.latest_seq))
+
+    async def session_subscribe(self, conn: Connection, params: p.SessionSinceParams) -> Reply:
+        sid = params.session_id
+        conn.begin_replay(sid)
+        self.hub.subscribe(conn, sid)
+
+        def read(tx: Tx) -> p.EventsResult:
+            _must_exist(tx, sid)
+            latest = events.latest_seq(tx, sid)
+            replay, truncated = _replay(tx, sid, params.since_seq, latest)
+            return p.EventsResult(events=replay, latest_seq=latest, truncated=truncated)
+
+        result = await self._replaying(conn, sid, read)
+        return Reply(result, after=lambda: conn.end_replay(sid, result.latest_seq))
+
+    async def session_unsubscribe(self, conn: Connection, params: p.SessionIdParams) -> p.EmptyResult:
+        conn.forget(params.session_id)
+        self.hub.unsubscribe(conn, params.session_id)
+        return p.EmptyResult()
+
+    async def events_since(self, conn: Connection, params: p.EventsSinceParams) -> p.EventsResult:
+        def read(tx: Tx) -> p.EventsResult:
+            _must_exist(tx, params.session_id)
+            latest = events.latest_seq(tx, params.session_id)
+            if params.since_seq > latest:
+                return p.EventsResult(events=[], latest_seq=latest, truncated=True)
+            found = events.since(tx, params.session_id, params.since_seq, params.limit)
+            return p.EventsResult(events=found, latest_seq=latest, truncated=False)
+
+        return await self.db.read(read)
+
+    # --- input and turns -----------------------------------------------------------
+
+    async def prompt_submit(self, conn: Connection, params: p.PromptSubmitParams) -> p.ReceiptResult:
+        newly = not conn.subscribed(params.session_id)
+        if newly:
+            # Subscribed before the commit, so the submitter sees admission.queued and the turn.
+            conn.follow(params.session_id)
+            self.hub.subscribe(conn, params.session_id)
+        try:
+            receipt = await self.authority.submit(conn.principal.token_id, params)
+        except NotFound:
+            if newly:
+                conn.forget(params.session_id)
+                self.hub.unsubscribe(conn, params.session_id)
+            raise
+        return p.ReceiptResult(receipt=receipt)
+
+    async def admission_get(self, conn: Connection, params: p.AdmissionIdParams) -> p.ReceiptResult:
+        def read(tx: Tx) -> p.Receipt:
+            row = admissions.by_id(tx, params.admission_id)
+            if row is None:
+                raise NotFound("admission", params.admission_id)
+            return admissions.receipt(tx, row)
+
+        return p.ReceiptResult(receipt=await self.db.read(read))
+
+    async def admission_list(self, conn: Connection, params: p.AdmissionListParams) -> p.ReceiptsResult:
+        def read(tx: Tx) -> list[p.Receipt]:
+            _must_exist(tx, params.session_id)
+            rows = admissions.list_for(tx, params.session_id, params.status)
+            return [admissions.receipt(tx, r) for r in rows]
+
+        return p.ReceiptsResult(receipts=await self.db.read(read))
+
+    async def admission_cancel(self, conn: Connection, params: p.AdmissionIdParams) -> p.ReceiptResult:
+        return p.ReceiptResult(receipt=await self.authority.cancel(params.admission_id))
+
+    async def admission_resolve(
+        self, conn: Connection, params: p.AdmissionResolveParams
+    ) -> p.ReceiptResult:
+        return p.ReceiptResult(receipt=await self.authority.resolve(params.admission_id))
+
+    async def turn_interrupt(self, conn: Connection, params: p.SessionIdParams) -> p.InterruptResult:
+        await self._session(params.session_id)
+        return p.InterruptResult(interrupted=self.authority.interrupt(params.session_id))
+
+    # --- config -----------------------------------------------------------------
+
+    async def config_get(self, conn: Connection, params: p.NoParams) -> dict[str, Any]:
+        return self.config.effective()
+
+    async def config_set(self, conn: Connection, params: p.ConfigSetParams) -> dict[str, Any]:
+        self.config.patch(params.patch)
+        return self.config.effective()
+
+    # --- helpers ----------------------------------------------------------------
+
+    async def _session(self, session_id: str) -> p.Session:
+        session = await self.db.read(lambda tx: sessions.get(tx, session_id))
+        if session is None:
+            raise NotFound("session", session_id)
+        return session
+
+    async def _replaying(self, conn: Connection, sid: str, read: Callable[[Tx], Any]) -> Any:
+        try:
+            return await self.db.read(read)
+        except Exception:
+            conn.end_replay(sid, 0)
+            conn.forget(sid)
+            self.hub.unsubscribe(conn, sid)
+            raise
+
+    def _active_turn(self, session_id: str) -> dict[str, Any] | None:
+        claim = self.authority.running(session_id)
+        if claim is None:
+            return None
+        return {"turn_id": claim.turn_id, "admission_id": claim.admission_id}
+
+
+def _replay(tx: Tx, sid: str, since: int | None, latest: int) -> tuple[list[p.Event], bool]:
+    """Events after `since` for a hand-over; truncated when the client must reload instead."""
+    if since is None:
+        return [], False
+    if since > latest or latest - since > REPLAY_CAP:
+        return [], True
+    return events.since(tx, sid, since, REPLAY_CAP), False
+
+
+def _must_exist(tx: Tx, session_id: str) -> None:
+    if not sessions.exists(tx, session_id):
+        raise NotFound("session", session_id)
+
+
+def _cwd(cwd: str | None) -> str:
+    path = Path(cwd).expanduser() if cwd else Path.home()
+    if not path.is_absolute():
+        raise InvalidParams("cwd", "cwd must be an absolute path")
+    if not path.is_dir():
+        raise InvalidParams("cwd", f"cwd {str(path)!r} is not an existing folder")
+    return str(path.resolve())
+
+
+def _default_model(config: ConfigFile) -> str:
+    chosen = config.config.provider()
+    return chosen[1].model if chosen else ""
+
+
+def _rowid(message_id: str) -> int:
+    try:
+        return message_rowid(message_id)
+    except ValueError:
+        raise InvalidParams("before_id", f"{message_id!r} is not a message_id") from None
+
+
+def _cursor(obj: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode()
+
+
+def _decode_cursor(cursor: str | None, key: str) -> Any:
+    try:
+        return json.loads(base64.urlsafe_b64decode((cursor or "").encode()))[key]
+    except (ValueError, KeyError, TypeError):
+        raise InvalidParams("cursor", "cursor is not one this backend returned") from None
+
+
+def _data(obj: msgspec.Struct) -> dict[str, Any]:
+    out: dict[str, Any] = msgspec.to_builtins(obj)
+    return out

@@ -1,0 +1,114 @@
+"""The admissions table: the durable FIFO of accepted input and each item's receipt."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from backend.ids import now
+from backend.store.db import Tx
+from shared.protocol import Outcome, Receipt
+
+
+def by_key(tx: Tx, principal: str, session_id: str, request_id: str) -> sqlite3.Row | None:
+    return tx.one(
+        "SELECT * FROM admissions WHERE principal = ? AND session_id = ? AND request_id = ?",
+        (principal, session_id, request_id),
+    )
+
+
+def by_id(tx: Tx, admission_id: str) -> sqlite3.Row | None:
+    return tx.one("SELECT * FROM admissions WHERE admission_id = ?", (admission_id,))
+
+
+def insert(
+    tx: Tx, admission_id: str, principal: str, session_id: str, request_id: str,
+    payload_json: str, digest: str,
+) -> None:
+    tx.execute(
+        "INSERT INTO admissions (admission_id, principal, session_id, request_id, payload_json, "
+        "payload_digest, status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)",
+        (admission_id, principal, session_id, request_id, payload_json, digest, now()),
+    )
+
+
+def blocking(tx: Tx, session_id: str) -> sqlite3.Row | None:
+    """A row that holds the session's queue: one started (by this process) or unknown."""
+    return tx.one(
+        "SELECT * FROM admissions WHERE session_id = ? AND status IN ('started', 'unknown') "
+        "ORDER BY id LIMIT 1",
+        (session_id,),
+    )
+
+
+def oldest_queued(tx: Tx, session_id: str) -> sqlite3.Row | None:
+    return tx.one(
+        "SELECT * FROM admissions WHERE session_id = ? AND status = 'queued' ORDER BY id LIMIT 1",
+        (session_id,),
+    )
+
+
+def mark_started(tx: Tx, admission_id: str, epoch: int, turn_id: str) -> None:
+    tx.execute(
+        "UPDATE admissions SET status = 'started', owner_epoch = ?, turn_id = ?, started_at = ? "
+        "WHERE admission_id = ? AND status = 'queued'",
+        (epoch, turn_id, now(), admission_id),
+    )
+
+
+def settle(
+    tx: Tx, admission_id: str, outcome: Outcome, *, final_text: str | None = None,
+    failure_reason: str | None = None,
+) -> None:
+    tx.execute(
+        "UPDATE admissions SET status = 'terminal', outcome = ?, settled_at = ?, final_text = ?, "
+        "failure_reason = ? WHERE admission_id = ? AND status != 'terminal'",
+        (outcome, now(), final_text, failure_reason, admission_id),
+    )
+
+
+def orphan_started(tx: Tx, epoch: int) -> list[sqlite3.Row]:
+    """Rows started by an earlier process: their outcome is not known."""
+    return tx.all(
+        "SELECT * FROM admissions WHERE status = 'started' AND owner_epoch < ? ORDER BY id",
+        (epoch,),
+    )
+
+
+def mark_unknown(tx: Tx, admission_id: str) -> None:
+    tx.execute(
+        "UPDATE admissions SET status = 'unknown' WHERE admission_id = ? AND status = 'started'",
+        (admission_id,),
+    )
+
+
+def sessions_with_queued(tx: Tx) -> list[str]:
+    return [
+        r[0]
+        for r in tx.all("SELECT DISTINCT session_id FROM admissions WHERE status = 'queued'")
+    ]
+
+
+def list_for(tx: Tx, session_id: str, status: str | None) -> list[sqlite3.Row]:
+    if status is None:
+        return tx.all("SELECT * FROM admissions WHERE session_id = ? ORDER BY id", (session_id,))
+    return tx.all(
+        "SELECT * FROM admissions WHERE session_id = ? AND status = ? ORDER BY id",
+        (session_id, status),
+    )
+
+
+def receipt(tx: Tx, r: sqlite3.Row, *, duplicate: bool = False) -> Receipt:
+    position = None
+    if r["status"] == "queued":
+        ahead = tx.one(
+            "SELECT COUNT(*) FROM admissions WHERE session_id = ? AND status = 'queued' AND id < ?",
+            (r["session_id"], r["id"]),
+        )
+        position = int(ahead[0]) + 1 if ahead else 1
+    return Receipt(
+        admission_id=r["admission_id"], session_id=r["session_id"], request_id=r["request_id"],
+        status=r["status"], duplicate=duplicate, created_at=r["created_at"],
+        outcome=r["outcome"], position=position, started_at=r["started_at"],
+        settled_at=r["settled_at"], final_text=r["final_text"],
+        failure_reason=r["failure_reason"], turn_id=r["turn_id"],
+    )

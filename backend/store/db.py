@@ -1,0 +1,217 @@
+"""The SQLite file: connections, durability settings, and the group-committing writer.
+
+All writes go through `Database.write(job)`.  A job is a plain function run
+on the writer connection's thread inside a transaction; jobs queued while a
+commit is in flight are committed together (each under its own savepoint, so
+one failing job does not sink the others).  A caller's `write` returns only
+after the COMMIT that holds its job is durable (WAL, synchronous=FULL), so
+"accepted" always means "on disk".  Events a job appends are published, in
+commit order, after that COMMIT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from backend.errors import StoreUnavailable, TurnkeyError
+from backend.store.migrations import migrate
+
+log = logging.getLogger("store")
+
+T = TypeVar("T")
+
+PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=FULL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA busy_timeout=10000",
+)
+
+
+@dataclass
+class Tx:
+    """What a write job sees: the connection, inside an open transaction."""
+
+    conn: sqlite3.Connection
+    published: list[Any] = field(default_factory=list)
+
+    def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, params)
+
+    def one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
+        return row
+
+    def all(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        return list(self.conn.execute(sql, params).fetchall())
+
+    def publish(self, item: Any) -> None:
+        """Queues `item` for the publisher, which sees it only if this job commits."""
+        self.published.append(item)
+
+
+@dataclass
+class _Job:
+    fn: Callable[[Tx], Any]
+    future: asyncio.Future[Any]
+    published: list[Any] = field(default_factory=list)
+    result: Any = None
+    error: BaseException | None = None
+
+
+class Database:
+    """One SQLite file with a writer connection and a reader connection."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._queue: list[_Job] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.publisher: Callable[[Any], None] = lambda item: None
+
+    async def open(self) -> None:
+        self._writer = await _connect(self.path)
+        await _run(self._writer, migrate)
+        self._reader = await _connect(self.path)
+        self._task = asyncio.create_task(self._write_loop(), name="store-writer")
+
+    async def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+        if self._task:
+            await self._task
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                await conn.close()
+        self._reader = self._writer = None
+
+    async def read(self, fn: Callable[[Tx], T]) -> T:
+        """Runs `fn` on the reader connection (a consistent WAL snapshot per call)."""
+        assert self._reader is not None, "database not open"
+
+        def run(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN")
+            try:
+                return fn(Tx(conn))
+            finally:
+                conn.execute("COMMIT")
+
+        try:
+            return await _run(self._reader, run)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"could not read the database: {exc}") from exc
+
+    async def write(self, fn: Callable[[Tx], T]) -> T:
+        """Runs `fn` in a transaction; returns after its COMMIT is durable.
+
+        Raises the job's own exception if it failed (its changes rolled back), or
+        StoreUnavailable if the commit itself failed (nothing of it is stored).
+        """
+        if self._closing:
+            raise StoreUnavailable("the backend is shutting down")
+        job = _Job(fn, asyncio.get_running_loop().create_future())
+        self._queue.append(job)
+        self._wake.set()
+        result: T = await job.future
+        return result
+
+    async def _write_loop(self) -> None:
+        assert self._writer is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self._queue:
+                if self._closing:
+                    return
+                continue
+            batch, self._queue = self._queue, []
+            try:
+                await _run(self._writer, functools.partial(_commit_batch, batch=batch))
+            except Exception as exc:  # the COMMIT itself failed: nothing of the batch is stored
+                log.error("commit of %d jobs failed: %s", len(batch), exc)
+                for job in batch:
+                    if not job.future.done():
+                        job.future.set_exception(
+                            StoreUnavailable(f"could not save to the database: {exc}")
+                        )
+                continue
+            for job in batch:
+                if job.error is None:
+                    for item in job.published:
+                        self._publish(item)
+                if job.future.done():
+                    continue
+                if job.error is not None:
+                    job.future.set_exception(job.error)
+                else:
+                    job.future.set_result(job.result)
+            if self._queue:
+                self._wake.set()
+
+    def _publish(self, item: Any) -> None:
+        try:
+            self.publisher(item)
+        except Exception:
+            log.exception("publishing a committed event failed")
+
+
+def _commit_batch(conn: sqlite3.Connection, *, batch: list[_Job]) -> None:
+    """Runs on the writer thread: one transaction, one savepoint per job."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for job in batch:
+            conn.execute("SAVEPOINT job")
+            tx = Tx(conn)
+            try:
+                job.result = job.fn(tx)
+                job.published = tx.published
+            except BaseException as exc:
+                conn.execute("ROLLBACK TO job")
+                job.error = _translate(exc)
+            conn.execute("RELEASE job")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _translate(exc: BaseException) -> BaseException:
+    if isinstance(exc, TurnkeyError | AssertionError):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        return StoreUnavailable(f"could not save to the database: {exc}")
+    return exc
+
+
+async def _connect(path: Path) -> aiosqlite.Connection:
+    conn = await aiosqlite.connect(path, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    for pragma in PRAGMAS:
+        await conn.execute(pragma)
+    return conn
+
+
+async def _run(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Runs `fn(raw_connection)` on aiosqlite's worker thread: one hop per transaction.
+
+    aiosqlite exposes only statement-at-a-time calls publicly; a transaction of
+    several statements would cost one thread hop each, which is what limits
+    admissions per second.  `_execute` is the same entry point its own public
+    methods use.
+    """
+    raw: sqlite3.Connection = conn._conn
+    result: T = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
+    return result

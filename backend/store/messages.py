@@ -1,0 +1,61 @@
+"""The messages table: the transcript people read, with the wire sidecar the model replays."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from backend.ids import message_id, now
+from backend.store.db import Tx
+from shared.protocol import Message, Role
+
+
+def insert(
+    tx: Tx,
+    session_id: str,
+    role: Role,
+    content: str,
+    *,
+    turn_id: str | None = None,
+    api_content: str | None = None,
+    status: str | None = None,
+    note_kind: str | None = None,
+) -> str:
+    """Appends a row; returns its message_id."""
+    cur = tx.execute(
+        "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, "
+        "note_kind, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, turn_id, role, content, api_content, status, note_kind, now()),
+    )
+    assert cur.lastrowid is not None
+    return message_id(cur.lastrowid)
+
+
+def page(tx: Tx, session_id: str, before_rowid: int | None, limit: int) -> tuple[list[Message], bool]:
+    """Up to `limit` messages just before `before_rowid` (default: the end), in order."""
+    bound = before_rowid if before_rowid is not None else 2**62
+    rows = tx.all(
+        "SELECT * FROM messages WHERE session_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
+        (session_id, bound, limit + 1),
+    )
+    has_more = len(rows) > limit
+    return [to_message(r) for r in reversed(rows[:limit])], has_more
+
+
+def for_model(tx: Tx, session_id: str) -> list[sqlite3.Row]:
+    """Active, uncompacted rows the model may see, in transcript order."""
+    return tx.all(
+        "SELECT role, content, api_content, note_kind FROM messages "
+        "WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id",
+        (session_id,),
+    )
+
+
+def to_message(r: sqlite3.Row) -> Message:
+    return Message(
+        message_id=message_id(r["id"]), session_id=r["session_id"], role=r["role"],
+        content=r["content"], compacted=bool(r["compacted"]), created_at=r["created_at"],
+        turn_id=r["turn_id"], tool_calls=json.loads(r["tool_calls"]) if r["tool_calls"] else None,
+        call_id=r["call_id"], tool_name=r["tool_name"], status=r["status"],
+        note_kind=r["note_kind"],
+    )

@@ -1,0 +1,145 @@
+"""Numbered schema migrations, applied at start-up in one transaction.
+
+Each migration is a small function; `MIGRATIONS[i]` brings the schema to
+version i + 1.  A database whose version is newer than the code knows is
+refused: an older Turnkey must not write a layout it does not understand.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from backend.errors import StoreTooNew
+
+_M001 = (
+    """CREATE TABLE runtime (
+        key   TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    )""",
+    "INSERT INTO runtime (key, value) VALUES ('epoch', 0)",
+    """CREATE TABLE sessions (
+        session_id        TEXT PRIMARY KEY,
+        title             TEXT NOT NULL,
+        cwd               TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        system_prompt     TEXT,
+        parent_session_id TEXT,
+        child_session_id  TEXT,
+        created_at        TEXT NOT NULL,
+        updated_at        TEXT NOT NULL,
+        input_tokens      INTEGER NOT NULL DEFAULT 0,
+        output_tokens     INTEGER NOT NULL DEFAULT 0,
+        cached_tokens     INTEGER NOT NULL DEFAULT 0,
+        cost_usd          REAL NOT NULL DEFAULT 0,
+        usage_estimated   INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX sessions_updated ON sessions (updated_at DESC, session_id DESC)",
+    """CREATE TABLE messages (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id  TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        turn_id     TEXT,
+        role        TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool', 'system_note')),
+        content     TEXT NOT NULL,
+        api_content TEXT,
+        tool_calls  TEXT,
+        call_id     TEXT,
+        tool_name   TEXT,
+        status      TEXT,
+        note_kind   TEXT,
+        active      INTEGER NOT NULL DEFAULT 1,
+        compacted   INTEGER NOT NULL DEFAULT 0,
+        created_at  TEXT NOT NULL
+    )""",
+    "CREATE INDEX messages_session ON messages (session_id, id)",
+    """CREATE VIRTUAL TABLE messages_fts USING fts5 (
+        content, session_id UNINDEXED, content='messages', content_rowid='id'
+    )""",
+    """CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts (rowid, content, session_id)
+        VALUES (new.id, new.content, new.session_id);
+    END""",
+    """CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content, session_id)
+        VALUES ('delete', old.id, old.content, old.session_id);
+    END""",
+    """CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content, session_id)
+        VALUES ('delete', old.id, old.content, old.session_id);
+        INSERT INTO messages_fts (rowid, content, session_id)
+        VALUES (new.id, new.content, new.session_id);
+    END""",
+    """CREATE TABLE admissions (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        admission_id   TEXT NOT NULL UNIQUE,
+        principal      TEXT NOT NULL,
+        session_id     TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        request_id     TEXT NOT NULL,
+        payload_json   TEXT NOT NULL,
+        payload_digest TEXT NOT NULL,
+        status         TEXT NOT NULL
+                       CHECK (status IN ('queued', 'started', 'unknown', 'terminal')),
+        outcome        TEXT CHECK (outcome IN
+                       ('completed', 'failed', 'interrupted', 'cancelled', 'rejected')),
+        owner_epoch    INTEGER,
+        turn_id        TEXT,
+        created_at     TEXT NOT NULL,
+        started_at     TEXT,
+        settled_at     TEXT,
+        final_text     TEXT,
+        failure_reason TEXT,
+        UNIQUE (principal, session_id, request_id)
+    )""",
+    "CREATE INDEX admissions_queue ON admissions (session_id, status, id)",
+    "CREATE INDEX admissions_status ON admissions (status)",
+    """CREATE TABLE events (
+        session_id   TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        type         TEXT NOT NULL,
+        turn_id      TEXT,
+        admission_id TEXT,
+        ts           TEXT NOT NULL,
+        data         TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID""",
+)
+
+
+def _m001(conn: sqlite3.Connection) -> None:
+    # executescript would COMMIT behind our back; statements run one by one instead.
+    for sql in _M001:
+        conn.execute(sql)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Brings the schema to SCHEMA_VERSION in one transaction; returns the version."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations "
+            "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+        row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        current = int(row[0])
+        if current > SCHEMA_VERSION:
+            raise StoreTooNew(
+                f"this database has schema version {current}, but this Turnkey knows only "
+                f"up to {SCHEMA_VERSION}; run a newer Turnkey or use another data folder"
+            )
+        now = datetime.now(UTC).isoformat()
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            MIGRATIONS[version - 1](conn)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                (version, now),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return SCHEMA_VERSION

@@ -1,0 +1,151 @@
+"""The sessions table: conversations, their frozen system prompt and usage counters."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from backend.ids import now
+from backend.store.db import Tx
+from shared.protocol import Session, SessionStatus, Usage
+
+
+def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str) -> None:
+    ts = now()
+    tx.execute(
+        "INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (session_id, title, cwd, model, ts, ts),
+    )
+
+
+def row(tx: Tx, session_id: str) -> sqlite3.Row | None:
+    return tx.one("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+
+
+def exists(tx: Tx, session_id: str) -> bool:
+    return tx.one("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)) is not None
+
+
+def get(tx: Tx, session_id: str) -> Session | None:
+    r = row(tx, session_id)
+    return to_session(tx, r) if r else None
+
+
+def update(tx: Tx, session_id: str, fields: dict[str, Any]) -> None:
+    fields = {**fields, "updated_at": now()}
+    sets = ", ".join(f"{k} = :{k}" for k in fields)
+    tx.execute(f"UPDATE sessions SET {sets} WHERE session_id = :sid", {**fields, "sid": session_id})
+
+
+def touch(tx: Tx, session_id: str) -> None:
+    tx.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (now(), session_id))
+
+
+def store_system_prompt(tx: Tx, session_id: str, prompt: str) -> str:
+    """Stores the prompt only if none is stored yet; returns the stored one (first wins)."""
+    tx.execute(
+        "UPDATE sessions SET system_prompt = ? WHERE session_id = ? AND system_prompt IS NULL",
+        (prompt, session_id),
+    )
+    r = tx.one("SELECT system_prompt FROM sessions WHERE session_id = ?", (session_id,))
+    assert r is not None
+    return str(r[0])
+
+
+def add_usage(tx: Tx, session_id: str, usage: Usage) -> None:
+    tx.execute(
+        "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+        "cached_tokens = cached_tokens + ?, cost_usd = cost_usd + ?, "
+        "usage_estimated = MAX(usage_estimated, ?) WHERE session_id = ?",
+        (usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd,
+         int(usage.estimated), session_id),
+    )
+
+
+def delete(tx: Tx, session_id: str) -> None:
+    tx.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+    tx.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+
+
+def status(tx: Tx, session_id: str) -> SessionStatus:
+    """Derived from the admissions, which are the durable truth about running work."""
+    r = tx.one(
+        "SELECT SUM(status = 'started'), SUM(status = 'unknown'), SUM(status = 'queued') "
+        "FROM admissions WHERE session_id = ? AND status != 'terminal'",
+        (session_id,),
+    )
+    if r is None or r[0] is None:
+        return "idle"
+    if r[0]:
+        return "running"
+    if r[1]:
+        return "unknown"
+    return "queued" if r[2] else "idle"
+
+
+def usage_of(r: sqlite3.Row) -> Usage:
+    return Usage(
+        input_tokens=r["input_tokens"], output_tokens=r["output_tokens"],
+        cached_tokens=r["cached_tokens"], cost_usd=round(r["cost_usd"], 8),
+        estimated=bool(r["usage_estimated"]),
+    )
+
+
+def to_session(tx: Tx, r: sqlite3.Row) -> Session:
+    sid = r["session_id"]
+    count = tx.one("SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,))
+    seq = tx.one("SELECT MAX(seq) FROM events WHERE session_id = ?", (sid,))
+    return Session(
+        session_id=sid, title=r["title"], cwd=r["cwd"], model=r["model"],
+        created_at=r["created_at"], updated_at=r["updated_at"], status=status(tx, sid),
+        message_count=int(count[0]) if count else 0, usage=usage_of(r),
+        parent_session_id=r["parent_session_id"], child_session_id=r["child_session_id"],
+        latest_seq=int(seq[0] or 0) if seq else 0,
+    )
+
+
+def page(tx: Tx, limit: int, cursor: tuple[str, str] | None) -> list[sqlite3.Row]:
+    """Sessions by last activity, newest first; `cursor` is the (updated_at, id) to go past."""
+    if cursor is None:
+        return tx.all(
+            "SELECT * FROM sessions ORDER BY updated_at DESC, session_id DESC LIMIT ?", (limit,)
+        )
+    return tx.all(
+        "SELECT * FROM sessions WHERE (updated_at, session_id) < (?, ?) "
+        "ORDER BY updated_at DESC, session_id DESC LIMIT ?",
+        (cursor[0], cursor[1], limit),
+    )
+
+
+def search(tx: Tx, query: str, limit: int, offset: int) -> list[sqlite3.Row]:
+    """Full-text search over titles and message text, best match first."""
+    fts = _fts_query(query)
+    if not fts:
+        return []
+    return tx.all(
+        """
+        WITH hits AS (
+            SELECT m.session_id AS sid, MIN(bm25(messages_fts)) AS score
+            FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+            WHERE messages_fts MATCH ? GROUP BY m.session_id
+        )
+        SELECT s.*, CASE WHEN s.title LIKE ? ESCAPE '\\' THEN -1e9 ELSE COALESCE(h.score, 0) END
+               AS rank
+        FROM sessions s LEFT JOIN hits h ON h.sid = s.session_id
+        WHERE h.sid IS NOT NULL OR s.title LIKE ? ESCAPE '\\'
+        ORDER BY rank, s.updated_at DESC LIMIT ? OFFSET ?
+        """,
+        (fts, _like(query), _like(query), limit, offset),
+    )
+
+
+def _fts_query(query: str) -> str:
+    """Each word becomes a quoted prefix term, so user text can never be FTS syntax."""
+    words = [w.replace('"', '""') for w in query.split() if w.strip()]
+    return " ".join(f'"{w}"*' for w in words)
+
+
+def _like(query: str) -> str:
+    q = query.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{q}%"

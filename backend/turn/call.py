@@ -1,0 +1,79 @@
+"""The model call stage: stream one request, feeding text to the delta writer, and count usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.config import ProviderConfig
+from backend.providers.base import (
+    ChatProvider,
+    ChatRequest,
+    DoneChunk,
+    TextChunk,
+    UsageChunk,
+)
+from backend.turn.stream import DeltaWriter
+from shared.protocol import Usage
+
+CHARS_PER_TOKEN = 4
+
+
+@dataclass
+class CallResult:
+    text: str
+    usage: Usage
+    finish_reason: str | None
+
+
+async def call_model(
+    provider: ChatProvider, request: ChatRequest, deltas: DeltaWriter, prices: ProviderConfig
+) -> CallResult:
+    """Streams the call; raises ProviderError on failure (streamed text stays in `deltas`)."""
+    text: list[str] = []
+    usage: UsageChunk | None = None
+    finish: str | None = None
+    async for chunk in provider.stream(request):
+        if isinstance(chunk, TextChunk):
+            text.append(chunk.text)
+            deltas.add(chunk.text)
+        elif isinstance(chunk, UsageChunk):
+            usage = chunk
+        elif isinstance(chunk, DoneChunk):
+            finish = chunk.finish_reason or finish
+    answer = "".join(text)
+    return CallResult(answer, price(measure(usage, request, answer), prices), finish)
+
+
+def measure(usage: UsageChunk | None, request: ChatRequest, answer: str) -> Usage:
+    """The provider's reported usage, or an estimate marked as such when it reported none."""
+    if usage is not None:
+        return Usage(
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+            cached_tokens=usage.cached_tokens,
+        )
+    sent = sum(len(m.content) for m in request.messages)
+    return Usage(
+        input_tokens=max(1, sent // CHARS_PER_TOKEN),
+        output_tokens=len(answer) // CHARS_PER_TOKEN,
+        estimated=True,
+    )
+
+
+def price(usage: Usage, cfg: ProviderConfig) -> Usage:
+    cost = (
+        usage.input_tokens * cfg.input_usd_per_mtok + usage.output_tokens * cfg.output_usd_per_mtok
+    ) / 1_000_000
+    return Usage(
+        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+        cached_tokens=usage.cached_tokens, cost_usd=round(cost, 8), estimated=usage.estimated,
+    )
+
+
+def add(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        cached_tokens=a.cached_tokens + b.cached_tokens,
+        cost_usd=round(a.cost_usd + b.cost_usd, 8),
+        estimated=a.estimated or b.estimated,
+    )

@@ -1,0 +1,361 @@
+"""Typed definitions of every method, result and event of wire protocol version 1.
+
+The backend decodes params with these types and encodes results and events
+from them; the client uses the same types; `shared/schema.py` derives the
+shipped JSON Schema from them.  Adding a method means adding its params and
+result here and one row in `METHODS`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+
+Scope = Literal["read", "submit", "approve", "admin"]
+ALL_SCOPES: tuple[Scope, ...] = ("read", "submit", "approve", "admin")
+
+SessionStatus = Literal["idle", "queued", "running", "waiting_approval", "unknown"]
+AdmissionStatus = Literal["queued", "started", "unknown", "terminal"]
+Outcome = Literal["completed", "failed", "interrupted", "cancelled", "rejected"]
+TurnStatus = Literal["completed", "failed", "interrupted"]
+Role = Literal["user", "assistant", "tool", "system_note"]
+
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+RequestId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class Params(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Base of all params: unknown fields are errors, so typos show."""
+
+
+class Wire(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """Base of results and event data: optional fields are left out when unset."""
+
+
+# --- shared objects -------------------------------------------------------
+
+
+class Usage(Wire):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    estimated: bool = False
+
+
+class Session(Wire):
+    session_id: str
+    title: str
+    cwd: str
+    model: str
+    created_at: str
+    updated_at: str
+    status: SessionStatus
+    message_count: int
+    usage: Usage
+    parent_session_id: str | None = None
+    child_session_id: str | None = None
+    latest_seq: int = 0
+
+
+class ToolCall(Wire):
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_raw: str | None = None
+
+
+class Message(Wire):
+    message_id: str
+    session_id: str
+    role: Role
+    content: str
+    compacted: bool
+    created_at: str
+    turn_id: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    call_id: str | None = None
+    tool_name: str | None = None
+    status: str | None = None
+    note_kind: str | None = None
+
+
+class Receipt(Wire):
+    admission_id: str
+    session_id: str
+    request_id: str
+    status: AdmissionStatus
+    duplicate: bool
+    created_at: str
+    outcome: Outcome | None = None
+    position: int | None = None
+    started_at: str | None = None
+    settled_at: str | None = None
+    final_text: str | None = None
+    failure_reason: str | None = None
+    turn_id: str | None = None
+
+
+class Event(Wire):
+    """One event notification's params.  `seq` is absent on session-less events."""
+
+    session_id: str
+    type: str
+    ts: str
+    data: dict[str, Any]
+    seq: int | None = None
+    turn_id: str | None = None
+    admission_id: str | None = None
+
+
+class ClientInfo(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    version: str
+
+
+class ServerInfo(Wire):
+    name: str
+    version: str
+
+
+class Principal(Wire):
+    token_id: str
+    scopes: list[Scope]
+
+
+class Attachment(Params):
+    path: str
+
+
+# --- params ----------------------------------------------------------------
+
+
+class NoParams(Params):
+    pass
+
+
+class InitializeParams(Params):
+    client: ClientInfo
+    protocol: int
+
+
+class SessionCreateParams(Params):
+    title: str | None = None
+    cwd: str | None = None
+    model: str | None = None
+
+
+class SessionListParams(Params):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 50
+    cursor: str | None = None
+    query: str | None = None
+
+
+class SessionIdParams(Params):
+    session_id: str
+
+
+class SessionUpdateParams(Params):
+    session_id: str
+    title: str | None = None
+    model: str | None = None
+
+
+class SessionDeleteParams(Params):
+    session_id: str
+    force: bool = False
+
+
+class SessionMessagesParams(Params):
+    session_id: str
+    before_id: str | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 100
+
+
+class SessionSinceParams(Params):
+    session_id: str
+    since_seq: NonNegative | None = None
+
+
+class EventsSinceParams(Params):
+    session_id: str
+    since_seq: NonNegative
+    limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 1000
+
+
+class PromptSubmitParams(Params):
+    session_id: str
+    request_id: RequestId
+    text: str
+    attachments: list[Attachment] | None = None
+    intent: Literal["queue", "interrupt"] = "queue"
+
+
+class AdmissionIdParams(Params):
+    admission_id: str
+
+
+class AdmissionListParams(Params):
+    session_id: str
+    status: AdmissionStatus | None = None
+
+
+class AdmissionResolveParams(Params):
+    admission_id: str
+    resolution: Literal["interrupted"]
+
+
+class ConfigSetParams(Params):
+    patch: dict[str, Any]
+
+
+# --- results ---------------------------------------------------------------
+
+
+class InitializeResult(Wire):
+    server: ServerInfo
+    protocol: int
+    epoch: int
+    principal: Principal
+    capabilities: dict[str, Any]
+
+
+class SessionResult(Wire):
+    session: Session
+
+
+class SessionListResult(Wire):
+    sessions: list[Session]
+    next_cursor: str | None = None
+
+
+class DeletedResult(Wire):
+    deleted: bool
+
+
+class MessagesResult(Wire):
+    messages: list[Message]
+    has_more: bool
+
+
+class EventsResult(Wire):
+    events: list[Event]
+    latest_seq: int
+    truncated: bool
+
+
+class ResumeResult(Wire):
+    session: Session
+    status: SessionStatus
+    messages: list[Message]
+    has_more: bool
+    latest_seq: int
+    events: list[Event]
+    truncated: bool
+    pending_approvals: list[dict[str, Any]]
+    queue: list[Receipt]
+    active_turn: dict[str, Any] | None = None
+
+
+class ReceiptResult(Wire):
+    receipt: Receipt
+
+
+class ReceiptsResult(Wire):
+    receipts: list[Receipt]
+
+
+class InterruptResult(Wire):
+    interrupted: bool
+
+
+class EmptyResult(Wire):
+    pass
+
+
+ConfigResult = dict[str, Any]
+"""config.get and config.set return the effective config itself (secrets as "set"/"unset")."""
+
+
+class MethodSpec(msgspec.Struct, frozen=True):
+    params: type[Params]
+    result: Any  # a Wire subclass, or a plain type such as ConfigResult
+    scope: Scope | None
+
+
+METHODS: dict[str, MethodSpec] = {
+    "initialize": MethodSpec(InitializeParams, InitializeResult, None),
+    "session.create": MethodSpec(SessionCreateParams, SessionResult, "submit"),
+    "session.list": MethodSpec(SessionListParams, SessionListResult, "read"),
+    "session.get": MethodSpec(SessionIdParams, SessionResult, "read"),
+    "session.update": MethodSpec(SessionUpdateParams, SessionResult, "submit"),
+    "session.delete": MethodSpec(SessionDeleteParams, DeletedResult, "admin"),
+    "session.messages": MethodSpec(SessionMessagesParams, MessagesResult, "read"),
+    "session.resume": MethodSpec(SessionSinceParams, ResumeResult, "read"),
+    "session.subscribe": MethodSpec(SessionSinceParams, EventsResult, "read"),
+    "session.unsubscribe": MethodSpec(SessionIdParams, EmptyResult, "read"),
+    "session.events.since": MethodSpec(EventsSinceParams, EventsResult, "read"),
+    "prompt.submit": MethodSpec(PromptSubmitParams, ReceiptResult, "submit"),
+    "admission.get": MethodSpec(AdmissionIdParams, ReceiptResult, "read"),
+    "admission.list": MethodSpec(AdmissionListParams, ReceiptsResult, "read"),
+    "admission.cancel": MethodSpec(AdmissionIdParams, ReceiptResult, "submit"),
+    "admission.resolve": MethodSpec(AdmissionResolveParams, ReceiptResult, "submit"),
+    "turn.interrupt": MethodSpec(SessionIdParams, InterruptResult, "submit"),
+    "config.get": MethodSpec(NoParams, ConfigResult, "admin"),
+    "config.set": MethodSpec(ConfigSetParams, ConfigResult, "admin"),
+    "shutdown": MethodSpec(NoParams, EmptyResult, "admin"),
+}
+
+
+# --- event data ------------------------------------------------------------
+
+
+class AdmissionEvent(Wire):
+    receipt: Receipt
+
+
+class TurnStarted(Wire):
+    turn_id: str
+    admission_id: str
+    model: str
+
+
+class TextDelta(Wire):
+    text: str
+
+
+class MessageComplete(Wire):
+    admission_id: str
+    turn_id: str
+    text: str
+    status: TurnStatus
+    usage: Usage
+    failure_reason: str | None = None
+
+
+class UsageUpdate(Wire):
+    usage: Usage
+
+
+class SessionEvent(Wire):
+    session: Session
+
+
+class SessionDeletedEvent(Wire):
+    session_id: str
+
+
+EVENTS: dict[str, type[Wire]] = {
+    "admission.queued": AdmissionEvent,
+    "admission.settled": AdmissionEvent,
+    "turn.started": TurnStarted,
+    "message.delta": TextDelta,
+    "message.complete": MessageComplete,
+    "usage.update": UsageUpdate,
+    "session.updated": SessionEvent,
+    "session.created": SessionEvent,
+    "session.deleted": SessionDeletedEvent,
+}

@@ -1,0 +1,26 @@
+"""Test-wide set-up: the repository root is importable, and no test touches the real user's data."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `tests.fakes` imports whatever rootdir/import mode pytest uses
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_turnkey_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """TURNKEY_HOME points at a throwaway folder, so nothing falls back to the user's data dir."""
+    old = os.environ.get("TURNKEY_HOME")
+    os.environ["TURNKEY_HOME"] = str(tmp_path_factory.mktemp("turnkey-home"))
+    yield
+    if old is None:
+        os.environ.pop("TURNKEY_HOME", None)
+    else:
+        os.environ["TURNKEY_HOME"] = old

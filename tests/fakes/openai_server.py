@@ -1,0 +1,267 @@
+"""A scripted OpenAI Chat Completions server on loopback, speaking real SSE, for tests.
+
+It runs in a background thread of the test process. Each request is answered by a
+``Reply``: from ``responder(body)`` when one is set, else from the first of ``routes`` whose
+key occurs in the last user message, else from a FIFO of scripted replies, else ``default``.
+Every request is recorded (parsed body, monotonic start and end times) so tests can check
+what the backend sent, in which order, and with how much concurrency. A client that
+disconnects mid-stream ends its handler quietly.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """How to answer one request. The default streams ``deltas`` and then usage."""
+
+    deltas: list[str] = field(default_factory=lambda: ["ok"])
+    delay: float = 0.0  # seconds before each delta
+    usage: dict[str, int] | None = field(
+        default_factory=lambda: {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    )
+    status: int = 200
+    error: dict[str, Any] | None = None  # JSON body sent with a non-200 status
+    headers: dict[str, str] = field(default_factory=dict)
+    hang_after: int | None = None  # after this many deltas, wait for `release` or disconnect
+    release: threading.Event | None = None  # None with hang_after: hang until disconnect
+    raw: bytes | None = None  # send these bytes as the whole body instead of SSE
+    content_type: str = "text/event-stream"
+    truncate: bool = False  # after the deltas, drop the connection: no usage, no [DONE]
+
+    @classmethod
+    def http_error(cls, status: int, message: str = "boom", **headers: str) -> Reply:
+        body = {"error": {"message": message, "type": "server_error", "code": status}}
+        return cls(status=status, error=body, headers=headers)
+
+
+@dataclass
+class Recorded:
+    """One request the fake received."""
+
+    body: dict[str, Any]
+    started: float
+    ended: float | None = None  # set just before the last byte is written
+    disconnected: bool = False  # the client went away before the reply was finished
+
+    @property
+    def last_user_text(self) -> str:
+        for msg in reversed(self.body.get("messages", [])):
+            if msg.get("role") == "user":
+                return content_text(msg)
+        return ""
+
+
+def content_text(msg: dict[str, Any]) -> str:
+    """A message's text, whether ``content`` is a string or a list of text parts."""
+    content = msg.get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+class _ClientGone(Exception):
+    pass
+
+
+class FakeOpenAI:
+    """The server. ``base_url`` ends in ``/v1``; call ``close()`` when done."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.responder: Callable[[dict[str, Any]], Reply] | None = None
+        self.default = Reply()
+        self.routes: dict[str, Reply] = {}  # substring of the last user text -> reply, every time
+        self.requests: list[Recorded] = []
+        self.errors: list[str] = []  # unexpected handler failures; tests assert it stays empty
+        self.active = 0
+        self.max_active = 0
+        self._script: deque[Reply] = deque()
+        self._cond = threading.Condition()
+        self._closing = threading.Event()
+        self._server = _Server(("127.0.0.1", port), _make_handler(self))
+        self._server.fake = self
+        self.port: int = self._server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies for the next requests, in order."""
+        with self._cond:
+            self._script.extend(replies)
+
+    def close(self) -> None:
+        self._closing.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def snapshot(self) -> list[Recorded]:
+        with self._cond:
+            return list(self.requests)
+
+    def wait_requests(self, n: int, timeout: float = 30.0) -> list[Recorded]:
+        """Block until at least ``n`` requests have arrived; return them all."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self.requests) >= n, timeout):
+                raise TimeoutError(f"fake provider got {len(self.requests)} requests, wanted {n}")
+            return list(self.requests)
+
+    async def async_wait_requests(self, n: int, timeout: float = 30.0) -> list[Recorded]:
+        """Like ``wait_requests`` without blocking the event loop."""
+        import asyncio
+
+        deadline = time.monotonic() + timeout
+        while len(self.snapshot()) < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"fake provider got {len(self.snapshot())} requests, wanted {n}")
+            await asyncio.sleep(0.01)
+        return self.snapshot()
+
+    # --- called from handler threads -------------------------------------------------
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        if self.responder is not None:
+            return self.responder(body)
+        text = Recorded(body=body, started=0.0).last_user_text
+        with self._cond:
+            for key, reply in self.routes.items():
+                if key in text:
+                    return reply
+            return self._script.popleft() if self._script else self.default
+
+    def _begin(self, body: dict[str, Any]) -> Recorded:
+        rec = Recorded(body=body, started=time.monotonic())
+        with self._cond:
+            self.requests.append(rec)
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            self._cond.notify_all()
+        return rec
+
+    def _end(self, rec: Recorded) -> None:
+        with self._cond:
+            if rec.ended is None:
+                rec.ended = time.monotonic()
+                self.active -= 1
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeOpenAI
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exception()
+        if not isinstance(exc, (ConnectionError, TimeoutError, _ClientGone)):
+            self.fake.errors.append(f"handler failed: {exc!r}")  # a bug in the fake or its use
+
+
+def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            try:
+                body = json.loads(raw.decode("utf-8"))
+            except ValueError as exc:
+                fake.errors.append(f"request body is not UTF-8 JSON: {exc}")
+                body = {"_raw": raw.decode("utf-8", "replace")}
+            rec = fake._begin(body)
+            try:
+                self._answer(fake._next_reply(body), rec)
+            except (_ClientGone, ConnectionError, TimeoutError, OSError):
+                rec.disconnected = True
+                self.close_connection = True
+            finally:
+                fake._end(rec)
+
+        def _answer(self, reply: Reply, rec: Recorded) -> None:
+            if not self.path.endswith("/chat/completions"):
+                reply = Reply.http_error(404, f"no route {self.path}")
+            if reply.status != 200 or reply.raw is not None:
+                data = reply.raw if reply.raw is not None else json.dumps(reply.error).encode()
+                ctype = reply.content_type if reply.raw is not None else "application/json"
+                self.send_response(reply.status)
+                for k, v in reply.headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                fake._end(rec)
+                self.wfile.write(data)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            model = rec.body.get("model", "fake-model")
+            self._event(_chunk(model, {"role": "assistant", "content": ""}))
+            for i, text in enumerate(reply.deltas):
+                if reply.hang_after is not None and i == reply.hang_after:
+                    self._hang(reply.release)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                self._event(_chunk(model, {"content": text}))
+            if reply.hang_after is not None and reply.hang_after >= len(reply.deltas):
+                self._hang(reply.release)
+            if reply.truncate:
+                fake._end(rec)
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)  # no final chunk: a broken stream
+                return
+            self._event(_chunk(model, {}, finish="stop"))
+            if reply.usage is not None:
+                self._event(_chunk(model, None, usage=reply.usage))
+            fake._end(rec)
+            self._send(b"data: [DONE]\n\n")
+            self._send(b"")  # chunked terminator
+
+        def _event(self, chunk: dict[str, Any]) -> None:
+            self._send(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+
+        def _send(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        def _hang(self, release: threading.Event | None) -> None:
+            while not (release is not None and release.is_set()):
+                if fake._closing.is_set():
+                    raise _ClientGone
+                readable, _, _ = select.select([self.connection], [], [], 0.05)
+                if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                    raise _ClientGone  # EOF: the client closed the stream
+
+    return Handler
+
+
+def _chunk(
+    model: str,
+    delta: dict[str, str] | None,
+    finish: str | None = None,
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": usage,
+    }

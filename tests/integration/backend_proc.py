@@ -1,0 +1,166 @@
+"""The backend under test as a real subprocess: config, start, READY, kill -9, restart, clean-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+READY = re.compile(r"TURNKEY_BACKEND_READY port=(\d+)")
+START_TIMEOUT_S = 30.0
+
+
+class BackendStartError(AssertionError):
+    """The backend did not print its READY line; the message carries its stderr."""
+
+
+def config_toml(base_url: str, extra: str = "") -> str:
+    """A config.toml whose default provider is the OpenAI-compatible server at ``base_url``."""
+    return (
+        'default_provider = "main"\n'
+        f"{extra}\n"
+        "[providers.main]\n"
+        'kind = "openai"\n'
+        f'base_url = "{base_url}"\n'
+        'model = "fake-model"\n'
+        "context_window = 128000\n"
+    )
+
+
+class Backend:
+    """One data dir and the backend processes started on it, one at a time."""
+
+    def __init__(self, data_dir: Path, base_url: str, extra_config: str = "") -> None:
+        self.data_dir = data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        (data_dir / "config.toml").write_text(config_toml(base_url, extra_config))
+        self.stderr_path = data_dir / "test-backend-stderr.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stdout_lines: list[str] = []  # what the current process printed, READY included
+        self.info: dict[str, Any] = {}  # backend.json of the current process
+        self.port = 0
+        self.token = ""
+        self.starts = 0
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "backend not started"
+        return self.proc.pid
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/rpc"
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "backend",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--port",
+            "0",
+        ]
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"  # httpx must not proxy loopback
+        env["TURNKEY_HOME"] = str(self.data_dir)
+        return env
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start a process and wait for its READY line and backend.json."""
+        assert self.proc is None or self.proc.poll() is not None, "a backend is still running"
+        self.starts += 1
+        with self.stderr_path.open("ab") as err:
+            err.write(f"\n===== start #{self.starts} =====\n".encode())
+            err.flush()
+            self.proc = subprocess.Popen(
+                self.command(),
+                cwd=REPO,
+                env=self.env(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
+        lines: queue.Queue[str | None] = queue.Queue()
+        self.stdout_lines = []
+        threading.Thread(target=_pump, args=(self.proc, lines), daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.kill9()
+                raise BackendStartError(f"no READY line within {timeout}s\n{self.stderr_tail()}")
+            if line is None:
+                rc = self.proc.wait()
+                raise BackendStartError(f"backend exited {rc} before READY\n{self.stderr_tail()}")
+            self.stdout_lines.append(line)
+            if match := READY.fullmatch(line):
+                break
+        self.port = int(match.group(1))
+        self.info = json.loads((self.data_dir / "backend.json").read_text())
+        self.token = self.info["token"]
+        # Keep draining stdout in the pump thread so a chatty backend never blocks on a pipe.
+        threading.Thread(target=_collect, args=(lines, self.stdout_lines), daemon=True).start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self) -> None:
+        """SIGKILL the current process and reap it: the crash every durability test needs."""
+        if self.alive():
+            assert self.proc is not None
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait; return the exit status (SIGKILL and raise if it hangs)."""
+        assert self.proc is not None
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+                raise AssertionError(f"backend ignored SIGTERM for {timeout}s") from None
+        return self.proc.returncode
+
+    def restart(self) -> None:
+        """A new process on the same data dir (SIGTERM first if one still runs)."""
+        if self.alive():
+            self.terminate()
+        self.start()
+
+    def close(self) -> None:
+        self.kill9()
+
+    def stderr_tail(self, chars: int = 6000) -> str:
+        try:
+            text = self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no stderr file)"
+        return f"--- backend stderr ({self.stderr_path}) ---\n{text[-chars:]}"
+
+
+def _pump(proc: subprocess.Popen[bytes], lines: queue.Queue[str | None]) -> None:
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        lines.put(raw.decode(errors="replace").rstrip("\r\n"))
+    lines.put(None)
+
+
+def _collect(lines: queue.Queue[str | None], into: list[str]) -> None:
+    while (line := lines.get()) is not None:
+        into.append(line)

@@ -1,0 +1,79 @@
+"""Fixtures: a scripted fake provider, real backend processes on temp data dirs, raw clients."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAI
+
+from .backend_proc import Backend
+from .wire import Rpc
+
+BackendFactory = Callable[..., Backend]
+Connect = Callable[..., Awaitable[Rpc]]
+
+
+@pytest.fixture
+def fake_provider() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    yield fake
+    fake.close()
+    assert fake.errors == [], f"the fake provider saw bad requests: {fake.errors}"
+
+
+@pytest.fixture
+def backend_factory(tmp_path: Path) -> Iterator[BackendFactory]:
+    """``make(base_url, extra_config="", start=True)``: a Backend on its own data dir."""
+    made: list[Backend] = []
+
+    def make(base_url: str, extra_config: str = "", start: bool = True) -> Backend:
+        backend = Backend(tmp_path / f"data{len(made)}", base_url, extra_config)
+        made.append(backend)
+        if start:
+            backend.start()
+        return backend
+
+    yield make
+    for backend in made:
+        backend.close()
+        print(backend.stderr_tail())  # shown by pytest only when the test failed
+
+
+@pytest.fixture
+def backend(backend_factory: BackendFactory, fake_provider: FakeOpenAI) -> Backend:
+    """A started backend whose default provider is ``fake_provider``."""
+    return backend_factory(fake_provider.base_url)
+
+
+@pytest.fixture
+async def connect(backend: Backend) -> AsyncIterator[Connect]:
+    """``await connect(initialize=True, token=..., headers=..., name=...)`` to ``backend``."""
+    opened: list[Rpc] = []
+
+    async def _connect(
+        *,
+        initialize: bool = True,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+        name: str = "rpc",
+    ) -> Rpc:
+        rpc = await Rpc.open(
+            backend.port,
+            token if token is not None else backend.token,
+            initialize=initialize,
+            headers=headers,
+            name=name,
+        )
+        opened.append(rpc)
+        return rpc
+
+    yield _connect
+    for rpc in opened:
+        if not rpc.closed.is_set():
+            try:
+                await rpc.close()
+            except (TimeoutError, OSError):
+                rpc.abort()
