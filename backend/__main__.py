@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from backend.errors import ConfigError, StoreTooNew
-from backend.paths import default_data_dir
+from shared.paths import default_data_dir
 
 
 def _loopback(host: str) -> bool:

@@ -38,7 +38,9 @@ class Wire(msgspec.Struct, omit_defaults=True, kw_only=True):
 # --- shared objects -------------------------------------------------------
 
 
-class Usage(Wire):
+class Usage(msgspec.Struct, kw_only=True):
+    """Always carries every counter, zeros included."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0

@@ -1,0 +1,205 @@
+"""The `turnkey` command line: chat in the terminal, list sessions, start and stop the backend.
+
+It is a client like the desktop app: it finds (or starts) the backend and
+speaks only the wire protocol to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from shared.client import BackendInfo, BackendNotFound, Client, RpcError
+from shared.launcher import alive, start_backend, stop_signal
+from shared.paths import default_data_dir
+
+
+async def ensure_client(data_dir: Path) -> Client:
+    """Connects to the folder's backend, starting it first if nothing answers."""
+    client = Client(data_dir, name="turnkey-cli")
+    try:
+        await client.connect()
+    except BackendNotFound:
+        await start_backend(data_dir)
+        await client.connect()
+    return client
+
+
+class Chat:
+    """Streams one session's turns to the terminal."""
+
+    def __init__(self, client: Client, session_id: str) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.waiting: str | None = None  # admission id whose message.complete ends the turn
+        self.done = asyncio.Event()
+        self.shown = ""
+        self.result: dict[str, Any] = {}
+        self._tasks: set[asyncio.Future[Any]] = set()
+        client.handlers.append(self._on_event)
+
+    def _on_event(self, ev: dict[str, Any]) -> None:
+        if ev.get("type") == "client.state":
+            state = ev["data"]["state"]
+            print(f"\n[{state}]" if state == "reconnecting" else "", end="", file=sys.stderr)
+            return
+        if ev.get("session_id") != self.session_id or self.waiting is None:
+            return
+        if ev.get("admission_id") != self.waiting:
+            return
+        kind, data = ev["type"], ev.get("data", {})
+        if kind == "message.delta":
+            self.shown += data["text"]
+            print(data["text"], end="", flush=True)
+        elif kind == "message.complete":
+            final = data["text"]
+            # The final text is the truth; mend the screen if the stream differed.
+            if final.startswith(self.shown):
+                print(final[len(self.shown):], end="")
+            else:
+                print(f"\n{final}", end="")
+            print()
+            if data["status"] != "completed":
+                reason = data.get("failure_reason") or data["status"]
+                print(f"[{data['status']}: {reason}]", file=sys.stderr)
+            self.result = data
+            self.done.set()
+        elif kind == "admission.settled" and data["receipt"].get("outcome") == "cancelled":
+            print("[cancelled]", file=sys.stderr)
+            self.done.set()
+
+    async def send(self, text: str) -> dict[str, Any]:
+        self.done.clear()
+        self.shown = ""
+        self.waiting = None
+        answer = await self.client.call("prompt.submit", {
+            "session_id": self.session_id, "request_id": uuid.uuid4().hex, "text": text,
+        })
+        receipt: dict[str, Any] = answer["receipt"]
+        self.waiting = receipt["admission_id"]
+        if receipt["status"] == "terminal":  # settled before we started listening
+            return receipt
+        if receipt.get("position", 1) > 1:
+            print(f"[queued at position {receipt['position']}]", file=sys.stderr)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self._interrupt)
+        try:
+            await self.done.wait()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+        return self.result
+
+    def _interrupt(self) -> None:
+        print("\n[interrupting]", file=sys.stderr)
+        task = asyncio.ensure_future(self.client.call("turn.interrupt", {"session_id": self.session_id}))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+async def chat(data_dir: Path, session_id: str | None, text: str | None) -> int:
+    client = await ensure_client(data_dir)
+    try:
+        if session_id is None:
+            title = (text or "").strip().splitlines()[0][:60] if text and text.strip() else None
+            session = (await client.call("session.create", {"title": title} if title else {}))
+            session_id = session["session"]["session_id"]
+            print(f"[session {session_id}]", file=sys.stderr)
+        else:
+            await client.subscribe(session_id)
+        client.follow(session_id)
+        chat = Chat(client, session_id)
+        if text is not None:
+            result = await chat.send(text)
+            return 0 if result.get("status", "completed") == "completed" else 1
+        print("Type a message; Enter sends, Ctrl-C interrupts a turn, Ctrl-D quits.", file=sys.stderr)
+        while True:
+            try:
+                line = await asyncio.to_thread(input, "> ")
+            except (EOFError, KeyboardInterrupt):
+                print()
+                return 0
+            if line.strip():
+                await chat.send(line)
+    except RpcError as exc:
+        print(f"turnkey: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+
+
+async def sessions(data_dir: Path, limit: int) -> int:
+    client = await ensure_client(data_dir)
+    try:
+        result = await client.call("session.list", {"limit": limit})
+    finally:
+        await client.close()
+    for s in result["sessions"]:
+        print(f"{s['session_id']}  {s['status']:<8} {s['updated_at'][:19]}  {s['title']}")
+    return 0
+
+
+async def backend(data_dir: Path, action: str) -> int:
+    info = BackendInfo.read(data_dir)
+    running = info is not None and alive(info.pid)
+    if action == "status":
+        if running and info:
+            print(f"running: pid {info.pid}, port {info.port}, data {data_dir}")
+            return 0
+        print(f"not running (data {data_dir})")
+        return 3
+    if action == "start":
+        if running and info:
+            print(f"already running: pid {info.pid}, port {info.port}")
+            return 0
+        info = await start_backend(data_dir)
+        print(f"started: pid {info.pid}, port {info.port}")
+        return 0
+    if not running or info is None:
+        print("not running")
+        return 0
+    stop_signal(info)
+    for _ in range(150):
+        if not alive(info.pid):
+            print("stopped")
+            return 0
+        await asyncio.sleep(0.1)
+    print(f"pid {info.pid} did not stop within 15 s", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="turnkey", description="Turnkey, a desktop AI agent")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("chat", help="chat in the terminal (a REPL when no TEXT is given)")
+    c.add_argument("--session", default=None, help="continue this session id")
+    c.add_argument("text", nargs="?", default=None)
+    s = sub.add_parser("sessions", help="list sessions, most recent first")
+    s.add_argument("--limit", type=int, default=20)
+    b = sub.add_parser("backend", help="start, stop or inspect the backend process")
+    b.add_argument("action", choices=["start", "stop", "status"])
+    args = parser.parse_args(argv)
+    data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
+    try:
+        if args.command == "chat":
+            return asyncio.run(chat(data_dir, args.session, args.text))
+        if args.command == "sessions":
+            return asyncio.run(sessions(data_dir, args.limit))
+        return asyncio.run(backend(data_dir, args.action))
+    except BackendNotFound as exc:
+        print(f"turnkey: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(BrokenPipeError):
+        sys.exit(main())

@@ -1,0 +1,266 @@
+"""The async client every Turnkey front-end uses: find, connect, call, follow, reconnect, replay.
+
+It finds the backend through DIR/backend.json (re-read on every reconnect, so
+a restarted backend with a new port and token is found again), keeps the
+highest seq seen per subscribed session, and after a reconnect re-subscribes
+with `since_seq` so each event is delivered exactly once.  If the backend says
+the replay is truncated, a `client.resync` event tells the front-end to reload
+that session with `session.resume`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from shared import codec
+from shared.protocol import PROTOCOL_VERSION
+
+log = logging.getLogger("client")
+
+RESYNC = "client.resync"
+BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
+
+
+class RpcError(Exception):
+    """An error response from the backend, with the contract's code."""
+
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+        self.data = data or {}
+
+
+class ConnectionLost(Exception):
+    """The connection dropped before the answer came; the call may or may not have run."""
+
+
+class BackendNotFound(Exception):
+    """No backend answers for this data folder."""
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    pid: int
+    port: int
+    token: str
+
+    @classmethod
+    def read(cls, data_dir: Path) -> BackendInfo | None:
+        try:
+            raw = json.loads((data_dir / "backend.json").read_text())
+            return cls(int(raw["pid"]), int(raw["port"]), str(raw["token"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+class Client:
+    def __init__(self, data_dir: Path, name: str = "turnkey", version: str = "0.1.0",
+                 reconnect: bool = True) -> None:
+        self.data_dir = data_dir
+        self.name = name
+        self.version = version
+        self.reconnect = reconnect
+        self.watermarks: dict[str, int] = {}
+        self.handlers: list[EventHandler] = []
+        self.state = "disconnected"
+        self.server: dict[str, Any] = {}
+        self._ws: ClientConnection | None = None
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._closing = False
+        self._connected = asyncio.Event()
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Connects once; raises BackendNotFound when nothing answers."""
+        await self._open()
+        self._mark_connected()
+        self._reader = asyncio.create_task(self._read_loop(), name="client-reader")
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._ws is not None:
+            await self._ws.close()
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        self.state = "closed"
+
+    async def _open(self) -> None:
+        info = BackendInfo.read(self.data_dir)
+        if info is None:
+            raise BackendNotFound(f"no backend.json in {self.data_dir}")
+        try:
+            ws = await connect(
+                f"ws://127.0.0.1:{info.port}/rpc", proxy=None, max_size=None,
+                additional_headers={"Authorization": f"Bearer {info.token}"}, open_timeout=5,
+            )
+        except (OSError, InvalidStatus, TimeoutError) as exc:
+            raise BackendNotFound(f"the backend on port {info.port} does not answer: {exc}") from exc
+        self._ws = ws
+        init = await self._request(ws, "initialize", {
+            "client": {"name": self.name, "version": self.version}, "protocol": PROTOCOL_VERSION,
+        })
+        self.server = init
+
+    async def _request(self, ws: ClientConnection, method: str, params: dict[str, Any]) -> Any:
+        """A call on a connection whose reader is not running yet (the handshake)."""
+        rid = next(self._ids)
+        await ws.send(codec.encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+        while True:
+            msg = codec.decode(await ws.recv())
+            if msg.get("id") == rid:
+                return _result(msg)
+            if msg.get("method") == "event":
+                self._on_event(msg["params"])
+
+    # --- calls -------------------------------------------------------------------
+
+    async def call(self, method: str, params: dict[str, Any] | None = None,
+                   timeout: float | None = 60.0) -> Any:
+        """Sends a request and waits for its result; raises RpcError or ConnectionLost."""
+        await asyncio.wait_for(self._connected.wait(), timeout)
+        ws = self._ws
+        assert ws is not None
+        rid = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            await ws.send(codec.encode(
+                {"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}
+            ))
+            return await asyncio.wait_for(fut, timeout)
+        except ConnectionClosed as exc:
+            raise ConnectionLost(str(exc)) from exc
+        finally:
+            self._pending.pop(rid, None)
+
+    async def subscribe(self, session_id: str, since_seq: int | None = None) -> dict[str, Any]:
+        """Follows a session from `since_seq` (default: its watermark, or from now)."""
+        mark = since_seq if since_seq is not None else self.watermarks.get(session_id)
+        params: dict[str, Any] = {"session_id": session_id}
+        if mark is not None:
+            params["since_seq"] = mark
+        result: dict[str, Any] = await self.call("session.subscribe", params)
+        self._apply_replay(session_id, mark, result)
+        return result
+
+    def follow(self, session_id: str, seq: int = 0) -> None:
+        """Records a subscription the backend made implicitly (create, submit)."""
+        self.watermarks.setdefault(session_id, seq)
+
+    # --- events ------------------------------------------------------------------
+
+    def _apply_replay(self, session_id: str, mark: int | None, result: dict[str, Any]) -> None:
+        if result.get("truncated"):
+            self.watermarks[session_id] = int(result["latest_seq"])
+            self._dispatch({"session_id": session_id, "type": RESYNC, "data": result})
+            return
+        self.watermarks.setdefault(session_id, mark or 0)
+        for event in result.get("events", []):
+            self._on_event(event)
+        if mark is None:
+            self.watermarks[session_id] = max(self.watermarks[session_id], int(result["latest_seq"]))
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        seq = event.get("seq")
+        if seq is not None:
+            sid = event["session_id"]
+            if seq <= self.watermarks.get(sid, 0):
+                return  # already seen: a replay overlapping live delivery
+            self.watermarks[sid] = seq
+        self._dispatch(event)
+
+    def _dispatch(self, event: dict[str, Any]) -> None:
+        for handler in list(self.handlers):
+            try:
+                handler(event)
+            except Exception:
+                log.exception("event handler failed")
+
+    async def _read_loop(self) -> None:
+        while True:
+            ws = self._ws
+            assert ws is not None
+            try:
+                async for raw in ws:
+                    self._on_frame(codec.decode(raw))
+            except ConnectionClosed:
+                pass
+            self._connected.clear()
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionLost("the connection to the backend dropped"))
+            if self._closing or not self.reconnect:
+                self.state = "closed"
+                return
+            await self._reconnect()
+
+    def _on_frame(self, msg: dict[str, Any]) -> None:
+        if msg.get("method") == "event":
+            self._on_event(msg["params"])
+            return
+        fut = self._pending.get(msg.get("id"))  # type: ignore[arg-type]
+        if fut is not None and not fut.done():
+            try:
+                fut.set_result(_result(msg))
+            except RpcError as exc:
+                fut.set_exception(exc)
+
+    async def _reconnect(self) -> None:
+        self.state = "reconnecting"
+        self._dispatch({"session_id": "", "type": "client.state", "data": {"state": self.state}})
+        for attempt in itertools.count():
+            if self._closing:
+                return
+            await asyncio.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+            try:
+                await self._open()
+            except (BackendNotFound, ConnectionClosed, OSError) as exc:
+                log.debug("reconnect attempt %d failed: %s", attempt + 1, exc)
+                continue
+            break
+        ws = self._ws
+        assert ws is not None
+        # Replay each followed session from its watermark before reading live frames.
+        for sid, mark in list(self.watermarks.items()):
+            try:
+                result = await self._request(ws, "session.subscribe",
+                                             {"session_id": sid, "since_seq": mark})
+            except RpcError as exc:
+                if exc.code == -32004:
+                    self.watermarks.pop(sid, None)
+                    continue
+                raise
+            self._apply_replay(sid, mark, result)
+        # Only now may calls go out: until here this task alone reads the connection.
+        self._mark_connected()
+        self._dispatch({"session_id": "", "type": "client.state", "data": {"state": self.state}})
+
+    def _mark_connected(self) -> None:
+        self.state = "connected"
+        self._connected.set()
+
+
+def _result(msg: dict[str, Any]) -> Any:
+    if "error" in msg:
+        err = msg["error"]
+        raise RpcError(int(err.get("code", 0)), str(err.get("message", "")), err.get("data"))
+    return msg.get("result")

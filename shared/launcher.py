@@ -1,0 +1,79 @@
+"""Starting the backend as a detached process and waiting for its READY line.
+
+Detached means its own session and process group: closing the front-end
+that started it (a terminal, the desktop app) never takes the backend and
+its running turns down with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from shared.client import BackendInfo, BackendNotFound
+
+READY = "TURNKEY_BACKEND_READY"
+
+
+def backend_command(data_dir: Path) -> list[str]:
+    if getattr(sys, "frozen", False):  # a bundled app re-invokes its own executable
+        return [sys.executable, "backend", "serve", "--data-dir", str(data_dir)]
+    return [sys.executable, "-m", "backend", "serve", "--data-dir", str(data_dir)]
+
+
+async def start_backend(data_dir: Path, timeout: float = 20.0) -> BackendInfo:
+    """Starts a detached backend for `data_dir` (or finds the one that won the race)."""
+    return await asyncio.to_thread(start_backend_sync, data_dir, timeout)
+
+
+def start_backend_sync(data_dir: Path, timeout: float = 20.0) -> BackendInfo:
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    logs = data_dir / "logs"
+    logs.mkdir(exist_ok=True, mode=0o700)
+    with open(logs / "backend.stderr", "ab") as err:
+        proc = subprocess.Popen(
+            backend_command(data_dir), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=err, start_new_session=True, close_fds=True,
+        )
+    assert proc.stdout is not None
+    ready = select.select([proc.stdout], [], [], timeout)[0]
+    line = proc.stdout.readline() if ready else b""
+    proc.stdout.close()
+    if not ready:
+        proc.kill()
+        raise BackendNotFound(f"the backend did not start within {timeout:.0f} s")
+    if not line.startswith(READY.encode()):
+        code = proc.wait()
+        info = BackendInfo.read(data_dir)
+        if code == 3 and info is not None:  # another front-end started it first
+            return info
+        raise BackendNotFound(
+            f"the backend exited with status {code}; see {logs / 'backend.stderr'}"
+        )
+    info = BackendInfo.read(data_dir)
+    if info is None:
+        raise BackendNotFound("the backend started but wrote no backend.json")
+    return info
+
+
+def stop_signal(info: BackendInfo) -> bool:
+    """Asks the backend to stop with SIGTERM; False if it was not running."""
+    try:
+        os.kill(info.pid, 15)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, it is just not ours
+    return True
