@@ -1,0 +1,119 @@
+"""The shared async client and the turnkey CLI against a real backend process.
+
+The client must survive the backend being killed mid-stream and restarted
+(new port, new token, new epoch): it finds it again through backend.json,
+re-subscribes from its watermark and delivers each event exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from shared.client import Client
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from .backend_proc import Backend, config_toml
+
+
+async def wait_for(pred: Any, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not pred():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_client_reconnects_after_restart_and_replays_exactly_once(
+    backend: Backend, fake_provider: FakeOpenAI
+) -> None:
+    release = threading.Event()
+    fake_provider.script(Reply(deltas=[f"a{i} " for i in range(10)], hang_after=5, release=release))
+    client = Client(backend.data_dir, name="test-client")
+    seen: list[dict[str, Any]] = []
+    client.handlers.append(seen.append)
+    await client.connect()
+    try:
+        sid = (await client.call("session.create", {}))["session"]["session_id"]
+        client.follow(sid)
+        receipt = (await client.call(
+            "prompt.submit", {"session_id": sid, "request_id": "r1", "text": "stream"}
+        ))["receipt"]
+        await wait_for(lambda: any(e.get("type") == "message.delta" for e in seen))
+
+        backend.kill9()
+        release.set()
+        backend.restart()
+        await wait_for(lambda: client.state == "connected" and client.server.get("epoch", 0) >= 2)
+
+        # The unknown turn holds the queue; a new prompt resolves it and runs.
+        fake_provider.script(Reply(deltas=["after ", "restart"]))
+        second = (await client.call(
+            "prompt.submit", {"session_id": sid, "request_id": "r2", "text": "again"}
+        ))["receipt"]
+        await wait_for(lambda: any(
+            e.get("type") == "message.complete" and e.get("admission_id") == second["admission_id"]
+            for e in seen
+        ))
+        stored = (await client.call("session.events.since", {"session_id": sid, "since_seq": 0}))
+        mine = [e for e in seen if e.get("seq") is not None and e["session_id"] == sid]
+        assert [e["seq"] for e in mine] == [e["seq"] for e in stored["events"]], (
+            "the client saw every stored event exactly once, in order"
+        )
+        settled = [e for e in mine if e["type"] == "admission.settled"
+                   and e["data"]["receipt"]["admission_id"] == receipt["admission_id"]]
+        assert settled
+        assert settled[0]["data"]["receipt"]["outcome"] == "interrupted"
+        assert client.watermarks[sid] == stored["latest_seq"]
+    finally:
+        await client.close()
+
+
+def test_cli_chat_streams_an_answer_and_lists_the_session(
+    backend: Backend, fake_provider: FakeOpenAI
+) -> None:
+    fake_provider.default = Reply(deltas=["Hello", " from ", "the CLI"])
+    env = backend.env()
+    cli = [sys.executable, "-m", "desktop.cli", "--data-dir", str(backend.data_dir)]
+    out = subprocess.run([*cli, "chat", "Say hello"], env=env, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Hello from the CLI"
+    listed = subprocess.run([*cli, "sessions"], env=env, capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert "Say hello" in listed.stdout
+    assert "idle" in listed.stdout
+    status = subprocess.run([*cli, "backend", "status"], env=env, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert status.returncode == 0
+    assert f"pid {backend.pid}" in status.stdout
+
+
+def test_cli_starts_a_detached_backend_and_stops_it(tmp_path: Path, fake_provider: FakeOpenAI) -> None:
+    data = tmp_path / "home"
+    data.mkdir()
+    (data / "config.toml").write_text(config_toml(fake_provider.base_url))
+    fake_provider.default = Reply(deltas=["started ", "for you"])
+    env = {**os.environ, "TURNKEY_HOME": str(data), "NO_PROXY": "127.0.0.1"}
+    cli = [sys.executable, "-m", "desktop.cli"]
+    try:
+        out = subprocess.run([*cli, "chat", "hi"], env=env, capture_output=True, text=True,
+                             timeout=60, check=False)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "started for you"
+        info = json.loads((data / "backend.json").read_text())
+        assert os.getsid(info["pid"]) == info["pid"], "the backend leads its own session"
+        status = subprocess.run([*cli, "backend", "status"], env=env, capture_output=True,
+                                text=True, timeout=60, check=False)
+        assert status.returncode == 0, "the backend outlives the CLI that started it"
+    finally:
+        stop = subprocess.run([*cli, "backend", "stop"], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+    assert stop.returncode == 0 and "stopped" in stop.stdout, stop.stdout + stop.stderr
+    assert not (data / "backend.json").exists(), "a clean stop withdraws backend.json"
