@@ -32,9 +32,7 @@ async def _assert_duplicate_and_conflict(
     assert dup["outcome"] == "completed", dup
     with pytest.raises(RpcError) as conflict:
         await _submit_raw(rpc, sid, "req-1", "hello TWICE")
-    assert conflict.value.code == -32010, (
-        f"same key, other text: admission conflict, got {conflict.value}"
-    )
+    assert conflict.value.code == -32010, f"same key, other text: admission conflict, got {conflict.value}"
     await asyncio.sleep(QUIET_S)
     assert len(fake.snapshot()) == calls_before, "a duplicate or a conflict must not call the model"
     receipts = (await rpc.call("admission.list", {"session_id": sid}))["receipts"]
@@ -98,7 +96,7 @@ async def test_idempotence_holds_after_restart(
         backend.kill9()
         backend.start()
     else:
-        backend.restart()
+        await asyncio.to_thread(backend.restart)
 
     rpc2 = await connect(name="after-restart")
     stored = await get_receipt(rpc2, first["admission_id"])

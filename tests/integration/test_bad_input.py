@@ -143,14 +143,10 @@ async def test_missing_things_are_not_found(
     await assert_backend_healthy(backend, fake_provider)
 
 
-async def test_empty_prompt_is_invalid(
-    backend: Backend, connect: Connect, fake_provider: FakeOpenAI
-) -> None:
+async def test_empty_prompt_is_invalid(backend: Backend, connect: Connect, fake_provider: FakeOpenAI) -> None:
     rpc = await connect()
     sid = await create_session(rpc)
-    err = await _call_error(
-        rpc, "prompt.submit", {"session_id": sid, "request_id": "e", "text": ""}
-    )
+    err = await _call_error(rpc, "prompt.submit", {"session_id": sid, "request_id": "e", "text": ""})
     assert err.code == -32602, err
     assert err.data.get("field") == "text", err.data
     assert (await rpc.call("admission.list", {"session_id": sid}))["receipts"] == []
@@ -168,9 +164,7 @@ async def test_lone_surrogate_is_accepted_and_cleaned(
     rpc = await connect()
     sid = await create_session(rpc)
     params = {"session_id": sid, "request_id": "sur", "text": "before \ud800 after"}
-    frame = json.dumps(
-        {"jsonrpc": "2.0", "id": "sur-1", "method": "prompt.submit", "params": params}
-    )
+    frame = json.dumps({"jsonrpc": "2.0", "id": "sur-1", "method": "prompt.submit", "params": params})
     assert "\\ud800" in frame, "sent as a JSON escape"
     await rpc.send_raw(frame)
     resp = await rpc.wait_response(lambda r: isinstance(r, dict) and r.get("id") == "sur-1")

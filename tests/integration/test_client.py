@@ -115,5 +115,6 @@ def test_cli_starts_a_detached_backend_and_stops_it(tmp_path: Path, fake_provide
     finally:
         stop = subprocess.run([*cli, "backend", "stop"], env=env, capture_output=True, text=True,
                               timeout=60, check=False)
-    assert stop.returncode == 0 and "stopped" in stop.stdout, stop.stdout + stop.stderr
+    assert stop.returncode == 0, stop.stderr
+    assert "stopped" in stop.stdout, stop.stdout
     assert not (data / "backend.json").exists(), "a clean stop withdraws backend.json"

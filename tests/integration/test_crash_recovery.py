@@ -99,21 +99,15 @@ async def test_kill9_mid_stream_unknown_holds_queue_until_next_prompt(
 async def test_admission_resolve_frees_the_queue(
     backend: Backend, connect: Connect, fake_provider: FakeOpenAI
 ) -> None:
-    sid, running, [behind] = await _crash_mid_stream(
-        backend, connect, fake_provider, ["waiting behind"]
-    )
+    sid, running, [behind] = await _crash_mid_stream(backend, connect, fake_provider, ["waiting behind"])
     rpc = await connect(name="after-restart")
     await rpc.call("session.subscribe", {"session_id": sid})
     run_id, behind_id = running["admission_id"], behind["admission_id"]
     with pytest.raises(RpcError) as not_unknown:
-        await rpc.call(
-            "admission.resolve", {"admission_id": behind_id, "resolution": "interrupted"}
-        )
+        await rpc.call("admission.resolve", {"admission_id": behind_id, "resolution": "interrupted"})
     assert not_unknown.value.code == -32012, "only an unknown admission can be resolved"
 
-    result = await rpc.call(
-        "admission.resolve", {"admission_id": run_id, "resolution": "interrupted"}
-    )
+    result = await rpc.call("admission.resolve", {"admission_id": run_id, "resolution": "interrupted"})
     receipt = result["receipt"]
     assert (receipt["status"], receipt["outcome"]) == ("terminal", "interrupted"), receipt
     settled = await wait_settled(rpc, run_id)
@@ -147,9 +141,9 @@ async def test_queued_admissions_survive_kill9_and_run_fifo(
     rpc = await connect(name="after-restart")
     await rpc.call("session.subscribe", {"session_id": sid})
     listed = (await rpc.call("admission.list", {"session_id": sid, "status": "queued"}))["receipts"]
-    assert [r["request_id"] for r in listed] == [
-        queued[t]["request_id"] for t in ["q1", "q3", "q4", "q5"]
-    ], f"queued admissions survive kill -9, in FIFO order: {listed}"
+    assert [r["request_id"] for r in listed] == [queued[t]["request_id"] for t in ["q1", "q3", "q4", "q5"]], (
+        f"queued admissions survive kill -9, in FIFO order: {listed}"
+    )
     assert await _status(rpc, queued["q2"]["admission_id"]) == ("terminal", "cancelled")
     after = await rpc.call("admission.cancel", {"admission_id": queued["q4"]["admission_id"]})
     assert after["receipt"]["outcome"] == "cancelled", "a surviving queued one can be cancelled"

@@ -94,10 +94,7 @@ def test_hang_until_released(fake: FakeOpenAI) -> None:
     t.join(5)
     chunks, done = result[0]
     assert done
-    assert (
-        "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
-        == "abc"
-    )
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == "abc"
 
 
 def test_hang_ends_quietly_when_client_disconnects(fake: FakeOpenAI) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 from tests.fakes.openai_server import FakeOpenAI, Recorded, Reply
@@ -47,7 +48,7 @@ async def test_twenty_sessions_run_in_parallel(connect: Connect, fake_provider: 
 async def test_prompts_in_one_session_never_overlap_and_keep_order(
     connect: Connect, fake_provider: FakeOpenAI
 ) -> None:
-    fake_provider.default = Reply(deltas=["x", "y", "z"], delay=0.1)
+    fake_provider.default = Reply(deltas=["x", "y", "z"], delay=0.2)
     rpc = await connect()
     sid = await create_session(rpc)
     other = await create_session(rpc)
@@ -59,7 +60,7 @@ async def test_prompts_in_one_session_never_overlap_and_keep_order(
 
     mine = [r for r in fake_provider.snapshot() if r.last_user_text in texts]
     assert [r.last_user_text for r in mine] == texts, "turns of one session run in FIFO order"
-    for before, after in zip(mine, mine[1:], strict=False):
+    for before, after in itertools.pairwise(mine):
         assert before.ended is not None
         assert before.ended <= after.started, (
             f"{before.last_user_text!r} and {after.last_user_text!r} overlapped at the provider"

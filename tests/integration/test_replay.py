@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend
@@ -33,9 +35,7 @@ async def _finish(owner: Rpc, sid: str, admission_id: str, gate: threading.Event
     """Let the model finish; return the session's last seq once ``owner`` has seen it all."""
     gate.set()
     await wait_settled(owner, admission_id)
-    latest = (await owner.call("session.events.since", {"session_id": sid, "since_seq": 0}))[
-        "latest_seq"
-    ]
+    latest = (await owner.call("session.events.since", {"session_id": sid, "since_seq": 0}))["latest_seq"]
     await owner.wait_until(lambda: latest in _seqs(owner.session_events(sid)), what="last seq")
     return int(latest)
 
@@ -75,10 +75,13 @@ async def test_subscribe_mid_stream_since_seq_hands_over_without_gap_or_duplicat
     _assert_exact_cover(list(by_seq), 1, last, "owner")
     for event in replayed + live:
         assert event == by_seq[event["seq"]], f"late subscriber got a different event: {event}"
+    n_deltas = sum(1 for e in by_seq.values() if e["type"] == "message.delta")
+    assert 1 < n_deltas < len(DELTAS), f"{len(DELTAS)} model deltas stored as {n_deltas} events"
 
 
+@pytest.mark.parametrize("method", ["session.subscribe", "session.resume"])
 async def test_reconnect_with_last_seq_after_dropping_mid_stream(
-    connect: Connect, fake_provider: FakeOpenAI
+    method: str, connect: Connect, fake_provider: FakeOpenAI
 ) -> None:
     gate = _long_stream(fake_provider, "stream to drop")
     owner = await connect(name="owner")
@@ -94,7 +97,8 @@ async def test_reconnect_with_last_seq_after_dropping_mid_stream(
     mark = max(_seqs(seen_before))
 
     again = await connect(name="reconnected")
-    sub = await again.call("session.subscribe", {"session_id": sid, "since_seq": mark})
+    sub = await again.call(method, {"session_id": sid, "since_seq": mark})
+    assert sub["truncated"] is False, sub
     last = await _finish(owner, sid, receipt["admission_id"], gate)
     await again.wait_until(lambda: last in _seqs(again.session_events(sid)), what="the last seq")
     await asyncio.sleep(0.3)
@@ -136,9 +140,7 @@ async def test_events_identical_after_restart_and_seq_continues(
     sub = await rpc.call("session.subscribe", {"session_id": sid, "since_seq": latest})
     assert sub["events"] == []
     await run_turn(rpc, sid, "after restart")
-    now = (await rpc.call("session.events.since", {"session_id": sid, "since_seq": 0}))[
-        "latest_seq"
-    ]
+    now = (await rpc.call("session.events.since", {"session_id": sid, "since_seq": 0}))["latest_seq"]
     await rpc.wait_until(lambda: now in _seqs(rpc.session_events(sid)), what="last seq")
     new = rpc.session_events(sid)
     assert new[0]["seq"] == latest + 1, f"seq continues after a restart: {_seqs(new)}"

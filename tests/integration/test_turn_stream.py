@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import datetime
 
 from tests.fakes.openai_server import FakeOpenAI, Recorded, Reply, content_text
 
@@ -21,7 +22,8 @@ from .wire import (
     wait_settled,
 )
 
-DELTAS = ["The ", "quick ", "brown ", "fox ", "jumps."]
+DELTAS = ["The ", "quick ", "brown ", "fox 🦊 ", "jumps — ", "über", " alles."]
+ANSWER = "".join(DELTAS)
 
 
 def _wire_view(req: Recorded) -> list[tuple[str, str]]:
@@ -45,7 +47,7 @@ async def test_streamed_turn_events_transcript_and_receipt(
     data = complete["data"]
     turn_id = complete["turn_id"]
     assert data["status"] == "completed", f"turn did not complete: {data}"
-    assert data["text"] == "".join(DELTAS), "message.complete.text must be the model's whole answer"
+    assert data["text"] == ANSWER, "message.complete.text must be the model's whole answer"
     assert deltas_text(rpc.events, turn_id) == data["text"], "joined deltas != complete.text"
     assert data["admission_id"] == receipt["admission_id"]
     assert data["turn_id"] == turn_id
@@ -56,13 +58,22 @@ async def test_streamed_turn_events_transcript_and_receipt(
     events = rpc.session_events(sid)
     seqs = [e["seq"] for e in events]
     assert seqs == list(range(1, len(seqs) + 1)), f"seq must go 1, 2, 3 … without gaps: {seqs}"
-    types = [e["type"] for e in events if e.get("turn_id") == turn_id]
+    types = [e["type"] for e in events if e.get("turn_id") == turn_id and e["type"] != "admission.settled"]
     assert "turn.started" in types, f"no turn.started: {types}"
     first_delta = types.index("message.delta")
     assert types.index("turn.started") < first_delta, f"turn.started after a delta: {types}"
     assert types[-1] == "message.complete", f"message.complete is the turn's last event: {types}"
     started = next(e for e in events if e["type"] == "turn.started")
     assert started["data"]["model"] == "fake-model"
+    assert started["data"]["turn_id"] == turn_id
+    assert started["data"]["admission_id"] == receipt["admission_id"]
+    queued = next(e for e in events if e["type"] == "admission.queued")
+    assert queued["data"]["receipt"]["admission_id"] == receipt["admission_id"]
+    assert events.index(queued) < events.index(started), "admission.queued before turn.started"
+    for event in events:
+        datetime.fromisoformat(event["ts"])  # RFC 3339 time on every event
+        if event.get("turn_id") == turn_id:
+            assert event["admission_id"] == receipt["admission_id"], f"turn event: {event}"
     settled_at = next(i for i, e in enumerate(events) if e["type"] == "admission.settled")
     complete_at = next(i for i, e in enumerate(events) if e["type"] == "message.complete")
     assert settled_at > complete_at, "admission.settled follows message.complete"
@@ -74,7 +85,7 @@ async def test_streamed_turn_events_transcript_and_receipt(
     rows = await _messages(rpc, sid)
     assert [(r["role"], r["content"]) for r in rows] == [
         ("user", "fox please"),
-        ("assistant", "The quick brown fox jumps."),
+        ("assistant", ANSWER),
     ], f"transcript rows: {rows}"
     ids = [r["message_id"] for r in rows]
     assert ids == sorted(ids), f"message_ids must sort in transcript order: {ids}"
@@ -128,9 +139,7 @@ async def test_interrupt_keeps_streamed_text(
     receipt = await submit(rpc, sid, "never ends")
     adm = receipt["admission_id"]
 
-    started = await rpc.wait_event(
-        lambda e: e["type"] == "turn.started" and e["admission_id"] == adm
-    )
+    started = await rpc.wait_event(lambda e: e["type"] == "turn.started" and e["admission_id"] == adm)
     await rpc.wait_until(
         lambda: deltas_text(rpc.events, started["turn_id"]) == "partial answer so far",
         timeout=30,
@@ -163,3 +172,36 @@ async def test_interrupt_keeps_streamed_text(
     again = await rpc.call("turn.interrupt", {"session_id": sid})
     assert again == {"interrupted": False}, "nothing runs any more"
     assert backend.alive()
+
+
+async def test_submit_with_interrupt_intent_stops_the_running_turn(
+    connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    fake_provider.routes["slow thought"] = Reply(deltas=["thinking ", "hard", " LOST"], hang_after=2)
+    fake_provider.routes["change of plan"] = Reply(deltas=["new ", "plan"])
+    rpc = await connect()
+    sid = await create_session(rpc)
+    first = await submit(rpc, sid, "slow thought")
+    started = await rpc.wait_event(
+        lambda e: e["type"] == "turn.started" and e["admission_id"] == first["admission_id"]
+    )
+    await rpc.wait_until(
+        lambda: deltas_text(rpc.events, started["turn_id"]) == "thinking hard", what="two deltas"
+    )
+    params = {"session_id": sid, "request_id": "r-int", "text": "change of plan", "intent": "interrupt"}
+    second = (await rpc.call("prompt.submit", params))["receipt"]
+    stopped = await wait_complete(rpc, first["admission_id"])
+    assert stopped["data"]["status"] == "interrupted", stopped["data"]
+    assert stopped["data"]["text"] == "thinking hard"
+    done = await wait_complete(rpc, second["admission_id"])
+    assert done["data"]["status"] == "completed", done["data"]
+    assert done["data"]["text"] == "new plan"
+    assert stopped["seq"] < done["seq"]
+    rows = await _messages(rpc, sid)
+    said = [(r["role"], r["content"]) for r in rows if r["role"] in ("user", "assistant")]
+    assert said == [
+        ("user", "slow thought"),
+        ("assistant", "thinking hard"),
+        ("user", "change of plan"),
+        ("assistant", "new plan"),
+    ], rows

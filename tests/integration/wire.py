@@ -148,16 +148,12 @@ class Rpc:
     async def send_raw(self, frame: str | bytes) -> None:
         await self.ws.send(frame)
 
-    async def wait_response(
-        self, pred: Callable[[Json], bool], timeout: float = DEFAULT_TIMEOUT
-    ) -> Json:
+    async def wait_response(self, pred: Callable[[Json], bool], timeout: float = DEFAULT_TIMEOUT) -> Json:
         """The first response frame (in arrival order) matching ``pred``."""
         await self.wait_until(lambda: any(pred(r) for r in self.responses), timeout, "response")
         return next(r for r in self.responses if pred(r))
 
-    async def wait_event(
-        self, pred: Callable[[Json], bool], timeout: float = DEFAULT_TIMEOUT
-    ) -> Json:
+    async def wait_event(self, pred: Callable[[Json], bool], timeout: float = DEFAULT_TIMEOUT) -> Json:
         """The first event (received so far or later) whose params match ``pred``."""
         await self.wait_until(lambda: any(pred(e) for e in self.events), timeout, "event")
         return next(e for e in self.events if pred(e))
@@ -168,9 +164,7 @@ class Rpc:
         """Wait until ``check()`` holds, re-checked after every frame received."""
         async with self._cond:
             try:
-                await asyncio.wait_for(
-                    self._cond.wait_for(lambda: check() or self.closed.is_set()), timeout
-                )
+                await asyncio.wait_for(self._cond.wait_for(lambda: check() or self.closed.is_set()), timeout)
             except TimeoutError:
                 pass
             if check():
@@ -214,9 +208,7 @@ async def create_session(rpc: Rpc, **params: Any) -> str:
 async def submit(rpc: Rpc, session_id: str, text: str, request_id: str | None = None) -> Json:
     """prompt.submit; returns the receipt."""
     rid = request_id or f"req-{uuid.uuid4().hex}"
-    result = await rpc.call(
-        "prompt.submit", {"session_id": session_id, "request_id": rid, "text": text}
-    )
+    result = await rpc.call("prompt.submit", {"session_id": session_id, "request_id": rid, "text": text})
     return dict(result["receipt"])
 
 
@@ -238,9 +230,7 @@ async def wait_settled(rpc: Rpc, admission_id: str, timeout: float = TURN_TIMEOU
     return await rpc.wait_event(is_event("admission.settled", admission_id), timeout)
 
 
-async def run_turn(
-    rpc: Rpc, session_id: str, text: str, timeout: float = TURN_TIMEOUT
-) -> tuple[Json, Json]:
+async def run_turn(rpc: Rpc, session_id: str, text: str, timeout: float = TURN_TIMEOUT) -> tuple[Json, Json]:
     """Submit ``text`` and wait for its turn to settle; returns (receipt, message.complete)."""
     receipt = await submit(rpc, session_id, text)
     complete = await wait_complete(rpc, receipt["admission_id"], timeout)
