@@ -25,8 +25,8 @@ def build() -> dict[str, Any]:
     types: list[Any] = [METHODS[m].params for m in names] + [METHODS[m].result for m in names]
     event_names = sorted(EVENTS)
     types += [EVENTS[e] for e in event_names] + [Event]
-    schemas, components = msgspec.json.schema_components(types, ref_template=REF)
-    schemas = list(schemas)
+    found, components = msgspec.json.schema_components(types, ref_template=REF)
+    schemas = list(found)
     n = len(names)
     methods = {
         name: {
