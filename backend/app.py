@@ -65,10 +65,12 @@ class Backend:
         runner = TurnRunner(self.db, self.config, self.providers)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
-                          self.request_stop)
+                          self.request_stop_soon)
         token = secrets.token_urlsafe(32)
-        self.listener = Listener(Dispatcher(methods), self.hub, token, config.allowed_origins,
-                                 config.max_frame_bytes)
+        self.listener = Listener(
+            Dispatcher(methods), self.hub, token, lambda: self.config.config.allowed_origins,
+            config.max_frame_bytes,
+        )
         self.port = await self.listener.start(self.host, self.port)
         discovery.publish(self.data_dir, {
             "pid": os.getpid(), "port": self.port, "token": token,
@@ -81,6 +83,10 @@ class Backend:
 
     def request_stop(self) -> None:
         self._stop.set()
+
+    def request_stop_soon(self) -> None:
+        """For the shutdown method: lets its response leave before connections close."""
+        asyncio.get_running_loop().call_later(0.1, self._stop.set)
 
     async def wait(self) -> None:
         idle = asyncio.create_task(self._idle_watch())

@@ -82,6 +82,16 @@ class Config(Strict, frozen=True):
 
 def validate(raw: dict[str, Any]) -> Config:
     """Raises ParamsError naming the first bad field (dotted path)."""
+    # msgspec elides dict keys in error paths ("providers[...]"), so providers are
+    # checked one by one first to name the provider in the field path.
+    providers = raw.get("providers")
+    if isinstance(providers, dict):
+        for name, table in providers.items():
+            try:
+                convert(table, ProviderConfig)
+            except ParamsError as exc:
+                field = ".".join(f for f in ("providers", str(name), exc.field) if f)
+                raise ParamsError(field, exc.message) from None
     cfg = convert(raw, Config)
     for i, name in enumerate(cfg.fallback_providers):
         if name not in cfg.providers:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from collections.abc import Callable
 from http import HTTPStatus
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -27,13 +28,13 @@ OWNER = Principal("owner", frozenset(ALL_SCOPES))
 
 class Listener:
     def __init__(
-        self, dispatcher: Dispatcher, hub: Hub, token: str, allowed_origins: list[str],
-        max_frame_bytes: int,
+        self, dispatcher: Dispatcher, hub: Hub, token: str,
+        allowed_origins: Callable[[], list[str]], max_frame_bytes: int,
     ) -> None:
         self.dispatcher = dispatcher
         self.hub = hub
         self._token = token.encode()
-        self._origins = set(allowed_origins)
+        self._origins = allowed_origins  # read per request: config.set applies at once
         self._max_frame = max_frame_bytes
         self._server: Server | None = None
         self.connections: set[Connection] = set()
@@ -56,7 +57,7 @@ class Listener:
     def _authorize(self, ws: ServerConnection, request: Request) -> Response | None:
         # Origin first: a browser page must be refused whatever token it carries.
         origin = request.headers.get("Origin")
-        if origin is not None and origin not in self._origins:
+        if origin is not None and origin not in self._origins():
             return ws.respond(HTTPStatus.FORBIDDEN, "origin not allowed\n")
         auth = request.headers.get("Authorization", "")
         scheme, _, token = auth.partition(" ")
