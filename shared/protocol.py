@@ -229,9 +229,11 @@ class SessionResult(Wire):
     session: Session
 
 
-class SessionListResult(Wire):
+class SessionListResult(msgspec.Struct, kw_only=True):
+    """`next_cursor` is always present: null on the last page."""
+
     sessions: list[Session]
-    next_cursor: str | None = None
+    next_cursor: str | None
 
 
 class DeletedResult(Wire):

@@ -44,8 +44,12 @@ class Dispatcher:
             log.info("%s -> %d %s", request.method, exc.code, exc.message)
             frame = rpc.failure(request.id, exc)
         except TurnkeyError as exc:
-            log.warning("%s -> %d %s", request.method, exc.code, exc.message)
-            frame = rpc.failure(request.id, exc)
+            # The environment's fault (disk, load): logged with an id the user can quote.
+            error_id = uuid.uuid4().hex[:12]
+            log.warning("%s -> %d %s; error_id=%s", request.method, exc.code, exc.message, error_id)
+            data = {**(exc.data or {}), "error_id": error_id}
+            frame = rpc.failure(request.id, TurnkeyError(exc.message, data))
+            frame["error"]["code"] = exc.code
         except Exception:
             error_id = uuid.uuid4().hex[:12]
             log.exception("%s failed; error_id=%s", request.method, error_id)

@@ -123,12 +123,17 @@ def search(tx: Tx, query: str, limit: int, offset: int) -> list[sqlite3.Row]:
     fts = _fts_query(query)
     if not fts:
         return []
+    # bm25() is valid only in the FTS query itself; MATERIALIZED stops SQLite from
+    # folding that query into the aggregate below, where bm25() would be refused.
     return tx.all(
         """
-        WITH hits AS (
-            SELECT m.session_id AS sid, MIN(bm25(messages_fts)) AS score
-            FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
-            WHERE messages_fts MATCH ? GROUP BY m.session_id
+        WITH matches AS MATERIALIZED (
+            SELECT rowid AS id, bm25(messages_fts) AS score
+            FROM messages_fts WHERE messages_fts MATCH ?
+        ),
+        hits AS (
+            SELECT m.session_id AS sid, MIN(matches.score) AS score
+            FROM matches JOIN messages m ON m.id = matches.id GROUP BY m.session_id
         )
         SELECT s.*, CASE WHEN s.title LIKE ? ESCAPE '\\' THEN -1e9 ELSE COALESCE(h.score, 0) END
                AS rank

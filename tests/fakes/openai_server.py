@@ -10,6 +10,7 @@ disconnects mid-stream ends its handler quietly.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import select
 import socket
@@ -121,8 +122,6 @@ class FakeOpenAI:
 
     async def async_wait_requests(self, n: int, timeout: float = 30.0) -> list[Recorded]:
         """Like ``wait_requests`` without blocking the event loop."""
-        import asyncio
-
         deadline = time.monotonic() + timeout
         while len(self.snapshot()) < n:
             if time.monotonic() > deadline:
@@ -136,7 +135,7 @@ class FakeOpenAI:
             return self.responder(body)
         text = Recorded(body=body, started=0.0).last_user_text
         with self._cond:
-            for key, reply in self.routes.items():
+            for key, reply in list(self.routes.items()):  # tests add routes meanwhile
                 if key in text:
                     return reply
             return self._script.popleft() if self._script else self.default
@@ -159,6 +158,7 @@ class FakeOpenAI:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the default backlog of 5 resets connections under a burst
     fake: FakeOpenAI
 
     def handle_error(self, request: Any, client_address: Any) -> None:

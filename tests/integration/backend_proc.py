@@ -11,12 +11,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 READY = re.compile(r"TURNKEY_BACKEND_READY port=(\d+)")
 START_TIMEOUT_S = 30.0
+ERROR_LINE = re.compile(r"\b(ERROR|CRITICAL)\b|^Traceback ")
 
 
 class BackendStartError(AssertionError):
@@ -146,6 +148,16 @@ class Backend:
     def close(self) -> None:
         self.kill9()
 
+    def logged_errors(self) -> list[str]:
+        """Lines of the backend's logs and stderr that report an error or a traceback."""
+        files = [self.stderr_path, *sorted((self.data_dir / "logs").glob("*"))]
+        found = []
+        for path in files:
+            if path.is_file():
+                text = path.read_text(errors="replace")
+                found += [line for line in text.splitlines() if ERROR_LINE.search(line)]
+        return found
+
     def stderr_tail(self, chars: int = 6000) -> str:
         try:
             text = self.stderr_path.read_text(errors="replace")
@@ -164,3 +176,6 @@ def _pump(proc: subprocess.Popen[bytes], lines: queue.Queue[str | None]) -> None
 def _collect(lines: queue.Queue[str | None], into: list[str]) -> None:
     while (line := lines.get()) is not None:
         into.append(line)
+
+
+BackendFactory = Callable[..., Backend]  # the `backend_factory` fixture: make(base_url, extra_config, start)

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
 
-from .backend_proc import Backend
-from .wire import Rpc
-
-BackendFactory = Callable[..., Backend]
-Connect = Callable[..., Awaitable[Rpc]]
+from .backend_proc import Backend, BackendFactory
+from .wire import Connect, Rpc
 
 
 @pytest.fixture
@@ -37,9 +34,12 @@ def backend_factory(tmp_path: Path) -> Iterator[BackendFactory]:
         return backend
 
     yield make
+    errors: list[str] = []
     for backend in made:
         backend.close()
         print(backend.stderr_tail())  # shown by pytest only when the test failed
+        errors += backend.logged_errors()
+    assert not errors, "the backend logged errors:\n" + "\n".join(errors[:20])
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend
-from .conftest import Connect
-from .wire import Json, Rpc, RpcError, create_session, get_receipt, wait_complete, wait_settled
+from .wire import Connect, Json, Rpc, RpcError, create_session, get_receipt, wait_complete, wait_settled
 
 QUIET_S = 0.5  # how long "nothing else reached the provider" is watched
 

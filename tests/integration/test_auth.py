@@ -11,8 +11,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 
 from .backend_proc import REPO, Backend
-from .conftest import Connect
-from .wire import Rpc, RpcError, create_session, open_ws
+from .wire import Connect, Rpc, RpcError, create_session, open_ws
 
 SCOPES = {"read", "submit", "approve", "admin"}
 

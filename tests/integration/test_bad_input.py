@@ -11,9 +11,9 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
-from .backend_proc import Backend
-from .conftest import BackendFactory, Connect
+from .backend_proc import Backend, BackendFactory
 from .wire import (
+    Connect,
     Json,
     Rpc,
     RpcError,
@@ -154,6 +154,25 @@ async def test_empty_prompt_is_invalid(backend: Backend, connect: Connect, fake_
     await assert_backend_healthy(backend, fake_provider)
 
 
+async def test_huge_prompt_is_capped_or_refused(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    rpc = await connect()
+    sid = await create_session(rpc)
+    text = "y" * (2 * 1024 * 1024)  # over the 1 MiB text cap, under the 4 MiB frame limit
+    resp = await rpc.request("prompt.submit", {"session_id": sid, "request_id": "big", "text": text})
+    if "error" in resp:
+        assert resp["error"]["code"] == -32602, resp["error"]
+        assert resp["error"]["data"]["field"] == "text", resp["error"]
+    else:
+        complete = await wait_complete(rpc, resp["result"]["receipt"]["admission_id"])
+        assert complete["data"]["status"] in ("completed", "failed"), complete["data"]
+        [req] = fake_provider.snapshot()
+        assert len(req.last_user_text.encode()) <= 1024 * 1024, "text is capped at 1 MiB"
+    assert not rpc.closed.is_set(), "a big but legal frame keeps the connection"
+    await assert_backend_healthy(backend, fake_provider)
+
+
 def _has_surrogate(text: str) -> bool:
     return any(0xD800 <= ord(c) <= 0xDFFF for c in text)
 
@@ -232,7 +251,7 @@ async def _assert_failed_turn(rpc: Rpc, sid: str, text: str) -> Json:
     assert any(r["role"] == "user" and r["content"] == text for r in rows), (
         f"accepted input is never lost: {rows}"
     )
-    return data
+    return dict(data)
 
 
 async def test_unreachable_provider_fails_the_turn(backend_factory: BackendFactory) -> None:
@@ -254,6 +273,7 @@ async def test_unreachable_provider_fails_the_turn(backend_factory: BackendFacto
 
 
 BROKEN_SSE = b'data: {"choices": [{"delta": {"content": "x"\n\ndata: [DONE]\n\n'
+ERROR_IN_STREAM = b'data: {"error": {"message": "model overloaded", "type": "server_error"}}\n\n'
 
 
 @pytest.mark.parametrize(
@@ -267,6 +287,7 @@ BROKEN_SSE = b'data: {"choices": [{"delta": {"content": "x"\n\ndata: [DONE]\n\n'
         ),
         pytest.param(Reply(deltas=["half ", "an answer"], truncate=True), id="truncated"),
         pytest.param(Reply(raw=BROKEN_SSE), id="malformed-sse"),
+        pytest.param(Reply(raw=ERROR_IN_STREAM), id="error-event-in-stream"),
     ],
 )
 async def test_broken_provider_fails_the_turn(

@@ -9,8 +9,8 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend
-from .conftest import Connect
 from .wire import (
+    Connect,
     Json,
     Rpc,
     RpcError,
@@ -164,3 +164,29 @@ async def test_queued_admissions_survive_kill9_and_run_fifo(
     with pytest.raises(RpcError) as late:
         await rpc.call("admission.cancel", {"admission_id": queued["q1"]["admission_id"]})
     assert late.value.code == -32012, "only a queued admission can be cancelled"
+
+
+async def test_resubmitting_after_a_crash_is_a_duplicate_and_resolves_nothing(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    """A client retrying its in-flight prompts after the crash must not run or settle anything."""
+    sid, running, [behind] = await _crash_mid_stream(backend, connect, fake_provider, ["queued one"])
+    rpc = await connect(name="after-restart")
+    again = await submit(rpc, sid, "crash me", request_id="req-running")
+    assert again["admission_id"] == running["admission_id"]
+    assert again["duplicate"] is True, again
+    assert again["status"] == "unknown", again
+    queued_again = await submit(rpc, sid, "queued one", request_id="req-queued one")
+    assert queued_again["admission_id"] == behind["admission_id"]
+    assert queued_again["duplicate"] is True
+    assert queued_again["status"] == "queued", queued_again
+    with pytest.raises(RpcError) as conflict:
+        await submit(rpc, sid, "crash me, but different", request_id="req-running")
+    assert conflict.value.code == -32010, conflict.value
+
+    await asyncio.sleep(QUIET_S)
+    assert len(fake_provider.snapshot()) == 1, "a duplicate runs nothing"
+    assert await _status(rpc, running["admission_id"]) == ("unknown", None), (
+        "only a new prompt (or admission.resolve) acknowledges an unknown admission"
+    )
+    assert await _status(rpc, behind["admission_id"]) == ("queued", None)

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -30,8 +31,8 @@ def _body(text: str) -> dict[str, object]:
     }
 
 
-def _stream(client: httpx.Client, url: str, text: str) -> tuple[list[dict], bool]:
-    chunks: list[dict] = []
+def _stream(client: httpx.Client, url: str, text: str) -> tuple[list[dict[str, Any]], bool]:
+    chunks: list[dict[str, Any]] = []
     done = False
     with client.stream("POST", url + "/chat/completions", json=_body(text)) as resp:
         assert resp.status_code == 200
@@ -79,7 +80,7 @@ def test_default_reply_and_http_error(fake: FakeOpenAI) -> None:
 def test_hang_until_released(fake: FakeOpenAI) -> None:
     release = threading.Event()
     fake.script(Reply(deltas=["a", "b", "c"], hang_after=1, release=release))
-    result: list[tuple[list[dict], bool]] = []
+    result: list[tuple[list[dict[str, Any]], bool]] = []
 
     def run() -> None:
         with httpx.Client(trust_env=False) as client:

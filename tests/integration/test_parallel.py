@@ -8,8 +8,7 @@ import time
 
 from tests.fakes.openai_server import FakeOpenAI, Recorded, Reply
 
-from .conftest import Connect
-from .wire import create_session, submit, wait_complete
+from .wire import Connect, create_session, submit, wait_complete
 
 SESSIONS = 20
 SLOW = Reply(deltas=["a ", "b ", "c ", "d"], delay=0.25)  # about a second per reply

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from functools import partial
 
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend
-from .conftest import Connect
-from .wire import Json, Rpc, create_session, run_turn, submit, wait_settled
+from .wire import Connect, Json, Rpc, create_session, run_turn, submit, wait_settled
 
 DELTAS = [f"d{i:03d} " for i in range(200)]
 GATE_AT = 150  # the model pauses here until the test has (re)subscribed: live deltas follow
@@ -29,6 +29,14 @@ def _seqs(events: list[Json]) -> list[int]:
 
 def _deltas_seen(rpc: Rpc, sid: str) -> int:
     return sum(1 for e in rpc.session_events(sid) if e["type"] == "message.delta")
+
+
+def _at_least_deltas(rpc: Rpc, sid: str, n: int) -> bool:
+    return _deltas_seen(rpc, sid) >= n
+
+
+def _has_seq(rpc: Rpc, sid: str, seq: int) -> bool:
+    return seq in _seqs(rpc.session_events(sid))
 
 
 async def _finish(owner: Rpc, sid: str, admission_id: str, gate: threading.Event) -> int:
@@ -56,25 +64,29 @@ async def test_subscribe_mid_stream_since_seq_hands_over_without_gap_or_duplicat
     owner = await connect(name="owner")
     sid = await create_session(owner)
     receipt = await submit(owner, sid, "long stream")
-    await owner.wait_until(lambda: _deltas_seen(owner, sid) >= 3, what="three delta events")
-    k = max(_seqs(owner.session_events(sid))) - 2  # a seq in the middle of the stream
-
-    late = await connect(name="late")
-    sub = await late.call("session.subscribe", {"session_id": sid, "since_seq": k})
-    assert sub["truncated"] is False, sub
+    late: list[tuple[int, Rpc, Json]] = []
+    for n in (3, 5, 7, 9):  # late subscribers joining at staggered points of the stream
+        await owner.wait_until(partial(_at_least_deltas, owner, sid, n), what=f"{n} delta events")
+        k = max(_seqs(owner.session_events(sid))) - 2  # a seq in the middle of the stream
+        rpc = await connect(name=f"late-from-{k}")
+        sub = await rpc.call("session.subscribe", {"session_id": sid, "since_seq": k})
+        assert sub["truncated"] is False, sub
+        late.append((k, rpc, sub))
     last = await _finish(owner, sid, receipt["admission_id"], gate)
-    await late.wait_until(lambda: last in _seqs(late.session_events(sid)), what="the last seq")
-    await asyncio.sleep(0.3)  # a late duplicate would arrive now
-
-    replayed, live = sub["events"], late.session_events(sid)
-    assert _seqs(replayed) == sorted(_seqs(replayed)), "replayed events in seq order"
-    assert _seqs(live) == sorted(_seqs(live)), "live events in seq order"
-    _assert_exact_cover(_seqs(replayed) + _seqs(live), k + 1, last, "replay + live")
-    assert any(e["type"] == "message.delta" for e in live), "the handover happened mid-stream"
     by_seq = {e["seq"]: e for e in owner.session_events(sid)}
     _assert_exact_cover(list(by_seq), 1, last, "owner")
-    for event in replayed + live:
-        assert event == by_seq[event["seq"]], f"late subscriber got a different event: {event}"
+
+    for _, rpc, _ in late:
+        await rpc.wait_until(partial(_has_seq, rpc, sid, last), what="the last seq")
+    await asyncio.sleep(0.3)  # a late duplicate would arrive now
+    for k, rpc, sub in late:
+        replayed, live = sub["events"], rpc.session_events(sid)
+        assert _seqs(replayed) == sorted(_seqs(replayed)), f"{rpc.name}: replay in seq order"
+        assert _seqs(live) == sorted(_seqs(live)), f"{rpc.name}: live events in seq order"
+        _assert_exact_cover(_seqs(replayed) + _seqs(live), k + 1, last, f"{rpc.name} replay + live")
+        assert any(e["type"] == "message.delta" for e in live), f"{rpc.name}: handover mid-stream"
+        for event in replayed + live:
+            assert event == by_seq[event["seq"]], f"{rpc.name} got a different event: {event}"
     n_deltas = sum(1 for e in by_seq.values() if e["type"] == "message.delta")
     assert 1 < n_deltas < len(DELTAS), f"{len(DELTAS)} model deltas stored as {n_deltas} events"
 
@@ -148,3 +160,35 @@ async def test_events_identical_after_restart_and_seq_continues(
     whole = await rpc.call("session.events.since", {"session_id": sid, "since_seq": 0})
     assert whole["events"][: len(seen)] == seen
     assert whole["events"][len(seen) :] == new
+
+
+async def test_each_event_reaches_a_connection_once(connect: Connect, fake_provider: FakeOpenAI) -> None:
+    rpc = await connect()
+    sid = await create_session(rpc)  # subscribed by creating
+    await rpc.call("session.subscribe", {"session_id": sid})
+    await rpc.call("session.subscribe", {"session_id": sid, "since_seq": 0})
+    await rpc.call("session.resume", {"session_id": sid})
+    _, complete = await run_turn(rpc, sid, "submitting subscribes too")
+    await asyncio.sleep(0.3)
+    seqs = _seqs(rpc.session_events(sid))
+    assert len(seqs) == len(set(seqs)), f"subscribing again must be harmless: {seqs}"
+    assert complete["seq"] in seqs
+
+
+async def test_submitter_is_subscribed_and_unsubscribe_stops_events(
+    connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    creator = await connect(name="creator")
+    sid = await create_session(creator)
+    submitter = await connect(name="submitter")
+    _, complete = await run_turn(submitter, sid, "from another connection")
+    assert complete["data"]["status"] == "completed", "prompt.submit subscribes the submitter"
+
+    assert await creator.call("session.unsubscribe", {"session_id": sid}) == {}
+    await creator.wait_until(
+        lambda: complete["seq"] in _seqs(creator.session_events(sid)), what="the first turn"
+    )
+    before = len(creator.session_events(sid))
+    await run_turn(submitter, sid, "nobody watching")
+    await asyncio.sleep(0.5)
+    assert len(creator.session_events(sid)) == before, "no events after session.unsubscribe"

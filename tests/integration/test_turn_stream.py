@@ -9,8 +9,8 @@ from datetime import datetime
 from tests.fakes.openai_server import FakeOpenAI, Recorded, Reply, content_text
 
 from .backend_proc import Backend
-from .conftest import Connect
 from .wire import (
+    Connect,
     Json,
     Rpc,
     create_session,
@@ -205,3 +205,22 @@ async def test_submit_with_interrupt_intent_stops_the_running_turn(
         ("user", "change of plan"),
         ("assistant", "new plan"),
     ], rows
+
+
+async def test_interrupt_before_the_first_delta_completes_with_empty_text(
+    connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    fake_provider.routes["silent model"] = Reply(deltas=["never sent"], hang_after=0)
+    rpc = await connect()
+    sid = await create_session(rpc)
+    receipt = await submit(rpc, sid, "silent model")
+    await fake_provider.async_wait_requests(1)
+    assert await rpc.call("turn.interrupt", {"session_id": sid}) == {"interrupted": True}
+    complete = await wait_complete(rpc, receipt["admission_id"], timeout=30)
+    assert complete["data"]["status"] == "interrupted", complete["data"]
+    assert complete["data"]["text"] == "", "nothing was streamed"
+    final = await get_receipt(rpc, receipt["admission_id"])
+    assert (final["status"], final.get("outcome")) == ("terminal", "interrupted"), final
+    rows = await _messages(rpc, sid)
+    assert rows[0]["role"] == "user", rows
+    assert rows[0]["content"] == "silent model", "accepted input is kept"

@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -21,6 +21,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 from .backend_proc import Backend
 
 Json = dict[str, Any]
+Connect = Callable[..., Awaitable["Rpc"]]  # the `connect` fixture: open an initialized Rpc
 DEFAULT_TIMEOUT = 30.0
 TURN_TIMEOUT = 60.0
 
@@ -143,7 +144,7 @@ class Rpc:
         if "error" in resp:
             raise RpcError(method, resp["error"])
         assert "result" in resp, f"{method}: response has neither result nor error: {resp}"
-        return resp["result"]
+        return dict(resp["result"])
 
     async def send_raw(self, frame: str | bytes) -> None:
         await self.ws.send(frame)
@@ -263,3 +264,17 @@ async def assert_backend_healthy(backend: Backend, fake: FakeOpenAI) -> None:
         assert (final["status"], final.get("outcome")) == ("terminal", "completed"), final
     finally:
         await rpc.close()
+
+
+async def wait_receipt_status(
+    rpc: Rpc, admission_id: str, status: str, timeout: float = TURN_TIMEOUT
+) -> Json:
+    """Poll admission.get until the receipt has ``status``; returns it."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        receipt = await get_receipt(rpc, admission_id)
+        if receipt["status"] == status:
+            return receipt
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"admission {admission_id} still {receipt['status']}, wanted {status}")
+        await asyncio.sleep(0.05)

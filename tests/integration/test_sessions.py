@@ -1,0 +1,123 @@
+"""Session methods over the wire: create/get/list/update/delete, broadcasts, busy deletes, search."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from .wire import Connect, RpcError, create_session, run_turn, submit, wait_complete
+
+SESSION_FIELDS = {
+    "session_id", "title", "cwd", "model", "created_at", "updated_at", "status", "message_count", "usage",
+}  # fmt: skip
+USAGE_FIELDS = {"input_tokens", "output_tokens", "cached_tokens", "cost_usd"}
+
+
+async def test_session_round_trip(connect: Connect, tmp_path_factory: pytest.TempPathFactory) -> None:
+    cwd = str(tmp_path_factory.mktemp("work"))
+    rpc = await connect()
+    created = (await rpc.call("session.create", {"title": "first", "cwd": cwd}))["session"]
+    assert set(created) >= SESSION_FIELDS, f"missing session fields: {SESSION_FIELDS - set(created)}"
+    assert set(created["usage"]) >= USAGE_FIELDS, created["usage"]
+    assert (created["title"], created["cwd"], created["status"]) == ("first", cwd, "idle")
+    assert created["message_count"] == 0
+    sid = created["session_id"]
+    assert (await rpc.call("session.get", {"session_id": sid}))["session"] == created
+
+    updated = (await rpc.call("session.update", {"session_id": sid, "title": "renamed"}))["session"]
+    assert updated["title"] == "renamed"
+    assert (await rpc.call("session.get", {"session_id": sid}))["session"]["title"] == "renamed"
+    listed = (await rpc.call("session.list", {}))["sessions"]
+    assert [s["title"] for s in listed if s["session_id"] == sid] == ["renamed"]
+
+    assert await rpc.call("session.delete", {"session_id": sid}) == {"deleted": True}
+    with pytest.raises(RpcError) as gone:
+        await rpc.call("session.get", {"session_id": sid})
+    assert gone.value.code == -32004
+    assert gone.value.data.get("kind") == "session"
+    assert sid not in [s["session_id"] for s in (await rpc.call("session.list", {}))["sessions"]]
+
+
+async def test_created_and_deleted_reach_every_connection_without_seq(connect: Connect) -> None:
+    actor = await connect(name="actor")
+    watcher = await connect(name="watcher")
+    sid = await create_session(actor)
+    created = await watcher.wait_event(lambda e: e["type"] == "session.created" and e["session_id"] == sid)
+    assert "seq" not in created, f"session-less events carry no seq: {created}"
+    assert created["data"]["session"]["session_id"] == sid
+    await actor.call("session.delete", {"session_id": sid})
+    deleted = await watcher.wait_event(lambda e: e["type"] == "session.deleted" and e["session_id"] == sid)
+    assert "seq" not in deleted, deleted
+    assert deleted["data"]["session_id"] == sid
+
+
+async def test_delete_while_running_is_busy_unless_forced(
+    connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    fake_provider.routes["long job"] = Reply(deltas=["working", " LOST"], hang_after=1)
+    rpc = await connect()
+    sid = await create_session(rpc)
+    receipt = await submit(rpc, sid, "long job")
+    await rpc.wait_event(lambda e: e["type"] == "message.delta" and e["session_id"] == sid)
+    with pytest.raises(RpcError) as busy:
+        await rpc.call("session.delete", {"session_id": sid})
+    assert busy.value.code == -32009, f"delete of a running session: {busy.value}"
+    assert await rpc.call("session.delete", {"session_id": sid, "force": True}) == {"deleted": True}
+    complete = await wait_complete(rpc, receipt["admission_id"])
+    assert complete["data"]["status"] == "interrupted", "force interrupts the turn first"
+    with pytest.raises(RpcError) as gone:
+        await rpc.call("session.get", {"session_id": sid})
+    assert gone.value.code == -32004
+
+
+async def test_list_pages_with_a_cursor(connect: Connect) -> None:
+    rpc = await connect()
+    made = {await create_session(rpc, title=f"paged {i}") for i in range(5)}
+    seen: list[str] = []
+    pages: list[dict[str, object]] = []
+    cursor = None
+    for _ in range(10):
+        params: dict[str, object] = {"limit": 2}
+        if cursor is not None:
+            params["cursor"] = cursor
+        page = await rpc.call("session.list", params)
+        pages.append(page)
+        assert len(page["sessions"]) <= 2, "limit is respected"
+        seen += [s["session_id"] for s in page["sessions"]]
+        cursor = page.get("next_cursor")
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)), f"a session listed twice across pages: {seen}"
+    assert set(seen) == made, "paging with next_cursor reaches every session"
+    missing = [i for i, page in enumerate(pages) if "next_cursor" not in page]
+    assert not missing, f"pages {missing} of {len(pages)} lack next_cursor (null on the last page)"
+
+
+async def test_list_query_searches_titles_and_messages(connect: Connect, fake_provider: FakeOpenAI) -> None:
+    rpc = await connect()
+    by_title = await create_session(rpc, title="apricot planning")
+    by_text = await create_session(rpc, title="misc")
+    await create_session(rpc, title="unrelated")
+    await run_turn(rpc, by_text, "tell me about the zebra crossing")
+    hits = (await rpc.call("session.list", {"query": "apricot"}))["sessions"]
+    assert [s["session_id"] for s in hits][:1] == [by_title], hits
+    hits = (await rpc.call("session.list", {"query": "zebra"}))["sessions"]
+    assert [s["session_id"] for s in hits][:1] == [by_text], "message text is searched too"
+
+
+async def test_status_is_running_during_a_turn(connect: Connect, fake_provider: FakeOpenAI) -> None:
+    release = threading.Event()
+    fake_provider.routes["status check"] = Reply(deltas=["a", "b"], hang_after=1, release=release)
+    rpc = await connect()
+    sid = await create_session(rpc)
+    try:
+        receipt = await submit(rpc, sid, "status check")
+        await rpc.wait_event(lambda e: e["type"] == "message.delta" and e["session_id"] == sid)
+        session = (await rpc.call("session.get", {"session_id": sid}))["session"]
+        assert session["status"] == "running", session
+    finally:
+        release.set()
+    await wait_complete(rpc, receipt["admission_id"])
