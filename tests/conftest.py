@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `tests.fakes` imports whatever rootdir/import mode pytest uses
 
+from tests.fakes.openai_server import FakeOpenAI  # noqa: E402  (needs the path above)
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_turnkey_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
@@ -24,3 +26,12 @@ def _isolated_turnkey_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator
         os.environ.pop("TURNKEY_HOME", None)
     else:
         os.environ["TURNKEY_HOME"] = old
+
+
+@pytest.fixture
+def fake_provider() -> Iterator[FakeOpenAI]:
+    """The scripted fake model server (real HTTP on loopback); fails the test on bad requests."""
+    fake = FakeOpenAI()
+    yield fake
+    fake.close()
+    assert fake.errors == [], f"the fake provider saw bad requests: {fake.errors}"

@@ -11,18 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.backend_proc import Backend
 
 StartBackend = Callable[[str], Backend]
-
-
-@pytest.fixture
-def fake_provider() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    yield fake
-    fake.close()
-    assert fake.errors == [], f"the fake provider saw bad requests: {fake.errors}"
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

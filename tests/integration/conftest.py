@@ -14,14 +14,6 @@ from .wire import Connect, Rpc
 
 
 @pytest.fixture
-def fake_provider() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    yield fake
-    fake.close()
-    assert fake.errors == [], f"the fake provider saw bad requests: {fake.errors}"
-
-
-@pytest.fixture
 def backend_factory(tmp_path: Path) -> Iterator[BackendFactory]:
     """``make(base_url, extra_config="", start=True)``: a Backend on its own data dir."""
     made: list[Backend] = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,11 +14,8 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI()
-    yield server
-    server.close()
-    assert server.errors == [], f"fake provider errors: {server.errors}"
+def fake(fake_provider: FakeOpenAI) -> FakeOpenAI:
+    return fake_provider
 
 
 def _body(text: str) -> dict[str, object]:
