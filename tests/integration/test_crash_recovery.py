@@ -190,3 +190,33 @@ async def test_resubmitting_after_a_crash_is_a_duplicate_and_resolves_nothing(
         "only a new prompt (or admission.resolve) acknowledges an unknown admission"
     )
     assert await _status(rpc, behind["admission_id"]) == ("queued", None)
+
+
+async def test_transcript_after_a_crash_keeps_what_was_delivered_and_invents_nothing(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    """The text clients saw stays in the transcript, marked unknown; no answer is made up."""
+    sid, running, _ = await _crash_mid_stream(backend, connect, fake_provider, [])
+    rpc = await connect(name="after-restart")
+    before = (await rpc.call("session.events.since", {"session_id": sid, "since_seq": 0}))["events"]
+    delivered = "".join(
+        e["data"]["text"] for e in before
+        if e["type"] == "message.delta" and e["admission_id"] == running["admission_id"]
+    )
+    assert delivered, "the crash happened after at least one delta was stored"
+    rows = (await rpc.call("session.messages", {"session_id": sid}))["messages"]
+    shape = [(m["role"], m.get("status"), m.get("note_kind")) for m in rows]
+    assert shape == [("user", None, None), ("assistant", "unknown", None),
+                     ("system_note", None, "recovered")], shape
+    assert rows[1]["content"] == delivered, "exactly the delivered text, not more, not less"
+    assert not any(e["type"] == "message.complete" for e in before), "no completion is invented"
+
+    fake_provider.default = Reply(deltas=["fresh answer"])
+    new = await submit(rpc, sid, "carry on", request_id="req-carry-on")
+    complete = await wait_complete(rpc, new["admission_id"])
+    assert complete["data"]["text"] == "fresh answer"
+    sent = fake_provider.snapshot()[-1].body["messages"]
+    roles = [(m["role"], m["content"]) for m in sent[1:]]
+    assert roles == [("user", "crash me"), ("assistant", delivered), ("user", "carry on")], (
+        "the model sees the delivered partial answer; notes are for people only"
+    )
