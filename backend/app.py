@@ -112,7 +112,8 @@ class Backend:
         """Exits after idle_exit_minutes with no client, no queued admission and no turn."""
         idle_since = time.monotonic()
         while True:
-            await asyncio.sleep(IDLE_CHECK_S)
+            minutes = self.config.config.idle_exit_minutes
+            await asyncio.sleep(min(IDLE_CHECK_S, minutes * 60 / 4) if minutes else IDLE_CHECK_S)
             minutes = self.config.config.idle_exit_minutes
             busy = bool(self.listener and self.listener.connections) or bool(
                 self.authority and self.authority.busy()
@@ -120,7 +121,7 @@ class Backend:
             if busy or not minutes:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since >= minutes * 60:
-                log.info("idle for %d minutes; exiting", minutes)
+                log.info("idle for %g minutes; exiting", minutes)
                 self.request_stop()
                 return
 

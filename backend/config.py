@@ -62,7 +62,7 @@ class Config(Strict, frozen=True):
     default_provider: str | None = None
     fallback_providers: list[str] = []
     auxiliary_provider: str | None = None
-    idle_exit_minutes: NonNegative = 0
+    idle_exit_minutes: Annotated[float, msgspec.Meta(ge=0)] = 0  # fractions allowed
     allowed_origins: list[str] = []
     max_frame_bytes: Annotated[int, msgspec.Meta(ge=1024)] = DEFAULT_MAX_FRAME_BYTES
     providers: dict[str, ProviderConfig] = {}

@@ -8,8 +8,8 @@ import time
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
-from .backend_proc import Backend
-from .wire import Connect, create_session, get_receipt, submit, wait_receipt_status
+from .backend_proc import Backend, BackendFactory
+from .wire import Connect, Rpc, create_session, get_receipt, submit, wait_receipt_status
 
 
 async def test_epoch_increments_at_every_start(backend: Backend, connect: Connect) -> None:
@@ -90,3 +90,22 @@ async def test_sigterm_during_a_turn_exits_cleanly_and_loses_nothing(
         assert ran.started > stopped_at
     texts = [r.last_user_text for r in fake_provider.snapshot()]
     assert texts.count("long haul") == 1, "a started turn is never re-run"
+
+
+async def test_idle_exit_waits_for_clients_and_work(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    """With idle_exit_minutes set, the backend exits only once no client and no turn is left."""
+    idle = backend_factory(fake_provider.base_url, extra_config="idle_exit_minutes = 0.02")
+    rpc = await Rpc.open(idle.port, idle.token)
+    sid = await create_session(rpc)
+    fake_provider.default = Reply(deltas=["slow ", "answer"], delay=1.0)
+    receipt = await submit(rpc, sid, "take your time")
+    await asyncio.sleep(2.5)  # two idle periods: a connected client keeps it alive
+    assert idle.alive(), "a connected client keeps the backend alive"
+    await wait_receipt_status(rpc, receipt["admission_id"], "terminal")
+    await rpc.close()
+    assert idle.proc is not None
+    status = await asyncio.to_thread(idle.proc.wait, 30)
+    assert status == 0, "idle exit is a clean exit"
+    assert not (idle.data_dir / "backend.json").exists(), "backend.json is withdrawn"
