@@ -13,8 +13,6 @@ import logging
 import sqlite3
 from dataclasses import dataclass
 
-import msgspec
-
 from backend.authority.payload import Payload, normalize
 from backend.errors import AdmissionConflict, AdmissionState, NotFound
 from backend.ids import new_id
@@ -75,7 +73,7 @@ class SessionAuthority:
             receipt = _receipt(tx, admission_id)
             events.append(
                 tx, params.session_id, "admission.queued",
-                msgspec.to_builtins(AdmissionEvent(receipt=receipt)), admission_id=admission_id,
+                AdmissionEvent(receipt=receipt), admission_id=admission_id,
             )
             return receipt
 
@@ -179,7 +177,7 @@ class SessionAuthority:
         model = session["model"] or self.runner.default_model()
         events.append(
             tx, session_id, "turn.started",
-            msgspec.to_builtins(TurnStarted(turn_id=turn_id, admission_id=admission_id, model=model)),
+            TurnStarted(turn_id=turn_id, admission_id=admission_id, model=model),
             turn_id=turn_id, admission_id=admission_id,
         )
         return Claim(session_id, admission_id, turn_id, text)

@@ -13,8 +13,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from backend import __version__
 from backend.authority.queue import SessionAuthority
 from backend.config import ConfigFile
@@ -101,7 +99,7 @@ class Methods:
             sessions.insert(tx, session_id, title, cwd, model)
             session = sessions.get(tx, session_id)
             assert session is not None
-            events.broadcast(tx, session_id, "session.created", _data(p.SessionEvent(session=session)))
+            events.broadcast(tx, session_id, "session.created", p.SessionEvent(session=session))
             return session
 
         # Subscribed before the commit, so nothing of the new session is missed.
@@ -156,7 +154,7 @@ class Methods:
             assert session is not None
             if fields:
                 events.append(tx, params.session_id, "session.updated",
-                              _data(p.SessionEvent(session=session)))
+                              p.SessionEvent(session=session))
             return session
 
         return p.SessionResult(session=await self.db.write(job))
@@ -364,7 +362,3 @@ def _decode_cursor(cursor: str | None, key: str) -> Any:
     except (ValueError, KeyError, TypeError):
         raise InvalidParams("cursor", "cursor is not one this backend returned") from None
 
-
-def _data(obj: msgspec.Struct) -> dict[str, Any]:
-    out: dict[str, Any] = msgspec.to_builtins(obj)
-    return out

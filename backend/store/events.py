@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from backend.ids import now
 from backend.store.db import Tx
 from shared.protocol import Event
@@ -23,7 +25,7 @@ def append(
     tx: Tx,
     session_id: str,
     type_: str,
-    data: dict[str, Any],
+    data: dict[str, Any] | msgspec.Struct,
     *,
     turn_id: str | None = None,
     admission_id: str | None = None,
@@ -33,6 +35,7 @@ def append(
     The seq is read inside the same transaction, so concurrent writers (all
     funnelled through one writer connection) can never take the same number.
     """
+    data = as_data(data)
     row = tx.one("SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,))
     seq = int(row[0] or 0) + 1 if row else 1
     ts = now()
@@ -49,9 +52,18 @@ def append(
     return event
 
 
-def broadcast(tx: Tx, session_id: str, type_: str, data: dict[str, Any]) -> None:
+def broadcast(tx: Tx, session_id: str, type_: str, data: dict[str, Any] | msgspec.Struct) -> None:
     """Queues a session-less event (no seq, not stored) for every reader, on commit."""
-    tx.publish(StoredEvent(Event(session_id=session_id, type=type_, ts=now(), data=data), False))
+    event = Event(session_id=session_id, type=type_, ts=now(), data=as_data(data))
+    tx.publish(StoredEvent(event, False))
+
+
+def as_data(data: dict[str, Any] | msgspec.Struct) -> dict[str, Any]:
+    """Event data as plain JSON values: typed event structs are converted here, once."""
+    if isinstance(data, msgspec.Struct):
+        out: dict[str, Any] = msgspec.to_builtins(data)
+        return out
+    return data
 
 
 def latest_seq(tx: Tx, session_id: str) -> int:

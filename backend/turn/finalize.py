@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import msgspec
-
 from backend.store import admissions, events, messages, sessions
 from backend.store.db import Tx
 from shared.protocol import AdmissionEvent, MessageComplete, TurnStatus, Usage, UsageUpdate
@@ -55,13 +53,13 @@ def close_turn(tx: Tx, out: TurnOutcome) -> None:
     row = sessions.row(tx, sid)
     assert row is not None
     totals = sessions.usage_of(row)
-    events.append(tx, sid, "usage.update", _data(UsageUpdate(usage=totals)),
+    events.append(tx, sid, "usage.update", UsageUpdate(usage=totals),
                   turn_id=tid, admission_id=aid)
     complete = MessageComplete(
         admission_id=aid, turn_id=tid, text=out.text, status=out.status, usage=out.usage,
         failure_reason=out.failure_reason if out.status != "completed" else None,
     )
-    events.append(tx, sid, "message.complete", _data(complete), turn_id=tid, admission_id=aid)
+    events.append(tx, sid, "message.complete", complete, turn_id=tid, admission_id=aid)
     settle_event(tx, aid)
 
 
@@ -71,11 +69,7 @@ def settle_event(tx: Tx, admission_id: str) -> None:
     assert row is not None
     receipt = admissions.receipt(tx, row)
     events.append(
-        tx, row["session_id"], "admission.settled", _data(AdmissionEvent(receipt=receipt)),
+        tx, row["session_id"], "admission.settled", AdmissionEvent(receipt=receipt),
         turn_id=row["turn_id"], admission_id=admission_id,
     )
 
-
-def _data(obj: msgspec.Struct) -> dict[str, object]:
-    out: dict[str, object] = msgspec.to_builtins(obj)
-    return out
