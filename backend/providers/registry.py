@@ -6,6 +6,8 @@ lives across turns but a config change takes effect on the next call.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from backend.config import Config, ProviderConfig, api_key
 from backend.errors import ProviderError
 from backend.providers.base import ChatProvider
@@ -16,14 +18,14 @@ class Providers:
     def __init__(self) -> None:
         self._cache: dict[str, tuple[ProviderConfig, str | None, ChatProvider]] = {}
 
-    def primary(self, config: Config) -> ChatProvider:
+    def primary(self, config: Config, config_path: Path) -> ChatProvider:
         """The default provider; raises ProviderError("not_configured") with what to do."""
         chosen = config.provider()
         if chosen is None:
             raise ProviderError(
                 "not_configured",
-                "no model provider is configured: add a [providers.NAME] table and "
-                "default_provider to config.toml in the data folder, or use config.set",
+                f"no model provider is configured: add a [providers.NAME] table and "
+                f"default_provider to {config_path} (see the README), or use config.set",
             )
         return self.get(*chosen)
 

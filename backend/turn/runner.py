@@ -97,7 +97,7 @@ class TurnRunner:
 
     def _provider(self) -> tuple[ChatProvider, ProviderConfig]:
         cfg = self.config.config
-        provider = self.providers.primary(cfg)
+        provider = self.providers.primary(cfg, self.config.path)
         chosen = cfg.provider()
         assert chosen is not None
         return provider, chosen[1]
