@@ -68,12 +68,3 @@ def price(usage: Usage, cfg: ProviderConfig) -> Usage:
         cached_tokens=usage.cached_tokens, cost_usd=round(cost, 8), estimated=usage.estimated,
     )
 
-
-def add(a: Usage, b: Usage) -> Usage:
-    return Usage(
-        input_tokens=a.input_tokens + b.input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        cached_tokens=a.cached_tokens + b.cached_tokens,
-        cost_usd=round(a.cost_usd + b.cost_usd, 8),
-        estimated=a.estimated or b.estimated,
-    )
