@@ -18,8 +18,8 @@ class Providers:
     def __init__(self) -> None:
         self._cache: dict[str, tuple[ProviderConfig, str | None, ChatProvider]] = {}
 
-    def primary(self, config: Config, config_path: Path) -> ChatProvider:
-        """The default provider; raises ProviderError("not_configured") with what to do."""
+    def primary(self, config: Config, config_path: Path) -> tuple[ChatProvider, ProviderConfig]:
+        """The default provider and its settings; raises ProviderError("not_configured")."""
         chosen = config.provider()
         if chosen is None:
             raise ProviderError(
@@ -27,7 +27,7 @@ class Providers:
                 f"no model provider is configured: add a [providers.NAME] table and "
                 f"default_provider to {config_path} (see the README), or use config.set",
             )
-        return self.get(*chosen)
+        return self.get(*chosen), chosen[1]
 
     def get(self, name: str, cfg: ProviderConfig) -> ChatProvider:
         key = api_key(cfg)

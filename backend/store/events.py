@@ -36,8 +36,7 @@ def append(
     funnelled through one writer connection) can never take the same number.
     """
     data = as_data(data)
-    row = tx.one("SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,))
-    seq = int(row[0] or 0) + 1 if row else 1
+    seq = latest_seq(tx, session_id) + 1
     ts = now()
     tx.execute(
         "INSERT INTO events (session_id, seq, type, turn_id, admission_id, ts, data) "

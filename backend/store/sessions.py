@@ -6,6 +6,7 @@ import sqlite3
 from typing import Any
 
 from backend.ids import now
+from backend.store import events
 from backend.store.db import Tx
 from shared.protocol import Session, SessionStatus, Usage
 
@@ -95,13 +96,12 @@ def usage_of(r: sqlite3.Row) -> Usage:
 def to_session(tx: Tx, r: sqlite3.Row) -> Session:
     sid = r["session_id"]
     count = tx.one("SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,))
-    seq = tx.one("SELECT MAX(seq) FROM events WHERE session_id = ?", (sid,))
     return Session(
         session_id=sid, title=r["title"], cwd=r["cwd"], model=r["model"],
         created_at=r["created_at"], updated_at=r["updated_at"], status=status(tx, sid),
         message_count=int(count[0]) if count else 0, usage=usage_of(r),
         parent_session_id=r["parent_session_id"], child_session_id=r["child_session_id"],
-        latest_seq=int(seq[0] or 0) if seq else 0,
+        latest_seq=events.latest_seq(tx, sid),
     )
 
 

@@ -65,7 +65,7 @@ class TurnRunner:
         reason: str | None = None
         result = CallResult("", Usage(), None)
         try:
-            provider, prices = self._provider()
+            provider, prices = self.providers.primary(self.config.config, self.config.path)
             request = await self._prepare(claim, provider)
             status, reason, result = await self._call(provider, request, deltas, prices, interrupt)
         except ProviderError as exc:
@@ -94,13 +94,6 @@ class TurnRunner:
     def default_model(self) -> str:
         chosen = self.config.config.provider()
         return chosen[1].model if chosen else ""
-
-    def _provider(self) -> tuple[ChatProvider, ProviderConfig]:
-        cfg = self.config.config
-        provider = self.providers.primary(cfg, self.config.path)
-        chosen = cfg.provider()
-        assert chosen is not None
-        return provider, chosen[1]
 
     async def _prepare(self, claim: Claim, provider: ChatProvider) -> ChatRequest:
         """Context stage: the frozen system prompt (built and stored once) and the wire copy."""
