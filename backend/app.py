@@ -29,6 +29,9 @@ from backend.server.listener import Listener
 from backend.server.methods import Methods
 from backend.store import runtime
 from backend.store.db import Database
+from backend.tools.approvals import Approvals
+from backend.tools.checkpoints import Checkpoints
+from backend.tools.executor import Executor
 from backend.turn.runner import TurnRunner
 from shared.protocol import PROTOCOL_VERSION
 
@@ -62,10 +65,13 @@ class Backend:
         self.epoch = await self.db.write(runtime.bump_epoch)
         queued = await self.db.write(lambda tx: recover(tx, self.epoch))
         self.db.publisher = self.hub.publish
-        runner = TurnRunner(self.db, self.config, self.providers)
+        approvals = Approvals(self.db, self.config, self.epoch)
+        checkpoints = Checkpoints(self.db, self.data_dir)
+        executor = Executor(self.db, approvals, checkpoints, self.data_dir / "spill")
+        runner = TurnRunner(self.db, self.config, self.providers, executor)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
-                          self.request_stop_soon)
+                          self.request_stop_soon, approvals, checkpoints)
         token = secrets.token_urlsafe(32)
         self.listener = Listener(
             Dispatcher(methods), self.hub, token, lambda: self.config.config.allowed_origins,

@@ -40,14 +40,29 @@ class ProviderConfig(Strict, kw_only=True, frozen=True):
 
 class Approvals(Strict, frozen=True):
     mode: Literal["ask", "smart", "off"] = "smart"
-    timeout_s: Positive = 300
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 300
+
+
+Seconds = Annotated[float, msgspec.Meta(gt=0)]
 
 
 class Limits(Strict, frozen=True):
     max_iterations: Positive = 90
-    turn_timeout_s: Positive = 3600
-    tool_batch_deadline_s: Positive = 420
+    turn_timeout_s: Seconds = 3600
+    tool_batch_deadline_s: Seconds = 420
     spill_chars: Positive = 100_000
+    # The liveness watchdog: a turn with no progress (no delta, no tool output, no
+    # finished call) for this long is interrupted, even while its lease refresher runs.
+    # Time spent waiting for a person's approval does not count.
+    stall_timeout_s: Seconds = 900
+
+
+class Lease(Strict, frozen=True):
+    """The per-session turn lease (turn/lease.py)."""
+
+    ttl_s: Seconds = 300
+    refresh_s: Seconds = 60
+    wait_s: Seconds = 1800
 
 
 class Compression(Strict, frozen=True):
@@ -68,6 +83,7 @@ class Config(Strict, frozen=True):
     providers: dict[str, ProviderConfig] = {}
     approvals: Approvals = Approvals()
     limits: Limits = Limits()
+    lease: Lease = Lease()
     compression: Compression = Compression()
 
     def provider(self, name: str | None = None) -> tuple[str, ProviderConfig] | None:

@@ -11,7 +11,8 @@
     │   ├── NotFound             -32004 (data.kind)
     │   ├── SessionBusy          -32009
     │   ├── AdmissionConflict    -32010
-    │   └── AdmissionState       -32012
+    │   ├── AdmissionState       -32012
+    │   └── ApprovalClosed       -32013
     ├── EnvironmentFault         the world's fault: disk, provider, load
     │   ├── Overloaded           -32020
     │   ├── StoreUnavailable     -32603 (store could not commit)
@@ -86,6 +87,12 @@ class AdmissionConflict(CallerError):
 
 class AdmissionState(CallerError):
     code = -32012
+
+
+class ApprovalClosed(CallerError):
+    """The approval was already decided or expired."""
+
+    code = -32013
 
 
 class EnvironmentFault(TurnkeyError):

@@ -83,6 +83,7 @@ class Message(Wire):
     tool_name: str | None = None
     status: str | None = None
     note_kind: str | None = None
+    meta: dict[str, Any] | None = None
 
 
 class Receipt(Wire):
@@ -99,6 +100,32 @@ class Receipt(Wire):
     final_text: str | None = None
     failure_reason: str | None = None
     turn_id: str | None = None
+
+
+ApprovalStatus = Literal["pending", "allowed", "denied", "expired"]
+Decision = Literal["once", "session", "always", "deny"]
+ToolStatus = Literal["ok", "error", "denied", "skipped", "interrupted", "unknown"]
+
+
+class Approval(Wire):
+    approval_id: str
+    session_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    summary: str
+    reason: str
+    status: ApprovalStatus
+    created_at: str
+    expires_at: str
+    decision: Decision | None = None
+
+
+class Rule(Wire):
+    rule_id: str
+    tool: str
+    pattern: str
+    created_at: str
 
 
 class Event(Wire):
@@ -210,6 +237,24 @@ class AdmissionResolveParams(Params):
     resolution: Literal["interrupted"]
 
 
+class ApprovalListParams(Params):
+    session_id: str | None = None
+
+
+class ApprovalRespondParams(Params):
+    approval_id: str
+    decision: Decision
+
+
+class RuleDeleteParams(Params):
+    rule_id: str
+
+
+class SessionUndoParams(Params):
+    session_id: str
+    turn_id: str | None = None
+
+
 class ConfigSetParams(Params):
     patch: dict[str, Any]
 
@@ -259,7 +304,7 @@ class ResumeResult(Wire):
     latest_seq: int
     events: list[Event]
     truncated: bool
-    pending_approvals: list[dict[str, Any]]
+    pending_approvals: list[Approval]
     queue: list[Receipt]
     active_turn: dict[str, Any] | None = None
 
@@ -278,6 +323,23 @@ class InterruptResult(Wire):
 
 class EmptyResult(Wire):
     pass
+
+
+class ApprovalsResult(Wire):
+    approvals: list[Approval]
+
+
+class ApprovalResult(Wire):
+    approval: Approval
+
+
+class RulesResult(Wire):
+    rules: list[Rule]
+
+
+class UndoResult(Wire):
+    restored: list[str]
+    turn_id: str | None = None
 
 
 ConfigResult = dict[str, Any]
@@ -308,6 +370,11 @@ METHODS: dict[str, MethodSpec] = {
     "admission.cancel": MethodSpec(AdmissionIdParams, ReceiptResult, "submit"),
     "admission.resolve": MethodSpec(AdmissionResolveParams, ReceiptResult, "submit"),
     "turn.interrupt": MethodSpec(SessionIdParams, InterruptResult, "submit"),
+    "session.undo": MethodSpec(SessionUndoParams, UndoResult, "submit"),
+    "approval.list": MethodSpec(ApprovalListParams, ApprovalsResult, "read"),
+    "approval.respond": MethodSpec(ApprovalRespondParams, ApprovalResult, "approve"),
+    "rules.list": MethodSpec(NoParams, RulesResult, "read"),
+    "rules.delete": MethodSpec(RuleDeleteParams, EmptyResult, "approve"),
     "config.get": MethodSpec(NoParams, ConfigResult, "admin"),
     "config.set": MethodSpec(ConfigSetParams, ConfigResult, "admin"),
     "shutdown": MethodSpec(NoParams, EmptyResult, "admin"),
@@ -340,6 +407,41 @@ class MessageComplete(Wire):
     failure_reason: str | None = None
 
 
+class ToolStart(Wire):
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    summary: str
+    arguments_raw: str | None = None
+
+
+class ToolProgress(Wire):
+    call_id: str
+    text: str
+
+
+class ToolComplete(Wire):
+    call_id: str
+    name: str
+    status: ToolStatus
+    summary: str
+    duration_ms: int
+    spilled_path: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+class ApprovalEvent(Wire):
+    approval: Approval
+
+
+class LeaseWaiting(Wire):
+    """Addition: the turn waits for another process's lease on this session."""
+
+    turn_id: str
+    holder_pid: int
+    expires_at: float
+
+
 class UsageUpdate(Wire):
     usage: Usage
 
@@ -358,6 +460,12 @@ EVENTS: dict[str, type[Wire]] = {
     "turn.started": TurnStarted,
     "message.delta": TextDelta,
     "message.complete": MessageComplete,
+    "tool.start": ToolStart,
+    "tool.progress": ToolProgress,
+    "tool.complete": ToolComplete,
+    "approval.request": ApprovalEvent,
+    "approval.resolved": ApprovalEvent,
+    "lease.waiting": LeaseWaiting,
     "usage.update": UsageUpdate,
     "session.updated": SessionEvent,
     "session.created": SessionEvent,

@@ -19,6 +19,7 @@ from backend.ids import new_id
 from backend.store import admissions, events, messages, sessions
 from backend.store.db import Database, Tx
 from backend.turn.finalize import TurnOutcome, close_turn, settle_event
+from backend.turn.lease import holder_for, try_take
 from backend.turn.runner import Claim, Interrupt, TurnRunner
 from shared.protocol import AdmissionEvent, PromptSubmitParams, Receipt, TurnStarted, Usage
 
@@ -172,7 +173,13 @@ class SessionAuthority:
         admission_id = row["admission_id"]
         admissions.mark_started(tx, admission_id, self.epoch, turn_id)
         text = Payload.from_json(row["payload_json"]).text
-        messages.insert(tx, session_id, "user", text, turn_id=turn_id)
+        holder = holder_for(self.epoch, turn_id)
+        # The lease, when free, is taken in the claim's own transaction (the common case
+        # costs nothing extra); otherwise the runner waits for it before writing the
+        # user's row, since the transcript belongs to the lease holder.
+        leased = try_take(tx, session_id, holder, self.runner.config.config.lease.ttl_s) is None
+        if leased:
+            messages.insert(tx, session_id, "user", text, turn_id=turn_id)
         sessions.touch(tx, session_id)
         model = session["model"] or self.runner.default_model()
         events.append(
@@ -180,13 +187,13 @@ class SessionAuthority:
             TurnStarted(turn_id=turn_id, admission_id=admission_id, model=model),
             turn_id=turn_id, admission_id=admission_id,
         )
-        return Claim(session_id, admission_id, turn_id, text)
+        return Claim(session_id, admission_id, turn_id, text, session["cwd"], holder, leased)
 
     async def _settle_crashed(self, claim: Claim) -> None:
         """A bug escaped the runner: settle the admission so the queue is not held forever."""
         outcome = TurnOutcome(
             claim.session_id, claim.admission_id, claim.turn_id, "failed", "", Usage(),
-            "an internal error ended this turn; see the backend log",
+            "an internal error ended this turn; see the backend log", holder=claim.holder,
         )
         try:
             await self.db.write(lambda tx: close_turn(tx, outcome))

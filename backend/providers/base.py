@@ -10,15 +10,40 @@ WireRole = Literal["system", "user", "assistant", "tool"]
 
 
 @dataclass(frozen=True)
+class WireToolCall:
+    """A tool call as replayed to the provider: `arguments` is the JSON text the model sent."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class WireMessage:
+    """One message of a request.  Assistant rows may carry tool calls (content may be
+    empty); tool rows carry the `tool_call_id` they answer and the tool's `name`."""
+
     role: WireRole
     content: str
+    tool_calls: tuple[WireToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the model may call: `parameters` is a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class ChatRequest:
     model: str
     messages: list[WireMessage]
+    tools: tuple[ToolSpec, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -35,11 +60,23 @@ class UsageChunk:
 
 
 @dataclass(frozen=True)
+class ToolCallChunk:
+    """One complete tool call, yielded once its streamed fragments are all in (before
+    DoneChunk).  `call_id` and `name` are as the model sent them, possibly empty;
+    `arguments` is the raw JSON text, possibly malformed — the turn validates both."""
+
+    index: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class DoneChunk:
     finish_reason: str | None
 
 
-Chunk = TextChunk | UsageChunk | DoneChunk
+Chunk = TextChunk | UsageChunk | ToolCallChunk | DoneChunk
 
 
 class ChatProvider(Protocol):

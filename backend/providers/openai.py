@@ -4,6 +4,11 @@ Speaks to OpenAI, OpenRouter, Ollama, LM Studio, vLLM and llama.cpp's server.
 httpx's exceptions and the wire's oddities (HTML error pages, error objects
 inside a 200 stream, a stream cut short) are translated here into
 ProviderError with a message a person can act on; no key ever appears in it.
+
+Tool calls go out as `tools` plus assistant `tool_calls` / `tool` rows, and come
+back as `delta.tool_calls` fragments that are reassembled per index and yielded
+as whole ToolCallChunks just before the DoneChunk.  Their arguments are passed
+through as raw text: the turn, not the provider, judges whether they parse.
 """
 
 from __future__ import annotations
@@ -11,12 +16,22 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from backend.errors import ProviderError
-from backend.providers.base import ChatRequest, Chunk, DoneChunk, TextChunk, UsageChunk
+from backend.providers.base import (
+    ChatRequest,
+    Chunk,
+    DoneChunk,
+    TextChunk,
+    ToolCallChunk,
+    ToolSpec,
+    UsageChunk,
+    WireMessage,
+)
 
 _STATUS_KINDS = {
     400: "bad_request", 401: "auth", 403: "auth", 402: "billing", 404: "model_not_found",
@@ -45,11 +60,13 @@ class OpenAIChat:
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [_wire_message(m) for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},
-            **request.extra,
         }
+        if request.tools:  # no key at all without tools: some servers reject `"tools": []`
+            body["tools"] = [_wire_tool(t) for t in request.tools]
+        body.update(request.extra)
         try:
             async for chunk in self._stream(body):
                 yield chunk
@@ -80,42 +97,82 @@ class OpenAIChat:
             raise ProviderError("connection", f"{self.name}: {type(exc).__name__}")
 
 
+def _wire_message(m: WireMessage) -> dict[str, Any]:
+    """One message in Chat Completions shape; plain rows stay `{role, content}`."""
+    if m.role == "assistant" and m.tool_calls:
+        calls = [
+            {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in m.tool_calls
+        ]
+        return {"role": "assistant", "content": m.content or None, "tool_calls": calls}
+    if m.role == "tool":
+        # `name` is left out: OpenAI's schema has no such field on tool rows and strict
+        # OpenAI-compatible servers reject unknown fields; the id alone pairs the result.
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
+    return {"role": m.role, "content": m.content}
+
+
+def _wire_tool(tool: ToolSpec) -> dict[str, Any]:
+    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    return {"type": "function", "function": function}
+
+
 async def _parse_stream(response: httpx.Response) -> AsyncIterator[Chunk]:
     content_type = response.headers.get("content-type", "")
     if "text/html" in content_type:
         raise ProviderError("bad_response", "the provider returned an HTML page instead of a stream")
+    calls = _ToolCallBuffer()
     finished = False
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue  # comments (": keep-alive"), event names and blank separators
         data = line[5:].strip()
         if data == "[DONE]":
-            if not finished:
+            if not finished:  # no finish_reason came: the calls so far are the answer's
+                for call in calls.drain():
+                    yield call
                 yield DoneChunk(None)
+            _check_nothing_late(calls)
             return
-        try:
-            obj = json.loads(data)
-        except json.JSONDecodeError:
-            raise ProviderError("bad_response", "the provider sent a malformed stream chunk")
-        if not isinstance(obj, dict):
-            raise ProviderError("bad_response", "the provider sent a malformed stream chunk")
-        if "error" in obj:
-            raise _body_error(obj["error"], None)
-        for chunk in _chunks(obj):
+        for chunk in _chunks(_decode(data), calls):
             finished = finished or isinstance(chunk, DoneChunk)
             yield chunk
-    if not finished:
+    if not finished:  # also when cut mid-tool-call: half a call must not run
         raise ProviderError("truncated", "the provider's stream ended before the answer finished")
+    _check_nothing_late(calls)
 
 
-def _chunks(obj: dict[str, Any]) -> list[Chunk]:
+def _decode(data: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(data)
+    except json.JSONDecodeError:
+        raise ProviderError("bad_response", "the provider sent a malformed stream chunk")
+    if not isinstance(obj, dict):
+        raise ProviderError("bad_response", "the provider sent a malformed stream chunk")
+    if "error" in obj:
+        raise _body_error(obj["error"], None)
+    return obj
+
+
+def _check_nothing_late(calls: _ToolCallBuffer) -> None:
+    """Tool-call fragments after the finish_reason would be lost silently; say so instead."""
+    if calls.pending:
+        raise ProviderError("bad_response", "the provider sent a tool call after the answer finished")
+
+
+def _chunks(obj: dict[str, Any], calls: _ToolCallBuffer) -> list[Chunk]:
     out: list[Chunk] = []
     for choice in obj.get("choices") or []:
         delta = choice.get("delta") or {}
         text = delta.get("content")
         if isinstance(text, str) and text:
             out.append(TextChunk(text))
+        fragments = delta.get("tool_calls")
+        if isinstance(fragments, list):
+            calls.add(fragments)
         if choice.get("finish_reason"):
+            # The delta of this very chunk may hold the last fragment, so it is added first.
+            out.extend(calls.drain())
             out.append(DoneChunk(choice["finish_reason"]))
     usage = obj.get("usage")
     if isinstance(usage, dict):
@@ -128,6 +185,75 @@ def _chunks(obj: dict[str, Any]) -> list[Chunk]:
             )
         )
     return out
+
+
+@dataclass
+class _PartialCall:
+    call_id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class _ToolCallBuffer:
+    """Reassembles streamed `delta.tool_calls` fragments into whole calls, keyed by index.
+
+    Servers differ: most send `id` and `function.name` once and then argument pieces;
+    some send a whole call in one fragment, repeat the id or name on every fragment, or
+    leave out `index` (then the fragment's position in its list stands in for it).
+    """
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _PartialCall] = {}
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._calls)
+
+    def add(self, fragments: list[Any]) -> None:
+        for position, fragment in enumerate(fragments):
+            if isinstance(fragment, dict):
+                self._merge(self._slot(position, fragment), fragment)
+
+    def drain(self) -> list[ToolCallChunk]:
+        """The calls so far, in index order, and an empty buffer."""
+        out = [
+            ToolCallChunk(index, call.call_id, call.name, "".join(call.arguments))
+            for index, call in sorted(self._calls.items())
+        ]
+        self._calls.clear()
+        return out
+
+    def _slot(self, position: int, fragment: dict[str, Any]) -> int:
+        index = fragment.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            return index
+        call_id = fragment.get("id")
+        if isinstance(call_id, str) and call_id:
+            for slot, call in self._calls.items():
+                if call.call_id == call_id:
+                    return slot
+            taken = self._calls.get(position)
+            if taken is not None and taken.call_id and taken.call_id != call_id:
+                return max(self._calls) + 1  # a new call, not more of the one at this position
+        return position
+
+    def _merge(self, slot: int, fragment: dict[str, Any]) -> None:
+        call = self._calls.setdefault(slot, _PartialCall())
+        call_id = fragment.get("id")
+        if isinstance(call_id, str) and call_id and not call.call_id:
+            call.call_id = call_id  # the first id wins; repeats are ignored
+        function = fragment.get("function")
+        if not isinstance(function, dict):
+            return
+        name = function.get("name")
+        if isinstance(name, str) and name:
+            # A repeated (or growing) name replaces; anything else is a name sent in pieces.
+            call.name = name if name.startswith(call.name) else call.name + name
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):  # a few servers send an object, not JSON text
+            arguments = json.dumps(arguments)
+        if isinstance(arguments, str) and arguments:
+            call.arguments.append(arguments)
 
 
 def _http_error(response: httpx.Response) -> ProviderError:

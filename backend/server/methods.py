@@ -20,8 +20,10 @@ from backend.errors import InvalidParams, NotFound, SessionBusy
 from backend.ids import message_rowid, new_id
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
-from backend.store import admissions, events, messages, sessions
+from backend.store import admissions, approvals, events, messages, sessions
 from backend.store.db import Database, Tx
+from backend.tools.approvals import Approvals
+from backend.tools.checkpoints import Checkpoints
 from shared import protocol as p
 
 Handler = Callable[[Connection, Any], Awaitable[Any]]
@@ -33,8 +35,11 @@ RESUME_PAGE = 100
 class Methods:
     def __init__(
         self, db: Database, authority: SessionAuthority, hub: Hub, config: ConfigFile,
-        epoch: int, request_shutdown: Callable[[], None],
+        epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
+        checkpoints: Checkpoints,
     ) -> None:
+        self.approvals = approvals
+        self.checkpoints = checkpoints
         self.db = db
         self.authority = authority
         self.hub = hub
@@ -59,6 +64,11 @@ class Methods:
             "admission.cancel": self.admission_cancel,
             "admission.resolve": self.admission_resolve,
             "turn.interrupt": self.turn_interrupt,
+            "session.undo": self.session_undo,
+            "approval.list": self.approval_list,
+            "approval.respond": self.approval_respond,
+            "rules.list": self.rules_list,
+            "rules.delete": self.rules_delete,
             "config.get": self.config_get,
             "config.set": self.config_set,
             "shutdown": self.shutdown,
@@ -201,7 +211,8 @@ class Methods:
             queue = [admissions.receipt(tx, r) for r in admissions.list_for(tx, sid, "queued")]
             return p.ResumeResult(
                 session=session, status=session.status, messages=page, has_more=more,
-                latest_seq=latest, events=replay, truncated=truncated, pending_approvals=[],
+                latest_seq=latest, events=replay, truncated=truncated,
+                pending_approvals=approvals.pending(tx, sid),
                 queue=queue, active_turn=self._active_turn(sid),
             )
 
@@ -283,6 +294,38 @@ class Methods:
     async def turn_interrupt(self, conn: Connection, params: p.SessionIdParams) -> p.InterruptResult:
         await self._session(params.session_id)
         return p.InterruptResult(interrupted=self.authority.interrupt(params.session_id))
+
+    async def session_undo(self, conn: Connection, params: p.SessionUndoParams) -> p.UndoResult:
+        await self._session(params.session_id)
+        if self.authority.running(params.session_id) is not None:
+            raise SessionBusy("the session is running a turn; wait for it or interrupt it first")
+        turn_id, restored = await self.checkpoints.undo(params.session_id, params.turn_id)
+        return p.UndoResult(restored=restored, turn_id=turn_id)
+
+    # --- approvals ----------------------------------------------------------------
+
+    async def approval_list(self, conn: Connection, params: p.ApprovalListParams) -> p.ApprovalsResult:
+        def read(tx: Tx) -> list[p.Approval]:
+            if params.session_id is not None:
+                _must_exist(tx, params.session_id)
+            return approvals.pending(tx, params.session_id)
+
+        return p.ApprovalsResult(approvals=await self.db.read(read))
+
+    async def approval_respond(
+        self, conn: Connection, params: p.ApprovalRespondParams
+    ) -> p.ApprovalResult:
+        return p.ApprovalResult(
+            approval=await self.approvals.respond(params.approval_id, params.decision)
+        )
+
+    async def rules_list(self, conn: Connection, params: p.NoParams) -> p.RulesResult:
+        return p.RulesResult(rules=await self.db.read(approvals.global_rules))
+
+    async def rules_delete(self, conn: Connection, params: p.RuleDeleteParams) -> p.EmptyResult:
+        if not await self.db.write(lambda tx: approvals.delete_rule(tx, params.rule_id)):
+            raise NotFound("rule", params.rule_id)
+        return p.EmptyResult()
 
     # --- config -----------------------------------------------------------------
 

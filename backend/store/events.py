@@ -86,10 +86,12 @@ def since(tx: Tx, session_id: str, since_seq: int, limit: int) -> list[Event]:
 
 
 def turn_text(tx: Tx, session_id: str, turn_id: str) -> str:
-    """The text streamed to clients for a turn: its stored message.delta events, joined."""
+    """The text streamed to clients for the turn's last assistant message: its message.delta
+    events after the last tool event (text before a tool round is stored with its calls)."""
     rows = tx.all(
         "SELECT data FROM events WHERE session_id = ? AND turn_id = ? AND type = 'message.delta' "
-        "ORDER BY seq",
-        (session_id, turn_id),
+        "AND seq > (SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ? AND turn_id = ? "
+        "AND type LIKE 'tool.%') ORDER BY seq",
+        (session_id, turn_id, session_id, turn_id),
     )
     return "".join(json.loads(r["data"]).get("text", "") for r in rows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
 from backend.ids import message_id, now
 from backend.store.db import Tx
@@ -20,12 +21,19 @@ def insert(
     api_content: str | None = None,
     status: str | None = None,
     note_kind: str | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    call_id: str | None = None,
+    tool_name: str | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> str:
     """Appends a row; returns its message_id."""
     cur = tx.execute(
         "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, "
-        "note_kind, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (session_id, turn_id, role, content, api_content, status, note_kind, now()),
+        "note_kind, tool_calls, call_id, tool_name, meta, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, turn_id, role, content, api_content, status, note_kind,
+         json.dumps(tool_calls) if tool_calls else None, call_id, tool_name,
+         json.dumps(meta) if meta else None, now()),
     )
     assert cur.lastrowid is not None
     return message_id(cur.lastrowid)
@@ -45,7 +53,8 @@ def page(tx: Tx, session_id: str, before_rowid: int | None, limit: int) -> tuple
 def for_model(tx: Tx, session_id: str) -> list[sqlite3.Row]:
     """Active, uncompacted rows the model may see, in transcript order."""
     return tx.all(
-        "SELECT role, content, api_content, note_kind FROM messages "
+        "SELECT id, role, content, api_content, note_kind, tool_calls, call_id, tool_name, status "
+        "FROM messages "
         "WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id",
         (session_id,),
     )
@@ -57,5 +66,23 @@ def to_message(r: sqlite3.Row) -> Message:
         content=r["content"], compacted=bool(r["compacted"]), created_at=r["created_at"],
         turn_id=r["turn_id"], tool_calls=json.loads(r["tool_calls"]) if r["tool_calls"] else None,
         call_id=r["call_id"], tool_name=r["tool_name"], status=r["status"],
-        note_kind=r["note_kind"],
+        note_kind=r["note_kind"], meta=json.loads(r["meta"]) if r["meta"] else None,
     )
+
+
+def open_calls(tx: Tx, session_id: str, turn_id: str) -> list[dict[str, Any]]:
+    """The turn's tool calls that have no stored result yet, in call order."""
+    answered = {
+        r["call_id"] for r in tx.all(
+            "SELECT call_id FROM messages WHERE session_id = ? AND turn_id = ? AND role = 'tool'",
+            (session_id, turn_id),
+        )
+    }
+    out: list[dict[str, Any]] = []
+    for r in tx.all(
+        "SELECT tool_calls FROM messages WHERE session_id = ? AND turn_id = ? AND role = 'assistant' "
+        "AND tool_calls IS NOT NULL ORDER BY id",
+        (session_id, turn_id),
+    ):
+        out.extend(c for c in json.loads(r["tool_calls"]) if c["call_id"] not in answered)
+    return out

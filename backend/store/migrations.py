@@ -112,7 +112,67 @@ def _m001(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001]
+_M002 = (
+    # One row per session while a turn holds it: the room card (see turn/lease.py).
+    """CREATE TABLE turn_leases (
+        session_id  TEXT PRIMARY KEY,
+        holder      TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        boot_token  TEXT NOT NULL,
+        epoch       INTEGER NOT NULL,
+        turn_id     TEXT NOT NULL,
+        acquired_at REAL NOT NULL,
+        expires_at  REAL NOT NULL
+    )""",
+    """CREATE TABLE approvals (
+        approval_id TEXT PRIMARY KEY,
+        session_id  TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        turn_id     TEXT NOT NULL,
+        call_id     TEXT NOT NULL,
+        tool        TEXT NOT NULL,
+        summary     TEXT NOT NULL,
+        reason      TEXT NOT NULL,
+        rule_key    TEXT NOT NULL,
+        status      TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied', 'expired')),
+        decision    TEXT CHECK (decision IN ('once', 'session', 'always', 'deny')),
+        epoch       INTEGER NOT NULL,
+        created_at  TEXT NOT NULL,
+        expires_at  TEXT NOT NULL,
+        decided_at  TEXT
+    )""",
+    "CREATE INDEX approvals_pending ON approvals (status, session_id)",
+    # session_id NULL: an `always` rule for every session; set: a `session` rule.
+    """CREATE TABLE approval_rules (
+        rule_id    TEXT PRIMARY KEY,
+        session_id TEXT REFERENCES sessions (session_id) ON DELETE CASCADE,
+        tool       TEXT NOT NULL,
+        pattern    TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE checkpoints (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id   TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        turn_id      TEXT NOT NULL,
+        call_id      TEXT NOT NULL,
+        path         TEXT NOT NULL,
+        existed      INTEGER NOT NULL,
+        content_hash TEXT,
+        blob_path    TEXT,
+        restored_at  TEXT,
+        created_at   TEXT NOT NULL
+    )""",
+    "CREATE INDEX checkpoints_turn ON checkpoints (session_id, turn_id, id)",
+    # Structured extras of a tool result (exit code, diff, spill path, duration).
+    "ALTER TABLE messages ADD COLUMN meta TEXT",
+)
+
+
+def _m002(conn: sqlite3.Connection) -> None:
+    for sql in _M002:
+        conn.execute(sql)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001, _m002]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -66,6 +66,7 @@ def add_usage(tx: Tx, session_id: str, usage: Usage) -> None:
 
 def delete(tx: Tx, session_id: str) -> None:
     tx.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+    tx.execute("DELETE FROM turn_leases WHERE session_id = ?", (session_id,))
     tx.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
 
 
@@ -79,7 +80,11 @@ def status(tx: Tx, session_id: str) -> SessionStatus:
     if r is None or r[0] is None:
         return "idle"
     if r[0]:
-        return "running"
+        waiting = tx.one(
+            "SELECT 1 FROM approvals WHERE session_id = ? AND status = 'pending' LIMIT 1",
+            (session_id,),
+        )
+        return "waiting_approval" if waiting else "running"
     if r[1]:
         return "unknown"
     return "queued" if r[2] else "idle"

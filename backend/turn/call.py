@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from backend.config import ProviderConfig
 from backend.providers.base import (
@@ -10,6 +10,7 @@ from backend.providers.base import (
     ChatRequest,
     DoneChunk,
     TextChunk,
+    ToolCallChunk,
     UsageChunk,
 )
 from backend.turn.stream import DeltaWriter
@@ -23,6 +24,7 @@ class CallResult:
     text: str
     usage: Usage
     finish_reason: str | None
+    tool_calls: list[ToolCallChunk] = field(default_factory=list)
 
 
 async def call_model(
@@ -32,16 +34,20 @@ async def call_model(
     text: list[str] = []
     usage: UsageChunk | None = None
     finish: str | None = None
+    calls: list[ToolCallChunk] = []
     async for chunk in provider.stream(request):
         if isinstance(chunk, TextChunk):
             text.append(chunk.text)
             deltas.add(chunk.text)
+        elif isinstance(chunk, ToolCallChunk):
+            calls.append(chunk)
         elif isinstance(chunk, UsageChunk):
             usage = chunk
         elif isinstance(chunk, DoneChunk):
             finish = chunk.finish_reason or finish
     answer = "".join(text)
-    return CallResult(answer, price(measure(usage, request, answer), prices), finish)
+    spent = measure(usage, request, answer + "".join(c.arguments for c in calls))
+    return CallResult(answer, price(spent, prices), finish, calls)
 
 
 def measure(usage: UsageChunk | None, request: ChatRequest, answer: str) -> Usage:
@@ -51,7 +57,8 @@ def measure(usage: UsageChunk | None, request: ChatRequest, answer: str) -> Usag
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cached_tokens=usage.cached_tokens,
         )
-    sent = sum(len(m.content) for m in request.messages)
+    sent = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls)
+               for m in request.messages)
     return Usage(
         input_tokens=max(1, sent // CHARS_PER_TOKEN),
         output_tokens=len(answer) // CHARS_PER_TOKEN,

@@ -8,12 +8,14 @@ every request from the transcript and never written back.
 
 from __future__ import annotations
 
+import json
 import platform
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from backend.providers.base import WireMessage
+from backend.providers.base import WireMessage, WireToolCall
 from shared.codec import clean_text
 
 CONTEXT_FILES = ("AGENTS.md", "TURNKEY.md")
@@ -25,11 +27,21 @@ IDENTITY = (
     "When you are unsure, say so instead of guessing."
 )
 
+TOOL_GUIDANCE = (
+    "You can act on the user's computer with tools: run shell commands (terminal), read, write "
+    "and patch files, search files and list folders. Relative paths are relative to the working "
+    "folder. Read before you change a file, prefer patch for small edits, and check your work. "
+    "Some actions need the user's approval; if one is denied, do not retry it — explain or take "
+    "another way. Tool results may be marked skipped, interrupted, denied or unknown: unknown "
+    "means the outcome was not recorded, so check before you assume it did or did not happen."
+)
+
 
 def build_system_prompt(cwd: str, model: str) -> str:
     """Three layers, most stable first: identity and environment, project context, volatile."""
     stable = [
         IDENTITY,
+        TOOL_GUIDANCE,
         f"Environment: {platform.system()} {platform.release()}; working folder: {cwd}; "
         f"model: {model}.",
     ]
@@ -53,16 +65,43 @@ def wire_messages(system_prompt: str, rows: list[sqlite3.Row]) -> list[WireMessa
 
     `api_content` replays the exact bytes sent before, where they differ from
     what people see.  Notes (interrupted, failed, recovered) are for people;
-    the model sees only summaries among them.
+    the model sees only summaries among them.  Tool pairs are repaired on the
+    way out: a result whose call is not in view is dropped, and a call with no
+    result gets one saying so, because providers reject unpaired calls.
     """
     out = [WireMessage("system", system_prompt)]
+    results = {r["call_id"]: r for r in rows if r["role"] == "tool"}
     for r in rows:
         role = r["role"]
+        if role == "tool":
+            continue  # emitted right after the assistant row that called it
         if role == "system_note":
             if r["note_kind"] != "summary":
                 continue
             role = "user"
-        content = r["api_content"] if r["api_content"] is not None else r["content"]
-        if role in ("user", "assistant") and content:
-            out.append(WireMessage(role, clean_text(content)))
+        content = clean_text(r["api_content"] if r["api_content"] is not None else r["content"])
+        if role == "assistant" and r["tool_calls"]:
+            calls = json.loads(r["tool_calls"])
+            out.append(WireMessage("assistant", content, tool_calls=tuple(
+                WireToolCall(c["call_id"], c["name"], _raw_arguments(c)) for c in calls
+            )))
+            for c in calls:
+                out.append(_result(c, results.get(c["call_id"])))
+        elif role in ("user", "assistant") and content:
+            out.append(WireMessage(role, content))
     return out
+
+
+def _raw_arguments(call: dict[str, Any]) -> str:
+    raw = call.get("arguments_raw")
+    return raw if isinstance(raw, str) else json.dumps(call.get("arguments") or {})
+
+
+def _result(call: dict[str, Any], row: sqlite3.Row | None) -> WireMessage:
+    if row is None:
+        text = "[No result was recorded for this call; its outcome is not known.]"
+    else:
+        text = clean_text(row["api_content"] if row["api_content"] is not None else row["content"])
+        if row["status"] not in (None, "ok", "error"):
+            text = f"[status: {row['status']}] {text}"
+    return WireMessage("tool", text, tool_call_id=call["call_id"], name=call["name"])

@@ -1,18 +1,35 @@
-"""Closing a turn in one transaction: transcript tail, receipt, usage, and the last events.
+"""Closing a turn in one transaction: transcript tail, receipt, usage, lease, and the last events.
 
 Everything a finished turn leaves behind commits together, so after a crash
 either all of it is there or none of it is (and recovery marks the admission
-`unknown`).  `message.complete` is appended after the rows it describes, and
-`admission.settled` last.
+`unknown`).  The tail is closed first: every tool call of the turn gets
+exactly one result, delivered text gets an assistant row, and a failed or
+interrupted turn gets a closing note so the next turn does not read as its
+continuation.  `message.complete` follows the rows it describes, and
+`admission.settled` comes last.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.store import admissions, events, messages, sessions
+from backend.store import admissions, events, leases, messages, sessions
 from backend.store.db import Tx
-from shared.protocol import AdmissionEvent, MessageComplete, TurnStatus, Usage, UsageUpdate
+from backend.store.leases import Holder
+from shared.protocol import (
+    AdmissionEvent,
+    MessageComplete,
+    ToolComplete,
+    ToolStatus,
+    TurnStatus,
+    Usage,
+    UsageUpdate,
+)
+
+UNRECORDED_RESULT = (
+    "The result of this call was not recorded (the turn ended before it could be saved), "
+    "so its outcome is not known. Check before assuming it did or did not happen."
+)
 
 
 @dataclass
@@ -24,32 +41,39 @@ class TurnOutcome:
     text: str
     usage: Usage
     failure_reason: str | None = None
+    holder: Holder | None = None  # the lease to release, when the turn held one
+    transcript: bool = True  # False: the turn never held the lease, so it writes no rows
+    text_stored: bool = False  # True: `text` is already in an assistant row (with tool calls)
 
 
 def close_turn(tx: Tx, out: TurnOutcome) -> None:
     sid, tid, aid = out.session_id, out.turn_id, out.admission_id
-    # Delivered text always gets an assistant row: what people saw is in the ledger.
-    if out.text:
-        status = None if out.status == "completed" else out.status
-        messages.insert(tx, sid, "assistant", out.text, turn_id=tid, status=status)
-    # A failed or interrupted turn gets a closing note, so the next turn does not
-    # read as a continuation of it.
-    if out.status == "failed":
-        messages.insert(
-            tx, sid, "system_note", f"The turn failed: {out.failure_reason}",
-            turn_id=tid, note_kind="failed",
-        )
-    elif out.status == "interrupted":
-        messages.insert(
-            tx, sid, "system_note", out.failure_reason or "Interrupted.",
-            turn_id=tid, note_kind="interrupted",
-        )
+    if out.transcript:
+        close_tail(tx, sid, tid, "unknown", UNRECORDED_RESULT, aid)
+        # Delivered text always gets an assistant row: what people saw is in the ledger.
+        if out.text and not out.text_stored:
+            status = None if out.status == "completed" else out.status
+            messages.insert(tx, sid, "assistant", out.text, turn_id=tid, status=status)
+        # A failed or interrupted turn gets a closing note, so the next turn does not
+        # read as a continuation of it.
+        if out.status == "failed":
+            messages.insert(
+                tx, sid, "system_note", f"The turn failed: {out.failure_reason}",
+                turn_id=tid, note_kind="failed",
+            )
+        elif out.status == "interrupted":
+            messages.insert(
+                tx, sid, "system_note", out.failure_reason or "Interrupted.",
+                turn_id=tid, note_kind="interrupted",
+            )
     admissions.settle(
         tx, aid, out.status, final_text=out.text,
         failure_reason=out.failure_reason if out.status != "completed" else None,
     )
     sessions.add_usage(tx, sid, out.usage)
     sessions.touch(tx, sid)
+    if out.holder is not None:
+        leases.release(tx, sid, out.holder)
     row = sessions.row(tx, sid)
     assert row is not None
     totals = sessions.usage_of(row)
@@ -63,6 +87,22 @@ def close_turn(tx: Tx, out: TurnOutcome) -> None:
     settle_event(tx, aid)
 
 
+def close_tail(
+    tx: Tx, session_id: str, turn_id: str, status: ToolStatus, content: str,
+    admission_id: str | None = None,
+) -> int:
+    """Gives every call of the turn that has no result one with `status`; returns how many."""
+    open_calls = messages.open_calls(tx, session_id, turn_id)
+    for call in open_calls:
+        messages.insert(tx, session_id, "tool", content, turn_id=turn_id, status=status,
+                        call_id=call["call_id"], tool_name=call["name"])
+        events.append(tx, session_id, "tool.complete", ToolComplete(
+            call_id=call["call_id"], name=call["name"], status=status,
+            summary=call["name"], duration_ms=0,
+        ), turn_id=turn_id, admission_id=admission_id)
+    return len(open_calls)
+
+
 def settle_event(tx: Tx, admission_id: str) -> None:
     """Appends `admission.settled` with the admission's receipt as it now stands."""
     row = admissions.by_id(tx, admission_id)
@@ -72,4 +112,3 @@ def settle_event(tx: Tx, admission_id: str) -> None:
         tx, row["session_id"], "admission.settled", AdmissionEvent(receipt=receipt),
         turn_id=row["turn_id"], admission_id=admission_id,
     )
-

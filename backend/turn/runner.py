@@ -1,47 +1,71 @@
-"""Runs one claimed turn through its stages: prepare context, call the model, finalize.
+"""Runs one claimed turn: lease, then the loop of stages, then the finalizer.
 
-The admission is already `started` and the user's message is already in the
-transcript when a turn reaches this module (the claim wrote both in one
-transaction).  Whatever happens here — success, provider failure, interrupt,
-timeout, a store that cannot write — the turn ends through `close_turn`, so
-no admission is left `started` by a live process.
+The admission is already `started` when a turn reaches this module.  The
+turn holds its session's lease before it writes the transcript (usually
+taken in the claim's own transaction; otherwise it waits here).  Each
+iteration of the loop is a row of stages — begin, assemble, preflight, call,
+normalize, then either a tool round or the final answer — and each stage
+says whether to proceed, start the next iteration, or leave the loop.
+Whatever happens — an answer, a provider failure, an interrupt, a lost
+lease, a spent budget, a store that cannot write — the turn ends through
+`close_turn`, so no admission is left `started` by a live process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import sqlite3
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from backend.config import ConfigFile, ProviderConfig
 from backend.errors import ProviderError, StoreUnavailable
 from backend.providers.base import ChatProvider, ChatRequest
 from backend.providers.registry import Providers
-from backend.store import events, messages, sessions
+from backend.store import events, messages
 from backend.store.db import Database, Tx
+from backend.store.leases import Holder
+from backend.tools import registry
+from backend.tools.executor import Executor, Scope
 from backend.turn.call import CallResult, call_model
-from backend.turn.context import build_system_prompt, wire_messages
 from backend.turn.finalize import TurnOutcome, close_turn
+from backend.turn.lease import LeaseWatch, wait_for_lease
+from backend.turn.preflight import preflight
+from backend.turn.request import assemble
+from backend.turn.stages import Action
 from backend.turn.stream import DeltaWriter
-from shared.protocol import TurnStatus, Usage
+from backend.turn.tool_round import prepare, run_round, signature
+from shared.protocol import LeaseWaiting, TurnStatus, Usage
 
 log = logging.getLogger("turn")
+
+SUMMARY_TIMEOUT_S = 120.0
+MAX_EMPTY_ANSWERS = 2
+MAX_IDENTICAL_BATCHES = 3
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A turn the drainer has claimed: its admission is `started`, its user row stored."""
+    """A turn the drainer has claimed: its admission is `started`.  `leased`: the claim
+    took the session's lease and stored the user's row in the same transaction."""
 
     session_id: str
     admission_id: str
     turn_id: str
     text: str
+    cwd: str
+    holder: Holder
+    leased: bool = True
 
 
 @dataclass
 class Interrupt:
-    """Set by turn.interrupt or shutdown; the reason becomes the turn's closing note."""
+    """Set by turn.interrupt, shutdown, a lost lease or the watchdog; the reason becomes
+    the turn's closing note."""
 
     event: asyncio.Event = field(default_factory=asyncio.Event)
     reason: str = "Interrupted by the user."
@@ -52,91 +76,276 @@ class Interrupt:
             self.event.set()
 
 
+@dataclass
+class TurnState:
+    """Everything one turn keeps in memory; nothing of it outlives the turn."""
+
+    claim: Claim
+    interrupt: Interrupt
+    halt: asyncio.Event = field(default_factory=asyncio.Event)  # interrupt or budget spent
+    budget_why: str | None = None
+    iterations: int = 0
+    usage: Usage = field(default_factory=Usage)
+    status: TurnStatus = "completed"
+    reason: str | None = None
+    text: str = ""  # the final text (message.complete's)
+    text_stored: bool = False  # True: `text` already sits in an assistant row
+    call_ids: set[str] = field(default_factory=set)
+    empty_answers: int = 0
+    last_batch: str | None = None
+    same_batches: int = 0
+
+    def fail(self, reason: str) -> None:
+        if self.status == "completed":
+            self.status, self.reason = "failed", reason
+
+    def spend(self, why: str) -> None:
+        if self.budget_why is None:
+            self.budget_why = why
+        self.halt.set()
+
+    @property
+    def interrupted(self) -> bool:
+        return self.interrupt.event.is_set()
+
+
 class TurnRunner:
-    def __init__(self, db: Database, config: ConfigFile, providers: Providers) -> None:
+    def __init__(
+        self, db: Database, config: ConfigFile, providers: Providers, executor: Executor,
+    ) -> None:
         self.db = db
         self.config = config
         self.providers = providers
-
-    async def run(self, claim: Claim, interrupt: Interrupt) -> TurnStatus:
-        started = time.monotonic()
-        deltas = DeltaWriter(lambda text: self._store_delta(claim, text))
-        status: TurnStatus = "completed"
-        reason: str | None = None
-        result = CallResult("", Usage(), None)
-        try:
-            provider, prices = self.providers.primary(self.config.config, self.config.path)
-            request = await self._prepare(claim, provider)
-            status, reason, result = await self._call(provider, request, deltas, prices, interrupt)
-        except ProviderError as exc:
-            status, reason = "failed", exc.message
-        except StoreUnavailable as exc:
-            status, reason = "failed", exc.message
-        try:
-            await deltas.close()
-        except StoreUnavailable as exc:
-            status, reason = "failed", exc.message
-        # What the user saw streamed is the answer when the call itself gave none.
-        text = result.text or deltas.streamed
-        if status == "completed" and not text.strip():
-            status, reason = "failed", "the model returned an empty answer; try again or rephrase"
-        outcome = TurnOutcome(
-            claim.session_id, claim.admission_id, claim.turn_id, status, text, result.usage, reason
-        )
-        await self.db.write(lambda tx: close_turn(tx, outcome))
-        log.info(
-            "turn %s session %s %s in %.0f ms (%d chars)%s",
-            claim.turn_id, claim.session_id, status, (time.monotonic() - started) * 1000,
-            len(text), f": {reason}" if reason else "",
-        )
-        return status
+        self.executor = executor
 
     def default_model(self) -> str:
         chosen = self.config.config.provider()
         return chosen[1].model if chosen else ""
 
-    async def _prepare(self, claim: Claim, provider: ChatProvider) -> ChatRequest:
-        """Context stage: the frozen system prompt (built and stored once) and the wire copy."""
-        sid = claim.session_id
-        row, history = await self.db.read(
-            lambda tx: (sessions.row(tx, sid), messages.for_model(tx, sid))
-        )
-        assert row is not None, "a claimed turn's session exists (deletion interrupts it first)"
-        model = row["model"] or provider.model
-        prompt = row["system_prompt"]
-        if prompt is None:
-            built = build_system_prompt(row["cwd"], model)
-            # Stored before the first model call; every later turn replays these bytes.
-            prompt = await self.db.write(
-                lambda tx: sessions.store_system_prompt(tx, claim.session_id, built)
-            )
-        return ChatRequest(model=model, messages=wire_messages(prompt, history))
+    async def run(self, claim: Claim, interrupt: Interrupt) -> TurnStatus:
+        started = time.monotonic()
+        st = TurnState(claim, interrupt)
+        if not claim.leased and not await self._wait_lease(st):
+            return st.status
+        cfg = self.config.config
+        watch = LeaseWatch(self.db, claim.session_id, claim.holder, ttl=cfg.lease.ttl_s,
+                           refresh=cfg.lease.refresh_s, stall=cfg.limits.stall_timeout_s,
+                           on_lost=interrupt.set)
+        watch.start()
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(cfg.limits.turn_timeout_s, st.spend,
+                                f"{cfg.limits.turn_timeout_s:g} s, limits.turn_timeout_s")
+        relay = asyncio.create_task(_relay(interrupt.event, st.halt))
+        try:
+            await self._loop(st, watch)
+            if st.budget_why and not st.interrupted and st.status == "completed" and not st.text:
+                await self._summarize(st, watch)
+        except ProviderError as exc:
+            st.fail(exc.message)
+        except StoreUnavailable as exc:
+            st.fail(f"session_persistence_failed: {exc.message}")
+        finally:
+            timer.cancel()
+            relay.cancel()
+            await watch.stop()
+        if st.interrupted and st.status == "completed":
+            st.status, st.reason = "interrupted", interrupt.reason
+        await self._finalize(st)
+        log.info("turn %s session %s %s after %d calls in %.0f ms%s", claim.turn_id,
+                 claim.session_id, st.status, st.iterations, (time.monotonic() - started) * 1000,
+                 f": {st.reason}" if st.reason else "")
+        return st.status
+
+    # --- the loop ----------------------------------------------------------------------
+
+    async def _loop(self, st: TurnState, watch: LeaseWatch) -> None:
+        provider, prices = self.providers.primary(self.config.config, self.config.path)
+        tools = registry.specs()
+        while True:
+            if self._begin(st) is Action.BREAK:
+                return
+            request = await assemble(self.db, st.claim.session_id, provider.model, tools)
+            if preflight(request) is not Action.PROCEED:
+                continue
+            result = await self._call(st, provider, prices, request, watch, st.halt)
+            if result is None:
+                return
+            action = self._normalize(st, result)
+            if action is Action.CONTINUE:
+                continue
+            if action is Action.BREAK:
+                return
+            if await self._tool_round(st, result, watch) is Action.BREAK:
+                return
+
+    def _begin(self, st: TurnState) -> Action:
+        """Begin stage: stop on interrupt or a spent budget, else count the call."""
+        if st.halt.is_set():
+            return Action.BREAK
+        limit = self.config.config.limits.max_iterations
+        if st.iterations >= limit:
+            st.spend(f"{limit} model calls, limits.max_iterations")
+            return Action.BREAK
+        st.iterations += 1
+        return Action.PROCEED
 
     async def _call(
-        self, provider: ChatProvider, request: ChatRequest, deltas: DeltaWriter,
-        prices: ProviderConfig, interrupt: Interrupt,
-    ) -> tuple[TurnStatus, str | None, CallResult]:
-        """Call stage: the model call races the interrupt and the turn's time budget."""
-        budget = self.config.config.limits.turn_timeout_s
+        self, st: TurnState, provider: ChatProvider, prices: ProviderConfig,
+        request: ChatRequest, watch: LeaseWatch, stop: asyncio.Event,
+    ) -> CallResult | None:
+        """Call stage: the model call races `stop`.  None when the turn must end here."""
+        async def store(text: str) -> None:
+            watch.progress()
+            await self._store_delta(st.claim, text)
+
+        deltas = DeltaWriter(store)
+        watch.progress()
         call = asyncio.create_task(call_model(provider, request, deltas, prices))
-        stop = asyncio.create_task(interrupt.event.wait())
+        halted = asyncio.create_task(stop.wait())
         try:
-            done, _ = await asyncio.wait({call, stop}, timeout=budget,
-                                         return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({call, halted}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            stop.cancel()
-        if call in done:
-            return "completed", None, call.result()
+            halted.cancel()
+        if call.done():
+            try:
+                result = call.result()
+            except ProviderError as exc:
+                await deltas.close()
+                st.text = deltas.streamed
+                st.fail(exc.message)
+                return None
+            await deltas.close()
+            st.usage = _add(st.usage, result.usage)
+            if not result.text:
+                result.text = deltas.streamed  # the stream is what people saw
+            return result
         call.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError, ProviderError):
             await call
-        except (asyncio.CancelledError, ProviderError):
-            pass
-        if stop in done:
-            return "interrupted", interrupt.reason, CallResult("", Usage(), None)
-        return "failed", f"the turn ran past limits.turn_timeout_s ({budget} s)", CallResult(
-            "", Usage(), None
+        await deltas.close()
+        if st.interrupted:
+            st.text = deltas.streamed  # what was streamed of the last message
+        elif deltas.streamed:
+            # Budget spent mid-answer: keep what people saw, then ask for the summary.
+            partial = deltas.streamed
+            await self.db.write(lambda tx: messages.insert(
+                tx, st.claim.session_id, "assistant", partial, turn_id=st.claim.turn_id,
+                status="interrupted"))
+        return None
+
+    def _normalize(self, st: TurnState, result: CallResult) -> Action:
+        """Normalize stage: tool calls go to the tool round; text ends the turn; an empty
+        answer is retried once."""
+        if result.tool_calls:
+            return Action.PROCEED
+        if result.text.strip():
+            st.text = result.text
+            return Action.BREAK
+        st.empty_answers += 1
+        if st.empty_answers >= MAX_EMPTY_ANSWERS:
+            st.fail("the model returned an empty answer twice; try again or rephrase")
+            return Action.BREAK
+        return Action.CONTINUE
+
+    async def _tool_round(self, st: TurnState, result: CallResult, watch: LeaseWatch) -> Action:
+        claim, cfg = st.claim, self.config.config
+        prepared = prepare(result.tool_calls, registry.BUILTINS, st.call_ids, claim.turn_id)
+        batch_sig = signature(prepared)
+        st.same_batches = st.same_batches + 1 if batch_sig == st.last_batch else 1
+        st.last_batch = batch_sig
+        if st.same_batches >= MAX_IDENTICAL_BATCHES:
+            st.text = result.text
+            st.fail(f"the model asked for the same tool calls {MAX_IDENTICAL_BATCHES} times in a "
+                    "row; stopped to avoid a loop")
+            return Action.BREAK
+        st.empty_answers = 0
+
+        def on_person(delta: int) -> None:
+            watch.waiting_for_person += delta
+
+        scope = Scope(
+            session_id=claim.session_id, turn_id=claim.turn_id, admission_id=claim.admission_id,
+            cwd=Path(claim.cwd), env=tool_env(self.config), mode=cfg.approvals.mode,
+            deadline_s=cfg.limits.tool_batch_deadline_s, spill_chars=cfg.limits.spill_chars,
+            stop=st.halt, on_progress=watch.progress, on_person=on_person,
+            why=lambda: st.interrupt.reason.rstrip(".") if st.interrupted else
+            f"the turn reached its limit ({st.budget_why})",
         )
+        outcome = await run_round(self.db, self.executor, scope, result.text, prepared)
+        failure = outcome.failure or (outcome.batch.failure if outcome.batch else None)
+        if failure is not None:
+            st.fail(failure)
+            return Action.BREAK
+        if st.halt.is_set():
+            st.text, st.text_stored = result.text, True
+            return Action.BREAK
+        return Action.CONTINUE
+
+    async def _summarize(self, st: TurnState, watch: LeaseWatch) -> None:
+        """The budget ran out without an answer: one tool-free call asks the model to say
+        what it did and why it stopped; failing that, a plain note says so."""
+        why = st.budget_why or "a limit"
+        fallback = (f"I stopped because this turn reached its limit ({why}) before I finished. "
+                    f"I made {st.iterations} model calls; what the tools did is in the transcript "
+                    "above. Send a message to continue.")
+        try:
+            provider, prices = self.providers.primary(self.config.config, self.config.path)
+            request = await assemble(self.db, st.claim.session_id, provider.model, (),
+                                     summary_for=why)
+            stop = asyncio.Event()
+            relay = asyncio.create_task(_relay(st.interrupt.event, stop))
+            timer = asyncio.get_running_loop().call_later(SUMMARY_TIMEOUT_S, stop.set)
+            try:
+                result = await self._call(st, provider, prices, request, watch, stop)
+            finally:
+                relay.cancel()
+                timer.cancel()
+        except ProviderError as exc:
+            log.warning("turn %s: the budget summary call failed: %s", st.claim.turn_id, exc.message)
+            result = None
+        if st.interrupted:
+            return  # interrupted during the summary: what streamed of it is the text
+        st.status, st.reason = "completed", None  # a failed summary call is not the turn's failure
+        st.text = result.text.strip() if result is not None and result.text.strip() else fallback
+
+    # --- lease and finalize ------------------------------------------------------------------
+
+    async def _wait_lease(self, st: TurnState) -> bool:
+        """Waits for another holder's lease; False when the turn ended without it."""
+        claim, cfg = st.claim, self.config.config
+
+        def taken(tx: Tx) -> None:
+            messages.insert(tx, claim.session_id, "user", claim.text, turn_id=claim.turn_id)
+
+        async def waiting(row: sqlite3.Row) -> None:
+            data = LeaseWaiting(turn_id=claim.turn_id, holder_pid=int(row["pid"]),
+                                expires_at=float(row["expires_at"]))
+            await self.db.write(lambda tx: events.append(
+                tx, claim.session_id, "lease.waiting", data, turn_id=claim.turn_id,
+                admission_id=claim.admission_id))
+
+        why = await wait_for_lease(self.db, claim.session_id, claim.holder, ttl=cfg.lease.ttl_s,
+                                   wait_s=cfg.lease.wait_s, stop=st.interrupt.event,
+                                   on_taken=taken, on_waiting=waiting)
+        if why is None:
+            return True
+        st.status, st.reason = "interrupted", (
+            st.interrupt.reason if st.interrupted else why
+        )
+        # Without the lease the transcript is another process's to write: the input stays
+        # in the admission's receipt, and no row is added here.
+        await self.db.write(lambda tx: close_turn(tx, TurnOutcome(
+            claim.session_id, claim.admission_id, claim.turn_id, st.status, "", Usage(),
+            st.reason, transcript=False)))
+        return False
+
+    async def _finalize(self, st: TurnState) -> None:
+        claim = st.claim
+        outcome = TurnOutcome(
+            claim.session_id, claim.admission_id, claim.turn_id, st.status, st.text, st.usage,
+            st.reason, holder=claim.holder, text_stored=st.text_stored,
+        )
+        await self.db.write(lambda tx: close_turn(tx, outcome))
 
     async def _store_delta(self, claim: Claim, text: str) -> None:
         def job(tx: Tx) -> None:
@@ -144,3 +353,23 @@ class TurnRunner:
                           turn_id=claim.turn_id, admission_id=claim.admission_id)
 
         await self.db.write(job)
+
+
+async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
+    await source.wait()
+    target.set()
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens, output_tokens=a.output_tokens + b.output_tokens,
+        cached_tokens=a.cached_tokens + b.cached_tokens, cost_usd=round(a.cost_usd + b.cost_usd, 8),
+        estimated=a.estimated or b.estimated,
+    )
+
+
+def tool_env(config: ConfigFile) -> dict[str, str]:
+    """The environment tools run with: the backend's own, minus provider keys and Turnkey's
+    internals, so a command the model runs cannot print a key into the transcript."""
+    hidden = {p.api_key_env for p in config.config.providers.values() if p.api_key_env}
+    return {k: v for k, v in os.environ.items() if k not in hidden and not k.startswith("TURNKEY_")}

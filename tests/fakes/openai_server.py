@@ -4,13 +4,19 @@ It runs in a background thread of the test process. Each request is answered by 
 ``Reply``: from ``responder(body)`` when one is set, else from the first of ``routes`` whose
 key occurs in the last user message, else from a FIFO of scripted replies, else ``default``.
 Every request is recorded (parsed body, monotonic start and end times) so tests can check
-what the backend sent, in which order, and with how much concurrency. A client that
-disconnects mid-stream ends its handler quietly.
+what the backend sent, in which order, and with how much concurrency; bodies are kept
+exactly as parsed, ``tools`` and tool-call messages included. A client that disconnects
+mid-stream ends its handler quietly.
+
+A ``Reply`` with ``tool_calls`` (see ``Reply.calls``) streams them after its text the way
+OpenAI does: per call, a first ``delta.tool_calls`` fragment with index, id and name, then
+the arguments in about three pieces, and finish_reason ``"tool_calls"``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import select
 import socket
@@ -26,7 +32,14 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """How to answer one request. The default streams ``deltas`` and then usage."""
+    """How to answer one request. The default streams ``deltas`` and then usage.
+
+    ``tool_calls`` items are ``{"name": str, "arguments": str | dict, "id": str}`` (``id``
+    optional: a fresh ``call_fake_N`` per request; a dict ``arguments`` is sent as JSON text,
+    a string verbatim, malformed or not). ``delay`` and ``hang_after`` apply to the text
+    deltas; ``truncate`` drops the connection where the finish chunk would come, that is
+    after the text and any tool-call fragments.
+    """
 
     deltas: list[str] = field(default_factory=lambda: ["ok"])
     delay: float = 0.0  # seconds before each delta
@@ -40,7 +53,13 @@ class Reply:
     release: threading.Event | None = None  # None with hang_after: hang until disconnect
     raw: bytes | None = None  # send these bytes as the whole body instead of SSE
     content_type: str = "text/event-stream"
-    truncate: bool = False  # after the deltas, drop the connection: no usage, no [DONE]
+    truncate: bool = False  # after the deltas (and calls), drop the connection: no usage, no [DONE]
+    tool_calls: list[dict[str, Any]] | None = None  # streamed after the deltas
+
+    @classmethod
+    def calls(cls, *calls: dict[str, Any], text: str = "", **options: Any) -> Reply:
+        """A reply that calls tools, after ``text`` if given: ``Reply.calls({"name": ...})``."""
+        return cls(deltas=[text] if text else [], tool_calls=list(calls), **options)
 
     @classmethod
     def http_error(cls, status: int, message: str = "boom", **headers: str) -> Reply:
@@ -95,7 +114,8 @@ class FakeOpenAI:
         self._server.fake = self
         self.port: int = self._server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll lets close() return at once instead of after the default half second.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     def script(self, *replies: Reply) -> None:
@@ -220,12 +240,15 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._event(_chunk(model, {"content": text}))
             if reply.hang_after is not None and reply.hang_after >= len(reply.deltas):
                 self._hang(reply.release)
+            for index, call in enumerate(reply.tool_calls or []):
+                for delta in _call_deltas(index, call):
+                    self._event(_chunk(model, delta))
             if reply.truncate:
                 fake._end(rec)
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)  # no final chunk: a broken stream
                 return
-            self._event(_chunk(model, {}, finish="stop"))
+            self._event(_chunk(model, {}, finish="tool_calls" if reply.tool_calls else "stop"))
             if reply.usage is not None:
                 self._event(_chunk(model, None, usage=reply.usage))
             fake._end(rec)
@@ -250,9 +273,26 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+_call_ids = itertools.count(1)
+
+
+def _call_deltas(index: int, call: dict[str, Any]) -> list[dict[str, Any]]:
+    """One tool call as OpenAI streams it: id and name first, then argument pieces."""
+    arguments = call.get("arguments", "")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments)
+    call_id = call.get("id") or f"call_fake_{next(_call_ids)}"
+    function = {"name": call["name"], "arguments": ""}
+    first = {"index": index, "id": call_id, "type": "function", "function": function}
+    step = max(1, -(-len(arguments) // 3))  # ceil: at most three pieces
+    pieces = [arguments[i : i + step] for i in range(0, len(arguments), step)]
+    rest = [{"index": index, "function": {"arguments": piece}} for piece in pieces]
+    return [{"tool_calls": [fragment]} for fragment in [first, *rest]]
+
+
 def _chunk(
     model: str,
-    delta: dict[str, str] | None,
+    delta: dict[str, Any] | None,
     finish: str | None = None,
     usage: dict[str, int] | None = None,
 ) -> dict[str, Any]:

@@ -11,7 +11,10 @@ from backend.store import events, runtime
 from backend.store.db import Database, Tx
 from backend.store.migrations import SCHEMA_VERSION, migrate
 
-TABLES = {"sessions", "messages", "admissions", "events", "runtime", "schema_migrations"}
+TABLES = {
+    "sessions", "messages", "admissions", "events", "runtime", "schema_migrations",
+    "turn_leases", "approvals", "approval_rules", "checkpoints",
+}
 
 
 def test_blank_database_migrates_to_the_current_schema(tmp_path: Path) -> None:
@@ -22,6 +25,21 @@ def test_blank_database_migrates_to_the_current_schema(tmp_path: Path) -> None:
     assert migrate(conn) == SCHEMA_VERSION, "migrating twice is a no-op"
     versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
     assert versions == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_version_one_database_upgrades_in_place(tmp_path: Path) -> None:
+    from backend.store.migrations import MIGRATIONS
+
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)")
+    MIGRATIONS[0](conn)
+    conn.execute("INSERT INTO schema_migrations VALUES (1, 'then')")
+    conn.execute("INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at) "
+                 "VALUES ('s', 't', '/', 'm', 'x', 'x')")
+    assert migrate(conn) == SCHEMA_VERSION
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
+    assert "meta" in cols
+    assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 1
 
 
 def test_newer_database_is_refused(tmp_path: Path) -> None:

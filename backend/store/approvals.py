@@ -1,0 +1,121 @@
+"""The approvals and approval_rules tables: what waits for a person, and what was allowed for good."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from backend.ids import new_id, now
+from backend.store.db import Tx
+from shared.protocol import Approval, ApprovalStatus, Decision, Rule
+
+
+def insert(
+    tx: Tx, *, approval_id: str, session_id: str, turn_id: str, call_id: str, tool: str,
+    summary: str, reason: str, rule_key: str, epoch: int, expires_at: str,
+) -> Approval:
+    tx.execute(
+        "INSERT INTO approvals (approval_id, session_id, turn_id, call_id, tool, summary, reason, "
+        "rule_key, status, epoch, created_at, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+        (approval_id, session_id, turn_id, call_id, tool, summary, reason, rule_key, epoch, now(),
+         expires_at),
+    )
+    found = get(tx, approval_id)
+    assert found is not None
+    return found
+
+
+def row(tx: Tx, approval_id: str) -> sqlite3.Row | None:
+    return tx.one("SELECT * FROM approvals WHERE approval_id = ?", (approval_id,))
+
+
+def get(tx: Tx, approval_id: str) -> Approval | None:
+    r = row(tx, approval_id)
+    return to_approval(r) if r is not None else None
+
+
+def decide(
+    tx: Tx, approval_id: str, status: ApprovalStatus, decision: Decision | None
+) -> bool:
+    """Moves a pending approval to its final status; False when it was no longer pending."""
+    cur = tx.execute(
+        "UPDATE approvals SET status = ?, decision = ?, decided_at = ? "
+        "WHERE approval_id = ? AND status = 'pending'",
+        (status, decision, now(), approval_id),
+    )
+    return cur.rowcount == 1
+
+
+def pending(tx: Tx, session_id: str | None = None) -> list[Approval]:
+    if session_id is None:
+        rows = tx.all("SELECT * FROM approvals WHERE status = 'pending' ORDER BY created_at")
+    else:
+        rows = tx.all(
+            "SELECT * FROM approvals WHERE status = 'pending' AND session_id = ? ORDER BY created_at",
+            (session_id,),
+        )
+    return [to_approval(r) for r in rows]
+
+
+def stale_pending(tx: Tx, epoch: int) -> list[sqlite3.Row]:
+    """Pending approvals of turns run by an earlier process: nobody waits for them now."""
+    return tx.all("SELECT * FROM approvals WHERE status = 'pending' AND epoch < ?", (epoch,))
+
+
+def has_pending(tx: Tx, session_id: str) -> bool:
+    return tx.one(
+        "SELECT 1 FROM approvals WHERE session_id = ? AND status = 'pending' LIMIT 1", (session_id,)
+    ) is not None
+
+
+def to_approval(r: sqlite3.Row) -> Approval:
+    return Approval(
+        approval_id=r["approval_id"], session_id=r["session_id"], turn_id=r["turn_id"],
+        call_id=r["call_id"], tool=r["tool"], summary=r["summary"], reason=r["reason"],
+        status=r["status"], created_at=r["created_at"], expires_at=r["expires_at"],
+        decision=r["decision"],
+    )
+
+
+# --- rules -----------------------------------------------------------------------------
+
+
+def add_rule(tx: Tx, tool: str, pattern: str, session_id: str | None) -> str:
+    """Stores an allow rule (session_id None: for every session); returns its id."""
+    existing = tx.one(
+        "SELECT rule_id FROM approval_rules WHERE tool = ? AND pattern = ? AND session_id IS ?",
+        (tool, pattern, session_id),
+    )
+    if existing is not None:
+        return str(existing["rule_id"])
+    rule_id = new_id("rule")
+    tx.execute(
+        "INSERT INTO approval_rules (rule_id, session_id, tool, pattern, created_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (rule_id, session_id, tool, pattern, now()),
+    )
+    return rule_id
+
+
+def rules_for(tx: Tx, tool: str, session_id: str) -> list[str]:
+    """Patterns that may allow `tool` in this session: global rules and the session's own."""
+    return [
+        r["pattern"] for r in tx.all(
+            "SELECT pattern FROM approval_rules WHERE tool = ? "
+            "AND (session_id IS NULL OR session_id = ?)",
+            (tool, session_id),
+        )
+    ]
+
+
+def global_rules(tx: Tx) -> list[Rule]:
+    return [
+        Rule(rule_id=r["rule_id"], tool=r["tool"], pattern=r["pattern"], created_at=r["created_at"])
+        for r in tx.all(
+            "SELECT * FROM approval_rules WHERE session_id IS NULL ORDER BY created_at, rule_id"
+        )
+    ]
+
+
+def delete_rule(tx: Tx, rule_id: str) -> bool:
+    return tx.execute("DELETE FROM approval_rules WHERE rule_id = ?", (rule_id,)).rowcount == 1

@@ -1,0 +1,136 @@
+"""Approvals: a dangerous call waits for a person (or a stored rule), and a timeout denies.
+
+A request is a row in `approvals` plus an `approval.request` event, committed
+together, so by the time any client sees the event the session reports
+`waiting_approval`.  Any client with the `approve` scope answers through
+`respond`; the first answer wins (the update is fenced on `pending`), and the
+waiting call is woken.  `always` stores a rule for every session, `session`
+one for this session; both outlive restarts.  Nobody answering within
+`approvals.timeout_s` expires the request, which the call reports as denied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from backend.config import ConfigFile
+from backend.errors import ApprovalClosed, NotFound
+from backend.ids import new_id
+from backend.store import approvals, events
+from backend.store.db import Database, Tx
+from backend.tools import policy
+from backend.tools.base import ApprovalMode, Guard
+from shared.protocol import Approval, ApprovalEvent, ApprovalStatus, Decision
+
+log = logging.getLogger("tools")
+
+
+class Approvals:
+    def __init__(self, db: Database, config: ConfigFile, epoch: int) -> None:
+        self.db = db
+        self.config = config
+        self.epoch = epoch
+        self._waiting: dict[str, asyncio.Future[Decision]] = {}
+
+    async def allowed_by_rule(
+        self, session_id: str, tool: str, args: dict[str, Any], cwd: Path, mode: ApprovalMode
+    ) -> bool:
+        patterns = await self.db.read(lambda tx: approvals.rules_for(tx, tool, session_id))
+        return any(policy.rule_allows(tool, pattern, tool, args, cwd, mode=mode)
+                   for pattern in patterns)
+
+    async def ask(
+        self, *, session_id: str, turn_id: str, call_id: str, tool: str, summary: str, guard: Guard,
+    ) -> Decision | None:
+        """Waits for a person's decision; None when the request expired (or the wait was
+        cancelled, which expires it and re-raises)."""
+        approval_id = new_id("apr")
+        timeout = self.config.config.approvals.timeout_s
+        expires = (datetime.now(UTC) + timedelta(seconds=timeout)).isoformat()
+        future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+        self._waiting[approval_id] = future
+
+        def job(tx: Tx) -> None:
+            approval = approvals.insert(
+                tx, approval_id=approval_id, session_id=session_id, turn_id=turn_id,
+                call_id=call_id, tool=tool, summary=summary, reason=guard.reason,
+                rule_key=guard.rule_key, epoch=self.epoch, expires_at=expires,
+            )
+            _announce(tx, "approval.request", approval)
+
+        try:
+            await self.db.write(job)
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            # A person may have answered just as the time ran out: the stored row decides.
+            return await self._expire(approval_id)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._expire(approval_id))
+            raise
+        finally:
+            self._waiting.pop(approval_id, None)
+
+    async def respond(self, approval_id: str, decision: Decision) -> Approval:
+        """A person's answer; raises ApprovalClosed when it was already decided or expired."""
+        status: ApprovalStatus = "denied" if decision == "deny" else "allowed"
+
+        def job(tx: Tx) -> Approval:
+            row = approvals.row(tx, approval_id)
+            if row is None:
+                raise NotFound("approval", approval_id)
+            if not approvals.decide(tx, approval_id, status, decision):
+                raise ApprovalClosed(
+                    f"approval {approval_id} is already {row['status']}; nothing to answer"
+                )
+            if decision in ("always", "session"):
+                scope = None if decision == "always" else row["session_id"]
+                approvals.add_rule(tx, row["tool"], row["rule_key"], scope)
+            approval = approvals.get(tx, approval_id)
+            assert approval is not None
+            _announce(tx, "approval.resolved", approval)
+            return approval
+
+        approval = await self.db.write(job)
+        future = self._waiting.get(approval_id)
+        if future is not None and not future.done():
+            future.set_result(decision)
+        log.info("approval %s: %s", approval_id, decision)
+        return approval
+
+    async def _expire(self, approval_id: str) -> Decision | None:
+        """Expires the request unless it was answered; returns the answer that stands."""
+        def job(tx: Tx) -> Decision | None:
+            if approvals.decide(tx, approval_id, "expired", None):
+                approval = approvals.get(tx, approval_id)
+                assert approval is not None
+                _announce(tx, "approval.resolved", approval)
+                return None
+            row = approvals.row(tx, approval_id)
+            return row["decision"] if row is not None else None
+
+        return await self.db.write(job)
+
+
+def expire_stale(tx: Tx, epoch: int) -> int:
+    """Start-up recovery: pending approvals of an earlier process's turns expire."""
+    rows = approvals.stale_pending(tx, epoch)
+    for r in rows:
+        if approvals.decide(tx, r["approval_id"], "expired", None):
+            approval = approvals.get(tx, r["approval_id"])
+            assert approval is not None
+            _announce(tx, "approval.resolved", approval)
+    return len(rows)
+
+
+def _announce(tx: Tx, type_: str, approval: Approval) -> None:
+    """Stored in the session's log for its subscribers, and broadcast without a seq to every
+    reader (the tray shows requests of sessions no window has open)."""
+    data = ApprovalEvent(approval=approval)
+    events.append(tx, approval.session_id, type_, data, turn_id=approval.turn_id)
+    events.broadcast(tx, approval.session_id, type_, data)

@@ -1,0 +1,79 @@
+"""The tool contract: what a built-in tool declares, what it is given, and what it returns.
+
+A tool is a small object with a JSON-Schema for its arguments, a pure `guard`
+that says whether a call needs a person's approval (or must never run), and
+an async `run`.  The executor owns everything around a run: validation,
+approval, ordering, deadlines, cancellation, storage and spilling.  A tool's
+`run` must stop promptly when cancelled (the terminal kills its process
+group) and must turn its own failures into an `error` result rather than
+raise; an exception that escapes is still caught and stored as an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+ResultStatus = Literal["ok", "error"]
+GuardKind = Literal["hardline", "dangerous"]
+ApprovalMode = Literal["ask", "smart", "off"]
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Why a call may not simply run.
+
+    `hardline`: never runs, in any mode, whatever the rules.  `dangerous`: runs
+    only after a person allows it (or a stored rule does).  `rule_key` is what
+    an `always`/`session` decision stores, and what later calls are matched
+    against: a command prefix for the terminal, a folder for file tools.
+    """
+
+    kind: GuardKind
+    reason: str
+    rule_key: str
+
+
+@dataclass
+class ToolContext:
+    """What a running call may use.  `progress` is cheap and never blocks (the executor
+    throttles and stores it); `checkpoint` must be awaited before a file is changed."""
+
+    cwd: Path
+    session_id: str
+    turn_id: str
+    call_id: str
+    env: dict[str, str]
+    progress: Callable[[str], None] = lambda text: None
+    checkpoint: Callable[[Path], Awaitable[None]] | None = None
+
+
+@dataclass
+class ToolResult:
+    """`content` is what the model reads; `summary` is one line for people;
+    `meta` carries structured extras for clients (exit_code, diff, ...)."""
+
+    status: ResultStatus
+    content: str
+    summary: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON Schema: type object, properties, required
+    spill: bool  # False: the result is never moved to DIR/spill (read_file pages itself)
+    changes_files: bool  # True: the executor provides a checkpoint callback
+
+    def summary(self, args: dict[str, Any]) -> str:
+        """One line for people: the command, or the path and what happens to it."""
+        ...
+
+    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode) -> Guard | None:
+        """Pure: None when the call may run without asking in this approval mode."""
+        ...
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...

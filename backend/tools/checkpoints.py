@@ -1,0 +1,79 @@
+"""File checkpoints: a file's old content saved before a tool changes it, and undo from them.
+
+Blobs are content-addressed files under DIR/checkpoints/; the row that
+points at one is committed before the tool writes, so after any crash the
+old content is recoverable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from pathlib import Path
+
+from backend.config import write_atomic
+from backend.store import checkpoints
+from backend.store.db import Database, Tx
+
+MAX_CHECKPOINT_BYTES = 50 * 1024 * 1024
+
+
+class Checkpoints:
+    def __init__(self, db: Database, data_dir: Path) -> None:
+        self.db = db
+        self.dir = data_dir / "checkpoints"
+
+    async def save(self, session_id: str, turn_id: str, call_id: str, path: Path) -> None:
+        """Stores `path`'s current content (or that it does not exist); durable on return."""
+        blob = await asyncio.to_thread(self._store_blob, path)
+        existed = blob is not None
+        digest, blob_path = blob if blob is not None else (None, None)
+        await self.db.write(lambda tx: checkpoints.insert(
+            tx, session_id, turn_id, call_id, str(path), existed=existed,
+            content_hash=digest, blob_path=blob_path,
+        ))
+
+    def _store_blob(self, path: Path) -> tuple[str, str] | None:
+        try:
+            if path.stat().st_size > MAX_CHECKPOINT_BYTES:
+                raise OSError(f"{path} is over {MAX_CHECKPOINT_BYTES // 2**20} MiB; not checkpointed")
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        blob = self.dir / digest
+        if not blob.exists():
+            write_atomic(blob, data)
+        return digest, str(blob)
+
+    async def undo(self, session_id: str, turn_id: str | None) -> tuple[str | None, list[str]]:
+        """Puts back every file the turn (default: the last one that changed files) changed,
+        as it was before the turn; returns the turn and the restored paths."""
+        def pick(tx: Tx) -> tuple[str | None, list[tuple[str, bool, str | None]]]:
+            chosen = turn_id or checkpoints.last_turn(tx, session_id)
+            if chosen is None:
+                return None, []
+            rows = checkpoints.earliest_per_path(tx, session_id, chosen)
+            return chosen, [(r["path"], bool(r["existed"]), r["blob_path"]) for r in rows]
+
+        chosen, rows = await self.db.read(pick)
+        if chosen is None:
+            return None, []
+        restored = await asyncio.to_thread(_restore_all, rows)
+        await self.db.write(lambda tx: checkpoints.mark_restored(tx, session_id, chosen))
+        return chosen, restored
+
+
+def _restore_all(rows: list[tuple[str, bool, str | None]]) -> list[str]:
+    restored = []
+    for path_s, existed, blob in rows:
+        path = Path(path_s)
+        if existed and blob is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, Path(blob).read_bytes(), mode=0o644)
+        elif path.exists():
+            os.unlink(path)  # the turn created it
+        restored.append(path_s)
+    return restored

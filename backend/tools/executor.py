@@ -1,0 +1,363 @@
+"""The tool executor: runs one batch of calls concurrently, and stores results in call order.
+
+The assistant row naming these calls is already durable when a batch gets
+here (tool_round.py writes it first).  Calls start in call order (each waits
+for the previous one's `tool.start`), at most `MAX_WORKERS` at a time.  Each
+result is stored, with its `tool.complete` event, only after every earlier
+call's result is stored, so the transcript and clients see call order
+whatever order the tools finish in.  If a result cannot be stored, nothing
+after it is stored either, the running calls are stopped, and the batch
+reports the failure: an unstored result must never reach the model.
+
+The batch deadline (`limits.tool_batch_deadline_s`) counts only time in
+which no call waits for a person.  An interrupt or the deadline stops
+running calls (`interrupted` / `error`) and skips the ones not started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.errors import StoreUnavailable
+from backend.store import events, messages
+from backend.store.db import Database, Tx
+from backend.tools.approvals import Approvals
+from backend.tools.base import ApprovalMode, Tool, ToolContext, ToolResult
+from backend.tools.checkpoints import Checkpoints
+from backend.tools.spill import spill
+from shared.protocol import ToolComplete, ToolProgress, ToolStart, ToolStatus
+
+log = logging.getLogger("tools")
+
+MAX_WORKERS = 8
+HEARTBEAT_S = 15.0
+PROGRESS_EVERY_S = 0.5
+TICK_S = 0.1
+MAX_PROGRESS_CHARS = 2_000
+
+
+@dataclass
+class PreparedCall:
+    """A validated call.  `error` set: it is answered with that error and never dispatched."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_raw: str | None = None
+    tool: Tool | None = None
+    error: str | None = None
+
+
+@dataclass
+class Outcome:
+    call_id: str
+    name: str
+    status: ToolStatus
+    content: str
+    summary: str
+    duration_ms: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+    spilled_path: str | None = None
+
+
+@dataclass
+class Scope:
+    """The turn a batch belongs to."""
+
+    session_id: str
+    turn_id: str
+    admission_id: str
+    cwd: Path
+    env: dict[str, str]
+    mode: ApprovalMode
+    deadline_s: float
+    spill_chars: int
+    stop: asyncio.Event
+    on_progress: Callable[[], None] = lambda: None  # the turn's liveness watchdog
+    on_person: Callable[[int], None] = lambda delta: None  # +1 / -1 around approval waits
+    why: Callable[[], str] = lambda: "the turn was interrupted"  # why `stop` was set
+
+
+@dataclass
+class BatchResult:
+    outcomes: list[Outcome]
+    failure: str | None = None  # a result could not be stored: the turn must end
+    interrupted: bool = False
+    deadline_hit: bool = False
+
+
+@dataclass
+class _Call:
+    prepared: PreparedCall
+    summary: str
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[Outcome] | None = None
+    began: float = 0.0
+    running: bool = False
+    waiting_person: bool = False
+    pending_progress: str | None = None
+    last_progress: float = 0.0
+
+
+class Executor:
+    def __init__(self, db: Database, approvals: Approvals, checkpoints: Checkpoints,
+                 spill_dir: Path) -> None:
+        self.db = db
+        self.approvals = approvals
+        self.checkpoints = checkpoints
+        self.spill_dir = spill_dir
+
+    async def run(self, scope: Scope, prepared: list[PreparedCall]) -> BatchResult:
+        calls = [_Call(p, _summary(p)) for p in prepared]
+        batch = _Batch(self, scope, calls)
+        return await batch.run()
+
+
+class _Batch:
+    def __init__(self, ex: Executor, scope: Scope, calls: list[_Call]) -> None:
+        self.ex = ex
+        self.scope = scope
+        self.calls = calls
+        self.slots = asyncio.Semaphore(MAX_WORKERS)
+        self.halt = asyncio.Event()  # interrupt, deadline or storage failure
+        self.halt_reason: str = ""
+        self.deadline_hit = False
+        self.active_s = 0.0
+        self.people_waiting = 0
+
+    async def run(self) -> BatchResult:
+        for i, call in enumerate(self.calls):
+            call.task = asyncio.create_task(self._one(i), name=f"tool-{call.prepared.call_id}")
+        monitor = asyncio.create_task(self._monitor())
+        outcomes: list[Outcome] = []
+        failure: str | None = None
+        try:
+            for call in self.calls:
+                assert call.task is not None
+                outcome = await asyncio.shield(call.task) if failure is None else None
+                if outcome is None:
+                    break
+                try:
+                    await self._store(call, outcome)
+                except StoreUnavailable as exc:
+                    failure = f"session_persistence_failed: {exc.message}"
+                    self._halt("storage failed")
+                    break
+                outcomes.append(outcome)
+        finally:
+            monitor.cancel()
+            for call in self.calls:
+                if call.task is not None and not call.task.done():
+                    call.task.cancel()
+            await asyncio.gather(*(c.task for c in self.calls if c.task), return_exceptions=True)
+            await asyncio.gather(monitor, return_exceptions=True)
+        return BatchResult(outcomes, failure, interrupted=self.scope.stop.is_set(),
+                           deadline_hit=self.deadline_hit)
+
+    # --- one call ------------------------------------------------------------------
+
+    async def _one(self, i: int) -> Outcome:
+        call = self.calls[i]
+        if i > 0:
+            await self.calls[i - 1].started.wait()  # the start-order gate
+        try:
+            async with self.slots:
+                if self.halt.is_set():
+                    return self._skipped(call)
+                await self._emit_start(call)
+                return await self._execute(call)
+        finally:
+            call.started.set()  # never hold later calls at the gate, whatever happened
+
+    async def _execute(self, call: _Call) -> Outcome:
+        p = call.prepared
+        began = time.monotonic()
+        if p.error is not None or p.tool is None:
+            return Outcome(p.call_id, p.name, "error", p.error or "unknown tool", call.summary)
+        denial = await self._approve(call, p.tool)
+        if denial is not None:
+            return denial
+        if self.halt.is_set():
+            return self._skipped(call)
+        call.running, call.began = True, time.monotonic()
+        work = asyncio.create_task(self._invoke(call, p.tool))
+        stop = asyncio.create_task(self.halt.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        call.running = False
+        ms = int((time.monotonic() - began) * 1000)
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await work
+            status: ToolStatus = "error" if self.deadline_hit else "interrupted"
+            return Outcome(p.call_id, p.name, status, f"{self.halt_reason}; the command was stopped.",
+                           call.summary, ms)
+        result = work.result()
+        return Outcome(p.call_id, p.name, result.status, result.content, result.summary or call.summary,
+                       ms, result.meta)
+
+    async def _invoke(self, call: _Call, tool: Tool) -> ToolResult:
+        p, s = call.prepared, self.scope
+
+        def progress(text: str) -> None:
+            call.pending_progress = text[-MAX_PROGRESS_CHARS:]
+
+        async def checkpoint(path: Path) -> None:
+            await self.ex.checkpoints.save(s.session_id, s.turn_id, p.call_id, path)
+
+        ctx = ToolContext(s.cwd, s.session_id, s.turn_id, p.call_id, s.env, progress,
+                          checkpoint if tool.changes_files else None)
+        try:
+            return await tool.run(p.arguments, ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool bug becomes the call's result, never the turn's end
+            log.exception("tool %s raised", p.name)
+            return ToolResult("error", f"The tool failed: {type(exc).__name__}: {exc}", call.summary)
+
+    async def _approve(self, call: _Call, tool: Tool) -> Outcome | None:
+        """None when the call may run; else its `denied` outcome."""
+        p, s = call.prepared, self.scope
+        guard = tool.guard(p.arguments, s.cwd, s.mode)
+        if guard is None:
+            return None
+        if guard.kind == "hardline":
+            return Outcome(p.call_id, p.name, "denied",
+                           f"Refused: this is never run ({guard.reason}), in any approval mode.",
+                           call.summary)
+        if await self.ex.approvals.allowed_by_rule(s.session_id, p.name, p.arguments, s.cwd,
+                                                   s.mode):
+            return None
+        call.waiting_person = True
+        self.people_waiting += 1
+        s.on_person(+1)
+        try:
+            decision = await self.ex.approvals.ask(
+                session_id=s.session_id, turn_id=s.turn_id, call_id=p.call_id, tool=p.name,
+                summary=call.summary, guard=guard,
+            )
+        finally:
+            call.waiting_person = False
+            self.people_waiting -= 1
+            s.on_person(-1)
+        if decision is None:
+            return Outcome(p.call_id, p.name, "denied",
+                           f"Not run: nobody approved it in time ({guard.reason}). Do not retry it "
+                           "unasked; tell the user what you wanted to do.", call.summary)
+        if decision == "deny":
+            return Outcome(p.call_id, p.name, "denied",
+                           f"Not run: the user denied it ({guard.reason}). Do not retry it; ask the "
+                           "user or take another way.", call.summary)
+        return None
+
+    def _skipped(self, call: _Call) -> Outcome:
+        p = call.prepared
+        why = self.halt_reason or "the turn stopped"
+        return Outcome(p.call_id, p.name, "skipped", f"Not run: {why} before it started.", call.summary)
+
+    # --- events and storage ----------------------------------------------------------
+
+    async def _emit_start(self, call: _Call) -> None:
+        p, s = call.prepared, self.scope
+        data = ToolStart(call_id=p.call_id, name=p.name, arguments=p.arguments, summary=call.summary,
+                         arguments_raw=p.arguments_raw)
+        await self.ex.db.write(lambda tx: events.append(
+            tx, s.session_id, "tool.start", data, turn_id=s.turn_id, admission_id=s.admission_id))
+        call.started.set()
+        s.on_progress()
+
+    async def _store(self, call: _Call, out: Outcome) -> None:
+        """The result row and `tool.complete` in one transaction (after all earlier ones)."""
+        s = self.scope
+        if out.status in ("ok", "error") and _spillable(call):
+            content, path = await asyncio.to_thread(
+                spill, self.ex.spill_dir, s.session_id, out.call_id, out.content, s.spill_chars)
+            out.content, out.spilled_path = content, path
+        meta = dict(out.meta, duration_ms=out.duration_ms)
+        if out.spilled_path:
+            meta["spilled_path"] = out.spilled_path
+        started = call.started.is_set() and out.status != "skipped"
+
+        def job(tx: Tx) -> None:
+            if not started:  # clients see every call start before it completes
+                events.append(tx, s.session_id, "tool.start", ToolStart(
+                    call_id=out.call_id, name=out.name, arguments=call.prepared.arguments,
+                    summary=call.summary, arguments_raw=call.prepared.arguments_raw,
+                ), turn_id=s.turn_id, admission_id=s.admission_id)
+            messages.insert(tx, s.session_id, "tool", out.content, turn_id=s.turn_id,
+                            status=out.status, call_id=out.call_id, tool_name=out.name, meta=meta)
+            events.append(tx, s.session_id, "tool.complete", ToolComplete(
+                call_id=out.call_id, name=out.name, status=out.status, summary=out.summary,
+                duration_ms=out.duration_ms, spilled_path=out.spilled_path, meta=out.meta or None,
+            ), turn_id=s.turn_id, admission_id=s.admission_id)
+
+        await self.ex.db.write(job)
+        s.on_progress()
+
+    # --- deadline, interrupt, heartbeats, progress ------------------------------------------
+
+    def _halt(self, reason: str) -> None:
+        if not self.halt.is_set():
+            self.halt_reason = reason
+            self.halt.set()
+
+    async def _monitor(self) -> None:
+        s = self.scope
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(TICK_S)
+            now = time.monotonic()
+            if s.stop.is_set():
+                self._halt(s.why())
+            if self.people_waiting == 0:
+                self.active_s += now - last
+            last = now
+            if self.active_s > s.deadline_s and not self.halt.is_set():
+                self.deadline_hit = True
+                self._halt(f"the tool batch ran past limits.tool_batch_deadline_s ({s.deadline_s:g} s)")
+            await self._flush_progress(now)
+
+    async def _flush_progress(self, now: float) -> None:
+        s = self.scope
+        for call in self.calls:
+            if not call.running:
+                continue
+            text = call.pending_progress
+            if text is None and now - max(call.last_progress, call.began) >= HEARTBEAT_S:
+                text = f"still running ({int(now - call.began)} s)"
+            if text is None or now - call.last_progress < PROGRESS_EVERY_S:
+                continue
+            call.pending_progress, call.last_progress = None, now
+            data = ToolProgress(call_id=call.prepared.call_id, text=text)
+            try:
+                await self.ex.db.write(functools.partial(
+                    events.append, session_id=s.session_id, type_="tool.progress", data=data,
+                    turn_id=s.turn_id, admission_id=s.admission_id))
+            except StoreUnavailable:
+                pass  # progress is a courtesy; results are what must be stored
+            s.on_progress()
+
+
+def _spillable(call: _Call) -> bool:
+    tool = call.prepared.tool
+    return tool is None or tool.spill
+
+
+def _summary(p: PreparedCall) -> str:
+    if p.tool is not None and p.error is None:
+        try:
+            return p.tool.summary(p.arguments)[:300]
+        except Exception:
+            pass
+    return p.name

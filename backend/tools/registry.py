@@ -1,0 +1,91 @@
+"""The built-in tools by name, their specs for the model, and argument validation against their schemas.
+
+Validation covers the small JSON-Schema subset the built-ins use: an object
+with typed properties (string, integer, number, boolean), `required`,
+`additionalProperties: false` and `default`.  Messages say what to fix, since
+the model reads them and tries again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend.providers.base import ToolSpec
+from backend.tools.base import Tool
+from backend.tools.files import ListDir, Patch, ReadFile, SearchFiles, WriteFile
+from backend.tools.terminal import Terminal
+
+
+class ToolArgsError(Exception):
+    """The model's arguments do not fit the tool's schema; the message says what to fix."""
+
+
+_ORDER: tuple[Tool, ...] = (Terminal(), ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir())
+BUILTINS: dict[str, Tool] = {tool.name: tool for tool in _ORDER}
+
+_ARTICLE = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean",
+            "object": "an object", "array": "an array"}
+
+
+def specs() -> tuple[ToolSpec, ...]:
+    """What the model is offered, always in the same order (a stable prompt prefix caches)."""
+    return tuple(ToolSpec(t.name, t.description, t.parameters) for t in BUILTINS.values())
+
+
+def validate(tool: Tool, args: object) -> dict[str, Any]:
+    """The arguments checked against the tool's schema, defaults filled in.  An optional
+    argument given as null counts as absent.  Raises ToolArgsError."""
+    if not isinstance(args, dict):
+        raise ToolArgsError(f"arguments must be a JSON object, got {_json_type(args)}")
+    schema = tool.parameters
+    props: dict[str, Any] = schema.get("properties", {})
+    required: list[str] = schema.get("required", [])
+    unknown = sorted(str(k) for k in args if k not in props)
+    if unknown and schema.get("additionalProperties") is False:
+        expected = ", ".join(props) or "none"
+        names = ", ".join(repr(k) for k in unknown)
+        plural = "s" if len(unknown) > 1 else ""
+        raise ToolArgsError(f"unknown argument{plural} {names} for {tool.name}; expected: {expected}")
+    out: dict[str, Any] = {}
+    for name, prop in props.items():
+        value = args.get(name)
+        if value is None:
+            if name in required:
+                raise ToolArgsError(f"argument {name!r} is required ({prop.get('type', 'any')})")
+            if "default" in prop:
+                out[name] = prop["default"]
+            continue
+        out[name] = _checked(name, prop, value)
+    return out
+
+
+def _checked(name: str, prop: dict[str, Any], value: object) -> object:
+    kind = prop.get("type")
+    ok = {
+        "string": isinstance(value, str),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
+        "boolean": isinstance(value, bool),
+    }.get(str(kind), True)
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        return int(value)  # JSON has one number type; 120.0 means 120
+    if not ok:
+        wanted = _ARTICLE.get(str(kind), str(kind))
+        raise ToolArgsError(f"argument {name!r} must be {wanted}, got {_json_type(value)}")
+    return value
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, dict) else type(value).__name__

@@ -1,0 +1,280 @@
+"""The terminal tool: one shell command in its own process group, output kept bounded, killed on time.
+
+Output is read from pipes we own (not asyncio's subprocess pipes), so that
+once the shell has exited we can stop reading and close them even while a
+backgrounded child (`sleep 100 &`) still holds them open.  Only the first
+and last characters of each stream are kept, so a command printing hundreds
+of megabytes costs a few tens of kilobytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from backend.tools import policy
+from backend.tools.base import ApprovalMode, Guard, ResultStatus, ToolContext, ToolResult
+
+DEFAULT_TIMEOUT_S = 120
+MAX_TIMEOUT_S = 3600
+HEAD_CHARS = 8_000
+TAIL_CHARS = 24_000
+PROGRESS_INTERVAL_S = 0.5
+KILL_GRACE_S = 2.0  # SIGTERM → SIGKILL on timeout
+CANCEL_GRACE_S = 0.5  # the same when interrupted: the caller waits for us
+DRAIN_GRACE_S = 1.0  # reading on after the shell exits, for output still in flight
+_CHUNK = 64 * 1024
+
+TERMINAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "The shell command (run with /bin/sh -c)."},
+        "timeout_s": {
+            "type": "integer",
+            "description": "Seconds before the command is killed (1-3600).",
+            "default": DEFAULT_TIMEOUT_S,
+        },
+        "workdir": {
+            "type": "string",
+            "description": "Folder to run in, relative to the session folder (default: the session folder).",
+        },
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+class Terminal:
+    """Runs `/bin/sh -c command`; see the module docstring."""
+
+    name = "terminal"
+    description = (
+        "Run a shell command in the session folder and return its exit code, stdout and stderr. "
+        "Long output keeps its beginning and end. The command has no stdin and is killed after "
+        "timeout_s seconds; commands that never exit on their own (servers, watchers) must be "
+        "backgrounded with their output redirected to a file."
+    )
+    parameters = TERMINAL_SCHEMA
+    spill = True
+    changes_files = False
+
+    def summary(self, args: dict[str, Any]) -> str:
+        lines = str(args.get("command", "")).strip().splitlines() or [""]
+        first = lines[0] if len(lines) == 1 else lines[0] + " …"
+        return first if len(first) <= 200 else first[:199] + "…"
+
+    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode) -> Guard | None:
+        return policy.command_guard(str(args.get("command", "")), mode)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        command = str(args["command"])
+        timeout = min(max(int(args.get("timeout_s", DEFAULT_TIMEOUT_S)), 1), MAX_TIMEOUT_S)
+        given = args.get("workdir")
+        workdir = policy.resolve_path(str(given), ctx.cwd) if given else ctx.cwd
+        if not workdir.is_dir():
+            what = "workdir" if given else "the session folder"
+            return _error(f"{what} does not exist or is not a folder: {workdir}")
+        try:
+            shell = await _Shell.start(command, workdir, ctx.env, _Throttle(ctx.progress))
+        except (OSError, ValueError) as exc:
+            return _error(f"could not start the shell: {exc}")
+        try:
+            code = await shell.finish(timeout)
+        except asyncio.CancelledError:
+            await shell.abort()
+            raise
+        finally:
+            shell.close()
+        return _result(code, timeout if shell.timed_out else None, shell)
+
+
+class _Capture:
+    """The first and last characters of one stream, and a count of everything seen."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.head = ""
+        self.tail = ""
+        self.chars = 0
+        self.bytes = 0
+        self.last_line = ""
+
+    def feed(self, data: bytes, final: bool = False) -> None:
+        text = self._decoder.decode(data, final)
+        self.bytes += len(data)
+        self.chars += len(text)
+        line = text[-4096:].rstrip("\r\n").rsplit("\n", 1)[-1].rsplit("\r", 1)[-1].strip()
+        if line:
+            self.last_line = line[:200]
+        room = HEAD_CHARS - len(self.head)
+        if room > 0:
+            self.head += text[:room]
+            text = text[room:]
+        if text:
+            self.tail = text[-TAIL_CHARS:] if len(text) >= TAIL_CHARS else (self.tail + text)[-TAIL_CHARS:]
+
+    def render(self) -> str:
+        omitted = self.chars - len(self.head) - len(self.tail)
+        if omitted > 0:
+            return f"{self.head}\n[... {omitted:,} characters omitted ...]\n{self.tail}"
+        return self.head + self.tail
+
+
+class _Throttle:
+    """Forwards the latest output line at most every PROGRESS_INTERVAL_S."""
+
+    def __init__(self, progress: Callable[[str], None]) -> None:
+        self._progress = progress
+        self._last = 0.0
+
+    def __call__(self, line: str) -> None:
+        now = time.monotonic()
+        if line and now - self._last >= PROGRESS_INTERVAL_S:
+            self._last = now
+            self._progress(line)
+
+
+class _Shell:
+    """One running shell: its process, its two output pipes and their readers."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, on_line: _Throttle) -> None:
+        self.proc = proc
+        self.on_line = on_line
+        self.stdout = _Capture()
+        self.stderr = _Capture()
+        self.timed_out = False
+        self._transports: list[asyncio.BaseTransport] = []
+        self._readers: list[asyncio.Task[None]] = []
+
+    @classmethod
+    async def start(cls, command: str, workdir: Path, env: dict[str, str], on_line: _Throttle) -> _Shell:
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", command, stdin=asyncio.subprocess.DEVNULL, stdout=out_w, stderr=err_w,
+                cwd=workdir, env=env, start_new_session=True,  # own process group: killed as a whole
+                preexec_fn=_die_with_backend,
+            )
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)  # the child holds its copies; ours would keep the pipes from ending
+            os.close(err_w)
+        shell = cls(proc, on_line)
+        pending = [(out_r, shell.stdout), (err_r, shell.stderr)]
+        try:
+            while pending:
+                fd, capture = pending.pop(0)
+                await shell._read(fd, capture)
+        except BaseException:
+            for fd, _ in pending:
+                os.close(fd)
+            shell.signal(signal.SIGKILL)
+            shell.close()
+            raise
+        return shell
+
+    async def _read(self, fd: int, capture: _Capture) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        pipe = os.fdopen(fd, "rb", buffering=0)  # wraps the fd, no I/O; the transport closes it
+        try:
+            transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        except BaseException:
+            pipe.close()
+            raise
+        self._transports.append(transport)
+        self._readers.append(asyncio.create_task(self._pump(reader, capture)))
+
+    async def _pump(self, reader: asyncio.StreamReader, capture: _Capture) -> None:
+        while chunk := await reader.read(_CHUNK):
+            capture.feed(chunk)
+            self.on_line(capture.last_line)
+        capture.feed(b"", final=True)
+
+    async def finish(self, timeout: float) -> int | None:
+        """Waits for the shell (killing its group on timeout), then for its output."""
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout)
+        except TimeoutError:
+            self.timed_out = True
+            await self._stop(KILL_GRACE_S)
+        # A backgrounded child may hold the pipes open for ever: read on briefly, then let go.
+        if self._readers:
+            await asyncio.wait(self._readers, timeout=DRAIN_GRACE_S)
+            self._close_pipes()  # the readers see end-of-file
+            await asyncio.wait(self._readers, timeout=0.5)
+        return self.proc.returncode
+
+    async def _stop(self, grace: float) -> None:
+        self.signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.proc.wait(), grace)
+        except TimeoutError:
+            pass
+        finally:
+            self.signal(signal.SIGKILL)  # also catches children that outlive the shell
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 1.0)
+
+    async def abort(self) -> None:
+        """Interrupted: the whole group goes, quickly (the caller is waiting to re-raise)."""
+        await self._stop(CANCEL_GRACE_S)
+
+    def signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    def _close_pipes(self) -> None:
+        for transport in self._transports:
+            transport.close()
+
+    def close(self) -> None:
+        self._close_pipes()
+        for task in self._readers:
+            task.cancel()
+
+
+def _result(code: int | None, timed_out_after: int | None, shell: _Shell) -> ToolResult:
+    lines = [f"timed out after {timed_out_after} s; the command and its children were killed"] if (
+        timed_out_after is not None) else [f"exit code: {code}"]
+    for label, capture in (("stdout", shell.stdout), ("stderr", shell.stderr)):
+        text = capture.render()
+        if text:
+            lines.append(f"{label}:\n{text.rstrip(chr(10))}")
+    meta: dict[str, Any] = {"exit_code": code}
+    if timed_out_after is not None:
+        meta["timed_out"] = True
+        return ToolResult("error", "\n".join(lines), f"timed out after {timed_out_after} s", meta)
+    status: ResultStatus = "ok" if code == 0 else "error"
+    return ToolResult(status, "\n".join(lines), f"exit {code}", meta)
+
+
+def _error(message: str) -> ToolResult:
+    return ToolResult("error", message, message, {"exit_code": None})
+
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _libc: ctypes.CDLL | None = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+except OSError:  # not Linux: there is no parent-death signal to ask for
+    _libc = None
+
+
+def _die_with_backend() -> None:
+    """Runs in the child before exec: the shell is killed if the backend dies (kill -9
+    included), so a crashed turn's command cannot go on to finish its work unobserved."""
+    if _libc is not None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

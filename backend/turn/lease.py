@@ -1,0 +1,203 @@
+"""The turn lease: a session's room card, so only one process writes its transcript at a time.
+
+A turn takes its session's lease before it touches the transcript.  The
+lease expires after `lease.ttl_s` unless its holder refreshes it (every
+`lease.refresh_s`, an UPDATE fenced on the holder, so a holder that lost it
+finds out instead of extending someone else's).  A lease may be taken over
+when it has expired, or when its holder is provably dead: same host and pid
+namespace, and that pid is gone or now belongs to a process that started at
+another time.  A holder whose liveness cannot be judged (another host or
+namespace) is waited out.  Losing the lease interrupts the turn at once.
+
+The same task watches liveness: a turn with no progress for
+`limits.stall_timeout_s` is interrupted even though its refresher is alive
+(a stuck tool, a provider that stopped sending).  Time spent waiting for a
+person does not count as a stall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from functools import cache
+from pathlib import Path
+
+from backend.store import leases
+from backend.store.db import Database, Tx
+from backend.store.leases import Holder
+
+log = logging.getLogger("turn")
+
+WAIT_POLL_S = 1.0
+
+
+@cache
+def boot_token() -> str:
+    """This host's boot and pid namespace: pids are comparable only within one of these."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = os.uname().nodename
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = "pidns"
+    return f"{boot}/{ns}"
+
+
+def process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot ("" when it does not exist or
+    the platform cannot tell), to tell a live holder from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    # The command name (field 2) may hold spaces and parentheses; fields after the last ")".
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def holder_for(epoch: int, turn_id: str) -> Holder:
+    return Holder(os.getpid(), _own_start(), boot_token(), epoch, turn_id)
+
+
+@cache
+def _own_start() -> str:
+    return process_start(os.getpid())
+
+
+def provably_dead(row: sqlite3.Row) -> bool:
+    """True only when the holder is certainly gone: same host and namespace, and its pid is
+    free or belongs to a process started at another time."""
+    if row["boot_token"] != boot_token():
+        return False
+    pid = int(row["pid"])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, owned by someone else
+    started = process_start(pid)
+    recorded = str(row["holder"]).split(":", 1)[1].split("@", 1)[0] if ":" in row["holder"] else ""
+    return bool(started and recorded and started != recorded)
+
+
+def try_take(tx: Tx, session_id: str, holder: Holder, ttl: float) -> sqlite3.Row | None:
+    """Takes the lease if it is free, expired or held by a dead process; else returns the
+    row that holds it.  Runs inside the caller's transaction."""
+    now = time.time()
+    row = leases.current(tx, session_id)
+    if row is not None and row["holder"] != holder.key:
+        if row["expires_at"] > now and not provably_dead(row):
+            return row
+        log.warning("session %s: taking over the lease of %s (%s)", session_id, row["holder"],
+                    "expired" if row["expires_at"] <= now else "holder is dead")
+    leases.put(tx, session_id, holder, now, ttl)
+    return None
+
+
+class LeaseWatch:
+    """Refreshes a held lease and watches the turn's liveness until stopped.
+
+    `on_lost(reason)` is called once, from the watch task, when the lease is lost
+    or the turn stalls; the caller interrupts the turn with that reason.
+    """
+
+    def __init__(
+        self, db: Database, session_id: str, holder: Holder, *, ttl: float, refresh: float,
+        stall: float, on_lost: Callable[[str], None],
+    ) -> None:
+        self.db = db
+        self.session_id = session_id
+        self.holder = holder
+        self.ttl = ttl
+        self.refresh_s = refresh
+        self.stall_s = stall
+        self.on_lost = on_lost
+        self.last_progress = time.monotonic()
+        self.waiting_for_person = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def progress(self) -> None:
+        self.last_progress = time.monotonic()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"lease-{self.session_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        tick = max(0.05, min(self.refresh_s, self.stall_s / 4))
+        next_refresh = time.monotonic() + self.refresh_s
+        expires = time.time() + self.ttl
+        while True:
+            await asyncio.sleep(tick)
+            if self.waiting_for_person:
+                self.progress()
+            if time.monotonic() - self.last_progress > self.stall_s:
+                self.on_lost(f"Interrupted: no progress for {self.stall_s:g} s "
+                             "(limits.stall_timeout_s).")
+                return
+            if time.monotonic() < next_refresh:
+                continue
+            next_refresh = time.monotonic() + self.refresh_s
+            until = time.time() + self.ttl
+            try:
+                held = await self.db.write(functools.partial(
+                    leases.refresh, session_id=self.session_id, holder=self.holder, expires_at=until
+                ))
+            except Exception as exc:  # the store is failing: keep trying until the TTL runs out
+                log.warning("session %s: lease refresh failed: %s", self.session_id, exc)
+                if time.time() >= expires:
+                    self.on_lost("Interrupted: the session lease could not be refreshed.")
+                    return
+                continue
+            if not held:
+                log.warning("session %s: lease lost to another holder", self.session_id)
+                self.on_lost("Interrupted: another process took over this session's lease.")
+                return
+            expires = until
+
+
+async def wait_for_lease(
+    db: Database, session_id: str, holder: Holder, *, ttl: float, wait_s: float,
+    stop: asyncio.Event, on_taken: Callable[[Tx], None],
+    on_waiting: Callable[[sqlite3.Row], Awaitable[None]],
+) -> str | None:
+    """Polls until the lease is taken (running `on_taken` in that same transaction).
+
+    Returns None once taken, or the reason it was not: interrupted, or waited
+    `wait_s` in vain.  `on_waiting` is awaited once, with the holder's row.
+    """
+    def attempt(tx: Tx) -> sqlite3.Row | None:
+        row = try_take(tx, session_id, holder, ttl)
+        if row is None:
+            on_taken(tx)
+        return row
+
+    deadline = time.monotonic() + wait_s
+    announced = False
+    while True:
+        row = await db.write(attempt)
+        if row is None:
+            return None
+        if not announced:
+            announced = True
+            await on_waiting(row)
+        if time.monotonic() >= deadline:
+            return f"Interrupted: the session stayed busy in another process for {wait_s:g} s."
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=min(WAIT_POLL_S, deadline - time.monotonic()))
+        if stop.is_set():
+            return "Interrupted while waiting for the session lease."

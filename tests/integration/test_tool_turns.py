@@ -1,0 +1,209 @@
+"""Tool rounds end to end: call order, persist-before-run, interrupts and storage failures."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from .backend_proc import Backend, BackendFactory
+from .wire import Connect, Json, Rpc, create_session, is_event, submit, wait_complete
+
+Call = dict[str, Any]
+
+
+def terminal(command: str, **extra: Any) -> Call:
+    return {"name": "terminal", "arguments": {"command": command, **extra}}
+
+
+def tool_messages(body: Json) -> list[Json]:
+    return [m for m in body["messages"] if m.get("role") == "tool"]
+
+
+async def transcript(rpc: Rpc, sid: str) -> list[Json]:
+    result = await rpc.call("session.messages", {"session_id": sid, "limit": 1000})
+    messages: list[Json] = result["messages"]
+    return messages
+
+
+async def test_three_calls_finishing_out_of_order_are_stored_and_sent_in_call_order(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_provider.script(
+        Reply.calls(
+            terminal("sleep 1.5; echo first"), terminal("echo second"),
+            terminal("sleep 0.5; echo third"), text="Running three.",
+        ),
+        Reply(deltas=["All three ran."]),
+    )
+    rpc = await connect()
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    receipt = await submit(rpc, sid, "run them")
+    done = await wait_complete(rpc, receipt["admission_id"])
+    assert done["data"]["status"] == "completed", done
+    assert done["data"]["text"] == "All three ran."
+
+    tool_events = [e for e in rpc.session_events(sid) if e["type"].startswith("tool.")
+                   and e["type"] != "tool.progress"]
+    kinds = [e["type"] for e in tool_events]
+    # All three started before the slowest (the first) finished: they ran concurrently.
+    assert kinds == ["tool.start"] * 3 + ["tool.complete"] * 3, kinds
+    started_ids = [e["data"]["call_id"] for e in tool_events[:3]]
+    completed_ids = [e["data"]["call_id"] for e in tool_events[3:]]
+    assert completed_ids == started_ids, "completions are emitted in call order"
+    assert [e["data"]["status"] for e in tool_events[3:]] == ["ok", "ok", "ok"]
+
+    rows = await transcript(rpc, sid)
+    roles = [m["role"] for m in rows]
+    assert roles == ["user", "assistant", "tool", "tool", "tool", "assistant"], roles
+    assert [c["call_id"] for c in rows[1]["tool_calls"]] == started_ids
+    assert [m["call_id"] for m in rows[2:5]] == started_ids
+    assert ["first" in rows[2]["content"], "second" in rows[3]["content"],
+            "third" in rows[4]["content"]] == [True, True, True]
+
+    second = fake_provider.snapshot()[1].body
+    sent = tool_messages(second)
+    assert [m["tool_call_id"] for m in sent] == started_ids
+    assert "first" in sent[0]["content"]
+    assert "third" in sent[2]["content"]
+    assistant = [m for m in second["messages"] if m.get("tool_calls")]
+    assert [c["id"] for c in assistant[0]["tool_calls"]] == started_ids
+
+
+async def test_kill9_during_a_tool_leaves_the_call_unknown_and_it_never_finishes(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    marker = tmp_path / "marker"
+    fake_provider.script(Reply.calls(terminal(f"sleep 2; touch {marker}")))
+    rpc = await connect(name="before")
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    receipt = await submit(rpc, sid, "touch it later")
+    started = await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
+    call_id = started["data"]["call_id"]
+    await asyncio.sleep(0.3)  # the shell is running `sleep 2`
+    backend.kill9()
+    killed = time.monotonic()
+    await rpc.wait_closed()
+    backend.start()
+
+    rpc = await connect(name="after")
+    rows = await transcript(rpc, sid)
+    calls = [m for m in rows if m.get("tool_calls")]
+    assert len(calls) == 1
+    assert calls[0]["tool_calls"][0]["call_id"] == call_id
+    results = [m for m in rows if m["role"] == "tool"]
+    assert [m["status"] for m in results] == ["unknown"], results
+    assert "not known" in results[0]["content"]
+    assert rows[-1]["role"] == "system_note"
+    assert rows[-1]["note_kind"] == "recovered"
+
+    fake_provider.script(Reply(deltas=["Checked."]))
+    nxt = await submit(rpc, sid, "what happened?")
+    done = await wait_complete(rpc, nxt["admission_id"])
+    assert done["data"]["status"] == "completed"
+    body = fake_provider.snapshot()[-1].body
+    sent = tool_messages(body)
+    assert len(sent) == 1
+    assert sent[0]["tool_call_id"] == call_id
+    assert "unknown" in sent[0]["content"]
+    assert "not known" in sent[0]["content"]
+    await asyncio.sleep(max(0.0, 3.0 - (time.monotonic() - killed)))
+    assert not marker.exists(), "the killed turn's command must not finish after the crash"
+
+
+async def test_interrupt_during_a_batch_skips_unstarted_calls_and_the_next_prompt_works(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    calls = [terminal(f"sleep 30; echo {i}") for i in range(10)]
+    fake_provider.script(Reply.calls(*calls))
+    rpc = await connect()
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    receipt = await submit(rpc, sid, "start ten")
+    aid = receipt["admission_id"]
+    await rpc.wait_until(lambda: sum(
+        1 for e in rpc.session_events(sid) if e["type"] == "tool.start") >= 8)
+    assert (await rpc.call("turn.interrupt", {"session_id": sid}))["interrupted"] is True
+    done = await wait_complete(rpc, aid)
+    assert done["data"]["status"] == "interrupted", done
+
+    rows = await transcript(rpc, sid)
+    statuses = [m["status"] for m in rows if m["role"] == "tool"]
+    assert statuses == ["interrupted"] * 8 + ["skipped"] * 2, statuses
+    assert rows[-1]["role"] == "system_note"
+    assert rows[-1]["note_kind"] == "interrupted"
+
+    fake_provider.script(Reply(deltas=["Fine."]))
+    nxt = await submit(rpc, sid, "carry on")
+    again = await wait_complete(rpc, nxt["admission_id"])
+    assert again["data"]["status"] == "completed"
+    assert again["data"]["text"] == "Fine."
+    assert len(tool_messages(fake_provider.snapshot()[-1].body)) == 10
+
+
+def _install_trigger(backend: Backend, when: str) -> None:
+    """Makes the store refuse certain rows, as a full disk would: a real SQLite failure."""
+    conn = sqlite3.connect(backend.data_dir / "state.db", timeout=10)
+    conn.execute(
+        f"CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN {when} "
+        "BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END"
+    )
+    conn.commit()
+    conn.close()
+
+
+async def test_tool_call_row_that_cannot_be_stored_runs_nothing(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    backend = backend_factory(fake_provider.base_url)
+    marker = tmp_path / "ran"
+    fake_provider.script(Reply.calls(terminal(f"touch {marker}")))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        _install_trigger(backend, "NEW.tool_calls IS NOT NULL")
+        receipt = await submit(rpc, sid, "touch it")
+        done = await wait_complete(rpc, receipt["admission_id"])
+        assert done["data"]["status"] == "failed"
+        assert "session_persistence_failed" in done["data"]["failure_reason"]
+        await asyncio.sleep(0.5)
+        assert not marker.exists(), "a call that is not stored must never run"
+        assert len(fake_provider.snapshot()) == 1
+    finally:
+        await rpc.close()
+    backend.close()
+    # The backend reported the store failure as such; that is the expected error line.
+    backend.stderr_path.write_text("")
+    for log in (backend.data_dir / "logs").glob("*"):
+        log.write_text("")
+
+
+async def test_tool_result_that_cannot_be_stored_never_reaches_the_model(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    backend = backend_factory(fake_provider.base_url)
+    marker = tmp_path / "ran"
+    fake_provider.script(Reply.calls(terminal(f"touch {marker}; echo secret-result")))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        _install_trigger(backend, "NEW.role = 'tool' AND NEW.content LIKE '%secret-result%'")
+        receipt = await submit(rpc, sid, "touch it")
+        done = await wait_complete(rpc, receipt["admission_id"])
+        assert done["data"]["status"] == "failed"
+        assert "session_persistence_failed" in done["data"]["failure_reason"]
+        assert marker.exists(), "the tool ran; only its result could not be stored"
+        assert len(fake_provider.snapshot()) == 1, "the result must not be sent to the model"
+        rows = await transcript(rpc, sid)
+        results = [m for m in rows if m["role"] == "tool"]
+        assert [m["status"] for m in results] == ["unknown"], results
+        assert not any("secret-result" in m["content"] for m in rows)
+    finally:
+        await rpc.close()
+    backend.close()
+    backend.stderr_path.write_text("")
+    for log in (backend.data_dir / "logs").glob("*"):
+        log.write_text("")

@@ -1,0 +1,298 @@
+"""The file tools on a temp folder: reading in pages, atomic checkpointed writes, patches, search, listing."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from backend.tools.base import ToolContext
+from backend.tools.files import ListDir, Patch, ReadFile, SearchFiles, WriteFile
+
+READ, WRITE, PATCH, SEARCH, LIST = ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir()
+
+
+def _snapshot(path: Path) -> tuple[Path, bytes | None]:
+    return path, path.read_bytes() if path.exists() else None
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def _ctx(cwd: Path, checkpoints: list[tuple[Path, bytes | None]] | None = None) -> ToolContext:
+    """A context whose checkpoint records the file's content at the moment it is called."""
+    ctx = ToolContext(cwd=cwd, session_id="s", turn_id="t", call_id="c", env={})
+    if checkpoints is not None:
+
+        async def checkpoint(path: Path) -> None:
+            checkpoints.append(_snapshot(path))
+
+        ctx.checkpoint = checkpoint
+    return ctx
+
+
+# ---- read_file ---------------------------------------------------------------------------
+
+
+async def test_read_numbers_lines(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\ntwo\nthree\n")
+    result = await READ.run({"path": "a.txt"}, _ctx(tmp_path))
+    assert result.status == "ok"
+    assert result.content == "     1\tone\n     2\ttwo\n     3\tthree"
+
+
+async def test_read_pages_with_offset_and_limit(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    result = await READ.run({"path": "a.txt", "offset": 4, "limit": 3}, _ctx(tmp_path))
+    assert result.content.splitlines()[:3] == ["     4\tline 4", "     5\tline 5", "     6\tline 6"]
+    assert "offset=7" in result.content
+    last = await READ.run({"path": "a.txt", "offset": 9, "limit": 5}, _ctx(tmp_path))
+    assert "offset=" not in last.content
+    assert last.content.endswith("line 10")
+    past = await READ.run({"path": "a.txt", "offset": 50}, _ctx(tmp_path))
+    assert past.status == "ok"
+    assert "past the end" in past.content
+    assert "10 lines" in past.content
+
+
+async def test_read_cuts_long_lines_and_caps_output(tmp_path: Path) -> None:
+    (tmp_path / "long.txt").write_text("x" * 5000 + "\nshort\n")
+    result = await READ.run({"path": "long.txt"}, _ctx(tmp_path))
+    first, second = result.content.splitlines()
+    assert first.startswith("     1\t" + "x" * 2000 + " [... line cut: 5,000")
+    assert second == "     2\tshort"
+    (tmp_path / "big.txt").write_text(("y" * 1000 + "\n") * 500)
+    big = await READ.run({"path": "big.txt"}, _ctx(tmp_path))
+    assert len(big.content) <= 101_000
+    assert "call read_file with offset=" in big.content
+
+
+async def test_read_empty_file(tmp_path: Path) -> None:
+    (tmp_path / "empty").write_text("")
+    result = await READ.run({"path": "empty"}, _ctx(tmp_path))
+    assert (result.status, result.content) == ("ok", "(empty file)")
+
+
+async def test_read_refuses_binary(tmp_path: Path) -> None:
+    (tmp_path / "b.bin").write_bytes(b"abc\0def" * 10)
+    result = await READ.run({"path": "b.bin"}, _ctx(tmp_path))
+    assert result.status == "error"
+    assert result.content == "binary file (70 bytes); not shown"
+
+
+async def test_read_errors_are_clear(tmp_path: Path) -> None:
+    missing = await READ.run({"path": "nope.txt"}, _ctx(tmp_path))
+    assert missing.status == "error"
+    assert "no such file" in missing.content
+    folder = await READ.run({"path": "."}, _ctx(tmp_path))
+    assert folder.status == "error"
+    assert "is a folder" in folder.content
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads anything")
+async def test_read_permission_denied(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("x")
+    secret.chmod(0)
+    result = await READ.run({"path": "secret"}, _ctx(tmp_path))
+    assert result.status == "error"
+    assert "permission denied" in result.content
+
+
+def test_read_never_asks_or_spills(tmp_path: Path) -> None:
+    assert READ.guard({"path": "/etc/passwd"}, tmp_path, "ask") is None
+    assert READ.spill is False
+
+
+# ---- write_file --------------------------------------------------------------------------
+
+
+async def test_write_creates_parents_and_reports_a_diff(tmp_path: Path) -> None:
+    seen: list[tuple[Path, bytes | None]] = []
+    result = await WRITE.run({"path": "deep/er/new.txt", "content": "a\nb\n"}, _ctx(tmp_path, seen))
+    target = tmp_path / "deep" / "er" / "new.txt"
+    assert result.status == "ok"
+    assert target.read_text() == "a\nb\n"
+    assert result.meta["created"] is True
+    assert "+a\n+b\n" in result.meta["diff"]
+    assert result.summary == "created deep/er/new.txt (2 lines)"
+    assert seen == [(target.resolve(), None)]
+
+
+async def test_write_checkpoints_the_old_content_before_writing(tmp_path: Path) -> None:
+    target = tmp_path / "f.txt"
+    target.write_text("old\n")
+    target.chmod(0o640)
+    seen: list[tuple[Path, bytes | None]] = []
+    result = await WRITE.run({"path": "f.txt", "content": "new\n"}, _ctx(tmp_path, seen))
+    assert seen == [(target.resolve(), b"old\n")], "the checkpoint must see the content before the write"
+    assert target.read_text() == "new\n"
+    assert result.meta["created"] is False
+    assert "-old\n+new\n" in result.meta["diff"]
+    assert (target.stat().st_mode & 0o777) == 0o640
+    assert _names(tmp_path) == ["f.txt"], "no temp file is left behind"
+
+
+async def test_write_caps_the_diff(tmp_path: Path) -> None:
+    content = "".join(f"line {i}\n" for i in range(10_000))
+    result = await WRITE.run({"path": "big.txt", "content": content}, _ctx(tmp_path))
+    assert len(result.meta["diff"]) < 21_000
+    assert "[... diff cut ...]" in result.meta["diff"]
+
+
+async def test_write_onto_a_folder_fails(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    result = await WRITE.run({"path": "d", "content": "x"}, _ctx(tmp_path))
+    assert result.status == "error"
+    assert "folder" in result.content
+
+
+def test_write_guard_follows_the_mode(tmp_path: Path) -> None:
+    assert WRITE.guard({"path": "in.txt"}, tmp_path, "smart") is None
+    outside = WRITE.guard({"path": "/elsewhere/x.txt"}, tmp_path, "smart")
+    assert outside is not None
+    assert outside.kind == "dangerous"
+    assert WRITE.guard({"path": "in.txt"}, tmp_path, "ask") is not None
+    assert WRITE.guard({"path": "/elsewhere/x.txt"}, tmp_path, "off") is None
+    assert WRITE.changes_files
+    assert PATCH.changes_files
+
+
+# ---- patch -------------------------------------------------------------------------------
+
+
+async def test_patch_replaces_once_with_checkpoint_and_diff(tmp_path: Path) -> None:
+    target = tmp_path / "code.py"
+    target.write_text("def f():\n    return 1\n")
+    seen: list[tuple[Path, bytes | None]] = []
+    args = {"path": "code.py", "old": "return 1", "new": "return 2"}
+    result = await PATCH.run(args, _ctx(tmp_path, seen))
+    assert result.status == "ok", result.content
+    assert target.read_text() == "def f():\n    return 2\n"
+    assert seen == [(target.resolve(), b"def f():\n    return 1\n")]
+    assert "-    return 1\n+    return 2\n" in result.meta["diff"]
+    assert result.summary == "patched code.py (1 replacement)"
+
+
+async def test_patch_ambiguity_and_replace_all(tmp_path: Path) -> None:
+    target = tmp_path / "t.txt"
+    target.write_text("x = 1\nx = 1\nx = 1\n")
+    seen: list[tuple[Path, bytes | None]] = []
+    ambiguous = await PATCH.run({"path": "t.txt", "old": "x = 1", "new": "x = 2"}, _ctx(tmp_path, seen))
+    assert ambiguous.status == "error"
+    assert "3 times" in ambiguous.content
+    assert "replace_all" in ambiguous.content
+    assert seen == [], "a refused patch takes no checkpoint"
+    assert target.read_text() == "x = 1\nx = 1\nx = 1\n", "a refused patch changes nothing"
+    args = {"path": "t.txt", "old": "x = 1", "new": "x = 2", "replace_all": True}
+    done = await PATCH.run(args, _ctx(tmp_path, seen))
+    assert done.status == "ok"
+    assert "3 replacements" in done.summary
+    assert target.read_text() == "x = 2\nx = 2\nx = 2\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"path": "missing.txt", "old": "a", "new": "b"}, "no such file"),
+        ({"path": "t.txt", "old": "", "new": "b"}, "'old' must not be empty"),
+        ({"path": "t.txt", "old": "absent", "new": "b"}, "'old' was not found"),
+        ({"path": "t.txt", "old": "hello", "new": "hello"}, "the same"),
+    ],
+)
+async def test_patch_errors(tmp_path: Path, args: dict[str, str], message: str) -> None:
+    (tmp_path / "t.txt").write_text("hello world\n")
+    result = await PATCH.run(args, _ctx(tmp_path))
+    assert result.status == "error"
+    assert message in result.content
+    assert (tmp_path / "t.txt").read_text() == "hello world\n"
+
+
+async def test_patch_keeps_crlf_and_undecodable_bytes(tmp_path: Path) -> None:
+    target = tmp_path / "w.txt"
+    target.write_bytes(b"caf\xe9\r\nline one\r\nline two\r\n")
+    args = {"path": "w.txt", "old": "line one\nline two", "new": "only\nlines"}
+    result = await PATCH.run(args, _ctx(tmp_path))
+    assert result.status == "ok", result.content
+    assert target.read_bytes() == b"caf\xe9\r\nonly\r\nlines\r\n"
+
+
+# ---- search_files ------------------------------------------------------------------------
+
+
+async def test_search_finds_lines_and_skips_noise(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("import os\nneedle = 1\n")
+    (tmp_path / "src" / "b.txt").write_text("a needle here\n")
+    for skipped in (".git", "node_modules", "__pycache__", ".venv"):
+        (tmp_path / skipped).mkdir()
+        (tmp_path / skipped / "x.py").write_text("needle\n")
+    (tmp_path / "bin.dat").write_bytes(b"needle\0")
+    (tmp_path / "huge.txt").write_text("needle\n" + "z" * (3 * 1024 * 1024))
+    result = await SEARCH.run({"pattern": r"needle\b"}, _ctx(tmp_path))
+    assert result.status == "ok"
+    assert result.content.splitlines() == ["src/a.py:2: needle = 1", "src/b.txt:1: a needle here"]
+    only_py = await SEARCH.run({"pattern": "needle", "glob": "*.py"}, _ctx(tmp_path))
+    assert only_py.content == "src/a.py:2: needle = 1"
+    in_sub = await SEARCH.run({"pattern": "needle", "path": "src", "glob": "src/**/*.txt"}, _ctx(tmp_path))
+    assert in_sub.content == "src/b.txt:1: a needle here"
+
+
+async def test_search_caps_matches(tmp_path: Path) -> None:
+    (tmp_path / "many.txt").write_text("hit\n" * 500)
+    result = await SEARCH.run({"pattern": "hit"}, _ctx(tmp_path))
+    lines = result.content.splitlines()
+    assert len(lines) == 201
+    assert lines[-1].startswith("[capped at 200 matches")
+    (tmp_path / "many.txt").write_text(("hit " + "w" * 400 + "\n") * 190)
+    wide = await SEARCH.run({"pattern": "hit"}, _ctx(tmp_path))
+    assert len(wide.content) < 52_000
+    assert "[capped at" in wide.content
+
+
+async def test_search_errors_and_no_match(tmp_path: Path) -> None:
+    bad = await SEARCH.run({"pattern": "(unclosed"}, _ctx(tmp_path))
+    assert bad.status == "error"
+    assert "invalid regular expression" in bad.content
+    missing = await SEARCH.run({"pattern": "x", "path": "nope"}, _ctx(tmp_path))
+    assert missing.status == "error"
+    (tmp_path / "a.txt").write_text("nothing\n")
+    none = await SEARCH.run({"pattern": "absent"}, _ctx(tmp_path))
+    assert none.status == "ok"
+    assert "no matches" in none.content
+
+
+# ---- list_dir ----------------------------------------------------------------------------
+
+
+async def test_list_dirs_first_with_kinds_and_sizes(tmp_path: Path) -> None:
+    (tmp_path / "b.txt").write_text("12345")
+    (tmp_path / "A.md").write_text("")
+    (tmp_path / "zdir").mkdir()
+    (tmp_path / "link").symlink_to("b.txt")
+    result = await LIST.run({}, _ctx(tmp_path))
+    assert result.content.splitlines() == [
+        "dir   zdir/",
+        "file  A.md  (0 bytes)",
+        "file  b.txt  (5 bytes)",
+        "link  link -> b.txt",
+    ]
+    assert result.summary == "4 entries in ."
+
+
+async def test_list_caps_entries(tmp_path: Path) -> None:
+    for i in range(1_005):
+        (tmp_path / f"f{i:04}").write_text("")
+    result = await LIST.run({"path": str(tmp_path)}, _ctx(tmp_path))
+    lines = result.content.splitlines()
+    assert len(lines) == 1_001
+    assert lines[-1] == "[... 5 more entries not shown]"
+
+
+async def test_list_errors(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("")
+    assert (await LIST.run({"path": "nope"}, _ctx(tmp_path))).status == "error"
+    assert (await LIST.run({"path": "f"}, _ctx(tmp_path))).status == "error"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert (await LIST.run({"path": "empty"}, _ctx(tmp_path))).content == "(empty folder)"

@@ -1,0 +1,69 @@
+"""The wire copy: tool calls replayed with their results, and unpaired ones repaired."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from backend.turn.context import wire_messages
+
+COLUMNS = ("id", "role", "content", "api_content", "note_kind", "tool_calls", "call_id",
+           "tool_name", "status")
+
+
+def rows(*specs: dict[str, Any]) -> list[sqlite3.Row]:
+    conn = sqlite3.connect(":memory:")
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"CREATE TABLE m ({', '.join(COLUMNS)})")
+    for i, spec in enumerate(specs):
+        values = {c: None for c in COLUMNS} | {"id": i} | spec
+        if isinstance(values["tool_calls"], list):
+            values["tool_calls"] = json.dumps(values["tool_calls"])
+        conn.execute(f"INSERT INTO m VALUES ({', '.join('?' * len(COLUMNS))})",
+                     [values[c] for c in COLUMNS])
+    return list(conn.execute("SELECT * FROM m ORDER BY id"))
+
+
+def call(call_id: str, **extra: Any) -> dict[str, Any]:
+    return {"call_id": call_id, "name": "terminal", "arguments": {"command": "ls"}, **extra}
+
+
+def test_results_follow_their_calls_in_call_order_whatever_the_row_order() -> None:
+    wire = wire_messages("sys", rows(
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [call("a"), call("b")]},
+        {"role": "tool", "content": "B", "call_id": "b", "tool_name": "terminal", "status": "ok"},
+        {"role": "tool", "content": "A", "call_id": "a", "tool_name": "terminal", "status": "ok"},
+        {"role": "assistant", "content": "done"},
+    ))
+    assert [m.role for m in wire] == ["system", "user", "assistant", "tool", "tool", "assistant"]
+    assert [m.tool_call_id for m in wire[3:5]] == ["a", "b"]
+    assert [m.content for m in wire[3:5]] == ["A", "B"]
+    assert wire[2].tool_calls[0].arguments == '{"command": "ls"}'
+
+
+def test_a_call_without_result_gets_one_and_an_orphan_result_is_dropped() -> None:
+    wire = wire_messages("sys", rows(
+        {"role": "tool", "content": "orphan", "call_id": "zz", "status": "ok"},
+        {"role": "assistant", "content": "x", "tool_calls": [call("a")]},
+    ))
+    assert [m.role for m in wire] == ["system", "assistant", "tool"]
+    assert "not known" in wire[2].content
+
+
+def test_raw_arguments_replay_verbatim_and_statuses_are_marked() -> None:
+    wire = wire_messages("sys", rows(
+        {"role": "assistant", "content": "", "tool_calls": [call("a", arguments_raw='{"bad"')]},
+        {"role": "tool", "content": "Not run", "call_id": "a", "status": "denied"},
+    ))
+    assert wire[1].tool_calls[0].arguments == '{"bad"'
+    assert wire[2].content.startswith("[status: denied]")
+
+
+def test_notes_are_hidden_except_summaries() -> None:
+    wire = wire_messages("sys", rows(
+        {"role": "system_note", "content": "failed", "note_kind": "failed"},
+        {"role": "system_note", "content": "summary text", "note_kind": "summary"},
+    ))
+    assert [(m.role, m.content) for m in wire] == [("system", "sys"), ("user", "summary text")]
