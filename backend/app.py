@@ -32,6 +32,7 @@ from backend.store.db import Database
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.executor import Executor
+from backend.tools.procs import ProcessTable
 from backend.turn.runner import TurnRunner
 from shared.protocol import PROTOCOL_VERSION
 
@@ -67,7 +68,9 @@ class Backend:
         self.db.publisher = self.hub.publish
         approvals = Approvals(self.db, self.config, self.epoch)
         checkpoints = Checkpoints(self.db, self.data_dir)
-        executor = Executor(self.db, approvals, checkpoints, self.data_dir / "spill")
+        procs = ProcessTable(self.data_dir)
+        procs.kill_orphans()  # before READY: a crashed turn's commands stop here
+        executor = Executor(self.db, approvals, checkpoints, self.data_dir / "spill", procs)
         runner = TurnRunner(self.db, self.config, self.providers, executor)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,

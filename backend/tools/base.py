@@ -48,6 +48,10 @@ class ToolContext:
     env: dict[str, str]
     progress: Callable[[str], None] = lambda text: None
     checkpoint: Callable[[Path], Awaitable[None]] | None = None
+    # A tool that starts a process group reports it while it runs, so a crash cannot
+    # leave it working (see tools/procs.py).
+    spawned: Callable[[int], None] = lambda pgid: None
+    reaped: Callable[[int], None] = lambda pgid: None
 
 
 @dataclass

@@ -15,6 +15,7 @@ from pathlib import Path
 from backend.config import write_atomic
 from backend.store import checkpoints
 from backend.store.db import Database, Tx
+from backend.tools import fileio
 
 MAX_CHECKPOINT_BYTES = 50 * 1024 * 1024
 
@@ -71,8 +72,8 @@ def _restore_all(rows: list[tuple[str, bool, str | None]]) -> list[str]:
     for path_s, existed, blob in rows:
         path = Path(path_s)
         if existed and blob is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, Path(blob).read_bytes(), mode=0o644)
+            # Keeps the file's permissions (the tools' writes kept them too); creates parents.
+            fileio.write_atomic(path, Path(blob).read_bytes())
         elif path.exists():
             os.unlink(path)  # the turn created it
         restored.append(path_s)

@@ -32,6 +32,7 @@ from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals
 from backend.tools.base import ApprovalMode, Tool, ToolContext, ToolResult
 from backend.tools.checkpoints import Checkpoints
+from backend.tools.procs import ProcessTable
 from backend.tools.spill import spill
 from shared.protocol import ToolComplete, ToolProgress, ToolStart, ToolStatus
 
@@ -109,11 +110,12 @@ class _Call:
 
 class Executor:
     def __init__(self, db: Database, approvals: Approvals, checkpoints: Checkpoints,
-                 spill_dir: Path) -> None:
+                 spill_dir: Path, procs: ProcessTable) -> None:
         self.db = db
         self.approvals = approvals
         self.checkpoints = checkpoints
         self.spill_dir = spill_dir
+        self.procs = procs
 
     async def run(self, scope: Scope, prepared: list[PreparedCall]) -> BatchResult:
         calls = [_Call(p, _summary(p)) for p in prepared]
@@ -217,7 +219,8 @@ class _Batch:
             await self.ex.checkpoints.save(s.session_id, s.turn_id, p.call_id, path)
 
         ctx = ToolContext(s.cwd, s.session_id, s.turn_id, p.call_id, s.env, progress,
-                          checkpoint if tool.changes_files else None)
+                          checkpoint if tool.changes_files else None,
+                          spawned=self.ex.procs.spawned, reaped=self.ex.procs.reaped)
         try:
             return await tool.run(p.arguments, ctx)
         except asyncio.CancelledError:
@@ -326,6 +329,10 @@ class _Batch:
             if self.active_s > s.deadline_s and not self.halt.is_set():
                 self.deadline_hit = True
                 self._halt(f"the tool batch ran past limits.tool_batch_deadline_s ({s.deadline_s:g} s)")
+            if any(c.running for c in self.calls):
+                # A tool at work is progress: its own timeout and the batch deadline bound
+                # it, so the turn's stall watchdog must not take a quiet tool for a hang.
+                s.on_progress()
             await self._flush_progress(now)
 
     async def _flush_progress(self, now: float) -> None:

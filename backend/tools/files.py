@@ -84,7 +84,10 @@ class ReadFile:
         return None  # reading never asks, inside or outside the session folder
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        target = policy.resolve_path(str(args["path"]), ctx.cwd)
+        try:
+            target = policy.resolve_path(str(args["path"]), ctx.cwd)
+        except policy.BadPath as exc:
+            return _error(str(exc))
         label = fileio.display(target, ctx.cwd)
         offset = max(int(args.get("offset", 1)), 1)
         limit = max(int(args.get("limit", DEFAULT_READ_LIMIT)), 1)
@@ -139,7 +142,10 @@ class WriteFile:
         return policy.file_guard(self.name, str(args.get("path", "")), cwd, mode)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        target = policy.resolve_path(str(args["path"]), ctx.cwd)
+        try:
+            target = policy.resolve_path(str(args["path"]), ctx.cwd)
+        except policy.BadPath as exc:
+            return _error(str(exc))
         label = fileio.display(target, ctx.cwd)
         content = str(args["content"])
         if await asyncio.to_thread(target.is_dir):
@@ -152,7 +158,11 @@ async def _change(
 ) -> ToolResult:
     """Checkpoint, then write atomically; the result carries the diff."""
     if ctx.checkpoint is not None:
-        await ctx.checkpoint(target)  # before the write: the old content must be recoverable
+        try:
+            await ctx.checkpoint(target)  # before the write: the old content must be recoverable
+        except OSError as exc:  # unreadable (a symlink loop, permissions) or too large to keep
+            failed = _os_error(exc, label)
+            return _error(f"{failed.content}; not changed, since its old content could not be saved")
     try:
         created, diff = await asyncio.to_thread(_write_with_diff, target, label, data)
     except OSError as exc:
@@ -194,7 +204,10 @@ class Patch:
         return policy.file_guard(self.name, str(args.get("path", "")), cwd, mode)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        target = policy.resolve_path(str(args["path"]), ctx.cwd)
+        try:
+            target = policy.resolve_path(str(args["path"]), ctx.cwd)
+        except policy.BadPath as exc:
+            return _error(str(exc))
         label = fileio.display(target, ctx.cwd)
         old, new = str(args["old"]), str(args["new"])
         if not old:
@@ -267,7 +280,10 @@ class SearchFiles:
             regex = re.compile(pattern)
         except re.error as exc:
             return _error(f"invalid regular expression {pattern!r}: {exc}")
-        root = policy.resolve_path(str(args.get("path") or "."), ctx.cwd)
+        try:
+            root = policy.resolve_path(str(args.get("path") or "."), ctx.cwd)
+        except policy.BadPath as exc:
+            return _error(str(exc))
         label = fileio.display(root, ctx.cwd)
         if not await asyncio.to_thread(root.exists):
             return _error(f"no such file or folder: {label}")
@@ -360,7 +376,10 @@ class ListDir:
         return None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        root = policy.resolve_path(str(args.get("path") or "."), ctx.cwd)
+        try:
+            root = policy.resolve_path(str(args.get("path") or "."), ctx.cwd)
+        except policy.BadPath as exc:
+            return _error(str(exc))
         label = fileio.display(root, ctx.cwd)
         try:
             rows = await asyncio.to_thread(_list, root)

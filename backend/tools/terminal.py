@@ -79,7 +79,10 @@ class Terminal:
         command = str(args["command"])
         timeout = min(max(int(args.get("timeout_s", DEFAULT_TIMEOUT_S)), 1), MAX_TIMEOUT_S)
         given = args.get("workdir")
-        workdir = policy.resolve_path(str(given), ctx.cwd) if given else ctx.cwd
+        try:
+            workdir = policy.resolve_path(str(given), ctx.cwd) if given else ctx.cwd
+        except policy.BadPath as exc:
+            return _error(f"workdir: {exc}")
         if not workdir.is_dir():
             what = "workdir" if given else "the session folder"
             return _error(f"{what} does not exist or is not a folder: {workdir}")
@@ -87,6 +90,7 @@ class Terminal:
             shell = await _Shell.start(command, workdir, ctx.env, _Throttle(ctx.progress))
         except (OSError, ValueError) as exc:
             return _error(f"could not start the shell: {exc}")
+        ctx.spawned(shell.proc.pid)
         try:
             code = await shell.finish(timeout)
         except asyncio.CancelledError:
@@ -94,6 +98,7 @@ class Terminal:
             raise
         finally:
             shell.close()
+            ctx.reaped(shell.proc.pid)
         return _result(code, timeout if shell.timed_out else None, shell)
 
 

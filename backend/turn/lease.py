@@ -26,8 +26,8 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from functools import cache
-from pathlib import Path
 
+from backend.host import boot_token, process_start
 from backend.store import leases
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
@@ -35,32 +35,6 @@ from backend.store.leases import Holder
 log = logging.getLogger("turn")
 
 WAIT_POLL_S = 1.0
-
-
-@cache
-def boot_token() -> str:
-    """This host's boot and pid namespace: pids are comparable only within one of these."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        boot = os.uname().nodename
-    try:
-        ns = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        ns = "pidns"
-    return f"{boot}/{ns}"
-
-
-def process_start(pid: int) -> str:
-    """The process's start time in clock ticks since boot ("" when it does not exist or
-    the platform cannot tell), to tell a live holder from a reused pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    # The command name (field 2) may hold spaces and parentheses; fields after the last ")".
-    fields = stat[stat.rfind(")") + 2:].split()
-    return fields[19] if len(fields) > 19 else ""
 
 
 def holder_for(epoch: int, turn_id: str) -> Holder:

@@ -24,6 +24,7 @@ from backend.tools.approvals import Approvals
 from backend.tools.base import ToolContext
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.executor import Executor, PreparedCall, Scope
+from backend.tools.procs import ProcessTable
 from backend.tools.registry import BUILTINS
 
 from .client import ms, pct
@@ -44,7 +45,8 @@ async def test_executor_overhead(tmp_path: Path) -> None:
         await db.write(lambda tx: sessions.insert(tx, sid, "bench", str(work), "m"))
         config = ConfigFile(tmp_path / "config.toml")
         config.load()
-        executor = Executor(db, Approvals(db, config, 1), Checkpoints(db, tmp_path), tmp_path / "spill")
+        executor = Executor(db, Approvals(db, config, 1), Checkpoints(db, tmp_path), tmp_path / "spill",
+                            ProcessTable(tmp_path))
         tool = BUILTINS["list_dir"]
         args = {"path": "."}
 

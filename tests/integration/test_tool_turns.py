@@ -207,3 +207,41 @@ async def test_tool_result_that_cannot_be_stored_never_reaches_the_model(
     backend.stderr_path.write_text("")
     for log in (backend.data_dir / "logs").glob("*"):
         log.write_text("")
+
+
+def _processes_running(token: str) -> list[int]:
+    """Pids whose command line contains ``token``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if token in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+async def test_what_a_crashed_call_forked_is_killed_before_the_next_backend_is_ready(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    marker = tmp_path / "late"
+    # The subshell is a child of the shell, so the shell's death alone would not stop it.
+    fake_provider.script(Reply.calls(terminal(f"(sleep 61.37; touch {marker}) & sleep 61.37")))
+    rpc = await connect(name="before")
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    receipt = await submit(rpc, sid, "fork and wait")
+    await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
+    deadline = time.monotonic() + 10
+    while len(_processes_running("sleep 61.37")) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    backend.kill9()
+    await rpc.wait_closed()
+    assert _processes_running("sleep 61.37"), "the forked subshell outlives the backend"
+    backend.start()
+    deadline = time.monotonic() + 5
+    while _processes_running("sleep 61.37") and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not _processes_running("sleep 61.37"), "recovery kills the crashed call's group"
+    assert not list((backend.data_dir / "run" / "tools").iterdir())

@@ -1,0 +1,38 @@
+"""Facts about processes on this host: which pid namespace we are in, and when a process started.
+
+A pid names a process only within one boot and one pid namespace, and only
+for that process's lifetime; the start time tells a live process from a
+later one that reused its pid.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+
+@cache
+def boot_token() -> str:
+    """This host's boot and pid namespace: pids are comparable only within one of these."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = os.uname().nodename
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = "pidns"
+    return f"{boot}/{ns}"
+
+
+def process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot ("" when it does not exist or
+    the platform cannot tell), to tell a live holder from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    # The command name (field 2) may hold spaces and parentheses; fields after the last ")".
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[19] if len(fields) > 19 else ""
