@@ -19,6 +19,8 @@ from shared.client import BackendInfo, BackendNotFound, Client, RpcError
 from shared.launcher import alive, start_backend, stop_signal
 from shared.paths import default_data_dir
 
+DECISIONS = {"o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny"}
+
 
 async def ensure_client(data_dir: Path) -> Client:
     """Connects to the folder's backend, starting it first if nothing answers."""
@@ -42,6 +44,7 @@ class Chat:
         self.shown = ""
         self.result: dict[str, Any] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._asked: set[str] = set()
         client.handlers.append(self._on_event)
 
     def _on_event(self, ev: dict[str, Any]) -> None:
@@ -51,10 +54,21 @@ class Chat:
             return
         if ev.get("session_id") != self.session_id or self.waiting is None:
             return
+        kind, data = ev["type"], ev.get("data", {})
+        if kind.startswith("approval.") and ev.get("seq") is not None:  # the stored copy, once
+            self._on_approval(kind, data["approval"])
+            return
         if ev.get("admission_id") != self.waiting:
             return
-        kind, data = ev["type"], ev.get("data", {})
-        if kind == "message.delta":
+        if kind == "tool.start":
+            print(f"\n[{data['name']}] {data['summary']}", file=sys.stderr, flush=True)
+        elif kind == "tool.complete":
+            ms = data.get("duration_ms", 0)
+            print(f"[{data['name']} {data['status']}, {ms} ms] {data['summary']}", file=sys.stderr)
+        elif kind == "lease.waiting":
+            print(f"[waiting: another Turnkey process (pid {data['holder_pid']}) is running this "
+                  "session]", file=sys.stderr)
+        elif kind == "message.delta":
             self.shown += data["text"]
             print(data["text"], end="", flush=True)
         elif kind == "message.complete":
@@ -95,6 +109,38 @@ class Chat:
             loop.remove_signal_handler(signal.SIGINT)
         return self.result
 
+    def _on_approval(self, kind: str, approval: dict[str, Any]) -> None:
+        if kind == "approval.resolved":
+            if approval["approval_id"] in self._asked and approval["status"] == "expired":
+                print("[approval expired: not run]", file=sys.stderr)
+            return
+        if kind != "approval.request" or approval["approval_id"] in self._asked:
+            return
+        self._asked.add(approval["approval_id"])
+        task = asyncio.ensure_future(self._ask(approval))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _ask(self, approval: dict[str, Any]) -> None:
+        """Asks on the terminal; no answer (no terminal, end of input) leaves the request to
+        time out as denied, or to be answered in another window."""
+        print(f"\n[approval needed] {approval['tool']}: {approval['summary']}\n"
+              f"  why: {approval['reason']}  (expires {approval['expires_at'][11:19]} UTC)",
+              file=sys.stderr)
+        print("  allow [o]nce, for this [s]ession, [a]lways, or [d]eny? ", end="", file=sys.stderr,
+              flush=True)
+        try:
+            answer = await asyncio.to_thread(_read_line)
+        except (EOFError, KeyboardInterrupt):
+            print("  [no answer; it will be denied when it expires]", file=sys.stderr)
+            return
+        decision = DECISIONS.get(answer.strip().lower()[:1], "deny")
+        try:
+            await self.client.call("approval.respond",
+                                   {"approval_id": approval["approval_id"], "decision": decision})
+        except RpcError as exc:
+            print(f"  [{exc.message}]", file=sys.stderr)
+
     def _interrupt(self) -> None:
         print("\n[interrupting]", file=sys.stderr)
         task = asyncio.ensure_future(self.client.call("turn.interrupt", {"session_id": self.session_id}))
@@ -102,12 +148,23 @@ class Chat:
         task.add_done_callback(self._tasks.discard)
 
 
-async def chat(data_dir: Path, session_id: str | None, text: str | None) -> int:
+def _read_line() -> str:
+    """A line from stdin (prompts go to stderr, so stdout stays the answer alone)."""
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line
+
+
+async def chat(data_dir: Path, session_id: str | None, text: str | None, cwd: Path) -> int:
     client = await ensure_client(data_dir)
     try:
         if session_id is None:
             title = (text or "").strip().splitlines()[0][:60] if text and text.strip() else None
-            session = (await client.call("session.create", {"title": title} if title else {}))
+            params: dict[str, Any] = {"cwd": str(cwd)}
+            if title:
+                params["title"] = title
+            session = await client.call("session.create", params)
             session_id = session["session"]["session_id"]
             print(f"[session {session_id}]", file=sys.stderr)
         else:
@@ -180,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("chat", help="chat in the terminal (a REPL when no TEXT is given)")
     c.add_argument("--session", default=None, help="continue this session id")
+    c.add_argument("--cwd", type=Path, default=None,
+                   help="the new session's working folder, where its tools act (default: here)")
     c.add_argument("text", nargs="?", default=None)
     s = sub.add_parser("sessions", help="list sessions, most recent first")
     s.add_argument("--limit", type=int, default=20)
@@ -189,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
     try:
         if args.command == "chat":
-            return asyncio.run(chat(data_dir, args.session, args.text))
+            cwd = (args.cwd or Path.cwd()).expanduser().resolve()
+            return asyncio.run(chat(data_dir, args.session, args.text, cwd))
         if args.command == "sessions":
             return asyncio.run(sessions(data_dir, args.limit))
         return asyncio.run(backend(data_dir, args.action))

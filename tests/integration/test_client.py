@@ -95,6 +95,26 @@ def test_cli_chat_streams_an_answer_and_lists_the_session(
     assert f"pid {backend.pid}" in status.stdout
 
 
+def test_cli_shows_tool_calls_and_asks_for_approval_on_the_terminal(
+    backend: Backend, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("keep me")
+    fake_provider.script(
+        Reply.calls({"name": "terminal", "arguments": {"command": "rm -rf victim"}}),
+        Reply(deltas=["I did not delete it."]),
+    )
+    cli = [sys.executable, "-m", "desktop.cli", "--data-dir", str(backend.data_dir)]
+    out = subprocess.run([*cli, "chat", "--cwd", str(tmp_path), "clean up"], env=backend.env(),
+                         input="d\n", capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "[approval needed] terminal: rm -rf victim" in out.stderr
+    assert "[terminal denied" in out.stderr
+    assert out.stdout.strip() == "I did not delete it."
+    assert (victim / "keep.txt").read_text() == "keep me"
+
+
 def test_cli_starts_a_detached_backend_and_stops_it(tmp_path: Path, fake_provider: FakeOpenAI) -> None:
     data = tmp_path / "home"
     data.mkdir()
