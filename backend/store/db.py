@@ -119,13 +119,22 @@ class Database:
         Raises the job's own exception if it failed (its changes rolled back), or
         StoreUnavailable if the commit itself failed (nothing of it is stored).
         """
-        if self._closing:
-            raise StoreUnavailable("the backend is shutting down")
-        job = _Job(fn, asyncio.get_running_loop().create_future())
-        self._queue.append(job)
-        self._wake.set()
-        result: T = await job.future
+        result: T = await self.enqueue(fn)
         return result
+
+    def enqueue(self, fn: Callable[[Tx], T]) -> asyncio.Future[T]:
+        """Like `write`, but queues the job now and returns the future of its result.
+
+        Jobs commit in the order they were queued, so a caller may queue several
+        in a row and rely on that order without awaiting each commit in between.
+        """
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        if self._closing:
+            future.set_exception(StoreUnavailable("the backend is shutting down"))
+            return future
+        self._queue.append(_Job(fn, future))
+        self._wake.set()
+        return future
 
     async def _write_loop(self) -> None:
         assert self._writer is not None

@@ -104,6 +104,7 @@ class _Call:
     began: float = 0.0
     running: bool = False
     waiting_person: bool = False
+    announced: bool = False  # its tool.start is queued
     pending_progress: str | None = None
     last_progress: float = 0.0
 
@@ -142,18 +143,24 @@ class _Batch:
         outcomes: list[Outcome] = []
         failure: str | None = None
         try:
-            for call in self.calls:
-                assert call.task is not None
-                outcome = await asyncio.shield(call.task) if failure is None else None
-                if outcome is None:
-                    break
+            i = 0
+            while i < len(self.calls):
+                task = self.calls[i].task
+                assert task is not None
+                await asyncio.shield(task)
+                # Every consecutive result that is ready goes into one commit, in call order.
+                ready = [i]
+                while ready[-1] + 1 < len(self.calls) and _done(self.calls[ready[-1] + 1]):
+                    ready.append(ready[-1] + 1)
+                stored = [(self.calls[k], _result(self.calls[k])) for k in ready]
                 try:
-                    await self._store(call, outcome)
+                    await self._store(stored)
                 except StoreUnavailable as exc:
                     failure = f"session_persistence_failed: {exc.message}"
                     self._halt("storage failed")
                     break
-                outcomes.append(outcome)
+                outcomes.extend(out for _, out in stored)
+                i = ready[-1] + 1
         finally:
             monitor.cancel()
             for call in self.calls:
@@ -184,7 +191,18 @@ class _Batch:
         began = time.monotonic()
         if p.error is not None or p.tool is None:
             return Outcome(p.call_id, p.name, "error", p.error or "unknown tool", call.summary)
-        denial = await self._approve(call, p.tool)
+        approval = asyncio.create_task(self._approve(call, p.tool))
+        halted = asyncio.create_task(self.halt.wait())
+        try:
+            await asyncio.wait({approval, halted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            halted.cancel()
+        if not approval.done():  # stopped while a person was being asked: the request expires
+            approval.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await approval
+            return self._skipped(call)
+        denial = approval.result()
         if denial is not None:
             return denial
         if self.halt.is_set():
@@ -275,38 +293,49 @@ class _Batch:
         p, s = call.prepared, self.scope
         data = ToolStart(call_id=p.call_id, name=p.name, arguments=p.arguments, summary=call.summary,
                          arguments_raw=p.arguments_raw)
-        await self.ex.db.write(lambda tx: events.append(
-            tx, s.session_id, "tool.start", data, turn_id=s.turn_id, admission_id=s.admission_id))
+        committed = self.ex.db.enqueue(functools.partial(
+            events.append, session_id=s.session_id, type_="tool.start", data=data,
+            turn_id=s.turn_id, admission_id=s.admission_id))
+        # Queued is enough to open the gate: jobs commit in queue order, so the next
+        # call's tool.start cannot overtake this one.
+        call.announced = True
         call.started.set()
+        await committed
         s.on_progress()
 
-    async def _store(self, call: _Call, out: Outcome) -> None:
-        """The result row and `tool.complete` in one transaction (after all earlier ones)."""
+    async def _store(self, batch: list[tuple[_Call, Outcome]]) -> None:
+        """Result rows and their `tool.complete` events in one transaction, in call order,
+        after every earlier call's result."""
         s = self.scope
-        if out.status in ("ok", "error") and _spillable(call):
-            content, path = await asyncio.to_thread(
-                spill, self.ex.spill_dir, s.session_id, out.call_id, out.content, s.spill_chars)
-            out.content, out.spilled_path = content, path
-        meta = dict(out.meta, duration_ms=out.duration_ms)
-        if out.spilled_path:
-            meta["spilled_path"] = out.spilled_path
-        started = call.started.is_set() and out.status != "skipped"
+        for call, out in batch:
+            if out.status in ("ok", "error") and _spillable(call):
+                content, path = await asyncio.to_thread(
+                    spill, self.ex.spill_dir, s.session_id, out.call_id, out.content, s.spill_chars)
+                out.content, out.spilled_path = content, path
 
         def job(tx: Tx) -> None:
-            if not started:  # clients see every call start before it completes
-                events.append(tx, s.session_id, "tool.start", ToolStart(
-                    call_id=out.call_id, name=out.name, arguments=call.prepared.arguments,
-                    summary=call.summary, arguments_raw=call.prepared.arguments_raw,
-                ), turn_id=s.turn_id, admission_id=s.admission_id)
-            messages.insert(tx, s.session_id, "tool", out.content, turn_id=s.turn_id,
-                            status=out.status, call_id=out.call_id, tool_name=out.name, meta=meta)
-            events.append(tx, s.session_id, "tool.complete", ToolComplete(
-                call_id=out.call_id, name=out.name, status=out.status, summary=out.summary,
-                duration_ms=out.duration_ms, spilled_path=out.spilled_path, meta=out.meta or None,
-            ), turn_id=s.turn_id, admission_id=s.admission_id)
+            for call, out in batch:
+                self._store_one(tx, call, out)
 
         await self.ex.db.write(job)
         s.on_progress()
+
+    def _store_one(self, tx: Tx, call: _Call, out: Outcome) -> None:
+        s = self.scope
+        meta = dict(out.meta, duration_ms=out.duration_ms)
+        if out.spilled_path:
+            meta["spilled_path"] = out.spilled_path
+        if not call.announced:  # clients see every call start before it completes
+            events.append(tx, s.session_id, "tool.start", ToolStart(
+                call_id=out.call_id, name=out.name, arguments=call.prepared.arguments,
+                summary=call.summary, arguments_raw=call.prepared.arguments_raw,
+            ), turn_id=s.turn_id, admission_id=s.admission_id)
+        messages.insert(tx, s.session_id, "tool", out.content, turn_id=s.turn_id,
+                        status=out.status, call_id=out.call_id, tool_name=out.name, meta=meta)
+        events.append(tx, s.session_id, "tool.complete", ToolComplete(
+            call_id=out.call_id, name=out.name, status=out.status, summary=out.summary,
+            duration_ms=out.duration_ms, spilled_path=out.spilled_path, meta=out.meta or None,
+        ), turn_id=s.turn_id, admission_id=s.admission_id)
 
     # --- deadline, interrupt, heartbeats, progress ------------------------------------------
 
@@ -354,6 +383,15 @@ class _Batch:
             except StoreUnavailable:
                 pass  # progress is a courtesy; results are what must be stored
             s.on_progress()
+
+
+def _done(call: _Call) -> bool:
+    return call.task is not None and call.task.done()
+
+
+def _result(call: _Call) -> Outcome:
+    assert call.task is not None
+    return call.task.result()
 
 
 def _spillable(call: _Call) -> bool:

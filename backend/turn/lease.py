@@ -26,6 +26,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from functools import cache
+from pathlib import Path
 
 from backend.host import boot_token, process_start
 from backend.store import leases
@@ -48,7 +49,8 @@ def _own_start() -> str:
 
 def provably_dead(row: sqlite3.Row) -> bool:
     """True only when the holder is certainly gone: same host and namespace, and its pid is
-    free or belongs to a process started at another time."""
+    free, a zombie (exited, not yet reaped by its parent), or belongs to a process started
+    at another time."""
     if row["boot_token"] != boot_token():
         return False
     pid = int(row["pid"])
@@ -58,9 +60,22 @@ def provably_dead(row: sqlite3.Row) -> bool:
         return True
     except PermissionError:
         pass  # alive, owned by someone else
+    if _exited(pid):
+        return True
     started = process_start(pid)
     recorded = str(row["holder"]).split(":", 1)[1].split("@", 1)[0] if ":" in row["holder"] else ""
     return bool(started and recorded and started != recorded)
+
+
+def _exited(pid: int) -> bool:
+    """True when the pid is a zombie or dead task: it answers kill(0) and keeps its start
+    time until its parent reaps it, but it will never refresh or release a lease."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # gone in between (the start-time check then settles it) or no /proc
+    fields = stat[stat.rfind(")") + 2:].split()
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 def try_take(tx: Tx, session_id: str, holder: Holder, ttl: float) -> sqlite3.Row | None:
