@@ -51,9 +51,10 @@ class Limits(Strict, frozen=True):
     turn_timeout_s: Seconds = 3600
     tool_batch_deadline_s: Seconds = 420
     spill_chars: Positive = 100_000
-    # The liveness watchdog: a turn with no progress (no delta, no tool output, no
-    # finished call) for this long is interrupted, even while its lease refresher runs.
-    # Time spent waiting for a person's approval does not count.
+    # The liveness watchdog: a turn with no progress (no delta from the model, no tool
+    # running or finishing) for this long is interrupted, even while its lease refresher
+    # runs.  Time spent waiting for a person's approval does not count; a quiet tool is
+    # bounded by its own timeout and tool_batch_deadline_s instead.
     stall_timeout_s: Seconds = 900
 
 

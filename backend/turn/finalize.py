@@ -48,6 +48,10 @@ class TurnOutcome:
 
 def close_turn(tx: Tx, out: TurnOutcome) -> None:
     sid, tid, aid = out.session_id, out.turn_id, out.admission_id
+    if out.transcript and not _holds_lease(tx, out):
+        # The lease was lost: the transcript is the new holder's now, and it closes this
+        # turn's open calls itself when it takes over.  Only the receipt and events follow.
+        out.transcript = False
     if out.transcript:
         close_tail(tx, sid, tid, "unknown", UNRECORDED_RESULT, aid)
         # Delivered text always gets an assistant row: what people saw is in the ledger.
@@ -85,6 +89,13 @@ def close_turn(tx: Tx, out: TurnOutcome) -> None:
     )
     events.append(tx, sid, "message.complete", complete, turn_id=tid, admission_id=aid)
     settle_event(tx, aid)
+
+
+def _holds_lease(tx: Tx, out: TurnOutcome) -> bool:
+    if out.holder is None:
+        return True
+    row = leases.current(tx, out.session_id)
+    return row is not None and row["holder"] == out.holder.key
 
 
 def close_tail(

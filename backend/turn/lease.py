@@ -5,14 +5,15 @@ lease expires after `lease.ttl_s` unless its holder refreshes it (every
 `lease.refresh_s`, an UPDATE fenced on the holder, so a holder that lost it
 finds out instead of extending someone else's).  A lease may be taken over
 when it has expired, or when its holder is provably dead: same host and pid
-namespace, and that pid is gone or now belongs to a process that started at
-another time.  A holder whose liveness cannot be judged (another host or
+namespace, and that pid is gone, a zombie, or now belongs to a process that
+started at another time.  A holder whose liveness cannot be judged (another host or
 namespace) is waited out.  Losing the lease interrupts the turn at once.
 
 The same task watches liveness: a turn with no progress for
 `limits.stall_timeout_s` is interrupted even though its refresher is alive
-(a stuck tool, a provider that stopped sending).  Time spent waiting for a
-person does not count as a stall.
+(a provider that stopped sending).  Time spent waiting for a person does not
+count as a stall, nor does a running tool (the executor reports it as progress;
+its own timeout and `limits.tool_batch_deadline_s` bound it).
 """
 
 from __future__ import annotations
@@ -32,10 +33,15 @@ from backend.host import boot_token, process_start
 from backend.store import leases
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
+from backend.turn.finalize import close_tail
 
 log = logging.getLogger("turn")
 
 WAIT_POLL_S = 1.0
+TAKEN_OVER_RESULT = (
+    "The turn that made this call lost its hold on the session before the result was "
+    "recorded, so the outcome is not known. Check before relying on it or running it again."
+)
 
 
 def holder_for(epoch: int, turn_id: str) -> Holder:
@@ -88,6 +94,9 @@ def try_take(tx: Tx, session_id: str, holder: Holder, ttl: float) -> sqlite3.Row
             return row
         log.warning("session %s: taking over the lease of %s (%s)", session_id, row["holder"],
                     "expired" if row["expires_at"] <= now else "holder is dead")
+        # The previous holder's calls without results will never get them from it: they
+        # get `unknown` ones now, before this turn builds its first request.
+        close_tail(tx, session_id, row["turn_id"], "unknown", TAKEN_OVER_RESULT)
     leases.put(tx, session_id, holder, now, ttl)
     return None
 

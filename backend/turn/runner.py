@@ -307,6 +307,7 @@ class TurnRunner:
             return  # interrupted during the summary: what streamed of it is the text
         st.status, st.reason = "completed", None  # a failed summary call is not the turn's failure
         st.text = result.text.strip() if result is not None and result.text.strip() else fallback
+        st.text_stored = False  # the summary is a new assistant message
 
     # --- lease and finalize ------------------------------------------------------------------
 
@@ -333,7 +334,7 @@ class TurnRunner:
             st.interrupt.reason if st.interrupted else why
         )
         # Without the lease the transcript is another process's to write: the input stays
-        # in the admission's receipt, and no row is added here.
+        # in the admission's stored payload, and no row is added here.
         await self.db.write(lambda tx: close_turn(tx, TurnOutcome(
             claim.session_id, claim.admission_id, claim.turn_id, st.status, "", Usage(),
             st.reason, transcript=False)))

@@ -41,8 +41,12 @@ def config_toml(base_url: str, extra: str = "") -> str:
 class Backend:
     """One data dir and the backend processes started on it, one at a time."""
 
-    def __init__(self, data_dir: Path, base_url: str, extra_config: str = "") -> None:
+    def __init__(
+        self, data_dir: Path, base_url: str, extra_config: str = "",
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.extra_env = dict(extra_env or {})  # added to the environment of every start
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "config.toml").write_text(config_toml(base_url, extra_config))
         self.stderr_path = data_dir / "test-backend-stderr.log"
@@ -78,6 +82,7 @@ class Backend:
         env = dict(os.environ)
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"  # httpx must not proxy loopback
         env["TURNKEY_HOME"] = str(self.data_dir)
+        env.update(self.extra_env)
         return env
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:

@@ -1,0 +1,433 @@
+"""The turn lease end to end: two processes on one folder, dead and unclear holders, lost leases.
+
+Lease rows of "other processes" are written straight into DIR/state.db with sqlite3, the
+way another backend on the same folder would leave them; their holders are real processes
+(a `sleep` this test spawns), so liveness is judged exactly as in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, closing
+from pathlib import Path
+
+import pytest
+
+from backend.host import process_start
+from backend.server.discovery import SHARE_DIR_ENV
+from backend.store.leases import Holder
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from .backend_proc import Backend, BackendFactory
+from .wire import (
+    Connect,
+    Json,
+    Rpc,
+    create_session,
+    get_receipt,
+    is_event,
+    submit,
+    wait_complete,
+    wait_receipt_status,
+)
+
+FAR_FUTURE_S = 3600.0
+ROUNDS = 4
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def state_db(backend: Backend) -> sqlite3.Connection:
+    conn = sqlite3.connect(backend.data_dir / "state.db", timeout=10, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def local_boot_token() -> str:
+    """This host's boot and pid namespace, as the backend computes it."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process to name as a lease holder; reaped at the end whatever happened."""
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+def holder_of(proc: subprocess.Popen[bytes], boot_token: str, turn_id: str) -> Holder:
+    start = process_start(proc.pid)
+    assert start, "the sleeper's start time is readable"
+    return Holder(proc.pid, start, boot_token, 0, turn_id)
+
+
+def put_lease(backend: Backend, session_id: str, holder: Holder, expires_at: float) -> None:
+    """Another process's lease on the session, as that process would have written it."""
+    with closing(state_db(backend)) as conn:
+        conn.execute(
+            "INSERT OR REPLACE INTO turn_leases (session_id, holder, pid, boot_token, epoch, "
+            "turn_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (session_id, holder.key, holder.pid, holder.boot_token, holder.epoch,
+             holder.turn_id, time.time(), expires_at),
+        )
+
+
+def lease_rows(backend: Backend, session_id: str) -> list[sqlite3.Row]:
+    with closing(state_db(backend)) as conn:
+        return list(conn.execute("SELECT * FROM turn_leases WHERE session_id = ?", (session_id,)))
+
+
+def delete_lease(backend: Backend, session_id: str) -> None:
+    with closing(state_db(backend)) as conn:
+        conn.execute("DELETE FROM turn_leases WHERE session_id = ?", (session_id,))
+
+
+def stored_events(backend: Backend, session_id: str) -> list[Json]:
+    with closing(state_db(backend)) as conn:
+        rows = conn.execute(
+            "SELECT seq, type, turn_id, admission_id, data FROM events WHERE session_id = ? "
+            "ORDER BY seq", (session_id,))
+        return [dict(r) | {"data": json.loads(r["data"])} for r in rows]
+
+
+async def transcript(rpc: Rpc, sid: str) -> list[Json]:
+    result = await rpc.call("session.messages", {"session_id": sid, "limit": 1000})
+    messages: list[Json] = result["messages"]
+    return messages
+
+
+@asynccontextmanager
+async def opened(backend: Backend, name: str = "rpc") -> AsyncIterator[Rpc]:
+    rpc = await Rpc.open(backend.port, backend.token, name=name)
+    try:
+        yield rpc
+    finally:
+        if not rpc.closed.is_set():
+            await rpc.close()
+
+
+# --- two processes, one folder -------------------------------------------------------------
+
+
+@pytest.fixture
+def shared_pair(tmp_path: Path, fake_provider: FakeOpenAI) -> Iterator[tuple[Backend, Backend]]:
+    """Two Backends on one DIR (the data-dir lock bypassed); neither is started yet."""
+    env = {SHARE_DIR_ENV: "1"}
+    data_dir = tmp_path / "shared"
+    a = Backend(data_dir, fake_provider.base_url, extra_env=env)
+    b = Backend(data_dir, fake_provider.base_url, extra_env=env)
+    yield a, b
+    for backend in (a, b):
+        backend.close()
+    print(a.stderr_tail())  # both write the same stderr file; shown only when the test failed
+    errors = a.logged_errors()
+    assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
+
+
+async def test_two_processes_on_one_folder_never_interleave_a_sessions_turns(
+    shared_pair: tuple[Backend, Backend], fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    a, b = shared_pair
+    fake_provider.responder = lambda body: Reply(deltas=["one ", "two ", "three"], delay=0.05)
+    a.start()
+    async with opened(a, "a") as rpc_a:
+        sid = await create_session(rpc_a, cwd=str(tmp_path))
+        b.start()
+        async with opened(b, "b") as rpc_b:
+            texts: list[str] = []
+            finals: list[Json] = []
+            # Rounds of two prompts per process submitted at once; between rounds both
+            # drainers are idle, so either process may win the next claim.
+            for i in range(ROUNDS):
+                batch = [f"prompt {side}{i}.{k} {uuid.uuid4().hex[:6]}"
+                         for side in "ab" for k in range(2)]
+                texts += batch
+                receipts = await asyncio.gather(*(
+                    submit(rpc_a if text.startswith("prompt a") else rpc_b, sid, text)
+                    for text in batch
+                ))
+                # Each process pushes only its own commits live: poll the shared receipts.
+                finals += [await wait_receipt_status(rpc_b, r["admission_id"], "terminal")
+                           for r in receipts]
+            assert [f["outcome"] for f in finals] == ["completed"] * len(texts), finals
+            assert all(f["final_text"] == "one two three" for f in finals), finals
+            rows = await transcript(rpc_b, sid)
+
+    assert fake_provider.max_active == 1, "two requests of the one session ran at once"
+    asked = [r.last_user_text for r in fake_provider.snapshot()]
+    assert sorted(asked) == sorted(texts), "each prompt reached the model exactly once"
+    users = [m["content"] for m in rows if m["role"] == "user"]
+    assert sorted(users) == sorted(texts), "each prompt has exactly one user row"
+
+    log = stored_events(a, sid)
+    assert [e["seq"] for e in log] == list(range(1, len(log) + 1)), "the log is gapless"
+    open_turn: str | None = None
+    started: list[str] = []
+    for e in log:
+        if e["type"] == "turn.started":
+            assert open_turn is None, f"turn {e['turn_id']} started inside {open_turn}"
+            open_turn = e["turn_id"]
+            started.append(e["turn_id"])
+        elif e["turn_id"] is not None and open_turn is not None:
+            assert e["turn_id"] == open_turn, f"{e['type']} of {e['turn_id']} inside {open_turn}"
+        if e["type"] == "message.complete":
+            assert e["turn_id"] == open_turn, f"message.complete of a turn not running: {e}"
+            open_turn = None
+    assert open_turn is None
+    assert len(started) == len(set(started)) == len(texts), "one turn per prompt"
+    assert sorted(f["turn_id"] for f in finals) == sorted(started)
+    assert lease_rows(a, sid) == [], "every turn released its lease"
+
+
+async def test_a_second_process_starting_mid_turn_leaves_the_live_holders_turn_alone(
+    shared_pair: tuple[Backend, Backend], fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    """B's start-up recovery sees A's live lease and must not mark A's running turn unknown."""
+    a, b = shared_pair
+    release = threading.Event()
+    fake_provider.script(Reply(deltas=["first ", "answer"], hang_after=1, release=release),
+                         Reply(deltas=["second answer"]))
+    a.start()
+    async with opened(a, "a") as rpc_a:
+        sid = await create_session(rpc_a, cwd=str(tmp_path))
+        first = await submit(rpc_a, sid, "long one")
+        await rpc_a.wait_event(is_event("message.delta", first["admission_id"]))
+        b.start()
+        async with opened(b, "b") as rpc_b:
+            assert (await get_receipt(rpc_b, first["admission_id"]))["status"] == "started"
+            second = await submit(rpc_b, sid, "queued behind it")
+            await asyncio.sleep(0.5)
+            assert len(fake_provider.snapshot()) == 1, "the second waits for the first"
+            release.set()
+            done = await wait_complete(rpc_a, first["admission_id"], timeout=15)
+            assert done["data"]["status"] == "completed", done
+            assert done["data"]["text"] == "first answer"
+            final = await wait_receipt_status(rpc_b, second["admission_id"], "terminal")
+            assert final["outcome"] == "completed", final
+            assert final["final_text"] == "second answer"
+    assert fake_provider.max_active == 1
+    assert lease_rows(a, sid) == []
+
+
+# --- dead, expired and unclear holders ---------------------------------------------------------
+
+
+async def test_a_dead_holders_lease_is_taken_over(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    rpc = await connect()
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    put_lease(backend, sid, holder_of(sleeper, local_boot_token(), "turn_other"),
+              time.time() + FAR_FUTURE_S)
+    fake_provider.script(Reply(deltas=["taken ", "over"]))
+
+    receipt = await submit(rpc, sid, "wait for the other process")
+    aid = receipt["admission_id"]
+    waiting = await rpc.wait_event(is_event("lease.waiting", aid))
+    assert waiting["data"]["holder_pid"] == sleeper.pid
+    await asyncio.sleep(1.5)  # at least one more attempt while the holder lives
+    assert fake_provider.snapshot() == [], "no model call while another live process holds it"
+    assert (await get_receipt(rpc, aid))["status"] == "started"
+
+    sleeper.kill()
+    sleeper.wait(timeout=10)  # reaped: the pid is free now
+    done = await wait_complete(rpc, aid, timeout=15)
+    assert done["data"]["status"] == "completed", done
+    assert done["data"]["text"] == "taken over"
+    assert len(fake_provider.snapshot()) == 1
+    rows = await transcript(rpc, sid)
+    assert [(m["role"], m["content"]) for m in rows] == [
+        ("user", "wait for the other process"), ("assistant", "taken over")]
+    assert lease_rows(backend, sid) == []
+
+
+async def test_a_killed_but_unreaped_holder_counts_as_dead(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    """A crashed backend whose parent has not reaped it yet is a zombie: its pid still
+    answers kill(0) with its old start time, but it will never refresh or release."""
+    rpc = await connect()
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    put_lease(backend, sid, holder_of(sleeper, local_boot_token(), "turn_zombie"),
+              time.time() + FAR_FUTURE_S)
+    sleeper.kill()
+    deadline = time.monotonic() + 5
+    while _state(sleeper.pid) != "Z":  # not reaped: `sleeper` is waited for only at teardown
+        assert time.monotonic() < deadline, "the sleeper did not become a zombie"
+        await asyncio.sleep(0.02)
+    fake_provider.script(Reply(deltas=["the zombie let go"]))
+
+    receipt = await submit(rpc, sid, "after the crash")
+    done = await wait_complete(rpc, receipt["admission_id"], timeout=15)
+    assert done["data"]["status"] == "completed", done
+    assert done["data"]["text"] == "the zombie let go"
+    assert _state(sleeper.pid) == "Z", "taken over while the holder was still a zombie"
+
+
+def _state(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rfind(")") + 2:].split()[0]
+
+
+async def test_an_expired_lease_of_a_live_holder_is_taken_over_at_once(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    rpc = await connect()
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    put_lease(backend, sid, holder_of(sleeper, local_boot_token(), "turn_other"), time.time() - 5)
+    fake_provider.script(Reply(deltas=["expired, so mine"]))
+
+    receipt = await submit(rpc, sid, "take the expired lease")
+    done = await wait_complete(rpc, receipt["admission_id"], timeout=15)
+    assert done["data"]["status"] == "completed", done
+    assert done["data"]["text"] == "expired, so mine"
+    assert not any(e["type"] == "lease.waiting" for e in rpc.session_events(sid))
+    assert sleeper.poll() is None, "the holder was alive the whole time"
+    assert lease_rows(backend, sid) == []
+
+
+async def test_a_holder_of_unclear_liveness_is_waited_out_and_the_wait_can_be_interrupted(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    rpc = await connect()
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    # Another host (or pid namespace): its pid says nothing here, so it cannot be judged dead.
+    elsewhere = holder_of(sleeper, "another-boot-id/pid:[4026531836]", "turn_elsewhere")
+    put_lease(backend, sid, elsewhere, time.time() + FAR_FUTURE_S)
+    sleeper.kill()
+    sleeper.wait(timeout=10)  # even a pid that is free *here* proves nothing about that host
+
+    receipt = await submit(rpc, sid, "text that never ran")
+    aid = receipt["admission_id"]
+    await rpc.wait_event(is_event("lease.waiting", aid))
+    await asyncio.sleep(1.2)
+    assert fake_provider.snapshot() == []
+    assert (await rpc.call("turn.interrupt", {"session_id": sid}))["interrupted"] is True
+    done = await wait_complete(rpc, aid, timeout=15)
+    assert done["data"]["status"] == "interrupted", done
+    assert done["data"]["text"] == ""
+
+    final = await get_receipt(rpc, aid)
+    assert (final["status"], final["outcome"]) == ("terminal", "interrupted"), final
+    assert final["failure_reason"], final
+    # The receipt carries no prompt text; the input survives only in the admission row.
+    with closing(state_db(backend)) as conn:
+        payload = conn.execute("SELECT payload_json FROM admissions WHERE admission_id = ?",
+                               (aid,)).fetchone()[0]
+    assert "text that never ran" in payload
+    assert await transcript(rpc, sid) == [], "no rows without the lease"
+    assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.key], "not ours to drop"
+    assert fake_provider.snapshot() == []
+
+    delete_lease(backend, sid)  # the other host's turn ended
+    fake_provider.script(Reply(deltas=["now it runs"]))
+    nxt = await submit(rpc, sid, "again")
+    again = await wait_complete(rpc, nxt["admission_id"], timeout=15)
+    assert again["data"]["status"] == "completed", again
+    assert again["data"]["text"] == "now it runs"
+    rows = await transcript(rpc, sid)
+    assert [(m["role"], m["content"]) for m in rows] == [("user", "again"),
+                                                         ("assistant", "now it runs")]
+
+
+async def test_waiting_longer_than_wait_s_interrupts_the_turn(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    backend = backend_factory(fake_provider.base_url, "[lease]\nwait_s = 1.5\n")
+    async with opened(backend) as rpc:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        elsewhere = holder_of(sleeper, "another-boot-id/pid:[4026531836]", "turn_elsewhere")
+        put_lease(backend, sid, elsewhere, time.time() + FAR_FUTURE_S)
+        receipt = await submit(rpc, sid, "too busy")
+        done = await wait_complete(rpc, receipt["admission_id"], timeout=15)
+        assert done["data"]["status"] == "interrupted", done
+        assert "busy in another process" in done["data"]["failure_reason"], done
+        assert await transcript(rpc, sid) == []
+        assert fake_provider.snapshot() == []
+        assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.key]
+
+
+# --- losing the lease ------------------------------------------------------------------------
+
+
+async def test_a_lost_lease_interrupts_the_turn_and_the_next_prompt_works(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    backend = backend_factory(fake_provider.base_url, "[lease]\nrefresh_s = 0.2\n")
+    fake_provider.script(Reply(deltas=["a", "b"], hang_after=1))
+    async with opened(backend) as rpc:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        receipt = await submit(rpc, sid, "stream slowly")
+        aid = receipt["admission_id"]
+        await rpc.wait_event(is_event("message.delta", aid))
+        [mine] = lease_rows(backend, sid)
+        assert mine["pid"] == backend.pid
+
+        # Another process takes the session over (as after wrongly judging us dead).
+        thief = holder_of(sleeper, local_boot_token(), "turn_thief")
+        with closing(state_db(backend)) as conn:
+            conn.execute(
+                "UPDATE turn_leases SET holder = ?, pid = ?, boot_token = ?, epoch = ?, "
+                "turn_id = ? WHERE session_id = ?",
+                (thief.key, thief.pid, thief.boot_token, thief.epoch, thief.turn_id, sid))
+        t0 = time.monotonic()
+        done = await wait_complete(rpc, aid, timeout=15)
+        assert done["data"]["status"] == "interrupted", done
+        assert "lease" in done["data"]["failure_reason"], done
+        assert time.monotonic() - t0 < 10
+        assert [r["holder"] for r in lease_rows(backend, sid)] == [thief.key], \
+            "the loser must not release (or overwrite) the new holder's lease"
+        requests = fake_provider.snapshot()
+        assert len(requests) == 1
+
+        sleeper.kill()  # the other process ends; its lease is provably dead now
+        sleeper.wait(timeout=10)
+        fake_provider.script(Reply(deltas=["back to normal"]))
+        nxt = await submit(rpc, sid, "next one")
+        again = await wait_complete(rpc, nxt["admission_id"], timeout=15)
+        assert again["data"]["status"] == "completed", again
+        assert again["data"]["text"] == "back to normal"
+        assert lease_rows(backend, sid) == []
+
+
+async def test_a_turn_that_lost_its_lease_writes_nothing_more_to_the_transcript(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    backend = backend_factory(fake_provider.base_url, "[lease]\nrefresh_s = 0.2\n")
+    fake_provider.script(Reply(deltas=["a", "b"], hang_after=1))
+    async with opened(backend) as rpc:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        receipt = await submit(rpc, sid, "stream slowly")
+        await rpc.wait_event(is_event("message.delta", receipt["admission_id"]))
+        before = await transcript(rpc, sid)
+        thief = holder_of(sleeper, local_boot_token(), "turn_thief")
+        with closing(state_db(backend)) as conn:
+            conn.execute(
+                "UPDATE turn_leases SET holder = ?, pid = ?, boot_token = ?, epoch = ?, "
+                "turn_id = ? WHERE session_id = ?",
+                (thief.key, thief.pid, thief.boot_token, thief.epoch, thief.turn_id, sid))
+        done = await wait_complete(rpc, receipt["admission_id"], timeout=15)
+        assert done["data"]["status"] == "interrupted", done
+        after = await transcript(rpc, sid)
+        assert [(m["role"], m["content"]) for m in after] == [
+            (m["role"], m["content"]) for m in before], "the new holder owns the transcript now"
