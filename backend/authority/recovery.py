@@ -55,7 +55,7 @@ def recover(tx: Tx, epoch: int) -> list[str]:
                         note_kind="recovered")
         log.warning("admission %s of session %s is unknown after a restart",
                     row["admission_id"], sid)
-    expired = expire_stale(tx, epoch)
+    expired = expire_stale(tx, epoch, keep=live)
     if expired:
         log.warning("%d pending approvals of earlier turns expired", expired)
     return admissions.sessions_with_queued(tx)

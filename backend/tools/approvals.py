@@ -117,9 +117,10 @@ class Approvals:
         return await self.db.write(job)
 
 
-def expire_stale(tx: Tx, epoch: int) -> int:
-    """Start-up recovery: pending approvals of an earlier process's turns expire."""
-    rows = approvals.stale_pending(tx, epoch)
+def expire_stale(tx: Tx, epoch: int, keep: set[str]) -> int:
+    """Start-up recovery: pending approvals of an earlier process's turns expire, except in
+    the sessions in `keep` (a live process still holds their lease and waits on them)."""
+    rows = [r for r in approvals.stale_pending(tx, epoch) if r["session_id"] not in keep]
     for r in rows:
         if approvals.decide(tx, r["approval_id"], "expired", None):
             approval = approvals.get(tx, r["approval_id"])
