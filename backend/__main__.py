@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
-import os
 import sys
 from pathlib import Path
 
+from backend import host
 from backend.errors import ConfigError, StoreTooNew
 from shared.paths import default_data_dir
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         print("turnkey-backend: only loopback hosts are allowed; remote access (with TLS) is "
               "not available in protocol 1", file=sys.stderr)
         return 2
-    os.umask(0o077)  # transcripts, logs and the token are private to this user
+    host.private_umask()  # transcripts, logs and the token are private to this user
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
     from backend import logs
     from backend.app import serve

@@ -36,3 +36,22 @@ def process_start(pid: int) -> str:
     # The command name (field 2) may hold spaces and parentheses; fields after the last ")".
     fields = stat[stat.rfind(")") + 2:].split()
     return fields[19] if len(fields) > 19 else ""
+
+
+_user_umask: int | None = None
+
+
+def private_umask() -> None:
+    """Makes files the backend itself creates private to this user (transcripts, logs, the
+    token), remembering the user's own umask for what tools create on the user's behalf."""
+    global _user_umask
+    _user_umask = os.umask(0o077)
+
+
+def user_umask() -> int:
+    """The umask files in the user's projects should get: the one the backend started with."""
+    if _user_umask is not None:
+        return _user_umask
+    mask = os.umask(0o022)  # the only way to read it is to set it
+    os.umask(mask)
+    return mask

@@ -250,7 +250,12 @@ class _Batch:
     async def _approve(self, call: _Call, tool: Tool) -> Outcome | None:
         """None when the call may run; else its `denied` outcome."""
         p, s = call.prepared, self.scope
-        guard = tool.guard(p.arguments, s.cwd, s.mode)
+        try:
+            guard = tool.guard(p.arguments, s.cwd, s.mode)
+        except Exception as exc:  # a policy bug must not run the call, nor end the turn
+            log.exception("guard of %s raised", p.name)
+            return Outcome(p.call_id, p.name, "error",
+                           f"Not run: its safety check failed ({type(exc).__name__}).", call.summary)
         if guard is None:
             return None
         if guard.kind == "hardline":

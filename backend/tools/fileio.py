@@ -14,18 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from backend.host import user_umask
+
 SNIFF_BYTES = 8192
 DIFF_MAX_CHARS = 20_000
 DIFF_INPUT_MAX_BYTES = 2 * 1024 * 1024
 
 
-def _current_umask() -> int:
-    mask = os.umask(0o022)  # the only portable way to read it is to set it; done once, at import
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _current_umask()
 
 
 def is_binary(head: bytes) -> bool:
@@ -68,7 +63,7 @@ def write_atomic(target: Path, data: bytes) -> bool:
         mode = stat.S_IMODE(target.stat().st_mode)
         created = False
     except FileNotFoundError:
-        mode = 0o666 & ~_UMASK
+        mode = 0o666 & ~user_umask()  # the user's umask, not the backend's private one
         created = True
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from backend.host import user_umask
 from backend.tools import policy
 from backend.tools.base import ApprovalMode, Guard, ResultStatus, ToolContext, ToolResult
 
@@ -168,7 +169,7 @@ class _Shell:
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", command, stdin=asyncio.subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                 cwd=workdir, env=env, start_new_session=True,  # own process group: killed as a whole
-                preexec_fn=_die_with_backend,
+                preexec_fn=_die_with_backend, umask=user_umask(),  # the user's, not ours
             )
         except BaseException:
             os.close(out_r)
