@@ -93,6 +93,9 @@ async def test_kill9_during_a_tool_leaves_the_call_unknown_and_it_never_finishes
     backend.start()
 
     rpc = await connect(name="after")
+    with sqlite3.connect(backend.data_dir / "state.db") as db:
+        leases = db.execute("SELECT COUNT(*) FROM turn_leases").fetchone()[0]
+    assert leases == 0, "recovery drops the dead process's lease"
     rows = await transcript(rpc, sid)
     calls = [m for m in rows if m.get("tool_calls")]
     assert len(calls) == 1
@@ -274,3 +277,35 @@ async def test_interrupt_while_waiting_for_approval_expires_it_and_skips_the_cal
     with pytest.raises(RpcError) as err:
         await rpc.call("approval.respond", {"approval_id": approval_id, "decision": "once"})
     assert err.value.code == -32013
+
+
+async def test_a_client_that_drops_during_a_tool_batch_replays_it_whole_after_reconnecting(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_provider.script(
+        Reply.calls(terminal("sleep 1; echo one"), terminal("echo two")),
+        Reply(deltas=["Both ", "done."]),
+    )
+    rpc = await connect(name="first")
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    receipt = await submit(rpc, sid, "two commands")
+    await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
+    mark = max(e["seq"] for e in rpc.session_events(sid))
+    rpc.abort()  # the window closes mid-batch; the turn goes on without it
+
+    await fake_provider.async_wait_requests(2)
+    later = await connect(name="second")
+    resumed = await later.call("session.resume", {"session_id": sid, "since_seq": mark})
+    assert resumed["truncated"] is False
+    replayed = list(resumed["events"])
+    if not any(e["type"] == "message.complete" for e in replayed):
+        await later.wait_event(is_event("message.complete", receipt["admission_id"]))
+        replayed += [e for e in later.session_events(sid) if e["seq"] > replayed[-1]["seq"]]
+    seqs = [e["seq"] for e in replayed]
+    assert seqs == list(range(mark + 1, mark + 1 + len(seqs))), "no gap, no duplicate"
+    before = [e for e in rpc.session_events(sid) if e["seq"] <= mark]
+    kinds = [e["type"] for e in before + replayed if e["type"] in ("tool.start", "tool.complete")]
+    assert kinds == ["tool.start"] * 2 + ["tool.complete"] * 2, kinds
+    complete = next(e for e in replayed if e["type"] == "message.complete")
+    assert complete["data"]["text"] == "Both done."
+    assert complete["data"]["status"] == "completed"
