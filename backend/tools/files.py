@@ -63,7 +63,35 @@ def _os_error(exc: OSError, label: str) -> ToolResult:
     return _error(f"{label}: {exc.strerror or exc}")
 
 
-class ReadFile:
+class _PathTool:
+    """What the file tools share: a `path` argument resolved against the session folder."""
+
+    verb = ""
+
+    def summary(self, args: dict[str, Any]) -> str:
+        return f"{self.verb} {args.get('path', '')}"
+
+    def _target(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str] | ToolResult:
+        """The resolved path and its label for messages, or the error result for a bad path."""
+        try:
+            target = policy.resolve_path(str(args["path"]), ctx.cwd)
+        except policy.BadPath as exc:
+            return _error(str(exc))
+        return target, fileio.display(target, ctx.cwd)
+
+
+class _FileChange(_PathTool):
+    """A tool that changes a file: checkpointed first, and asks by where the file lands."""
+
+    spill = True
+    changes_files = True
+    name = ""
+
+    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode) -> Guard | None:
+        return policy.file_guard(self.name, str(args.get("path", "")), cwd, mode)
+
+
+class ReadFile(_PathTool):
     name = "read_file"
     description = (
         "Read a text file as numbered lines. Long files come in pages: pass offset (1-based line) "
@@ -76,19 +104,16 @@ class ReadFile:
     }, ["path"])
     spill = False  # pages itself instead
     changes_files = False
-
-    def summary(self, args: dict[str, Any]) -> str:
-        return f"read {args.get('path', '')}"
+    verb = "read"
 
     def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode) -> Guard | None:
         return None  # reading never asks, inside or outside the session folder
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        try:
-            target = policy.resolve_path(str(args["path"]), ctx.cwd)
-        except policy.BadPath as exc:
-            return _error(str(exc))
-        label = fileio.display(target, ctx.cwd)
+        resolved = self._target(args, ctx)
+        if isinstance(resolved, ToolResult):
+            return resolved
+        target, label = resolved
         offset = max(int(args.get("offset", 1)), 1)
         limit = max(int(args.get("limit", DEFAULT_READ_LIMIT)), 1)
         try:
@@ -125,28 +150,20 @@ def _read_numbered(target: Path, label: str, offset: int, limit: int) -> ToolRes
     return _ok("\n".join(rows), f"read {label} (lines {offset}–{last})")
 
 
-class WriteFile:
+class WriteFile(_FileChange):
     name = "write_file"
+    verb = "write"
     description = (
         "Create a file or replace its whole content (parent folders are created). To change part "
         "of an existing file, prefer patch."
     )
     parameters = _schema({"path": _PATH, "content": _str("The complete new content.")}, ["path", "content"])
-    spill = True
-    changes_files = True
-
-    def summary(self, args: dict[str, Any]) -> str:
-        return f"write {args.get('path', '')}"
-
-    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode) -> Guard | None:
-        return policy.file_guard(self.name, str(args.get("path", "")), cwd, mode)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        try:
-            target = policy.resolve_path(str(args["path"]), ctx.cwd)
-        except policy.BadPath as exc:
-            return _error(str(exc))
-        label = fileio.display(target, ctx.cwd)
+        resolved = self._target(args, ctx)
+        if isinstance(resolved, ToolResult):
+            return resolved
+        target, label = resolved
         content = str(args["content"])
         if await asyncio.to_thread(target.is_dir):
             return _os_error(IsADirectoryError(), label)
@@ -182,8 +199,9 @@ def _count_lines(text: str) -> str:
     return f"{n} line{'s' if n != 1 else ''}"
 
 
-class Patch:
+class Patch(_FileChange):
     name = "patch"
+    verb = "patch"
     description = (
         "Replace an exact piece of text in a file. `old` must match the file exactly (whitespace "
         "and indentation included) and occur once, unless replace_all is true."
@@ -194,21 +212,12 @@ class Patch:
         "new": _str("The text to put in its place."),
         "replace_all": {"type": "boolean", "description": "Replace every occurrence.", "default": False},
     }, ["path", "old", "new"])
-    spill = True
-    changes_files = True
-
-    def summary(self, args: dict[str, Any]) -> str:
-        return f"patch {args.get('path', '')}"
-
-    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode) -> Guard | None:
-        return policy.file_guard(self.name, str(args.get("path", "")), cwd, mode)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        try:
-            target = policy.resolve_path(str(args["path"]), ctx.cwd)
-        except policy.BadPath as exc:
-            return _error(str(exc))
-        label = fileio.display(target, ctx.cwd)
+        resolved = self._target(args, ctx)
+        if isinstance(resolved, ToolResult):
+            return resolved
+        target, label = resolved
         old, new = str(args["old"]), str(args["new"])
         if not old:
             return _error("'old' must not be empty (write_file creates or replaces a whole file)")

@@ -23,24 +23,13 @@ from .wire import (
     create_session,
     is_event,
     submit,
+    terminal,
+    tool_messages,
+    transcript,
     wait_complete,
 )
 
 Call = dict[str, Any]
-
-
-def terminal(command: str, **extra: Any) -> Call:
-    return {"name": "terminal", "arguments": {"command": command, **extra}}
-
-
-def tool_messages(body: Json) -> list[Json]:
-    return [m for m in body["messages"] if m.get("role") == "tool"]
-
-
-async def transcript(rpc: Rpc, sid: str) -> list[Json]:
-    result = await rpc.call("session.messages", {"session_id": sid, "limit": 1000})
-    messages: list[Json] = result["messages"]
-    return messages
 
 
 async def tool_rows(rpc: Rpc, sid: str) -> list[Json]:

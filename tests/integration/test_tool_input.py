@@ -21,25 +21,14 @@ from .wire import (
     assert_backend_healthy,
     create_session,
     submit,
+    terminal,
+    tool_messages,
+    transcript,
     wait_complete,
 )
 
 Call = dict[str, Any]
 AFTER = "Noted the tool result."
-
-
-def terminal(command: str, **extra: Any) -> Call:
-    return {"name": "terminal", "arguments": {"command": command, **extra}}
-
-
-def tool_messages(body: Json) -> list[Json]:
-    return [m for m in body["messages"] if m.get("role") == "tool"]
-
-
-async def transcript(rpc: Rpc, sid: str) -> list[Json]:
-    result = await rpc.call("session.messages", {"session_id": sid, "limit": 1000})
-    messages: list[Json] = result["messages"]
-    return messages
 
 
 @dataclass

@@ -6,30 +6,25 @@ import asyncio
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
-from .backend_proc import Backend, BackendFactory
-from .wire import Connect, Json, Rpc, RpcError, create_session, is_event, submit, wait_complete
-
-Call = dict[str, Any]
-
-
-def terminal(command: str, **extra: Any) -> Call:
-    return {"name": "terminal", "arguments": {"command": command, **extra}}
-
-
-def tool_messages(body: Json) -> list[Json]:
-    return [m for m in body["messages"] if m.get("role") == "tool"]
-
-
-async def transcript(rpc: Rpc, sid: str) -> list[Json]:
-    result = await rpc.call("session.messages", {"session_id": sid, "limit": 1000})
-    messages: list[Json] = result["messages"]
-    return messages
+from .backend_proc import Backend
+from .wire import (
+    Connect,
+    Json,
+    Rpc,
+    RpcError,
+    create_session,
+    is_event,
+    submit,
+    terminal,
+    tool_messages,
+    transcript,
+    wait_complete,
+)
 
 
 async def test_three_calls_finishing_out_of_order_are_stored_and_sent_in_call_order(
@@ -160,58 +155,51 @@ def _install_trigger(backend: Backend, when: str) -> None:
     conn.close()
 
 
-async def test_tool_call_row_that_cannot_be_stored_runs_nothing(
-    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
-) -> None:
-    backend = backend_factory(fake_provider.base_url)
-    marker = tmp_path / "ran"
-    fake_provider.script(Reply.calls(terminal(f"touch {marker}")))
+async def _turn_with_refused_rows(
+    backend: Backend, fake: FakeOpenAI, cwd: Path, command: str, refuse_when: str
+) -> tuple[Json, list[Json]]:
+    """One turn whose tool call is `command`, run while the store refuses rows matching
+    `refuse_when`; returns its message.complete and the transcript after it."""
+    fake.script(Reply.calls(terminal(command)))
     rpc = await Rpc.open(backend.port, backend.token)
     try:
-        sid = await create_session(rpc, cwd=str(tmp_path))
-        _install_trigger(backend, "NEW.tool_calls IS NOT NULL")
-        receipt = await submit(rpc, sid, "touch it")
+        sid = await create_session(rpc, cwd=str(cwd))
+        _install_trigger(backend, refuse_when)
+        receipt = await submit(rpc, sid, "do it")
         done = await wait_complete(rpc, receipt["admission_id"])
-        assert done["data"]["status"] == "failed"
-        assert "session_persistence_failed" in done["data"]["failure_reason"]
-        await asyncio.sleep(0.5)
-        assert not marker.exists(), "a call that is not stored must never run"
-        assert len(fake_provider.snapshot()) == 1
+        return done, await transcript(rpc, sid)
     finally:
         await rpc.close()
-    backend.close()
-    # The backend reported the store failure as such; that is the expected error line.
-    backend.stderr_path.write_text("")
-    for log in (backend.data_dir / "logs").glob("*"):
-        log.write_text("")
+
+
+async def test_tool_call_row_that_cannot_be_stored_runs_nothing(
+    backend: Backend, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    done, rows = await _turn_with_refused_rows(
+        backend, fake_provider, tmp_path, f"touch {marker}", "NEW.tool_calls IS NOT NULL")
+    assert done["data"]["status"] == "failed"
+    assert "session_persistence_failed" in done["data"]["failure_reason"]
+    await asyncio.sleep(0.5)
+    assert not marker.exists(), "a call that is not stored must never run"
+    assert len(fake_provider.snapshot()) == 1
+    assert not any(m.get("tool_calls") or m["role"] == "tool" for m in rows)
 
 
 async def test_tool_result_that_cannot_be_stored_never_reaches_the_model(
-    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+    backend: Backend, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
-    backend = backend_factory(fake_provider.base_url)
     marker = tmp_path / "ran"
-    fake_provider.script(Reply.calls(terminal(f"touch {marker}; echo secret-result")))
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(tmp_path))
-        _install_trigger(backend, "NEW.role = 'tool' AND NEW.content LIKE '%secret-result%'")
-        receipt = await submit(rpc, sid, "touch it")
-        done = await wait_complete(rpc, receipt["admission_id"])
-        assert done["data"]["status"] == "failed"
-        assert "session_persistence_failed" in done["data"]["failure_reason"]
-        assert marker.exists(), "the tool ran; only its result could not be stored"
-        assert len(fake_provider.snapshot()) == 1, "the result must not be sent to the model"
-        rows = await transcript(rpc, sid)
-        results = [m for m in rows if m["role"] == "tool"]
-        assert [m["status"] for m in results] == ["unknown"], results
-        assert not any("secret-result" in m["content"] for m in rows)
-    finally:
-        await rpc.close()
-    backend.close()
-    backend.stderr_path.write_text("")
-    for log in (backend.data_dir / "logs").glob("*"):
-        log.write_text("")
+    done, rows = await _turn_with_refused_rows(
+        backend, fake_provider, tmp_path, f"touch {marker}; echo secret-result",
+        "NEW.role = 'tool' AND NEW.content LIKE '%secret-result%'")
+    assert done["data"]["status"] == "failed"
+    assert "session_persistence_failed" in done["data"]["failure_reason"]
+    assert marker.exists(), "the tool ran; only its result could not be stored"
+    assert len(fake_provider.snapshot()) == 1, "the result must not be sent to the model"
+    results = [m for m in rows if m["role"] == "tool"]
+    assert [m["status"] for m in results] == ["unknown"], results
+    assert not any("secret-result" in m["content"] for m in rows)
 
 
 def _processes_running(token: str) -> list[int]:

@@ -278,3 +278,20 @@ async def wait_receipt_status(
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"admission {admission_id} still {receipt['status']}, wanted {status}")
         await asyncio.sleep(0.05)
+
+
+def terminal(command: str, **extra: Any) -> Json:
+    """A scripted `terminal` tool call for ``Reply.calls``."""
+    return {"name": "terminal", "arguments": {"command": command, **extra}}
+
+
+def tool_messages(body: Json) -> list[Json]:
+    """The tool results a recorded model request carried, in order."""
+    return [m for m in body["messages"] if m.get("role") == "tool"]
+
+
+async def transcript(rpc: Rpc, sid: str) -> list[Json]:
+    """The session's messages (up to 1000), as people read them."""
+    result = await rpc.call("session.messages", {"session_id": sid, "limit": 1000})
+    messages: list[Json] = result["messages"]
+    return messages
