@@ -100,6 +100,7 @@ class Receipt(Wire):
     final_text: str | None = None
     failure_reason: str | None = None
     turn_id: str | None = None
+    text: str | None = None  # the input as admitted (normalized)
 
 
 ApprovalStatus = Literal["pending", "allowed", "denied", "expired"]

@@ -6,7 +6,7 @@ is never re-run; it holds its session's queue until someone resolves it.
 Its tool calls that have no result get one with status `unknown` — never a
 made-up success — so the next turn's model sees that the outcome is not
 known.  Leases of dead holders are dropped and approvals nobody waits for
-any more expire.  A session whose lease a live process still holds (two
+any more expire.  A turn whose lease a live process still holds (two
 backends on one folder) is left alone: that process is still running it.
 """
 
@@ -39,8 +39,8 @@ def recover(tx: Tx, epoch: int) -> list[str]:
     live = _drop_dead_leases(tx, epoch)
     for row in admissions.orphan_started(tx, epoch):
         sid, turn_id = row["session_id"], row["turn_id"]
-        if sid in live:
-            continue
+        if live.get(sid) == turn_id:
+            continue  # its own process still runs it, holding the lease
         admissions.mark_unknown(tx, row["admission_id"])
         if turn_id:
             closed = close_tail(tx, sid, turn_id, "unknown", UNKNOWN_RESULT, row["admission_id"])
@@ -55,20 +55,20 @@ def recover(tx: Tx, epoch: int) -> list[str]:
                         note_kind="recovered")
         log.warning("admission %s of session %s is unknown after a restart",
                     row["admission_id"], sid)
-    expired = expire_stale(tx, epoch, keep=live)
+    expired = expire_stale(tx, epoch, keep=set(live))
     if expired:
         log.warning("%d pending approvals of earlier turns expired", expired)
     return admissions.sessions_with_queued(tx)
 
 
-def _drop_dead_leases(tx: Tx, epoch: int) -> set[str]:
-    """Drops leases whose holder is dead or expired; returns sessions still held by a live
-    process."""
-    live: set[str] = set()
+def _drop_dead_leases(tx: Tx, epoch: int) -> dict[str, str]:
+    """Drops leases whose holder is dead or expired; returns {session: turn} of the leases
+    a live process (or one whose liveness cannot be judged) still holds."""
+    live: dict[str, str] = {}
     now = time.time()
     for row in leases.all_rows(tx):
         if row["expires_at"] <= now or provably_dead(row) or row["epoch"] >= epoch:
             leases.drop(tx, row["session_id"], row["holder"])
         else:
-            live.add(row["session_id"])
+            live[row["session_id"]] = row["turn_id"]
     return live

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from backend.ids import now
@@ -111,4 +112,5 @@ def receipt(tx: Tx, r: sqlite3.Row, *, duplicate: bool = False) -> Receipt:
         outcome=r["outcome"], position=position, started_at=r["started_at"],
         settled_at=r["settled_at"], final_text=r["final_text"],
         failure_reason=r["failure_reason"], turn_id=r["turn_id"],
+        text=json.loads(r["payload_json"]).get("text"),
     )

@@ -327,11 +327,12 @@ async def test_a_holder_of_unclear_liveness_is_waited_out_and_the_wait_can_be_in
     final = await get_receipt(rpc, aid)
     assert (final["status"], final["outcome"]) == ("terminal", "interrupted"), final
     assert final["failure_reason"], final
-    # The receipt carries no prompt text; the input survives only in the admission row.
+    # The input is kept: in the admission row, and on the receipt.
     with closing(state_db(backend)) as conn:
         payload = conn.execute("SELECT payload_json FROM admissions WHERE admission_id = ?",
                                (aid,)).fetchone()[0]
     assert "text that never ran" in payload
+    assert final["text"] == "text that never ran"
     assert await transcript(rpc, sid) == [], "no rows without the lease"
     assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.key], "not ours to drop"
     assert fake_provider.snapshot() == []
@@ -431,3 +432,35 @@ async def test_a_turn_that_lost_its_lease_writes_nothing_more_to_the_transcript(
         after = await transcript(rpc, sid)
         assert [(m["role"], m["content"]) for m in after] == [
             (m["role"], m["content"]) for m in before], "the new holder owns the transcript now"
+
+
+async def test_kill9_while_waiting_for_the_lease_leaves_the_turn_unknown_without_rows(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    rpc = await connect(name="before")
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    elsewhere = holder_of(sleeper, "another-boot-id/pid:[4026531836]", "turn_elsewhere")
+    put_lease(backend, sid, elsewhere, time.time() + FAR_FUTURE_S)
+    receipt = await submit(rpc, sid, "claimed but never leased")
+    aid = receipt["admission_id"]
+    await rpc.wait_event(is_event("lease.waiting", aid))
+    backend.kill9()
+    await rpc.wait_closed()
+    backend.start()
+
+    rpc = await connect(name="after")
+    after = await get_receipt(rpc, aid)
+    assert after["status"] == "unknown", after
+    rows = await transcript(rpc, sid)
+    assert [(m["role"], m.get("note_kind")) for m in rows] == [("system_note", "recovered")]
+    assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.key], "not ours to drop"
+    assert fake_provider.snapshot() == []
+
+    delete_lease(backend, sid)
+    fake_provider.script(Reply(deltas=["moving on"]))
+    nxt = await submit(rpc, sid, "next")
+    done = await wait_complete(rpc, nxt["admission_id"], timeout=15)
+    assert done["data"]["text"] == "moving on"
+    assert (await get_receipt(rpc, aid))["outcome"] == "interrupted"
+    assert [m["content"] for m in fake_provider.snapshot()[0].body["messages"][1:]] == ["next"]
