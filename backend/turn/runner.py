@@ -277,8 +277,9 @@ class TurnRunner:
             st.fail(failure)
             return Action.BREAK
         if st.halt.is_set():
-            st.text, st.text_stored = result.text, True
-            return Action.BREAK
+            if st.interrupted:  # the last message people saw is the tool-call one
+                st.text, st.text_stored = result.text, True
+            return Action.BREAK  # a spent budget goes on to the summary call
         return Action.CONTINUE
 
     async def _summarize(self, st: TurnState, watch: LeaseWatch) -> None:

@@ -23,13 +23,14 @@ def terminal(command: str) -> dict[str, Any]:
     return {"name": "terminal", "arguments": {"command": command}}
 
 
-def tools_then_summary(command: Callable[[int], str]) -> Callable[[Json], Reply]:
-    """A responder: tool calls while the request offers tools, the summary once it does not."""
+def tools_then_summary(command: Callable[[int], str], text: str = "") -> Callable[[Json], Reply]:
+    """A responder: tool calls (after `text`) while the request offers tools, the summary once
+    it does not."""
     n = itertools.count(1)
 
     def respond(body: Json) -> Reply:
         if "tools" in body:
-            return Reply.calls(terminal(command(next(n))))
+            return Reply.calls(terminal(command(next(n))), text=text)
         return Reply(deltas=[SUMMARY])
 
     return respond
@@ -122,7 +123,8 @@ async def test_wall_clock_budget_stops_a_running_tool_and_still_summarizes(
 async def test_summary_after_a_budget_stopped_tool_round_is_stored_in_the_transcript(
     backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
-    fake_provider.responder = tools_then_summary(lambda i: "sleep 20")
+    # The tool-call message has text of its own; the summary must still replace it as the answer.
+    fake_provider.responder = tools_then_summary(lambda i: "sleep 20", text="Sleeping first.")
     async with started(backend_factory, fake_provider, "[limits]\nturn_timeout_s = 1.5\n") as (
         _, rpc
     ):
