@@ -430,6 +430,8 @@ async def test_interrupt_while_an_approval_is_pending_ends_the_turn_promptly(
     sid = await create_session(rpc, cwd=str(tmp_path))
     receipt = await submit(rpc, sid, "delete victim")
     approval = (await rpc.wait_event(stored("approval.request", sid)))["data"]["approval"]
+    session = (await rpc.call("session.get", {"session_id": sid}))["session"]
+    assert session["status"] == "waiting_approval"
     assert (await rpc.call("turn.interrupt", {"session_id": sid}))["interrupted"] is True
     done = await wait_complete(rpc, receipt["admission_id"], timeout=8)
     assert done["data"]["status"] == "interrupted"
@@ -441,3 +443,7 @@ async def test_interrupt_while_an_approval_is_pending_ends_the_turn_promptly(
     assert [r["status"] for r in rows] == ["skipped"], rows
     assert (victim / "precious.txt").is_file()
     assert len(fake_provider.snapshot()) == 1
+    with pytest.raises(RpcError) as late:
+        await rpc.call("approval.respond", {"approval_id": approval["approval_id"],
+                                            "decision": "once"})
+    assert late.value.code == -32013

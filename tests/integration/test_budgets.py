@@ -13,7 +13,7 @@ from typing import Any
 from tests.fakes.openai_server import FakeOpenAI, Reply, content_text
 
 from .backend_proc import Backend, BackendFactory
-from .wire import Json, Rpc, create_session, get_receipt, submit, wait_complete
+from .wire import Json, Rpc, create_session, submit, wait_complete
 
 LIMIT_NOTE = "[Turnkey: this turn has reached its limit"
 SUMMARY = "I echoed a few things and stopped at the limit."
@@ -241,11 +241,11 @@ async def test_watchdog_interrupts_a_stalled_stream_and_the_next_prompt_works(
         assert nxt["text"] == "alive again"
 
 
-async def test_watchdog_and_a_silent_tool_longer_than_the_stall_timeout(
+async def test_a_quiet_tool_longer_than_the_stall_timeout_is_not_taken_for_a_hang(
     backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
-    """Observation only (no assertion on the outcome): a tool that prints nothing for longer
-    than stall_timeout_s (heartbeats are every 15 s) — what does the turn do?"""
+    """A running tool is progress: its own timeout and the batch deadline bound it, so the
+    watchdog leaves a command that prints nothing for longer than stall_timeout_s alone."""
     fake_provider.script(Reply.calls(terminal("sleep 3; echo slept")),
                          Reply(deltas=["done sleeping"]))
     async with started(backend_factory, fake_provider, "[limits]\nstall_timeout_s = 1\n") as (
@@ -254,8 +254,8 @@ async def test_watchdog_and_a_silent_tool_longer_than_the_stall_timeout(
         sid = await create_session(rpc, cwd=str(tmp_path))
         receipt = await submit(rpc, sid, "sleep a little")
         done = (await wait_complete(rpc, receipt["admission_id"], 30))["data"]
+        assert done["status"] == "completed", done
+        assert done["text"] == "done sleeping"
         rows = await transcript(rpc, sid)
-        tools = [(m["status"], m["content"][:120]) for m in rows if m["role"] == "tool"]
-        final = await get_receipt(rpc, receipt["admission_id"])
-        print(f"silent tool: status={done['status']} reason={done.get('failure_reason')!r} "
-              f"tools={tools} receipt={final['outcome']}")
+        assert [(m["status"], "slept" in m["content"]) for m in rows if m["role"] == "tool"] == [
+            ("ok", True)]

@@ -7,8 +7,6 @@ import sqlite3
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend
@@ -16,7 +14,6 @@ from .wire import (
     Connect,
     Json,
     Rpc,
-    RpcError,
     create_session,
     is_event,
     submit,
@@ -238,33 +235,6 @@ async def test_what_a_crashed_call_forked_is_killed_before_the_next_backend_is_r
         await asyncio.sleep(0.05)
     assert not _processes_running("sleep 61.37"), "recovery kills the crashed call's group"
     assert not list((backend.data_dir / "run" / "tools").iterdir())
-
-
-async def test_interrupt_while_waiting_for_approval_expires_it_and_skips_the_call(
-    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
-) -> None:
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    fake_provider.script(Reply.calls(terminal("rm -rf victim")))
-    rpc = await connect()
-    sid = await create_session(rpc, cwd=str(tmp_path))
-    receipt = await submit(rpc, sid, "delete it")
-    request = await rpc.wait_event(lambda e: e["type"] == "approval.request" and e.get("seq"))
-    assert (await rpc.call("session.get", {"session_id": sid}))["session"]["status"] == \
-        "waiting_approval"
-    assert (await rpc.call("turn.interrupt", {"session_id": sid}))["interrupted"] is True
-    done = await wait_complete(rpc, receipt["admission_id"])
-    assert done["data"]["status"] == "interrupted"
-    approval_id = request["data"]["approval"]["approval_id"]
-    resolved = [e for e in rpc.session_events(sid) if e["type"] == "approval.resolved"]
-    assert [e["data"]["approval"]["status"] for e in resolved] == ["expired"]
-    assert (await rpc.call("approval.list", {}))["approvals"] == []
-    rows = await transcript(rpc, sid)
-    assert [m["status"] for m in rows if m["role"] == "tool"] == ["skipped"]
-    assert victim.exists()
-    with pytest.raises(RpcError) as err:
-        await rpc.call("approval.respond", {"approval_id": approval_id, "decision": "once"})
-    assert err.value.code == -32013
 
 
 async def test_a_client_that_drops_during_a_tool_batch_replays_it_whole_after_reconnecting(
