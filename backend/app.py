@@ -22,6 +22,7 @@ from backend.authority.recovery import recover
 from backend.config import ConfigFile
 from backend.ids import now
 from backend.providers.registry import Providers
+from backend.secrets import Secrets
 from backend.server import discovery
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
@@ -50,7 +51,8 @@ class Backend:
         self.port = port
         self.config = ConfigFile(data_dir / "config.toml")
         self.db = Database(data_dir / "state.db")
-        self.providers = Providers()
+        self.secrets = Secrets(data_dir)
+        self.providers = Providers(self.secrets, data_dir)
         self.hub = Hub()
         self.epoch = 0
         self._stop = asyncio.Event()
@@ -74,7 +76,8 @@ class Backend:
         runner = TurnRunner(self.db, self.config, self.providers, executor)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
-                          self.request_stop_soon, approvals, checkpoints)
+                          self.request_stop_soon, approvals, checkpoints, self.secrets,
+                          self.providers)
         token = secrets.token_urlsafe(32)
         self.listener = Listener(
             Dispatcher(methods), self.hub, token, lambda: self.config.config.allowed_origins,

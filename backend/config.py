@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,13 +30,20 @@ class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
 class ProviderConfig(Strict, kw_only=True, frozen=True):
     model: str
     kind: Literal["openai", "anthropic", "local"] = "openai"
-    base_url: str = "https://api.openai.com/v1"
+    base_url: str | None = None  # None: the kind's public API (OpenAI's, Anthropic's)
     context_window: Positive = DEFAULT_CONTEXT_WINDOW
     api_key_env: str | None = None
     api_key_secret: str | None = None
     input_usd_per_mtok: Price = 0.0
     output_usd_per_mtok: Price = 0.0
+    cached_input_usd_per_mtok: Price | None = None  # cache reads; None: the input price
     request_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    max_output_tokens: Positive = 4096  # the answer's budget, lowered to fit the window
+    # OpenAI-compatible only: the field that carries the answer's budget.  None sends none
+    # (OpenAI's newer models refuse `max_tokens`; many local servers know only it).
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    model_path: str | None = None  # kind "local": a GGUF file (default: the bundled model)
+    tools: bool = True  # offer the built-in tools (a tiny local model cannot use them)
 
 
 class Approvals(Strict, frozen=True):
@@ -151,18 +159,20 @@ class ConfigFile:
         self.raw, self.config = merged, cfg
         return cfg
 
-    def effective(self) -> dict[str, Any]:
+    def effective(self, secret: Callable[[str], str | None]) -> dict[str, Any]:
         """The config with defaults filled in; keys shown only as "set"/"unset"."""
         out: dict[str, Any] = msgspec.to_builtins(self.config)
         for name, p in self.config.providers.items():
-            out["providers"][name]["api_key"] = "set" if api_key(p) else "unset"
+            out["providers"][name]["api_key"] = "set" if api_key(p, secret) else "unset"
         return out
 
 
-def api_key(p: ProviderConfig) -> str | None:
-    """The provider's key from its environment variable (keyring support comes later)."""
-    if p.api_key_env:
-        return os.environ.get(p.api_key_env) or None
+def api_key(p: ProviderConfig, secret: Callable[[str], str | None]) -> str | None:
+    """The provider's key: its environment variable, else the named stored secret."""
+    if p.api_key_env and os.environ.get(p.api_key_env):
+        return os.environ[p.api_key_env]
+    if p.api_key_secret:
+        return secret(p.api_key_secret)
     return None
 
 

@@ -116,9 +116,16 @@ class ConfigError(EnvironmentFault):
 
 
 class ProviderError(EnvironmentFault):
-    """A model call failed. `kind` classifies it; `message` is safe to show a user."""
+    """A model call failed. `kind` classifies it (see providers/errors.py for what the turn
+    may do about each kind); `message` is safe to show a user.  `retry_after` is the wait
+    the provider asked for, in seconds; `streamed` is True once text reached the client."""
 
-    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self, kind: str, message: str, *, status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
+        self.retry_after = retry_after
+        self.streamed = False

@@ -1,4 +1,4 @@
-"""The `turnkey` command line: chat in the terminal, list sessions, start and stop the backend.
+"""The `turnkey` command line: chat, list sessions, store keys, test providers, run the backend.
 
 It is a client like the desktop app: it finds (or starts) the backend and
 speaks only the wire protocol to it.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import getpass
 import signal
 import sys
 import uuid
@@ -19,6 +20,7 @@ from shared.client import BackendInfo, BackendNotFound, Client, RpcError
 from shared.launcher import alive, start_backend, stop_signal
 from shared.paths import default_data_dir
 
+PROVIDER_TEST_WAIT_S = 90.0  # the backend bounds a test at 60 s
 DECISIONS = {"o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny"}
 
 
@@ -65,6 +67,12 @@ class Chat:
         elif kind == "tool.complete":
             ms = data.get("duration_ms", 0)
             print(f"[{data['name']} {data['status']}, {ms} ms] {data['summary']}", file=sys.stderr)
+        elif kind == "provider.retry":
+            print(f"\n[retrying in {data['delay_s']:g} s (attempt {data['attempt']}): "
+                  f"{data['reason']}]", file=sys.stderr)
+        elif kind == "provider.fallback":
+            print(f"\n[switching from {data['from']} to {data['to']}: {data['reason']}]",
+                  file=sys.stderr)
         elif kind == "lease.waiting":
             print(f"[waiting: another Turnkey process (pid {data['holder_pid']}) is running this "
                   "session]", file=sys.stderr)
@@ -201,6 +209,52 @@ async def sessions(data_dir: Path, limit: int) -> int:
     return 0
 
 
+def read_secret(name: str) -> str:
+    """The key from stdin: asked for without echo on a terminal, else read whole (a pipe)."""
+    if sys.stdin.isatty():
+        try:
+            return getpass.getpass(f"value for {name!r} (not shown): ")
+        except EOFError:
+            return ""
+    return sys.stdin.read()
+
+
+async def secret_set(data_dir: Path, name: str, value: str) -> int:
+    client = await ensure_client(data_dir)
+    try:
+        result = await client.call("secret.set", {"name": name, "value": value})
+    except RpcError as exc:
+        print(f"turnkey: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    where = "the system keyring" if result["stored"] == "keyring" else "a file"
+    print(f"stored {name!r} in {where}")
+    if result.get("warning"):
+        print(f"warning: {result['warning']}", file=sys.stderr)
+    return 0
+
+
+async def provider_test(data_dir: Path, name: str | None) -> int:
+    client = await ensure_client(data_dir)
+    try:
+        params = {"provider": name} if name else {}
+        result = await client.call("provider.test", params, timeout=PROVIDER_TEST_WAIT_S)
+    except RpcError as exc:
+        print(f"turnkey: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    what = f"{result['provider'] or '(no provider)'} ({result['model'] or 'no model'})"
+    if result["ok"]:
+        print(f"ok: {what} answered in {result['latency_ms']} ms")
+        return 0
+    error = result.get("error") or {}
+    print(f"failed: {what} after {result['latency_ms']} ms: {error.get('kind')}: "
+          f"{error.get('message')}")
+    return 1
+
+
 async def backend(data_dir: Path, action: str) -> int:
     info = BackendInfo.read(data_dir)
     running = info is not None and alive(info.pid)
@@ -244,6 +298,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--limit", type=int, default=20)
     b = sub.add_parser("backend", help="start, stop or inspect the backend process")
     b.add_argument("action", choices=["start", "stop", "status"])
+    k = sub.add_parser("secret", help="store an API key (in the keyring where one works)")
+    k_sub = k.add_subparsers(dest="action", required=True)
+    k_set = k_sub.add_parser("set", help="store NAME's value, read from stdin (asked for on a terminal)")
+    k_set.add_argument("name", help="the name a provider's api_key_secret refers to, e.g. openai")
+    pt = sub.add_parser("provider", help="check a configured model provider")
+    pt_sub = pt.add_subparsers(dest="action", required=True)
+    pt_test = pt_sub.add_parser("test", help="send one tiny request and report the answer time")
+    pt_test.add_argument("name", nargs="?", default=None,
+                         help="a [providers.NAME] of config.toml (default: the one turns use)")
     args = parser.parse_args(argv)
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
     try:
@@ -252,6 +315,14 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(chat(data_dir, args.session, args.text, cwd))
         if args.command == "sessions":
             return asyncio.run(sessions(data_dir, args.limit))
+        if args.command == "secret":
+            value = read_secret(args.name)
+            if not value.strip():
+                print("turnkey: no value given (nothing on stdin)", file=sys.stderr)
+                return 2
+            return asyncio.run(secret_set(data_dir, args.name, value))
+        if args.command == "provider":
+            return asyncio.run(provider_test(data_dir, args.name))
         return asyncio.run(backend(data_dir, args.action))
     except BackendNotFound as exc:
         print(f"turnkey: {exc}", file=sys.stderr)

@@ -48,6 +48,20 @@ class Usage(msgspec.Struct, kw_only=True):
     estimated: bool = False
 
 
+class UsageRow(msgspec.Struct, kw_only=True):
+    """One row of the cost ledger: every counter always present."""
+
+    provider: str
+    model: str
+    task: Literal["turn", "compression", "title"]
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cost_usd: float
+    estimated: bool
+
+
 class Session(Wire):
     session_id: str
     title: str
@@ -260,6 +274,20 @@ class ConfigSetParams(Params):
     patch: dict[str, Any]
 
 
+SecretName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+class SecretSetParams(Params):
+    """`value` is trimmed of surrounding whitespace, then must be 1 byte to 8 KiB (UTF-8)."""
+
+    name: SecretName
+    value: str
+
+
+class ProviderTestParams(Params):
+    provider: str | None = None  # a [providers.NAME] of config; default: what turns use first
+
+
 # --- results ---------------------------------------------------------------
 
 
@@ -318,6 +346,11 @@ class ReceiptsResult(Wire):
     receipts: list[Receipt]
 
 
+class SessionUsageResult(Wire):
+    usage: Usage
+    rows: list[UsageRow]
+
+
 class InterruptResult(Wire):
     interrupted: bool
 
@@ -343,6 +376,28 @@ class UndoResult(Wire):
     turn_id: str | None = None
 
 
+class SecretSetResult(Wire):
+    """`warning` (an addition) is present when the key went to the plain-text file."""
+
+    stored: Literal["keyring", "file"]
+    warning: str | None = None
+
+
+class ProviderFailure(Wire):
+    kind: str  # a ProviderError kind (providers/errors.py), or "timeout"
+    message: str
+
+
+class ProviderTestResult(Wire):
+    """`provider` (an addition) names the provider tested; `error` is present unless ok."""
+
+    ok: bool
+    provider: str
+    model: str
+    latency_ms: int
+    error: ProviderFailure | None = None
+
+
 ConfigResult = dict[str, Any]
 """config.get and config.set return the effective config itself (secrets as "set"/"unset")."""
 
@@ -351,6 +406,8 @@ class MethodSpec(msgspec.Struct, frozen=True):
     params: type[Params]
     result: Any  # a Wire subclass, or a plain type such as ConfigResult
     scope: Scope | None
+    # Params whose values must never be logged or echoed in an error (dispatch redacts them).
+    secret: tuple[str, ...] = ()
 
 
 METHODS: dict[str, MethodSpec] = {
@@ -372,12 +429,15 @@ METHODS: dict[str, MethodSpec] = {
     "admission.resolve": MethodSpec(AdmissionResolveParams, ReceiptResult, "submit"),
     "turn.interrupt": MethodSpec(SessionIdParams, InterruptResult, "submit"),
     "session.undo": MethodSpec(SessionUndoParams, UndoResult, "submit"),
+    "session.usage": MethodSpec(SessionIdParams, SessionUsageResult, "read"),
     "approval.list": MethodSpec(ApprovalListParams, ApprovalsResult, "read"),
     "approval.respond": MethodSpec(ApprovalRespondParams, ApprovalResult, "approve"),
     "rules.list": MethodSpec(NoParams, RulesResult, "read"),
     "rules.delete": MethodSpec(RuleDeleteParams, EmptyResult, "approve"),
     "config.get": MethodSpec(NoParams, ConfigResult, "admin"),
     "config.set": MethodSpec(ConfigSetParams, ConfigResult, "admin"),
+    "secret.set": MethodSpec(SecretSetParams, SecretSetResult, "admin", secret=("value",)),
+    "provider.test": MethodSpec(ProviderTestParams, ProviderTestResult, "admin"),
     "shutdown": MethodSpec(NoParams, EmptyResult, "admin"),
 }
 
@@ -443,6 +503,19 @@ class LeaseWaiting(Wire):
     expires_at: float
 
 
+class ProviderRetry(Wire):
+    attempt: int  # the attempt about to be made: 2 for the first retry
+    delay_s: float  # the wait actually applied
+    reason: str
+    provider: str | None = None  # addition: the provider being retried
+
+
+class ProviderFallback(Wire):
+    from_: str = msgspec.field(name="from")
+    to: str
+    reason: str
+
+
 class UsageUpdate(Wire):
     usage: Usage
 
@@ -467,6 +540,8 @@ EVENTS: dict[str, type[Wire]] = {
     "approval.request": ApprovalEvent,
     "approval.resolved": ApprovalEvent,
     "lease.waiting": LeaseWaiting,
+    "provider.retry": ProviderRetry,
+    "provider.fallback": ProviderFallback,
     "usage.update": UsageUpdate,
     "session.updated": SessionEvent,
     "session.created": SessionEvent,

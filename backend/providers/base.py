@@ -44,6 +44,7 @@ class ChatRequest:
     model: str
     messages: list[WireMessage]
     tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int | None = None  # the answer's budget; preflight sets it from the window
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -32,19 +32,19 @@ from backend.providers.base import (
     UsageChunk,
     WireMessage,
 )
-
-_STATUS_KINDS = {
-    400: "bad_request", 401: "auth", 403: "auth", 402: "billing", 404: "model_not_found",
-    408: "timeout", 413: "payload_too_large", 429: "rate_limit", 529: "overloaded",
-}
+from backend.providers.errors import from_http
 
 
 class OpenAIChat:
     def __init__(
-        self, name: str, base_url: str, model: str, api_key: str | None, timeout_s: float = 600.0
+        self, name: str, base_url: str, model: str, api_key: str | None, timeout_s: float = 600.0,
+        max_tokens_field: str | None = None,
     ) -> None:
         self.name = name
         self.model = model
+        # OpenAI's newer models refuse `max_tokens`; other servers know only it: sent only
+        # under the name the configuration gives.
+        self._max_tokens_field = max_tokens_field
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._key = api_key
         headers = {"Accept": "text/event-stream"}
@@ -66,19 +66,23 @@ class OpenAIChat:
         }
         if request.tools:  # no key at all without tools: some servers reject `"tools": []`
             body["tools"] = [_wire_tool(t) for t in request.tools]
+        if request.max_tokens and self._max_tokens_field:
+            body[self._max_tokens_field] = request.max_tokens
         body.update(request.extra)
         try:
             async for chunk in self._stream(body):
                 yield chunk
         except ProviderError as exc:
-            raise ProviderError(exc.kind, redact(exc.message, self._key), status=exc.status)
+            exc.message = redact(exc.message, self._key)
+            exc.args = (exc.message,)
+            raise
 
     async def _stream(self, body: dict[str, Any]) -> AsyncIterator[Chunk]:
         try:
             async with self._client.stream("POST", self._url, json=body) as response:
                 if response.status_code != 200:
                     await response.aread()
-                    raise _http_error(response)
+                    raise _http_error(self.name, response)
                 async for chunk in _parse_stream(response):
                     yield chunk
         except httpx.TimeoutException:
@@ -120,7 +124,7 @@ def _wire_tool(tool: ToolSpec) -> dict[str, Any]:
 async def _parse_stream(response: httpx.Response) -> AsyncIterator[Chunk]:
     content_type = response.headers.get("content-type", "")
     if "text/html" in content_type:
-        raise ProviderError("bad_response", "the provider returned an HTML page instead of a stream")
+        raise ProviderError("server_error", "the provider returned an HTML page instead of a stream")
     calls = _ToolCallBuffer()
     finished = False
     async for line in response.aiter_lines():
@@ -138,7 +142,7 @@ async def _parse_stream(response: httpx.Response) -> AsyncIterator[Chunk]:
             finished = finished or isinstance(chunk, DoneChunk)
             yield chunk
     if not finished:  # also when cut mid-tool-call: half a call must not run
-        raise ProviderError("truncated", "the provider's stream ended before the answer finished")
+        raise ProviderError("connection", "the provider's stream ended before the answer finished")
     _check_nothing_late(calls)
 
 
@@ -146,18 +150,18 @@ def _decode(data: str) -> dict[str, Any]:
     try:
         obj = json.loads(data)
     except json.JSONDecodeError:
-        raise ProviderError("bad_response", "the provider sent a malformed stream chunk")
+        raise ProviderError("server_error", "the provider sent a malformed stream chunk")
     if not isinstance(obj, dict):
-        raise ProviderError("bad_response", "the provider sent a malformed stream chunk")
+        raise ProviderError("server_error", "the provider sent a malformed stream chunk")
     if "error" in obj:
-        raise _body_error(obj["error"], None)
+        raise _body_error(obj["error"])
     return obj
 
 
 def _check_nothing_late(calls: _ToolCallBuffer) -> None:
     """Tool-call fragments after the finish_reason would be lost silently; say so instead."""
     if calls.pending:
-        raise ProviderError("bad_response", "the provider sent a tool call after the answer finished")
+        raise ProviderError("server_error", "the provider sent a tool call after the answer finished")
 
 
 def _chunks(obj: dict[str, Any], calls: _ToolCallBuffer) -> list[Chunk]:
@@ -256,25 +260,35 @@ class _ToolCallBuffer:
             call.arguments.append(arguments)
 
 
-def _http_error(response: httpx.Response) -> ProviderError:
+def _http_error(name: str, response: httpx.Response) -> ProviderError:
     status = response.status_code
-    kind = _STATUS_KINDS.get(status, "server_error" if status >= 500 else "unknown")
     detail: Any = None
     try:
         detail = response.json().get("error")
     except (ValueError, AttributeError):
         pass
+    headers = dict(response.headers)
     if detail is None:
-        if "text/html" in response.headers.get("content-type", ""):
-            return ProviderError(kind, f"HTTP {status}: the provider returned an HTML page", status=status)
-        return ProviderError(kind, f"HTTP {status} from the provider", status=status)
-    return _body_error(detail, status, kind)
+        html = "text/html" in response.headers.get("content-type", "")
+        what = "the provider returned an HTML page" if html else "no error details"
+        return from_http(name, status, what, headers)
+    message, code = _detail(detail)
+    return from_http(name, status, message, headers, code)
 
 
-def _body_error(detail: Any, status: int | None, kind: str = "unknown") -> ProviderError:
-    message = detail.get("message") if isinstance(detail, dict) else str(detail)
-    prefix = f"HTTP {status}: " if status else "provider error: "
-    return ProviderError(kind, prefix + str(message or "no message")[:500], status=status)
+def _body_error(detail: Any) -> ProviderError:
+    """An error object inside a 200 stream: classified by its code and message."""
+    message, code = _detail(detail)
+    status = detail.get("code") if isinstance(detail, dict) else None
+    return from_http("provider", status if isinstance(status, int) and status >= 400 else 200,
+                     message, None, code)
+
+
+def _detail(detail: Any) -> tuple[str, str | None]:
+    if isinstance(detail, dict):
+        code = detail.get("code") or detail.get("type")
+        return str(detail.get("message") or "no message"), str(code) if code else None
+    return str(detail), None
 
 
 _KEYLIKE = re.compile(r"\b(sk|pk|key|rk)-[A-Za-z0-9_\-]{8,}")

@@ -1,50 +1,125 @@
-"""Chooses and builds the provider for a call from the current config.
+"""Chooses and builds the providers for a turn from the current config.
 
-Clients are cached per provider name and settings, so a connection pool
-lives across turns but a config change takes effect on the next call.
+A turn works down a chain: the default provider, then each of
+`fallback_providers` in order.  Clients are cached per provider name and
+settings (and key), so a connection pool lives across turns but a config
+change or a new key takes effect on the next call.  Adding a provider kind
+is one module and one line in `_build`.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from pathlib import Path
 
-from backend.config import Config, ProviderConfig, api_key
+import msgspec
+
+from backend.config import DEFAULT_CONTEXT_WINDOW, Config, ProviderConfig, api_key
 from backend.errors import ProviderError
+from backend.providers.anthropic import AnthropicChat
 from backend.providers.base import ChatProvider
+from backend.providers.local import (
+    BUNDLED_CONTEXT_WINDOW,
+    LOCAL_DEFAULT,
+    LOCAL_NAME,
+    LocalChat,
+    local_available,
+)
 from backend.providers.openai import OpenAIChat
+from backend.secrets import Secrets
+
+
+@dataclass(frozen=True)
+class Link:
+    """One provider of a turn's chain: its config name, its settings and its client."""
+
+    name: str
+    cfg: ProviderConfig
+    provider: ChatProvider
+
+
+log = logging.getLogger("providers")
+
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com/v1",
+}
 
 
 class Providers:
-    def __init__(self) -> None:
+    def __init__(self, secrets: Secrets, data_dir: Path) -> None:
+        self.secrets = secrets
+        self.data_dir = data_dir
         self._cache: dict[str, tuple[ProviderConfig, str | None, ChatProvider]] = {}
+        self._retired: list[ChatProvider] = []
 
-    def primary(self, config: Config, config_path: Path) -> tuple[ChatProvider, ProviderConfig]:
-        """The default provider and its settings; raises ProviderError("not_configured")."""
+    def chain(self, config: Config, config_path: Path) -> list[Link]:
+        """The default provider then the fallbacks, built; raises ProviderError
+        ("not_configured") when there is no provider at all."""
         chosen = config.provider()
+        if chosen is None and not config.providers and local_available():
+            # Nothing configured: the bundled offline model, so a fresh install answers.
+            return [Link(LOCAL_NAME, LOCAL_DEFAULT, self.get(LOCAL_NAME, LOCAL_DEFAULT))]
         if chosen is None:
             raise ProviderError(
                 "not_configured",
                 f"no model provider is configured: add a [providers.NAME] table and "
                 f"default_provider to {config_path} (see the README), or use config.set",
             )
-        return self.get(*chosen), chosen[1]
+        names = [chosen[0], *(n for n in config.fallback_providers if n != chosen[0])]
+        links = []
+        for i, n in enumerate(names):
+            cfg = _effective(config.providers[n])
+            try:
+                links.append(Link(n, cfg, self.get(n, cfg)))
+            except ProviderError as exc:
+                if i == 0:
+                    raise
+                # A fallback that cannot even be built must not take the default down with it.
+                log.warning("fallback provider %r is unusable: %s", n, exc.message)
+        return links
+
+    def primary(self, config: Config, config_path: Path) -> Link:
+        return self.chain(config, config_path)[0]
 
     def get(self, name: str, cfg: ProviderConfig) -> ChatProvider:
-        key = api_key(cfg)
+        key = api_key(cfg, self.secrets.get)
         cached = self._cache.get(name)
         if cached and cached[0] == cfg and cached[1] == key:
             return cached[2]
-        if cfg.kind != "openai":
-            raise ProviderError(
-                "not_configured",
-                f"provider {name!r} has kind {cfg.kind!r}, which this backend cannot call yet; "
-                "use kind = \"openai\" with an OpenAI-compatible base_url",
-            )
-        provider = OpenAIChat(name, cfg.base_url, cfg.model, key, cfg.request_timeout_s)
+        provider = self._build(name, cfg, key)
         self._cache[name] = (cfg, key, provider)
+        if cached is not None:
+            # Settings or key changed: the old client (a local server, a pool) goes, once idle.
+            self._retired.append(cached[2])
         return provider
 
+    def _build(self, name: str, cfg: ProviderConfig, key: str | None) -> ChatProvider:
+        base_url = cfg.base_url or DEFAULT_BASE_URLS.get(cfg.kind, "")
+        if cfg.kind == "openai":
+            return OpenAIChat(name, base_url, cfg.model, key, cfg.request_timeout_s,
+                              cfg.max_tokens_field)
+        if cfg.kind == "anthropic":
+            return AnthropicChat(name, base_url, cfg.model, key, cfg.request_timeout_s)
+        if cfg.kind == "local":
+            return LocalChat(name, cfg, self.data_dir)
+        raise ProviderError(
+            "not_configured",
+            f"provider {name!r} has kind {cfg.kind!r}, which this backend cannot call yet; "
+            "use kind = \"openai\" with an OpenAI-compatible base_url",
+        )
+
     async def aclose(self) -> None:
-        for _, _, provider in self._cache.values():
+        for provider in [*self._retired, *(c[2] for c in self._cache.values())]:
             await provider.aclose()
         self._cache.clear()
+        self._retired.clear()
+
+
+def _effective(cfg: ProviderConfig) -> ProviderConfig:
+    """Settings as the turn should see them: a local model left at the generic window gets
+    the small one its server is started with."""
+    if cfg.kind == "local" and cfg.context_window == DEFAULT_CONTEXT_WINDOW:
+        return msgspec.structs.replace(cfg, context_window=BUNDLED_CONTEXT_WINDOW)
+    return cfg

@@ -1,8 +1,14 @@
-"""Dispatch of one frame: initialize-first, scope before params, typed params, error mapping."""
+"""Dispatch of one frame: initialize-first, scope before params, typed params, error mapping.
+
+Params a method marks secret (`secret.set`'s value) never reach a log line or
+an error frame: every error of such a call is redacted here, at the one place
+errors are logged and sent.
+"""
 
 from __future__ import annotations
 
 import logging
+import traceback
 import uuid
 from typing import Any
 
@@ -34,6 +40,7 @@ class Dispatcher:
             log.info("bad frame: %s", exc.error.message)
             conn.send(rpc.failure(exc.id, exc.error))
             return
+        hidden = _secret_values(request)
         after = None
         try:
             result = await self._call(conn, request)
@@ -41,18 +48,24 @@ class Dispatcher:
                 result, after = result.result, result.after
             frame = rpc.success(request.id, result) if request.id is not None else None
         except CallerError as exc:
+            _redact_error(exc, hidden)
             log.info("%s -> %d %s", request.method, exc.code, exc.message)
             frame = rpc.failure(request.id, exc)
         except TurnkeyError as exc:
             # The environment's fault (disk, load): logged with an id the user can quote.
+            _redact_error(exc, hidden)
             error_id = uuid.uuid4().hex[:12]
             log.warning("%s -> %d %s; error_id=%s", request.method, exc.code, exc.message, error_id)
             data = {**(exc.data or {}), "error_id": error_id}
             frame = rpc.failure(request.id, TurnkeyError(exc.message, data))
             frame["error"]["code"] = exc.code
-        except Exception:
+        except Exception as exc:
             error_id = uuid.uuid4().hex[:12]
-            log.exception("%s failed; error_id=%s", request.method, error_id)
+            if hidden:  # the traceback's messages could quote a secret param: redacted text
+                trace = _redact("".join(traceback.format_exception(exc)), hidden)
+                log.error("%s failed; error_id=%s\n%s", request.method, error_id, trace.rstrip())
+            else:
+                log.exception("%s failed; error_id=%s", request.method, error_id)
             frame = rpc.failure(
                 request.id,
                 TurnkeyError(
@@ -76,5 +89,38 @@ class Dispatcher:
         try:
             params = convert(request.params, spec.params)
         except ParamsError as exc:
+            known = spec.params.__struct_fields__
+            if spec.secret and exc.field.split(".")[0] not in known:
+                # An unknown field is named by its key, which a confused client may have
+                # made the secret itself: the key is not repeated.
+                takes = ", ".join(known)
+                raise InvalidParams("", f"invalid params: unknown field (it takes {takes})") from None
             raise InvalidParams(exc.field, f"invalid params: {exc.message}") from None
         return await self.methods.handlers[request.method](conn, params)
+
+
+def _secret_values(request: rpc.Request) -> list[str]:
+    """The request's secret params (METHODS[...].secret) as sent and trimmed, longest first."""
+    spec = METHODS.get(request.method)
+    values: set[str] = set()
+    for name in spec.secret if spec else ():
+        value = request.params.get(name)
+        if isinstance(value, str):
+            values |= {value, value.strip()}
+    return sorted(values - {""}, key=len, reverse=True)
+
+
+def _redact(text: str, hidden: list[str]) -> str:
+    for value in hidden:
+        text = text.replace(value, "***")
+    return text
+
+
+def _redact_error(exc: TurnkeyError, hidden: list[str]) -> None:
+    """Removes secret params from an error's message and data before it is logged or sent."""
+    if not hidden:
+        return
+    exc.message = _redact(exc.message, hidden)
+    exc.args = (exc.message,)
+    if exc.data:
+        exc.data = {k: _redact(v, hidden) if isinstance(v, str) else v for k, v in exc.data.items()}

@@ -7,6 +7,7 @@ happen in `dispatch.py` before a handler runs.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Awaitable, Callable
@@ -15,20 +16,26 @@ from typing import Any
 
 from backend import __version__
 from backend.authority.queue import SessionAuthority
-from backend.config import ConfigFile
-from backend.errors import InvalidParams, NotFound, SessionBusy
+from backend.config import ConfigFile, api_key
+from backend.errors import InvalidParams, NotFound, ProviderError, SessionBusy
 from backend.ids import message_rowid, new_id
+from backend.providers.errors import described
+from backend.providers.probe import PROBE_TIMEOUT_S, probe
+from backend.providers.registry import Link, Providers
+from backend.secrets import Secrets
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
-from backend.store import admissions, approvals, events, messages, sessions
+from backend.store import admissions, approvals, events, messages, sessions, usage
 from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from shared import protocol as p
+from shared.codec import clean_text
 
 Handler = Callable[[Connection, Any], Awaitable[Any]]
 
 REPLAY_CAP = 10_000
+MAX_SECRET_BYTES = 8 * 1024
 RESUME_PAGE = 100
 
 
@@ -36,8 +43,11 @@ class Methods:
     def __init__(
         self, db: Database, authority: SessionAuthority, hub: Hub, config: ConfigFile,
         epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
-        checkpoints: Checkpoints,
+        checkpoints: Checkpoints, secrets: Secrets, providers: Providers,
     ) -> None:
+        self.secrets = secrets
+        self.providers = providers
+        self._secrets_lock = asyncio.Lock()  # secrets.json is read, changed and rewritten
         self.approvals = approvals
         self.checkpoints = checkpoints
         self.db = db
@@ -65,12 +75,15 @@ class Methods:
             "admission.resolve": self.admission_resolve,
             "turn.interrupt": self.turn_interrupt,
             "session.undo": self.session_undo,
+            "session.usage": self.session_usage,
             "approval.list": self.approval_list,
             "approval.respond": self.approval_respond,
             "rules.list": self.rules_list,
             "rules.delete": self.rules_delete,
             "config.get": self.config_get,
             "config.set": self.config_set,
+            "secret.set": self.secret_set,
+            "provider.test": self.provider_test,
             "shutdown": self.shutdown,
         }
         assert set(self.handlers) == set(p.METHODS), "every protocol method has a handler"
@@ -295,6 +308,18 @@ class Methods:
         await self._session(params.session_id)
         return p.InterruptResult(interrupted=self.authority.interrupt(params.session_id))
 
+    async def session_usage(
+        self, conn: Connection, params: p.SessionIdParams
+    ) -> p.SessionUsageResult:
+        def read(tx: Tx) -> p.SessionUsageResult:
+            row = sessions.row(tx, params.session_id)
+            if row is None:
+                raise NotFound("session", params.session_id)
+            return p.SessionUsageResult(usage=sessions.usage_of(row),
+                                        rows=usage.rows(tx, params.session_id))
+
+        return await self.db.read(read)
+
     async def session_undo(self, conn: Connection, params: p.SessionUndoParams) -> p.UndoResult:
         await self._session(params.session_id)
         if self.authority.running(params.session_id) is not None:
@@ -330,11 +355,55 @@ class Methods:
     # --- config -----------------------------------------------------------------
 
     async def config_get(self, conn: Connection, params: p.NoParams) -> dict[str, Any]:
-        return self.config.effective()
+        return self.config.effective(self.secrets.get)
 
     async def config_set(self, conn: Connection, params: p.ConfigSetParams) -> dict[str, Any]:
         self.config.patch(params.patch)
-        return self.config.effective()
+        return self.config.effective(self.secrets.get)
+
+    # --- secrets and providers ---------------------------------------------------
+
+    async def secret_set(self, conn: Connection, params: p.SecretSetParams) -> p.SecretSetResult:
+        value = _secret_value(params.value)
+        async with self._secrets_lock:
+            # A keyring call may block on D-Bus or a keychain prompt: off the event loop.
+            stored = await asyncio.to_thread(self.secrets.set, params.name, value)
+        # Providers see the new key at their next call: the registry rebuilds a client whose
+        # key changed, and Secrets.set replaced the cached value.
+        warning = None
+        if stored == "file":
+            warning = (f"no keyring works on this machine, so the key is kept in plain text in "
+                       f"{self.secrets.path} (mode 0600: only your user can read it)")
+        return p.SecretSetResult(stored=stored, warning=warning)
+
+    async def provider_test(
+        self, conn: Connection, params: p.ProviderTestParams
+    ) -> p.ProviderTestResult:
+        config = self.config.config
+        if params.provider is not None and params.provider not in config.providers:
+            names = ", ".join(sorted(config.providers)) or "none"
+            raise InvalidParams(
+                "provider", f"no provider named {params.provider!r} in config (configured: {names})"
+            )
+        name, model = params.provider or "", ""
+        try:
+            if params.provider is None:
+                link = self.providers.chain(config, self.config.path)[0]
+            else:
+                cfg = config.providers[params.provider]
+                name, model = params.provider, cfg.model
+                link = Link(name, cfg, self.providers.get(name, cfg))
+        except ProviderError as exc:  # none configured, or a kind this backend cannot call
+            failure = p.ProviderFailure(kind=exc.kind, message=described(exc))
+            return p.ProviderTestResult(ok=False, provider=name, model=model, latency_ms=0,
+                                        error=failure)
+        key = api_key(link.cfg, self.secrets.get)
+        result = await probe(link.provider, min(PROBE_TIMEOUT_S, link.cfg.request_timeout_s), key)
+        error = None
+        if result.error_kind is not None:
+            error = p.ProviderFailure(kind=result.error_kind, message=result.error_message or "")
+        return p.ProviderTestResult(ok=result.ok, provider=link.name, model=link.provider.model,
+                                    latency_ms=result.latency_ms, error=error)
 
     # --- helpers ----------------------------------------------------------------
 
@@ -386,6 +455,19 @@ def _cwd(cwd: str | None) -> str:
 def _default_model(config: ConfigFile) -> str:
     chosen = config.config.provider()
     return chosen[1].model if chosen else ""
+
+
+def _secret_value(raw: str) -> str:
+    """The value to store: trimmed (pasted keys end in a newline), 1 byte to 8 KiB.  Errors
+    describe the value, never quote it."""
+    value = raw.strip()
+    if not value:
+        raise InvalidParams("value", "value is empty (surrounding whitespace is trimmed)")
+    if clean_text(value) != value:
+        raise InvalidParams("value", "value contains a lone UTF-16 surrogate")
+    if len(value.encode()) > MAX_SECRET_BYTES:
+        raise InvalidParams("value", f"value is longer than {MAX_SECRET_BYTES // 1024} KiB")
+    return value
 
 
 def _rowid(message_id: str) -> int:

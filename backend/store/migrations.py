@@ -172,7 +172,24 @@ def _m002(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001, _m002]
+def _m003(conn: sqlite3.Connection) -> None:
+    # The cost ledger: one row per (session, provider, model, task), summed per call.
+    conn.execute("""CREATE TABLE usage (
+        session_id    TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        provider      TEXT NOT NULL,
+        model         TEXT NOT NULL,
+        task          TEXT NOT NULL CHECK (task IN ('turn', 'compression', 'title')),
+        calls         INTEGER NOT NULL DEFAULT 0,
+        input_tokens  INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cached_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd      REAL NOT NULL DEFAULT 0,
+        estimated     INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (session_id, provider, model, task)
+    )""")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001, _m002, _m003]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

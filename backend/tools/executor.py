@@ -55,6 +55,12 @@ class PreparedCall:
     arguments_raw: str | None = None
     tool: Tool | None = None
     error: str | None = None
+    sent: dict[str, Any] | None = None  # as the model sent them, when validation added defaults
+
+    @property
+    def shown(self) -> dict[str, Any]:
+        """The arguments as the model sent them: stored, replayed and shown to people."""
+        return self.sent if self.sent is not None else self.arguments
 
 
 @dataclass
@@ -296,7 +302,7 @@ class _Batch:
 
     async def _emit_start(self, call: _Call) -> None:
         p, s = call.prepared, self.scope
-        data = ToolStart(call_id=p.call_id, name=p.name, arguments=p.arguments, summary=call.summary,
+        data = ToolStart(call_id=p.call_id, name=p.name, arguments=p.shown, summary=call.summary,
                          arguments_raw=p.arguments_raw)
         committed = self.ex.db.enqueue(functools.partial(
             events.append, session_id=s.session_id, type_="tool.start", data=data,
@@ -332,7 +338,7 @@ class _Batch:
             meta["spilled_path"] = out.spilled_path
         if not call.announced:  # clients see every call start before it completes
             events.append(tx, s.session_id, "tool.start", ToolStart(
-                call_id=out.call_id, name=out.name, arguments=call.prepared.arguments,
+                call_id=out.call_id, name=out.name, arguments=call.prepared.shown,
                 summary=call.summary, arguments_raw=call.prepared.arguments_raw,
             ), turn_id=s.turn_id, admission_id=s.admission_id)
         messages.insert(tx, s.session_id, "tool", out.content, turn_id=s.turn_id,

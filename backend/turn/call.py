@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass, field
 
 from backend.config import ProviderConfig
+from backend.errors import ProviderError
 from backend.providers.base import (
     ChatProvider,
     ChatRequest,
@@ -67,11 +70,37 @@ def measure(usage: UsageChunk | None, request: ChatRequest, answer: str) -> Usag
 
 
 def price(usage: Usage, cfg: ProviderConfig) -> Usage:
+    """Cost from the configured prices; cache reads at their own price where one is set."""
+    cached_price = cfg.cached_input_usd_per_mtok
+    if cached_price is None:
+        cached_price = cfg.input_usd_per_mtok
+    fresh = max(usage.input_tokens - usage.cached_tokens, 0)
     cost = (
-        usage.input_tokens * cfg.input_usd_per_mtok + usage.output_tokens * cfg.output_usd_per_mtok
+        fresh * cfg.input_usd_per_mtok + usage.cached_tokens * cached_price
+        + usage.output_tokens * cfg.output_usd_per_mtok
     ) / 1_000_000
     return Usage(
         input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
         cached_tokens=usage.cached_tokens, cost_usd=round(cost, 8), estimated=usage.estimated,
     )
 
+
+
+async def attempt(
+    provider: ChatProvider, request: ChatRequest, deltas: DeltaWriter, prices: ProviderConfig,
+    stop: asyncio.Event,
+) -> CallResult | None:
+    """One attempt, racing `stop`: the result, or None when stopped first (the call is
+    cancelled; what it streamed stays in `deltas`).  Raises ProviderError."""
+    call = asyncio.create_task(call_model(provider, request, deltas, prices))
+    halted = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({call, halted}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        halted.cancel()
+    if call.done():
+        return call.result()
+    call.cancel()
+    with contextlib.suppress(asyncio.CancelledError, ProviderError):
+        await call
+    return None

@@ -11,9 +11,9 @@ continuation.  `message.complete` follows the rows it describes, and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from backend.store import admissions, events, leases, messages, sessions
+from backend.store import admissions, events, leases, messages, sessions, usage
 from backend.store.db import Tx
 from backend.store.leases import Holder
 from shared.protocol import (
@@ -32,6 +32,21 @@ UNRECORDED_RESULT = (
 )
 
 
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One model call's usage, for the cost ledger."""
+
+    provider: str
+    model: str
+    usage: Usage
+    task: str = "turn"
+
+
+def record_ledger(tx: Tx, session_id: str, entries: list[LedgerEntry]) -> None:
+    for e in entries:
+        usage.record(tx, session_id, e.provider, e.model, e.task, e.usage)
+
+
 @dataclass
 class TurnOutcome:
     session_id: str
@@ -44,6 +59,7 @@ class TurnOutcome:
     holder: Holder | None = None  # the lease to release, when the turn held one
     transcript: bool = True  # False: the turn never held the lease, so it writes no rows
     text_stored: bool = False  # True: `text` is already in an assistant row (with tool calls)
+    ledger: list[LedgerEntry] = field(default_factory=list)  # calls not yet in the ledger
 
 
 def close_turn(tx: Tx, out: TurnOutcome) -> None:
@@ -74,7 +90,7 @@ def close_turn(tx: Tx, out: TurnOutcome) -> None:
         tx, aid, out.status, final_text=out.text,
         failure_reason=out.failure_reason if out.status != "completed" else None,
     )
-    sessions.add_usage(tx, sid, out.usage)
+    record_ledger(tx, sid, out.ledger)
     sessions.touch(tx, sid)
     if out.holder is not None:
         leases.release(tx, sid, out.holder)

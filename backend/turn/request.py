@@ -16,19 +16,20 @@ SUMMARY_REQUEST = (
 
 async def assemble(
     db: Database, session_id: str, default_model: str, tools: tuple[ToolSpec, ...],
-    summary_for: str | None = None,
+    summary_for: str | None = None, model: str | None = None,
 ) -> ChatRequest:
     """Builds the request from the durable transcript (never from in-memory state).
 
     The system prompt is built and stored on the session row before the first
     call, and every later request replays those bytes.  `summary_for` makes the
     budget-exhausted request: tool-free, with a wire-only instruction appended.
+    `model` overrides the session's model (a fallback provider answers as its own).
     """
     row, history = await db.read(
         lambda tx: (sessions.row(tx, session_id), messages.for_model(tx, session_id))
     )
     assert row is not None, "a running turn's session exists (deletion interrupts it first)"
-    model = row["model"] or default_model
+    model = model or row["model"] or default_model
     prompt = row["system_prompt"]
     if prompt is None:
         built = build_system_prompt(row["cwd"], model)

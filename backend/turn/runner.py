@@ -22,24 +22,26 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.config import ConfigFile, ProviderConfig
+from backend.config import ConfigFile
 from backend.errors import ProviderError, StoreUnavailable
-from backend.providers.base import ChatProvider, ChatRequest
-from backend.providers.registry import Providers
+from backend.providers.base import ChatRequest
+from backend.providers.errors import described, policy
+from backend.providers.registry import Link, Providers
 from backend.store import events, messages
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.tools import registry
 from backend.tools.executor import Executor, Scope
-from backend.turn.call import CallResult, call_model
-from backend.turn.finalize import TurnOutcome, close_turn
+from backend.turn.call import CallResult, attempt
+from backend.turn.finalize import LedgerEntry, TurnOutcome, close_turn, record_ledger
 from backend.turn.lease import LeaseWatch, wait_for_lease
 from backend.turn.preflight import preflight
 from backend.turn.request import assemble
+from backend.turn.retry import MAX_ATTEMPTS, delay_for
 from backend.turn.stages import Action
 from backend.turn.stream import DeltaWriter
 from backend.turn.tool_round import prepare, run_round, signature
-from shared.protocol import LeaseWaiting, TurnStatus, Usage
+from shared.protocol import LeaseWaiting, ProviderFallback, ProviderRetry, TurnStatus, Usage
 
 log = logging.getLogger("turn")
 
@@ -94,6 +96,13 @@ class TurnState:
     empty_answers: int = 0
     last_batch: str | None = None
     same_batches: int = 0
+    links: list[Link] = field(default_factory=list)  # the provider chain; a fallback moves on
+    link_index: int = 0
+    ledger: list[LedgerEntry] = field(default_factory=list)  # calls not yet recorded
+
+    @property
+    def link(self) -> Link:
+        return self.links[self.link_index]
 
     def fail(self, reason: str) -> None:
         if self.status == "completed":
@@ -159,23 +168,24 @@ class TurnRunner:
     # --- the loop ----------------------------------------------------------------------
 
     async def _loop(self, st: TurnState, watch: LeaseWatch) -> None:
-        provider, prices = self.providers.primary(self.config.config, self.config.path)
-        tools = registry.specs()
+        st.links = self.providers.chain(self.config.config, self.config.path)
         while True:
             if self._begin(st) is Action.BREAK:
                 return
-            request = await assemble(self.db, st.claim.session_id, provider.model, tools)
-            if preflight(request) is not Action.PROCEED:
-                continue
-            result = await self._call(st, provider, prices, request, watch, st.halt)
-            if result is None:
+            request = await self._assemble(st)
+            if request is None:
                 return
-            action = self._normalize(st, result)
+            outcome = await self._call(st, request, watch, st.halt)
+            if outcome is Action.CONTINUE:
+                continue  # a fallback: assemble and preflight again for the new provider
+            if not isinstance(outcome, CallResult):
+                return
+            action = self._normalize(st, outcome)
             if action is Action.CONTINUE:
                 continue
             if action is Action.BREAK:
                 return
-            if await self._tool_round(st, result, watch) is Action.BREAK:
+            if await self._tool_round(st, outcome, watch) is Action.BREAK:
                 return
 
     def _begin(self, st: TurnState) -> Action:
@@ -189,49 +199,92 @@ class TurnRunner:
         st.iterations += 1
         return Action.PROCEED
 
+    async def _assemble(self, st: TurnState, summary_for: str | None = None) -> ChatRequest | None:
+        """Assemble and preflight stages, for the provider about to be called.  The primary
+        provider answers as the session's model; a fallback as its own."""
+        link = st.link
+        tools = registry.specs() if link.cfg.tools else ()
+        request = await assemble(self.db, st.claim.session_id, link.provider.model, tools,
+                                 summary_for=summary_for,
+                                 model=None if st.link_index == 0 else link.cfg.model)
+        checked = preflight(request, link.name, link.cfg)
+        if checked.request is None:
+            st.fail(checked.reason or "the request does not fit the model's window")
+        return checked.request
+
     async def _call(
-        self, st: TurnState, provider: ChatProvider, prices: ProviderConfig,
-        request: ChatRequest, watch: LeaseWatch, stop: asyncio.Event,
-    ) -> CallResult | None:
-        """Call stage: the model call races `stop`.  None when the turn must end here."""
+        self, st: TurnState, request: ChatRequest, watch: LeaseWatch, stop: asyncio.Event,
+    ) -> CallResult | Action:
+        """Call stage: up to MAX_ATTEMPTS attempts on this provider, racing `stop`; then a
+        fallback (CONTINUE: back to preflight) or the end of the turn (BREAK)."""
         async def store(text: str) -> None:
             watch.progress()
             await self._store_delta(st.claim, text)
 
-        deltas = DeltaWriter(store)
-        watch.progress()
-        call = asyncio.create_task(call_model(provider, request, deltas, prices))
-        halted = asyncio.create_task(stop.wait())
-        try:
-            await asyncio.wait({call, halted}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            halted.cancel()
-        if call.done():
+        link = st.link
+        for n in range(1, MAX_ATTEMPTS + 1):
+            deltas = DeltaWriter(store)
+            watch.progress()
             try:
-                result = call.result()
+                result = await attempt(link.provider, request, deltas, link.cfg, stop)
             except ProviderError as exc:
                 await deltas.close()
-                st.text = deltas.streamed
-                st.fail(exc.message)
-                return None
+                step = await self._recover(st, link, exc, n, deltas.streamed, stop)
+                if step is None:
+                    continue
+                return step
             await deltas.close()
+            if result is None:
+                await self._stopped_mid_answer(st, deltas.streamed)
+                return Action.BREAK
             st.usage = _add(st.usage, result.usage)
+            st.ledger.append(LedgerEntry(link.name, request.model, result.usage))
             if not result.text:
                 result.text = deltas.streamed  # the stream is what people saw
             return result
-        call.cancel()
-        with contextlib.suppress(asyncio.CancelledError, ProviderError):
-            await call
-        await deltas.close()
+        raise AssertionError("the last attempt always returns")
+
+    async def _recover(
+        self, st: TurnState, link: Link, exc: ProviderError, n: int, streamed: str,
+        stop: asyncio.Event,
+    ) -> Action | None:
+        """After attempt `n` failed: None to retry (after waiting), CONTINUE to fall back
+        to the next provider, BREAK when the turn ends here."""
+        if streamed:
+            # People saw part of an answer: a retry would repeat or contradict it.
+            st.text = streamed
+            st.fail(f"{described(exc)}; the answer broke off after it had started, so it was not "
+                    "retried (the part shown is kept)")
+            return Action.BREAK
+        rules = policy(exc)
+        if rules.retryable and n < MAX_ATTEMPTS:
+            delay = delay_for(exc, n)
+            await self._event(st, "provider.retry", ProviderRetry(
+                attempt=n + 1, delay_s=delay, reason=described(exc), provider=link.name))
+            log.info("turn %s: %s failed (%s); retry %d in %.1f s", st.claim.turn_id, link.name,
+                     exc.kind, n + 1, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            return Action.BREAK if stop.is_set() else None
+        if rules.fallback and st.link_index + 1 < len(st.links):
+            nxt = st.links[st.link_index + 1]
+            await self._event(st, "provider.fallback", ProviderFallback(
+                from_=link.name, to=nxt.name, reason=described(exc)))
+            log.warning("turn %s: falling back from %s to %s (%s)", st.claim.turn_id, link.name,
+                        nxt.name, exc.kind)
+            st.link_index += 1
+            return Action.CONTINUE
+        st.fail(described(exc))
+        return Action.BREAK
+
+    async def _stopped_mid_answer(self, st: TurnState, streamed: str) -> None:
         if st.interrupted:
-            st.text = deltas.streamed  # what was streamed of the last message
-        elif deltas.streamed:
+            st.text = streamed  # what was streamed of the last message
+        elif streamed:
             # Budget spent mid-answer: keep what people saw, then ask for the summary.
-            partial = deltas.streamed
             await self.db.write(lambda tx: messages.insert(
-                tx, st.claim.session_id, "assistant", partial, turn_id=st.claim.turn_id,
+                tx, st.claim.session_id, "assistant", streamed, turn_id=st.claim.turn_id,
                 status="interrupted"))
-        return None
 
     def _normalize(self, st: TurnState, result: CallResult) -> Action:
         """Normalize stage: tool calls go to the tool round; text ends the turn; an empty
@@ -271,7 +324,9 @@ class TurnRunner:
             why=lambda: st.interrupt.reason.rstrip(".") if st.interrupted else
             f"the turn reached its limit ({st.budget_why})",
         )
-        outcome = await run_round(self.db, self.executor, scope, result.text, prepared)
+        ledger, st.ledger = st.ledger, []
+        outcome = await run_round(self.db, self.executor, scope, result.text, prepared,
+                                  lambda tx: record_ledger(tx, claim.session_id, ledger))
         failure = outcome.failure or (outcome.batch.failure if outcome.batch else None)
         if failure is not None:
             st.fail(failure)
@@ -289,25 +344,27 @@ class TurnRunner:
         fallback = (f"I stopped because this turn reached its limit ({why}) before I finished. "
                     f"I made {st.iterations} model calls; what the tools did is in the transcript "
                     "above. Send a message to continue.")
+        result: CallResult | Action | None = None
         try:
-            provider, prices = self.providers.primary(self.config.config, self.config.path)
-            request = await assemble(self.db, st.claim.session_id, provider.model, (),
-                                     summary_for=why)
-            stop = asyncio.Event()
-            relay = asyncio.create_task(_relay(st.interrupt.event, stop))
-            timer = asyncio.get_running_loop().call_later(SUMMARY_TIMEOUT_S, stop.set)
-            try:
-                result = await self._call(st, provider, prices, request, watch, stop)
-            finally:
-                relay.cancel()
-                timer.cancel()
+            if not st.links:
+                st.links = self.providers.chain(self.config.config, self.config.path)
+            request = await self._assemble(st, summary_for=why)
+            if request is not None:
+                stop = asyncio.Event()
+                relay = asyncio.create_task(_relay(st.interrupt.event, stop))
+                timer = asyncio.get_running_loop().call_later(SUMMARY_TIMEOUT_S, stop.set)
+                try:
+                    result = await self._call(st, request, watch, stop)
+                finally:
+                    relay.cancel()
+                    timer.cancel()
         except ProviderError as exc:
             log.warning("turn %s: the budget summary call failed: %s", st.claim.turn_id, exc.message)
-            result = None
         if st.interrupted:
             return  # interrupted during the summary: what streamed of it is the text
         st.status, st.reason = "completed", None  # a failed summary call is not the turn's failure
-        st.text = result.text.strip() if result is not None and result.text.strip() else fallback
+        answered = isinstance(result, CallResult) and result.text.strip()
+        st.text = result.text.strip() if isinstance(result, CallResult) and answered else fallback
         st.text_stored = False  # the summary is a new assistant message
 
     # --- lease and finalize ------------------------------------------------------------------
@@ -345,9 +402,15 @@ class TurnRunner:
         claim = st.claim
         outcome = TurnOutcome(
             claim.session_id, claim.admission_id, claim.turn_id, st.status, st.text, st.usage,
-            st.reason, holder=claim.holder, text_stored=st.text_stored,
+            st.reason, holder=claim.holder, text_stored=st.text_stored, ledger=st.ledger,
         )
         await self.db.write(lambda tx: close_turn(tx, outcome))
+
+    async def _event(self, st: TurnState, type_: str, data: ProviderRetry | ProviderFallback) -> None:
+        claim = st.claim
+        await self.db.write(lambda tx: events.append(
+            tx, claim.session_id, type_, data, turn_id=claim.turn_id,
+            admission_id=claim.admission_id))
 
     async def _store_delta(self, claim: Claim, text: str) -> None:
         def job(tx: Tx) -> None:

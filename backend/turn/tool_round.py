@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ def prepare(
         used_ids.add(call_id)
         name = chunk.name.strip()
         args, raw, error = _arguments(chunk.arguments)
+        sent = args
         tool = tools.get(name)
         if error is None and tool is None:
             known = ", ".join(sorted(tools))
@@ -64,7 +66,8 @@ def prepare(
         if error is None and n >= MAX_CALLS_PER_BATCH:
             error = (f"Not run: at most {MAX_CALLS_PER_BATCH} tool calls run per batch; "
                      "ask again for the rest.")
-        out.append(PreparedCall(call_id, name or "unnamed", args, raw, tool, error))
+        out.append(PreparedCall(call_id, name or "unnamed", args, raw, tool, error,
+                                sent=sent if sent != args else None))
     return out
 
 
@@ -97,7 +100,7 @@ def stored_calls(prepared: list[PreparedCall]) -> list[dict[str, Any]]:
     """The calls as the assistant row stores them (and the wire replays them)."""
     out = []
     for p in prepared:
-        call: dict[str, Any] = {"call_id": p.call_id, "name": p.name, "arguments": p.arguments}
+        call: dict[str, Any] = {"call_id": p.call_id, "name": p.name, "arguments": p.shown}
         if p.arguments_raw is not None:
             call["arguments_raw"] = p.arguments_raw
         out.append(call)
@@ -106,17 +109,20 @@ def stored_calls(prepared: list[PreparedCall]) -> list[dict[str, Any]]:
 
 def signature(prepared: list[PreparedCall]) -> str:
     """What makes two batches the same request (for loop detection)."""
-    return json.dumps([[p.name, p.arguments, p.arguments_raw] for p in prepared], sort_keys=True)
+    return json.dumps([[p.name, p.shown, p.arguments_raw] for p in prepared], sort_keys=True)
 
 
 async def run_round(
-    db: Database, executor: Executor, scope: Scope, text: str, prepared: list[PreparedCall]
+    db: Database, executor: Executor, scope: Scope, text: str, prepared: list[PreparedCall],
+    also: Callable[[Tx], None] = lambda tx: None,
 ) -> RoundResult:
+    """Stores the calls (with `also`, in the same transaction), then runs them."""
     calls = stored_calls(prepared)
 
     def persist(tx: Tx) -> None:
         messages.insert(tx, scope.session_id, "assistant", text, turn_id=scope.turn_id,
                         tool_calls=calls)
+        also(tx)
 
     try:
         # Durable before any tool runs: after a crash the call must be visible.

@@ -3,7 +3,7 @@
 It runs in a background thread of the test process. Each request is answered by a
 ``Reply``: from ``responder(body)`` when one is set, else from the first of ``routes`` whose
 key occurs in the last user message, else from a FIFO of scripted replies, else ``default``.
-Every request is recorded (parsed body, monotonic start and end times) so tests can check
+Every request is recorded (parsed body, headers, monotonic start and end times) so tests can check
 what the backend sent, in which order, and with how much concurrency; bodies are kept
 exactly as parsed, ``tools`` and tool-call messages included. A client that disconnects
 mid-stream ends its handler quietly.
@@ -75,6 +75,11 @@ class Recorded:
     started: float
     ended: float | None = None  # set just before the last byte is written
     disconnected: bool = False  # the client went away before the reply was finished
+    headers: dict[str, str] = field(default_factory=dict)  # as received, names lower-cased
+
+    @property
+    def authorization(self) -> str | None:
+        return self.headers.get("authorization")
 
     @property
     def last_user_text(self) -> str:
@@ -160,8 +165,8 @@ class FakeOpenAI:
                     return reply
             return self._script.popleft() if self._script else self.default
 
-    def _begin(self, body: dict[str, Any]) -> Recorded:
-        rec = Recorded(body=body, started=time.monotonic())
+    def _begin(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Recorded:
+        rec = Recorded(body=body, started=time.monotonic(), headers=dict(headers or {}))
         with self._cond:
             self.requests.append(rec)
             self.active += 1
@@ -201,7 +206,7 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except ValueError as exc:
                 fake.errors.append(f"request body is not UTF-8 JSON: {exc}")
                 body = {"_raw": raw.decode("utf-8", "replace")}
-            rec = fake._begin(body)
+            rec = fake._begin(body, {k.lower(): v for k, v in self.headers.items()})
             try:
                 self._answer(fake._next_reply(body), rec)
             except (_ClientGone, ConnectionError, TimeoutError, OSError):

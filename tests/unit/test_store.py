@@ -13,7 +13,7 @@ from backend.store.migrations import SCHEMA_VERSION, migrate
 
 TABLES = {
     "sessions", "messages", "admissions", "events", "runtime", "schema_migrations",
-    "turn_leases", "approvals", "approval_rules", "checkpoints",
+    "turn_leases", "approvals", "approval_rules", "checkpoints", "usage",
 }
 
 

@@ -21,6 +21,8 @@ def test_valid_calls_keep_their_ids_and_parsed_arguments() -> None:
     assert [p.error for p in out] == [None, None]
     assert out[0].arguments["command"] == "ls"
     assert out[0].tool is BUILTINS["terminal"]
+    assert out[0].arguments["timeout_s"] == 120, "validation fills defaults for the run"
+    assert stored_calls(out)[0]["arguments"] == {"command": "ls"}, "stored as the model sent it"
 
 
 def test_malformed_json_is_an_error_that_keeps_the_raw_text() -> None:
