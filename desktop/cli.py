@@ -164,8 +164,17 @@ def _read_line() -> str:
     return line
 
 
+OFFLINE_NOTE = (
+    "[no provider is configured, so the small offline model answers ({model}): it is tiny and "
+    "weak, fine for a hello, not for work. Add a provider to config.toml (see the README).]"
+)
+
+
 async def chat(data_dir: Path, session_id: str | None, text: str | None, cwd: Path) -> int:
     client = await ensure_client(data_dir)
+    provider = client.server.get("capabilities", {}).get("provider", {})
+    if provider.get("offline_default"):
+        print(OFFLINE_NOTE.format(model=provider.get("model", "")), file=sys.stderr)
     try:
         if session_id is None:
             title = (text or "").strip().splitlines()[0][:60] if text and text.strip() else None

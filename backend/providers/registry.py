@@ -80,6 +80,14 @@ class Providers:
                 log.warning("fallback provider %r is unusable: %s", n, exc.message)
         return links
 
+    def default(self, config: Config) -> tuple[str, ProviderConfig] | None:
+        """The provider turns start on, without building it: the configured default, or the
+        bundled offline model when nothing is configured and it is installed."""
+        chosen = config.provider()
+        if chosen is None and not config.providers and local_available():
+            return LOCAL_NAME, LOCAL_DEFAULT
+        return chosen
+
     def primary(self, config: Config, config_path: Path) -> Link:
         return self.chain(config, config_path)[0]
 

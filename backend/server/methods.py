@@ -20,6 +20,7 @@ from backend.config import ConfigFile, api_key
 from backend.errors import InvalidParams, NotFound, ProviderError, SessionBusy
 from backend.ids import message_rowid, new_id
 from backend.providers.errors import described
+from backend.providers.local import LOCAL_DEFAULT, LOCAL_NAME
 from backend.providers.probe import PROBE_TIMEOUT_S, probe
 from backend.providers.registry import Link, Providers
 from backend.secrets import Secrets
@@ -104,7 +105,8 @@ class Methods:
                 token_id=conn.principal.token_id,
                 scopes=[s for s in p.ALL_SCOPES if s in conn.principal.scopes],
             ),
-            capabilities={"methods": sorted(p.METHODS), "events": sorted(p.EVENTS)},
+            capabilities={"methods": sorted(p.METHODS), "events": sorted(p.EVENTS),
+                          "provider": self._provider_summary()},
         )
 
     async def shutdown(self, conn: Connection, params: p.NoParams) -> Reply:
@@ -115,7 +117,8 @@ class Methods:
     async def session_create(self, conn: Connection, params: p.SessionCreateParams) -> Reply:
         cwd = _cwd(params.cwd)
         session_id = new_id("ses")
-        model = params.model or _default_model(self.config)
+        chosen = self.providers.default(self.config.config)
+        model = params.model or (chosen[1].model if chosen else "")
         title = (params.title or "").strip() or "New session"
 
         def job(tx: Tx) -> p.Session:
@@ -407,6 +410,16 @@ class Methods:
 
     # --- helpers ----------------------------------------------------------------
 
+    def _provider_summary(self) -> dict[str, Any]:
+        """What turns will use, so a front-end can say so (and warn about the tiny model)."""
+        chosen = self.providers.default(self.config.config)
+        if chosen is None:
+            return {"configured": False}
+        name, cfg = chosen
+        offline = name == LOCAL_NAME and cfg is LOCAL_DEFAULT
+        return {"configured": not offline, "name": name, "model": cfg.model, "kind": cfg.kind,
+                "offline_default": offline}
+
     async def _session(self, session_id: str) -> p.Session:
         session = await self.db.read(lambda tx: sessions.get(tx, session_id))
         if session is None:
@@ -450,11 +463,6 @@ def _cwd(cwd: str | None) -> str:
     if not path.is_dir():
         raise InvalidParams("cwd", f"cwd {str(path)!r} is not an existing folder")
     return str(path.resolve())
-
-
-def _default_model(config: ConfigFile) -> str:
-    chosen = config.config.provider()
-    return chosen[1].model if chosen else ""
 
 
 def _secret_value(raw: str) -> str:

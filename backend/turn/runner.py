@@ -128,7 +128,7 @@ class TurnRunner:
         self.executor = executor
 
     def default_model(self) -> str:
-        chosen = self.config.config.provider()
+        chosen = self.providers.default(self.config.config)
         return chosen[1].model if chosen else ""
 
     async def run(self, claim: Claim, interrupt: Interrupt) -> TurnStatus:

@@ -59,7 +59,12 @@ async def test_with_nothing_configured_the_bundled_model_answers(
     backend.start()
     rpc = await Rpc.open(backend.port, backend.token, initialize=True)
     try:
+        provider = rpc.init_result["capabilities"]["provider"]
+        assert provider["offline_default"] is True, "front-ends can say the model is the tiny one"
+        assert provider["model"] == "SmolLM2-135M-Instruct"
         sid = await create_session(rpc)
+        session = (await rpc.call("session.get", {"session_id": sid}))["session"]
+        assert session["model"] == "SmolLM2-135M-Instruct"
         _, complete = await run_turn(rpc, sid, "Say hello.", timeout=180)
         usage = await rpc.call("session.usage", {"session_id": sid})
     finally:
