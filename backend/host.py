@@ -7,7 +7,10 @@ later one that reused its pid.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import signal
 from functools import cache
 from pathlib import Path
 
@@ -55,3 +58,18 @@ def user_umask() -> int:
     mask = os.umask(0o022)  # the only way to read it is to set it
     os.umask(mask)
     return mask
+
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _libc: ctypes.CDLL | None = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+except OSError:  # not Linux: there is no parent-death signal to ask for
+    _libc = None
+
+
+def die_with_parent() -> None:
+    """A `preexec_fn` for children the backend starts (a tool's shell, the local model's
+    server): the kernel kills them when the backend dies, kill -9 included, so a crash
+    leaves no command finishing unobserved and no server holding memory and a port."""
+    if _libc is not None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -36,7 +36,7 @@ from backend.providers.base import (
     WireMessage,
 )
 from backend.providers.errors import from_http
-from backend.providers.openai import redact
+from backend.providers.transport import post_stream
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096  # the API requires a budget; used when the request sets none
@@ -77,38 +77,10 @@ class AnthropicChat:
                 f"{self.name}: base_url points at OpenAI; set base_url = \"https://api.anthropic.com/v1\"",
             )
         body = request_body(request)
-        try:
-            async for chunk in self._stream(body):
-                yield chunk
-        except ProviderError as exc:
-            exc.message = redact(exc.message, self._key)
-            exc.args = (exc.message,)
-            raise
-
-    async def _stream(self, body: dict[str, Any]) -> AsyncIterator[Chunk]:
-        try:
-            # httpx's `json=` sets content-type: application/json.
-            async with self._client.stream("POST", self._url, json=body) as response:
-                if response.status_code != 200:
-                    await response.aread()
-                    raise _http_error(self.name, response)
-                async for chunk in _parse_stream(self.name, response):
-                    yield chunk
-        except httpx.TimeoutException:
-            raise ProviderError("timeout", f"{self.name}: the provider did not answer in time")
-        except httpx.ConnectError:
-            u = httpx.URL(self._url)
-            raise ProviderError(
-                "connection",
-                f"{self.name}: could not connect to {u.scheme}://{u.netloc.decode()}; check that "
-                "the server is reachable and base_url is right",
-            )
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            raise ProviderError(
-                "connection", f"{self.name}: the connection broke mid-answer ({type(exc).__name__})"
-            )
-        except httpx.HTTPError as exc:
-            raise ProviderError("connection", f"{self.name}: {type(exc).__name__}")
+        async for chunk in post_stream(self._client, self._url, body, name=self.name,
+                                       key=self._key, http_error=_http_error,
+                                       parse=lambda response: _parse_stream(self.name, response)):
+            yield chunk
 
 
 def messages_url(base_url: str) -> str:

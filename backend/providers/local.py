@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import importlib.util
 import logging
 import os
@@ -31,6 +29,7 @@ import httpx
 
 from backend.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 from backend.errors import ProviderError
+from backend.host import die_with_parent
 from backend.providers.base import ChatRequest, Chunk, TextChunk, UsageChunk, WireMessage
 from backend.providers.openai import OpenAIChat
 
@@ -200,7 +199,7 @@ class LocalChat:
             return await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True,  # its own process group: stopped as a whole
-                preexec_fn=_die_with_backend,
+                preexec_fn=die_with_parent,
             )
 
     async def _wait_ready(self, base_url: str) -> None:
@@ -282,17 +281,3 @@ def _free_port() -> int:
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
-
-
-_PR_SET_PDEATHSIG = 1
-try:
-    _libc: ctypes.CDLL | None = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-except OSError:  # not Linux: there is no parent-death signal to ask for
-    _libc = None
-
-
-def _die_with_backend() -> None:
-    """Runs in the child before exec: the server is killed if the backend dies (kill -9
-    included), so no orphan keeps the model's memory and the port."""
-    if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

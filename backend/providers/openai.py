@@ -14,7 +14,6 @@ through as raw text: the turn, not the provider, judges whether they parse.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +32,7 @@ from backend.providers.base import (
     WireMessage,
 )
 from backend.providers.errors import from_http
+from backend.providers.transport import post_stream
 
 
 class OpenAIChat:
@@ -69,36 +69,9 @@ class OpenAIChat:
         if request.max_tokens and self._max_tokens_field:
             body[self._max_tokens_field] = request.max_tokens
         body.update(request.extra)
-        try:
-            async for chunk in self._stream(body):
-                yield chunk
-        except ProviderError as exc:
-            exc.message = redact(exc.message, self._key)
-            exc.args = (exc.message,)
-            raise
-
-    async def _stream(self, body: dict[str, Any]) -> AsyncIterator[Chunk]:
-        try:
-            async with self._client.stream("POST", self._url, json=body) as response:
-                if response.status_code != 200:
-                    await response.aread()
-                    raise _http_error(self.name, response)
-                async for chunk in _parse_stream(response):
-                    yield chunk
-        except httpx.TimeoutException:
-            raise ProviderError("timeout", f"{self.name}: the provider did not answer in time")
-        except httpx.ConnectError:
-            raise ProviderError(
-                "connection",
-                f"{self.name}: could not connect to {_origin(self._url)}; check that the server "
-                "is running and base_url is right",
-            )
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            raise ProviderError(
-                "connection", f"{self.name}: the connection broke mid-answer ({type(exc).__name__})"
-            )
-        except httpx.HTTPError as exc:
-            raise ProviderError("connection", f"{self.name}: {type(exc).__name__}")
+        async for chunk in post_stream(self._client, self._url, body, name=self.name,
+                                       key=self._key, http_error=_http_error, parse=_parse_stream):
+            yield chunk
 
 
 def _wire_message(m: WireMessage) -> dict[str, Any]:
@@ -289,18 +262,3 @@ def _detail(detail: Any) -> tuple[str, str | None]:
         code = detail.get("code") or detail.get("type")
         return str(detail.get("message") or "no message"), str(code) if code else None
     return str(detail), None
-
-
-_KEYLIKE = re.compile(r"\b(sk|pk|key|rk)-[A-Za-z0-9_\-]{8,}")
-
-
-def redact(message: str, key: str | None) -> str:
-    """Removes the key, and anything shaped like one, from a message (providers echo them)."""
-    if key:
-        message = message.replace(key, "***")
-    return _KEYLIKE.sub("***", message)
-
-
-def _origin(url: str) -> str:
-    u = httpx.URL(url)
-    return f"{u.scheme}://{u.host}:{u.port}" if u.port else f"{u.scheme}://{u.host}"

@@ -17,7 +17,6 @@ running calls (`interrupted` / `error`) and skips the ones not started.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import StoreUnavailable
+from backend.race import unless_stopped
 from backend.store import events, messages
 from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals
@@ -197,39 +197,22 @@ class _Batch:
         began = time.monotonic()
         if p.error is not None or p.tool is None:
             return Outcome(p.call_id, p.name, "error", p.error or "unknown tool", call.summary)
-        approval = asyncio.create_task(self._approve(call, p.tool))
-        halted = asyncio.create_task(self.halt.wait())
-        try:
-            await asyncio.wait({approval, halted}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            halted.cancel()
-        if not approval.done():  # stopped while a person was being asked: the request expires
-            approval.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await approval
+        # Stopped while a person was being asked: the request expires, the call is skipped.
+        answered, denial = await unless_stopped(self._approve(call, p.tool), self.halt)
+        if not answered:
             return self._skipped(call)
-        denial = approval.result()
         if denial is not None:
             return denial
         if self.halt.is_set():
             return self._skipped(call)
         call.running, call.began = True, time.monotonic()
-        work = asyncio.create_task(self._invoke(call, p.tool))
-        stop = asyncio.create_task(self.halt.wait())
-        try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
+        finished, result = await unless_stopped(self._invoke(call, p.tool), self.halt)
         call.running = False
         ms = int((time.monotonic() - began) * 1000)
-        if not work.done():
-            work.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await work
+        if not finished or result is None:
             status: ToolStatus = "error" if self.deadline_hit else "interrupted"
             return Outcome(p.call_id, p.name, status, f"{self.halt_reason}; the command was stopped.",
                            call.summary, ms)
-        result = work.result()
         return Outcome(p.call_id, p.name, result.status, result.content, result.summary or call.summary,
                        ms, result.meta)
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import signal
 import time
@@ -21,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from backend.host import user_umask
+from backend.host import die_with_parent, user_umask
 from backend.tools import policy
 from backend.tools.base import ApprovalMode, Guard, ResultStatus, ToolContext, ToolResult
 
@@ -169,7 +167,7 @@ class _Shell:
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", command, stdin=asyncio.subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                 cwd=workdir, env=env, start_new_session=True,  # own process group: killed as a whole
-                preexec_fn=_die_with_backend, umask=user_umask(),  # the user's, not ours
+                preexec_fn=die_with_parent, umask=user_umask(),  # the user's, not ours
             )
         except BaseException:
             os.close(out_r)
@@ -270,17 +268,3 @@ def _result(code: int | None, timed_out_after: int | None, shell: _Shell) -> Too
 
 def _error(message: str) -> ToolResult:
     return ToolResult("error", message, message, {"exit_code": None})
-
-
-_PR_SET_PDEATHSIG = 1
-try:
-    _libc: ctypes.CDLL | None = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-except OSError:  # not Linux: there is no parent-death signal to ask for
-    _libc = None
-
-
-def _die_with_backend() -> None:
-    """Runs in the child before exec: the shell is killed if the backend dies (kill -9
-    included), so a crashed turn's command cannot go on to finish its work unobserved."""
-    if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

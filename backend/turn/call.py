@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass, field
 
 from backend.config import ProviderConfig
-from backend.errors import ProviderError
 from backend.providers.base import (
     ChatProvider,
     ChatRequest,
@@ -16,6 +14,7 @@ from backend.providers.base import (
     ToolCallChunk,
     UsageChunk,
 )
+from backend.race import unless_stopped
 from backend.turn.stream import DeltaWriter
 from shared.protocol import Usage
 
@@ -92,15 +91,5 @@ async def attempt(
 ) -> CallResult | None:
     """One attempt, racing `stop`: the result, or None when stopped first (the call is
     cancelled; what it streamed stays in `deltas`).  Raises ProviderError."""
-    call = asyncio.create_task(call_model(provider, request, deltas, prices))
-    halted = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait({call, halted}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        halted.cancel()
-    if call.done():
-        return call.result()
-    call.cancel()
-    with contextlib.suppress(asyncio.CancelledError, ProviderError):
-        await call
-    return None
+    finished, result = await unless_stopped(call_model(provider, request, deltas, prices), stop)
+    return result if finished else None

@@ -19,19 +19,16 @@ event after the text instead of finishing; ``truncate`` drops the connection the
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import re
 import socket
-import sys
-import threading
 import time
-from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.loopback import ScriptedServer
 
 API_VERSION = "2023-06-01"
 
@@ -88,68 +85,17 @@ class Recorded:
     disconnected: bool = False
 
 
-class FakeAnthropic:
+class FakeAnthropic(ScriptedServer[Reply, Recorded]):
     """The server.  ``base_url`` ends in ``/v1``; call ``close()`` when done."""
 
     def __init__(self, port: int = 0) -> None:
-        self.responder: Callable[[dict[str, Any]], Reply] | None = None
-        self.default = Reply()
-        self.requests: list[Recorded] = []
-        self.errors: list[str] = []  # bad requests and handler failures; tests assert it stays empty
-        self._script: deque[Reply] = deque()
-        self._cond = threading.Condition()
-        self._server = _Server(("127.0.0.1", port), _make_handler(self))
-        self._server.fake = self
-        self.port: int = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
-
-    def script(self, *replies: Reply) -> None:
-        """Queue replies for the next requests, in order."""
-        with self._cond:
-            self._script.extend(replies)
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def snapshot(self) -> list[Recorded]:
-        with self._cond:
-            return list(self.requests)
-
-    async def async_wait_requests(self, n: int, timeout: float = 30.0) -> list[Recorded]:
-        """Wait, without blocking the event loop, until at least ``n`` requests have arrived."""
-        deadline = time.monotonic() + timeout
-        while len(self.snapshot()) < n:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"fake provider got {len(self.snapshot())} requests, wanted {n}")
-            await asyncio.sleep(0.01)
-        return self.snapshot()
+        super().__init__(Reply(), _make_handler, port)
 
     # --- called from handler threads -------------------------------------------------
-    def _next_reply(self, body: dict[str, Any]) -> Reply:
-        if self.responder is not None:
-            return self.responder(body)
-        with self._cond:
-            return self._script.popleft() if self._script else self.default
-
     def _record(self, rec: Recorded, problems: list[str]) -> None:
+        self._add(rec)
         with self._cond:
-            self.requests.append(rec)
             self.errors.extend(problems)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-    fake: FakeAnthropic
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exception()
-        if not isinstance(exc, (ConnectionError, TimeoutError)):
-            self.fake.errors.append(f"handler failed: {exc!r}")  # a bug in the fake or its use
 
 
 def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:

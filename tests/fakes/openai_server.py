@@ -15,19 +15,17 @@ the arguments in about three pieces, and finish_reason ``"tool_calls"``.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import select
 import socket
-import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.loopback import ScriptedServer
 
 
 @dataclass
@@ -101,77 +99,29 @@ class _ClientGone(Exception):
     pass
 
 
-class FakeOpenAI:
+class FakeOpenAI(ScriptedServer[Reply, Recorded]):
     """The server. ``base_url`` ends in ``/v1``; call ``close()`` when done."""
 
     def __init__(self, port: int = 0) -> None:
-        self.responder: Callable[[dict[str, Any]], Reply] | None = None
-        self.default = Reply()
         self.routes: dict[str, Reply] = {}  # substring of the last user text -> reply, every time
-        self.requests: list[Recorded] = []
-        self.errors: list[str] = []  # unexpected handler failures; tests assert it stays empty
         self.active = 0
         self.max_active = 0
-        self._script: deque[Reply] = deque()
-        self._cond = threading.Condition()
-        self._closing = threading.Event()
-        self._server = _Server(("127.0.0.1", port), _make_handler(self))
-        self._server.fake = self
-        self.port: int = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        # A short poll lets close() return at once instead of after the default half second.
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
-
-    def script(self, *replies: Reply) -> None:
-        """Queue replies for the next requests, in order."""
-        with self._cond:
-            self._script.extend(replies)
-
-    def close(self) -> None:
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def snapshot(self) -> list[Recorded]:
-        with self._cond:
-            return list(self.requests)
-
-    def wait_requests(self, n: int, timeout: float = 30.0) -> list[Recorded]:
-        """Block until at least ``n`` requests have arrived; return them all."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: len(self.requests) >= n, timeout):
-                raise TimeoutError(f"fake provider got {len(self.requests)} requests, wanted {n}")
-            return list(self.requests)
-
-    async def async_wait_requests(self, n: int, timeout: float = 30.0) -> list[Recorded]:
-        """Like ``wait_requests`` without blocking the event loop."""
-        deadline = time.monotonic() + timeout
-        while len(self.snapshot()) < n:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"fake provider got {len(self.snapshot())} requests, wanted {n}")
-            await asyncio.sleep(0.01)
-        return self.snapshot()
+        super().__init__(Reply(), _make_handler, port, quiet=(_ClientGone,))
 
     # --- called from handler threads -------------------------------------------------
-    def _next_reply(self, body: dict[str, Any]) -> Reply:
-        if self.responder is not None:
-            return self.responder(body)
+    def _route(self, body: dict[str, Any]) -> Reply | None:
         text = Recorded(body=body, started=0.0).last_user_text
-        with self._cond:
-            for key, reply in list(self.routes.items()):  # tests add routes meanwhile
-                if key in text:
-                    return reply
-            return self._script.popleft() if self._script else self.default
+        for key, reply in list(self.routes.items()):  # tests add routes meanwhile
+            if key in text:
+                return reply
+        return None
 
     def _begin(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Recorded:
         rec = Recorded(body=body, started=time.monotonic(), headers=dict(headers or {}))
+        self._add(rec)
         with self._cond:
-            self.requests.append(rec)
             self.active += 1
             self.max_active = max(self.max_active, self.active)
-            self._cond.notify_all()
         return rec
 
     def _end(self, rec: Recorded) -> None:
@@ -179,17 +129,6 @@ class FakeOpenAI:
             if rec.ended is None:
                 rec.ended = time.monotonic()
                 self.active -= 1
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128  # the default backlog of 5 resets connections under a burst
-    fake: FakeOpenAI
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exception()
-        if not isinstance(exc, (ConnectionError, TimeoutError, _ClientGone)):
-            self.fake.errors.append(f"handler failed: {exc!r}")  # a bug in the fake or its use
 
 
 def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:

@@ -1,6 +1,11 @@
 """The file tools on a temp folder: reading in pages, atomic checkpointed writes, patches, search, listing."""
 
+import asyncio
+import contextlib
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -89,12 +94,35 @@ async def test_read_errors_are_clear(tmp_path: Path) -> None:
     assert "is a folder" in folder.content
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads anything")
-async def test_read_permission_denied(tmp_path: Path) -> None:
-    secret = tmp_path / "secret"
-    secret.write_text("x")
-    secret.chmod(0)
-    result = await READ.run({"path": "secret"}, _ctx(tmp_path))
+@contextlib.contextmanager
+def _as_unprivileged() -> Iterator[None]:
+    """Root reads anything: as root, act as `nobody` for the block (the effective uid only,
+    so root comes back), else as the user who runs the tests."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+
+
+@pytest.fixture
+def unreadable() -> Iterator[Path]:
+    """A folder anyone may enter holding a file mode 000 (tmp_path is closed to others)."""
+    folder = Path(tempfile.mkdtemp(prefix="turnkey-perm-"))
+    folder.chmod(0o755)
+    (folder / "secret").write_text("x")
+    (folder / "secret").chmod(0)
+    yield folder
+    shutil.rmtree(folder)
+
+
+async def test_read_permission_denied(unreadable: Path) -> None:
+    await asyncio.to_thread(lambda: None)  # the worker threads exist before privileges drop
+    with _as_unprivileged():
+        result = await READ.run({"path": "secret"}, _ctx(unreadable))
     assert result.status == "error"
     assert "permission denied" in result.content
 
