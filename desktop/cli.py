@@ -297,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="turnkey", description="Turnkey, a desktop AI agent")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("app", help="open the desktop app (what `turnkey` alone does)")
     c = sub.add_parser("chat", help="chat in the terminal (a REPL when no TEXT is given)")
     c.add_argument("--session", default=None, help="continue this session id")
     c.add_argument("--cwd", type=Path, default=None,
@@ -319,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
     try:
+        if args.command in (None, "app"):
+            from desktop.app import run  # Qt loads only for the app
+
+            return run(data_dir)
         if args.command == "chat":
             cwd = (args.cwd or Path.cwd()).expanduser().resolve()
             return asyncio.run(chat(data_dir, args.session, args.text, cwd))

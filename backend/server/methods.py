@@ -229,7 +229,7 @@ class Methods:
                 session=session, status=session.status, messages=page, has_more=more,
                 latest_seq=latest, events=replay, truncated=truncated,
                 pending_approvals=approvals.pending(tx, sid),
-                queue=queue, active_turn=self._active_turn(sid),
+                queue=queue, active_turn=self._active_turn(tx, sid),
             )
 
         result = await self._replaying(conn, sid, read)
@@ -435,11 +435,15 @@ class Methods:
             self.hub.unsubscribe(conn, sid)
             raise
 
-    def _active_turn(self, session_id: str) -> dict[str, Any] | None:
+    def _active_turn(self, tx: Tx, session_id: str) -> dict[str, Any] | None:
+        """The running turn, with the text streamed so far of its current assistant message (read
+        in the snapshot's transaction, so it matches `latest_seq`: a window opened mid-stream
+        shows it and appends the deltas that follow)."""
         claim = self.authority.running(session_id)
         if claim is None:
             return None
-        return {"turn_id": claim.turn_id, "admission_id": claim.admission_id}
+        return {"turn_id": claim.turn_id, "admission_id": claim.admission_id,
+                "text": events.turn_text(tx, session_id, claim.turn_id)}
 
 
 def _replay(tx: Tx, sid: str, since: int | None, latest: int) -> tuple[list[p.Event], bool]:

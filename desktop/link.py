@@ -1,0 +1,133 @@
+"""The desktop's one connection to the backend, as Qt signals over the shared async client.
+
+All I/O is asyncio on the qasync loop; nothing here blocks the GUI thread
+(starting the backend waits for its READY line in a worker thread).  Windows
+open sessions through `open_session`/`close_session`, which count how many
+windows follow each session so the same session in two windows is one
+subscription, and events reach every window through the `event` signal.
+
+If the connection drops, the shared client reconnects with backoff and
+replays each followed session from its last seq.  If the backend process is
+gone (not merely restarting), the link starts a new one after
+`restart_after_s`, detached, so quitting the app never stops running turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from desktop.qt.compat import emit
+from shared.client import BackendInfo, BackendNotFound, Client
+from shared.launcher import alive, start_backend
+
+log = logging.getLogger("desktop.link")
+
+RESYNC = "client.resync"
+STATE = "client.state"
+
+
+class Link(QObject):
+    received = Signal(object)  # every event dict, as the shared client delivers it
+    state = Signal(str)  # connecting, connected, reconnecting, starting, failed
+    failed = Signal(str)  # a message for the user when the backend cannot be reached
+
+    def __init__(self, data_dir: Path, restart_after_s: float | None = 3.0) -> None:
+        super().__init__()
+        self.data_dir = data_dir
+        self.restart_after_s = restart_after_s
+        self.client = Client(data_dir, name="turnkey-desktop")
+        self.client.handlers.append(self._on_event)
+        self.current = "connecting"
+        self.follows: dict[str, int] = {}
+        self._watch: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[None] | None = None
+
+    @property
+    def server(self) -> dict[str, Any]:
+        return self.client.server
+
+    async def start(self) -> None:
+        """Connects, starting the backend first (detached) when nothing answers."""
+        self._set("connecting")
+        try:
+            await self.client.connect()
+        except BackendNotFound:
+            self._set("starting")
+            await start_backend(self.data_dir)
+            await self.client.connect()
+        self._set("connected")
+
+    async def close(self) -> None:
+        for task in (self._watch, self._starting):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self.client.close()
+
+    async def call(self, method: str, params: dict[str, Any] | None = None,
+                   timeout: float | None = 60.0) -> Any:
+        return await self.client.call(method, params, timeout=timeout)
+
+    # --- sessions ----------------------------------------------------------------
+
+    async def open_session(self, session_id: str) -> dict[str, Any]:
+        """`session.resume` for a window: the snapshot, and this connection follows the session."""
+        result: dict[str, Any] = await self.call("session.resume", {"session_id": session_id})
+        self.follows[session_id] = self.follows.get(session_id, 0) + 1
+        marks = self.client.watermarks
+        marks[session_id] = max(marks.get(session_id, 0), int(result["latest_seq"]))
+        return result
+
+    async def close_session(self, session_id: str) -> None:
+        n = self.follows.get(session_id, 0) - 1
+        if n > 0:
+            self.follows[session_id] = n
+            return
+        self.follows.pop(session_id, None)
+        self.client.watermarks.pop(session_id, None)
+        with contextlib.suppress(Exception):
+            await self.call("session.unsubscribe", {"session_id": session_id}, timeout=5)
+
+    # --- events ------------------------------------------------------------------
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") == STATE:
+            state = event["data"]["state"]
+            self._set(state)
+            if state == "reconnecting" and self.restart_after_s is not None \
+                    and (self._watch is None or self._watch.done()):
+                self._watch = asyncio.ensure_future(self._restart_if_gone())
+        emit(self.received, event)
+
+    def _set(self, state: str) -> None:
+        if state != self.current:
+            self.current = state
+            emit(self.state, state)
+
+    async def _restart_if_gone(self) -> None:
+        """Starts a backend when the one we knew is dead and none has replaced it."""
+        assert self.restart_after_s is not None
+        since = time.monotonic()
+        while self.client.state == "reconnecting":
+            await asyncio.sleep(0.5)
+            info = BackendInfo.read(self.data_dir)
+            if info is not None and alive(info.pid):
+                since = time.monotonic()  # it is there; the client will get through
+                continue
+            if time.monotonic() - since < self.restart_after_s:
+                continue
+            self._set("starting")
+            try:
+                await start_backend(self.data_dir)
+            except BackendNotFound as exc:
+                log.warning("could not restart the backend: %s", exc)
+                emit(self.failed, f"The Turnkey service could not be restarted: {exc}")
+            since = time.monotonic()

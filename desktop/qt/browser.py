@@ -1,0 +1,387 @@
+"""The session browser: every session with its live status, search, new, rename, delete, open."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QColor, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QTableView,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.qt.aio import spawn
+from desktop.qt.compat import emit
+from desktop.state.sessions import SessionList, ago, cost, status_label
+
+if TYPE_CHECKING:
+    from desktop.link import Link
+
+COLUMNS = ("Title", "Status", "Model", "Last activity", "Cost")
+STATUS_COLORS = {"running": "#2f7de1", "waiting_approval": "#d68a00", "queued": "#2f7de1",
+                 "unknown": "#b8860b"}
+Index = QModelIndex | QPersistentModelIndex
+PAGE = 100
+
+
+class SessionTableModel(QAbstractTableModel):
+    rename = Signal(str, str)  # session_id, new title
+
+    def __init__(self, sessions: SessionList) -> None:
+        super().__init__()
+        self.sessions = sessions
+        self.more: Any = None  # set by the browser: loads the next page
+        sessions.on_reset = self._reset
+        sessions.on_row = self._row
+
+    def _reset(self) -> None:
+        self.beginResetModel()
+        self.endResetModel()
+
+    def _row(self, i: int) -> None:
+        emit(self.dataChanged, self.index(i, 0), self.index(i, len(COLUMNS) - 1))
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.sessions.rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        s = self.sessions.rows[index.row()]
+        col = index.column()
+        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
+            if col == 0:
+                return s.get("title") or "New session"
+            if col == 1:
+                return status_label(s.get("status", "idle"))
+            if col == 2:
+                return s.get("model", "")
+            if col == 3:
+                return ago(s.get("updated_at"))
+            return cost(s)
+        if role == Qt.ItemDataRole.ForegroundRole and col == 1:
+            color = STATUS_COLORS.get(s.get("status", ""))
+            return QColor(color) if color else None
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return f"{s.get('cwd', '')}\n{s.get('message_count', 0)} messages"
+        if role == Qt.ItemDataRole.UserRole:
+            return s["session_id"]
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        base = super().flags(index)
+        return base | Qt.ItemFlag.ItemIsEditable if index.column() == 0 else base
+
+    def setData(self, index: Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
+        if role != Qt.ItemDataRole.EditRole or index.column() != 0:
+            return False
+        title = str(value).strip()
+        if not title:
+            return False
+        emit(self.rename, self.sessions.rows[index.row()]["session_id"], title)
+        return True
+
+    def canFetchMore(self, parent: Index) -> bool:
+        return not parent.isValid() and bool(self.sessions.next_cursor)
+
+    def fetchMore(self, parent: Index) -> None:
+        if self.more is not None:
+            self.more()
+
+
+class NewSessionDialog(QDialog):
+    def __init__(self, folder: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("New session")
+        form = QFormLayout(self)
+        self.title = QLineEdit()
+        self.title.setPlaceholderText("optional: named after your first message otherwise")
+        self.folder = QLineEdit(folder)
+        pick = QPushButton("Choose…")
+        pick.clicked.connect(self._pick)
+        row = QHBoxLayout()
+        row.addWidget(self.folder, 1)
+        row.addWidget(pick)
+        form.addRow("Title", self.title)
+        form.addRow("Working folder", row)
+        hint = QLabel("Tools read and change files in this folder; changes elsewhere ask first.")
+        hint.setStyleSheet("color: #8a8f98")
+        form.addRow(hint)
+        ok, cancel = QDialogButtonBox.StandardButton.Ok, QDialogButtonBox.StandardButton.Cancel
+        buttons = QDialogButtonBox(ok | cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+
+    def _pick(self) -> None:
+        dialog = QFileDialog(self, "Working folder", self.folder.text())
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.setOption(QFileDialog.Option.ShowDirsOnly)
+        dialog.fileSelected.connect(self.folder.setText)
+        dialog.open()
+
+
+class BrowserWindow(QMainWindow):
+    open_requested = Signal(str)  # session_id
+    settings_requested = Signal()
+    quit_requested = Signal()
+
+    def __init__(self, link: Link, default_folder: str) -> None:
+        super().__init__()
+        self.link = link
+        self.default_folder = default_folder
+        self.sessions = SessionList()
+        self.model = SessionTableModel(self.sessions)
+        self.model.more = self._load_more
+        self.model.rename.connect(self.rename)
+        self._loading_more = False
+        self._force_next: str | None = None  # a busy session the user asked to delete once already
+        self.setWindowTitle("Turnkey")
+        self.resize(900, 560)
+        self._build()
+        link.received.connect(self._on_event)
+        link.state.connect(self._on_link_state)
+        self._search_timer = QTimer(self, singleShot=True, interval=250)
+        self._search_timer.timeout.connect(self.reload)
+        self._age_timer = QTimer(self, interval=30_000)  # "5 min ago" stays true
+        self._age_timer.timeout.connect(self.model._reset)
+        self._age_timer.start()
+
+    def _build(self) -> None:
+        central = QWidget()
+        box = QVBoxLayout(central)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search titles and messages (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(lambda _: self._search_timer.start())
+        self.banner = QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setStyleSheet("background: #d68a00; color: white; padding: 6px; border-radius: 4px")
+        self.banner.hide()
+        self.banner_target = ("", "")
+        self.banner.mousePressEvent = lambda _e: self._banner_clicked()  # type: ignore[method-assign]
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.table.verticalHeader().hide()
+        self.table.setShowGrid(False)
+        self.table.setAlternatingRowColors(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for col in range(1, len(COLUMNS)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.doubleClicked.connect(
+            lambda i: emit(self.open_requested, i.data(Qt.ItemDataRole.UserRole)))
+        self.empty = QLabel("No sessions yet. Press Ctrl+N to start one.")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setStyleSheet("color: #8a8f98")
+        box.addWidget(self.banner)
+        box.addWidget(self.search)
+        box.addWidget(self.table, 1)
+        box.addWidget(self.empty)
+        self.setCentralWidget(central)
+
+        bar = QToolBar("Sessions")
+        bar.setMovable(False)
+        self.addToolBar(bar)
+        self.new_action = self._action("New session", QKeySequence.StandardKey.New, self.new_session)
+        self.open_action = self._action("Open", QKeySequence("Ctrl+O"), self.open_selected)
+        self.rename_action = self._action("Rename", QKeySequence("F2"), self.rename_selected)
+        self.delete_action = self._action("Delete", QKeySequence.StandardKey.Delete, self.delete_selected)
+        self.settings_action = self._action("Settings", QKeySequence.StandardKey.Preferences,
+                                            lambda: emit(self.settings_requested))
+        self.quit_action = self._action("Quit", QKeySequence.StandardKey.Quit,
+                                        lambda: emit(self.quit_requested))
+        find = self._action("Search", QKeySequence.StandardKey.Find, self._focus_search)
+        for a in (self.new_action, self.open_action, self.rename_action, self.delete_action):
+            bar.addAction(a)
+        bar.addSeparator()
+        bar.addAction(self.settings_action)
+        self.addAction(find)
+        self.addAction(self.quit_action)
+        menu = self.menuBar().addMenu("&File")
+        for a in (self.new_action, self.open_action, self.rename_action, self.delete_action):
+            menu.addAction(a)
+        menu.addSeparator()
+        menu.addAction(self.settings_action)
+        menu.addSeparator()
+        menu.addAction(self.quit_action)
+        self.conn_label = QLabel()
+        self.statusBar().addPermanentWidget(self.conn_label)
+
+    def _action(self, text: str, key: Any, slot: Any) -> QAction:
+        action = QAction(text, self)
+        action.setShortcut(QKeySequence(key))
+        action.triggered.connect(lambda _=False: slot())
+        return action
+
+    def _focus_search(self) -> None:
+        self.search.setFocus()
+        self.search.selectAll()
+
+    # --- data ----------------------------------------------------------------------
+
+    def reload(self) -> None:
+        spawn(self._reload(), self.show_message)
+
+    async def _reload(self) -> None:
+        query = self.search.text().strip()
+        params: dict[str, Any] = {"limit": PAGE}
+        if query:
+            params["query"] = query
+        result = await self.link.call("session.list", params)
+        if query != self.search.text().strip():
+            return  # typed on meanwhile; the newer search wins
+        self.sessions.load(result["sessions"], result.get("next_cursor"), query)
+        self._update_empty()
+
+    def _load_more(self) -> None:
+        if self._loading_more or not self.sessions.next_cursor:
+            return
+        self._loading_more = True
+
+        async def more() -> None:
+            try:
+                params: dict[str, Any] = {"limit": PAGE, "cursor": self.sessions.next_cursor}
+                if self.sessions.query:
+                    params["query"] = self.sessions.query
+                result = await self.link.call("session.list", params)
+                self.sessions.extend(result["sessions"], result.get("next_cursor"))
+            finally:
+                self._loading_more = False
+
+        spawn(more(), self.show_message)
+
+    def _update_empty(self) -> None:
+        none = not self.sessions.rows
+        self.empty.setVisible(none)
+        if none and self.sessions.query:
+            self.empty.setText(f"Nothing matches “{self.sessions.query}”.")
+        elif none:
+            self.empty.setText("No sessions yet. Press Ctrl+N to start one.")
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") in ("session.created", "session.updated", "session.deleted") \
+                and (event.get("seq") is None or event.get("type") != "session.updated"):
+            self.sessions.apply(event)
+            self._update_empty()
+        elif event.get("type") == "client.state" and event["data"].get("state") == "connected":
+            self.reload()  # what changed while we were away
+
+    def _on_link_state(self, state: str) -> None:
+        text = {"connected": "", "reconnecting": "⟳ Reconnecting to the Turnkey service…",
+                "starting": "Starting the Turnkey service…", "connecting": "Connecting…"}
+        self.conn_label.setText(text.get(state, state))
+
+    # --- actions -------------------------------------------------------------------
+
+    def selected_id(self) -> str | None:
+        rows = self.table.selectionModel().selectedRows()
+        return rows[0].data(Qt.ItemDataRole.UserRole) if rows else None
+
+    def open_selected(self) -> None:
+        sid = self.selected_id()
+        if sid:
+            emit(self.open_requested, sid)
+
+    def new_session(self) -> None:
+        dialog = NewSessionDialog(self.default_folder, self)
+        dialog.accepted.connect(
+            lambda: self.create_session(dialog.title.text().strip(), dialog.folder.text().strip()))
+        dialog.open()
+
+    def create_session(self, title: str, folder: str) -> None:
+        async def go() -> None:
+            params: dict[str, Any] = {}
+            if title:
+                params["title"] = title
+            if folder:
+                params["cwd"] = folder
+                self.default_folder = folder
+            result = await self.link.call("session.create", params)
+            self.sessions.apply({"type": "session.created", "data": result})
+            emit(self.open_requested, result["session"]["session_id"])
+
+        spawn(go(), self.show_message)
+
+    def rename_selected(self) -> None:
+        rows = self.table.selectionModel().selectedRows()
+        if rows:
+            self.table.edit(rows[0])
+
+    def rename(self, session_id: str, title: str) -> None:
+        spawn(self.link.call("session.update", {"session_id": session_id, "title": title}),
+              self.show_message)
+
+    def delete_selected(self) -> None:
+        sid = self.selected_id()
+        if not sid:
+            return
+        i = self.sessions.index(sid)
+        title = self.sessions.rows[i].get("title") if i is not None else sid
+        box = QMessageBox(QMessageBox.Icon.Warning, "Delete session",
+                          f"Delete “{title}” and its whole transcript? This cannot be undone.",
+                          QMessageBox.StandardButton.Cancel, self)
+        box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
+        box.buttonClicked.connect(
+            lambda b: self.delete(sid) if box.buttonRole(b) == QMessageBox.ButtonRole.DestructiveRole
+            else None)
+        box.open()
+
+    def delete(self, session_id: str, force: bool = False) -> None:
+        async def go() -> None:
+            from shared.client import RpcError
+
+            try:
+                await self.link.call("session.delete", {"session_id": session_id, "force": force})
+            except RpcError as exc:
+                if exc.code == -32009:
+                    self.show_message("That session is working right now. Stop it first, or delete "
+                                      "again to interrupt it and delete.")
+                    self._force_next = session_id
+                    return
+                raise
+
+        if self._force_next == session_id:
+            force = True
+            self._force_next = None
+        spawn(go(), self.show_message)
+
+    def show_message(self, text: str, session_id: str = "", approval_id: str = "") -> None:
+        self.banner.setText(text)
+        self.banner_target = (session_id, approval_id)
+        self.banner.show()
+        if not session_id:
+            QTimer.singleShot(10_000, self.banner.hide)
+
+    def _banner_clicked(self) -> None:
+        sid, _aid = self.banner_target
+        self.banner.hide()
+        if sid:
+            emit(self.open_requested, sid)

@@ -1,0 +1,258 @@
+"""The desktop app's wiring: one link, the browser, session windows, tray, settings, saved layout.
+
+Closing a window only closes it; the app (and its tray icon) stays until Quit.
+Quit closes the connection and leaves the backend running its turns.  Which
+sessions were open, and where every window was, is saved in DIR/desktop.json
+and restored on the next start.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication, QStyleFactory, QWidget
+
+from desktop.link import Link
+from desktop.qt.aio import settle, spawn
+from desktop.qt.browser import BrowserWindow
+from desktop.qt.compat import emit
+from desktop.qt.session_window import SessionWindow
+from desktop.qt.tray import Notifier, app_icon
+
+log = logging.getLogger("desktop")
+LAYOUT = "desktop.json"
+
+
+class Controller(QObject):
+    ready = Signal()
+    quitting = Signal()
+
+    def __init__(self, data_dir: Path, restart_after_s: float | None = 3.0) -> None:
+        super().__init__()
+        self.data_dir = data_dir
+        self.link = Link(data_dir, restart_after_s)
+        self.windows: list[SessionWindow] = []
+        self.notifier = Notifier(self)
+        self.notifier.clicked.connect(self.open_target)
+        self.notifier.activated.connect(self.show_browser)
+        self.notifier.quit_requested.connect(self.quit)
+        self.browser = BrowserWindow(self.link, str(Path.home()))
+        self.browser.setWindowIcon(app_icon())
+        self.browser.open_requested.connect(self.open_session)
+        self.browser.settings_requested.connect(self.open_settings)
+        self.browser.quit_requested.connect(self.quit)
+        self.notifier.fallback.connect(self._fallback)
+        self.link.received.connect(self._on_event)
+        self.link.state.connect(self._on_state)
+        self.link.failed.connect(self.browser.show_message)
+        self.settings: QWidget | None = None
+        self.statuses: dict[str, str] = {}
+        self._quitting = False
+        self._save_timer = QTimer(self, singleShot=True, interval=500)
+        self._save_timer.timeout.connect(self.save_layout)
+
+    # --- start and stop ------------------------------------------------------------
+
+    def start(self, restore: bool = True) -> None:
+        layout = self._read_layout() if restore else {}
+        geometry = layout.get("browser")
+        if geometry:
+            self.browser.restoreGeometry(QByteArray(base64.b64decode(geometry)))
+        self.browser.show()
+        spawn(self._connect(layout.get("sessions", []) if restore else []), self._failed)
+
+    async def _connect(self, reopen: list[dict[str, Any]]) -> None:
+        await self.link.start()
+        self.browser.reload()
+        for entry in reopen:
+            win = self.open_session(entry["session_id"], new_window=True)
+            if entry.get("geometry"):
+                win.restoreGeometry(QByteArray(base64.b64decode(entry["geometry"])))
+        emit(self.ready)
+
+    def _failed(self, message: str) -> None:
+        self.browser.show_message(f"Could not reach the Turnkey service: {message}. It writes its "
+                                  f"log to {self.data_dir / 'logs'}.")
+
+    def quit(self) -> None:
+        """Ends the app; the backend keeps running (and finishing) its turns."""
+        if self._quitting:
+            return
+        self._quitting = True
+        self.save_layout()
+        emit(self.quitting)
+
+        async def down() -> None:
+            try:
+                for win in list(self.windows):
+                    win.close()
+                self.browser.close()
+                await settle()  # the windows' unsubscribes go out before the connection closes
+                await self.link.close()
+            finally:
+                QApplication.quit()
+
+        spawn(down())
+
+    # --- windows -------------------------------------------------------------------
+
+    def open_session(self, session_id: str, new_window: bool = False) -> SessionWindow:
+        if not new_window:
+            for win in self.windows:
+                if win.session_id == session_id:
+                    win.showNormal()
+                    win.raise_()
+                    win.activateWindow()
+                    return win
+        win = SessionWindow(self.link, session_id)
+        win.setWindowIcon(app_icon())
+        win.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        win.closed.connect(lambda _sid, w=win: self._closed(w))
+        self.windows.append(win)
+        if self.windows[:-1]:
+            last = self.windows[-2]
+            win.move(last.pos().x() + 30, last.pos().y() + 30)
+        win.show()
+        self._save_timer.start()
+        return win
+
+    def open_target(self, session_id: str, approval_id: str = "") -> None:
+        if not session_id:
+            self.show_browser()
+            return
+        win = self.open_session(session_id)
+        if approval_id:
+            # The card appears once the window's snapshot is in; focus it then.
+            QTimer.singleShot(0, lambda: win.show_approval(approval_id))
+
+    def show_browser(self) -> None:
+        self.browser.showNormal()
+        self.browser.raise_()
+        self.browser.activateWindow()
+
+    def _closed(self, win: SessionWindow) -> None:
+        if win in self.windows:
+            self.windows.remove(win)
+        if not self._quitting:
+            self._save_timer.start()
+
+    def open_settings(self) -> None:
+        from desktop.qt.settings import SettingsDialog
+
+        if self.settings is None:
+            self.settings = SettingsDialog(self.link, self.data_dir, self.browser)
+        self.settings.show()
+        self.settings.raise_()
+
+    # --- notifications -------------------------------------------------------------
+
+    def _visible_window(self, session_id: str) -> SessionWindow | None:
+        for win in self.windows:
+            if win.session_id == session_id and win.isVisible() and win.isActiveWindow():
+                return win
+        return None
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind, data = event.get("type"), event.get("data") or {}
+        if event.get("seq") is not None:
+            return  # the stored copies are for session windows
+        if kind == "approval.request":
+            approval = data["approval"]
+            sid = approval["session_id"]
+            if self._visible_window(sid) is None:
+                self.notifier.notify(
+                    "Turnkey needs your approval",
+                    f"{approval.get('tool', 'A tool')}: {approval.get('summary', '')}\n"
+                    f"{approval.get('reason', '')}", sid, approval["approval_id"])
+        elif kind == "approval.resolved":
+            self.browser.banner.hide() if self.browser.banner_target[1] == data["approval"]["approval_id"] \
+                else None
+        elif kind == "session.updated":
+            session = data["session"]
+            sid, status = session["session_id"], session.get("status", "idle")
+            before = self.statuses.get(sid)
+            self.statuses[sid] = status
+            if before in ("running", "waiting_approval") and status == "idle" \
+                    and self._visible_window(sid) is None:
+                self.notifier.notify("Turn finished", session.get("title") or "A session finished", sid)
+        self._tray_state()
+
+    def _tray_state(self) -> None:
+        values = set(self.statuses.values())
+        if self.link.current != "connected":
+            state = "offline"
+        elif "waiting_approval" in values:
+            state = "approval"
+        elif values & {"running", "queued"}:
+            state = "working"
+        else:
+            state = "idle"
+        self.notifier.set_state(state)
+
+    def _on_state(self, state: str) -> None:
+        self._tray_state()
+
+    def _fallback(self, title: str, text: str, session_id: str, approval_id: str) -> None:
+        """No tray here: say it in the browser, and raise it so it is seen."""
+        self.browser.show_message(f"{title} — {text.splitlines()[0] if text else ''} (click to open)",
+                                  session_id, approval_id)
+
+    # --- layout --------------------------------------------------------------------
+
+    def _read_layout(self) -> dict[str, Any]:
+        try:
+            data = json.loads((self.data_dir / LAYOUT).read_text())
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def save_layout(self) -> None:
+        data = {
+            "browser": _geometry(self.browser),
+            "sessions": [{"session_id": w.session_id, "geometry": _geometry(w)} for w in self.windows],
+        }
+        path = self.data_dir / LAYOUT
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("could not save the window layout: %s", exc)
+
+
+def _geometry(widget: QWidget) -> str:
+    return base64.b64encode(bytes(widget.saveGeometry().data())).decode()
+
+
+def apply_palette(app: QApplication) -> None:
+    """Fusion, in light or dark as the system says, and again whenever the system changes it."""
+    app.setStyle(QStyleFactory.create("Fusion"))
+
+    def follow() -> None:
+        scheme = QGuiApplication.styleHints().colorScheme()
+        app.setPalette(_dark() if scheme == Qt.ColorScheme.Dark else app.style().standardPalette())
+
+    follow()
+    QGuiApplication.styleHints().colorSchemeChanged.connect(lambda _s: follow())
+
+
+def _dark() -> QPalette:
+    from PySide6.QtGui import QColor
+
+    p = QPalette()
+    role = QPalette.ColorRole
+    for r, c in ((role.Window, "#202225"), (role.WindowText, "#e6e6e6"), (role.Base, "#17181a"),
+                 (role.AlternateBase, "#26282c"), (role.Text, "#e6e6e6"), (role.Button, "#2a2c30"),
+                 (role.ButtonText, "#e6e6e6"), (role.Highlight, "#2f7de1"),
+                 (role.HighlightedText, "#ffffff"), (role.Mid, "#3a3d42"), (role.ToolTipBase, "#2a2c30"),
+                 (role.ToolTipText, "#e6e6e6"), (role.PlaceholderText, "#8a8f98"), (role.Link, "#6aa5ff")):
+        p.setColor(r, QColor(c))
+    return p

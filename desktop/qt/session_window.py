@@ -1,0 +1,430 @@
+"""A window on one session: transcript, approvals, queue, notices, composer, usage."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.qt.aio import spawn
+from desktop.qt.compat import emit
+from desktop.qt.transcript_view import TranscriptModel, make_view
+from desktop.state.session import SessionState
+from desktop.state.sessions import status_label
+
+if TYPE_CHECKING:
+    from desktop.link import Link
+
+PAGE = 100
+DECISIONS = (("once", "Allow once"), ("session", "Allow for this session"),
+             ("always", "Always allow"), ("deny", "Deny"))
+
+
+class Composer(QPlainTextEdit):
+    """Enter sends, Shift+Enter is a newline, Esc interrupts."""
+
+    send = Signal()
+    interrupt = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setPlaceholderText("Ask Turnkey… (Enter sends, Shift+Enter for a new line, Esc stops)")
+        self.setTabChangesFocus(True)
+        self.setMaximumHeight(140)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+
+    def keyPressEvent(self, e: QKeyEvent) -> None:
+        if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
+                and not e.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            emit(self.send)
+            return
+        if e.key() == Qt.Key.Key_Escape:
+            emit(self.interrupt)
+            return
+        super().keyPressEvent(e)
+
+
+class ApprovalCard(QFrame):
+    """One pending approval with its four answers and the time left."""
+
+    def __init__(self, approval: dict[str, Any], answer: Any) -> None:
+        super().__init__()
+        self.approval = approval
+        self.setObjectName("approvalCard")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setStyleSheet("#approvalCard { border: 2px solid #d68a00; border-radius: 6px; }")
+        box = QVBoxLayout(self)
+        tool = approval.get("tool", "tool")
+        title = QLabel(f"<b>{_esc(tool)}</b> needs your approval")
+        what = QLabel(f"<code>{_esc(approval.get('summary', ''))}</code>")
+        what.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        what.setWordWrap(True)
+        why = QLabel(_esc(approval.get("reason", "")))
+        why.setWordWrap(True)
+        self.left = QLabel()
+        self.left.setStyleSheet("color: #8a8f98")
+        row = QHBoxLayout()
+        self.buttons: dict[str, QPushButton] = {}
+        for decision, text in DECISIONS:
+            b = QPushButton(text)
+            b.clicked.connect(lambda _=False, d=decision: answer(approval["approval_id"], d))
+            self.buttons[decision] = b
+            row.addWidget(b)
+        row.addStretch(1)
+        row.addWidget(self.left)
+        for w in (title, what, why):
+            box.addWidget(w)
+        box.addLayout(row)
+        self.tick()
+
+    def tick(self) -> None:
+        from datetime import datetime
+
+        expires = self.approval.get("expires_at")
+        if not expires:
+            return
+        try:
+            end = datetime.fromisoformat(expires.replace("Z", "+00:00"))
+        except ValueError:
+            return
+        left = int((end - datetime.now(UTC)).total_seconds())
+        self.left.setText(f"{max(0, left) // 60}:{max(0, left) % 60:02d} left" if left > 0 else "expiring…")
+
+    def busy(self, on: bool) -> None:
+        for b in self.buttons.values():
+            b.setEnabled(not on)
+
+
+class QueueRow(QFrame):
+    def __init__(self, receipt: dict[str, Any], cancel: Any) -> None:
+        super().__init__()
+        row = QHBoxLayout(self)
+        row.setContentsMargins(6, 2, 6, 2)
+        text = (receipt.get("text") or "").strip().splitlines()
+        label = QLabel(f"Queued: {_esc((text[0] if text else '')[:120])}")
+        label.setStyleSheet("color: #8a8f98")
+        self.cancel = QPushButton("Cancel")
+        self.cancel.clicked.connect(lambda: cancel(receipt["admission_id"]))
+        row.addWidget(label, 1)
+        row.addWidget(self.cancel)
+
+
+class SessionWindow(QMainWindow):
+    closed = Signal(str)  # session_id
+    error = Signal(str)
+
+    def __init__(self, link: Link, session_id: str) -> None:
+        super().__init__()
+        self.link = link
+        self.session_id = session_id
+        self.state = SessionState(session_id)
+        self.state.on_turn_done = self._turn_done
+        self.state.on_change = self._refresh_soon
+        self.model = TranscriptModel(self.state.transcript)
+        self.fetching = False
+        self.cards: dict[str, ApprovalCard] = {}
+        self.queue_rows: dict[str, QueueRow] = {}
+        self._build()
+        self.setWindowTitle("Turnkey")
+        self.resize(860, 720)
+        link.received.connect(self._on_event)
+        link.state.connect(self._on_link_state)
+        self._refresh_timer = QTimer(self, singleShot=True, interval=30)
+        self._refresh_timer.timeout.connect(self.refresh)
+        self._tick = QTimer(self, interval=1000)
+        self._tick.timeout.connect(self._on_tick)
+        self._tick.start()
+        spawn(self._open(), self._show_error)
+
+    # --- layout --------------------------------------------------------------------
+
+    def _build(self) -> None:
+        central = QWidget()
+        box = QVBoxLayout(central)
+        box.setContentsMargins(8, 8, 8, 8)
+        self.view = make_view(self.model)
+        self.view.clicked.connect(self._clicked)
+        self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
+        self.model.rowsInserted.connect(self._rows_inserted)
+        self.notice = QLabel()
+        self.notice.setWordWrap(True)
+        self.notice.setStyleSheet("color: #d68a00")
+        self.notice.hide()
+        self.banner = QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setStyleSheet("background: #d0393e; color: white; padding: 4px; border-radius: 4px")
+        self.banner.hide()
+        self.approvals_box = QVBoxLayout()
+        self.queue_box = QVBoxLayout()
+        self.composer = Composer()
+        self.composer.send.connect(self.send)
+        self.composer.interrupt.connect(self.interrupt)
+        self.send_button = QPushButton("Send")
+        self.send_button.clicked.connect(self.send)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Interrupt the running turn (Esc)")
+        self.stop_button.clicked.connect(self.interrupt)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addStretch(1)
+        compose = QHBoxLayout()
+        compose.addWidget(self.composer, 1)
+        compose.addLayout(buttons)
+        box.addWidget(self.banner)
+        box.addWidget(self.view, 1)
+        box.addWidget(self.notice)
+        box.addLayout(self.approvals_box)
+        box.addLayout(self.queue_box)
+        box.addLayout(compose)
+        self.setCentralWidget(central)
+        self.status_label = QLabel()
+        self.usage_label = QLabel()
+        self.conn_label = QLabel()
+        self.statusBar().addWidget(self.status_label)
+        self.statusBar().addWidget(self.conn_label)
+        self.statusBar().addPermanentWidget(self.usage_label)
+        QShortcut(QKeySequence("Ctrl+Return"), self, lambda: self.send())
+        QShortcut(QKeySequence(QKeySequence.StandardKey.Close), self, self._close_window)
+        QShortcut(QKeySequence("Ctrl+."), self, lambda: self.interrupt())
+        QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.view, lambda: self._copy())
+
+    # --- loading -------------------------------------------------------------------
+
+    async def _open(self) -> None:
+        result = await self.link.open_session(self.session_id)
+        self.state.load(result)
+        self.view.scrollToBottom()
+        self.refresh()
+
+    async def _reload(self) -> None:
+        self.state.reset()
+        result = await self.link.call("session.resume", {"session_id": self.session_id})
+        self.state.load(result)
+        self.view.scrollToBottom()
+        self.refresh()
+
+    def fetch_older(self) -> None:
+        t = self.state.transcript
+        if self.fetching or not t.has_more or not t.oldest_message_id:
+            return
+        self.fetching = True
+        spawn(self._fetch_older(t.oldest_message_id), self._show_error)
+
+    async def _fetch_older(self, before_id: str) -> None:
+        try:
+            page = await self.link.call("session.messages", {
+                "session_id": self.session_id, "before_id": before_id, "limit": PAGE})
+            bar = self.view.verticalScrollBar()
+            keep = bar.maximum() - bar.value()
+            self.state.transcript.prepend(page["messages"], bool(page["has_more"]))
+            self.view.doItemsLayout()
+            bar.setValue(bar.maximum() - keep)  # the same messages stay under the reader's eyes
+        finally:
+            self.fetching = False
+
+    def _scrolled(self, value: int) -> None:
+        if value <= self.view.verticalScrollBar().minimum() + 4 and self.state.loaded:
+            self.fetch_older()
+
+    def _rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:
+        if last == self.model.rowCount() - 1 and self._at_bottom:
+            QTimer.singleShot(0, self.view.scrollToBottom)
+
+    @property
+    def _at_bottom(self) -> bool:
+        bar = self.view.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 40
+
+    # --- events --------------------------------------------------------------------
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "client.resync" and event.get("session_id") == self.session_id:
+            spawn(self._reload(), self._show_error)
+            return
+        if kind == "session.deleted" and event.get("session_id") == self.session_id:
+            self.banner.setText("This session was deleted.")
+            self.banner.show()
+            self.composer.setEnabled(False)
+            return
+        follow = self._at_bottom
+        self.state.apply(event)
+        if follow and event.get("type") in ("message.delta", "tool.progress", "tool.start"):
+            self.view.scrollToBottom()
+
+    def _on_link_state(self, state: str) -> None:
+        self._refresh_soon()
+
+    def _turn_done(self, turn_id: str) -> None:
+        spawn(self._reconcile(turn_id), self._show_error)
+
+    async def _reconcile(self, turn_id: str) -> None:
+        """The finished turn as stored, in place of what was streamed."""
+        page = await self.link.call("session.messages", {"session_id": self.session_id, "limit": PAGE})
+        follow = self._at_bottom
+        self.state.transcript.reconcile_turn(turn_id, page["messages"])
+        if follow:
+            self.view.scrollToBottom()
+
+    # --- actions -------------------------------------------------------------------
+
+    def send(self) -> None:
+        text = self.composer.toPlainText().strip()
+        if not text:
+            return
+        self.composer.clear()
+        spawn(self._submit(text), self._submit_failed(text))
+
+    async def _submit(self, text: str) -> None:
+        result = await self.link.call("prompt.submit", {
+            "session_id": self.session_id, "request_id": str(uuid.uuid4()), "text": text})
+        receipt = result["receipt"]
+        self.state.prompts.setdefault(receipt["admission_id"], text)
+        if receipt.get("status") == "queued" and self.state.busy:
+            self.state.queue.setdefault(receipt["admission_id"], {**receipt, "text": text})
+        self._refresh_soon()
+
+    def _submit_failed(self, text: str) -> Any:
+        def failed(message: str) -> None:
+            if not self.composer.toPlainText().strip():
+                self.composer.setPlainText(text)  # the words are not lost
+            self._show_error(f"Not sent: {message}")
+        return failed
+
+    def interrupt(self) -> None:
+        if self.state.busy:
+            spawn(self.link.call("turn.interrupt", {"session_id": self.session_id}), self._show_error)
+
+    def answer(self, approval_id: str, decision: str) -> None:
+        card = self.cards.get(approval_id)
+        if card is not None:
+            card.busy(True)
+
+        async def go() -> None:
+            try:
+                await self.link.call("approval.respond", {"approval_id": approval_id, "decision": decision})
+            except Exception as exc:
+                from shared.client import RpcError
+
+                if isinstance(exc, RpcError) and exc.code == -32013:  # answered elsewhere or expired
+                    self.state.approvals.pop(approval_id, None)
+                    self.refresh()
+                    return
+                if card is not None:
+                    card.busy(False)
+                raise
+
+        spawn(go(), self._show_error)
+
+    def cancel(self, admission_id: str) -> None:
+        async def go() -> None:
+            await self.link.call("admission.cancel", {"admission_id": admission_id})
+            self.state.queue.pop(admission_id, None)
+            self.refresh()
+
+        spawn(go(), self._show_error)
+
+    def show_approval(self, approval_id: str) -> None:
+        """Brings the window forward with the approval's card in view (a tray click)."""
+        self.showNormal()
+        self.raise_()
+        self.activateWindow()
+        card = self.cards.get(approval_id)
+        if card is not None:
+            card.buttons["once"].setFocus()
+
+    def _clicked(self, index: QModelIndex) -> None:
+        self.state.transcript.toggle(index.row())
+
+    def _close_window(self) -> None:
+        self.close()
+
+    def _copy(self) -> None:
+        index = self.view.currentIndex()
+        if index.isValid():
+            QGuiApplication.clipboard().setText(str(index.data(Qt.ItemDataRole.DisplayRole) or ""))
+
+    def _show_error(self, message: str) -> None:
+        self.banner.setText(message)
+        self.banner.show()
+        QTimer.singleShot(8000, self.banner.hide)
+        emit(self.error, message)
+
+    # --- refresh -------------------------------------------------------------------
+
+    def _refresh_soon(self) -> None:
+        if not self._refresh_timer.isActive():
+            self._refresh_timer.start()
+
+    def refresh(self) -> None:
+        s = self.state
+        self.setWindowTitle(f"{s.title} — Turnkey")
+        link_state = self.link.current
+        self.conn_label.setText("" if link_state == "connected" else f"⟳ {link_state}…")
+        self.conn_label.setStyleSheet("color: #d68a00")
+        self.status_label.setText(status_label(s.status))
+        self.usage_label.setText(s.usage_line())
+        self.stop_button.setEnabled(s.busy)
+        if s.notice is not None:
+            self.notice.setText(s.notice.render(time.monotonic()))
+            self.notice.show()
+        else:
+            self.notice.hide()
+        for aid in [a for a in self.cards if a not in s.approvals]:
+            card = self.cards.pop(aid)
+            self.approvals_box.removeWidget(card)
+            card.deleteLater()
+        for aid, approval in s.approvals.items():
+            if aid not in self.cards:
+                card = ApprovalCard(approval, self.answer)
+                self.cards[aid] = card
+                self.approvals_box.addWidget(card)
+        for adm in [a for a in self.queue_rows if a not in s.queue]:
+            row = self.queue_rows.pop(adm)
+            self.queue_box.removeWidget(row)
+            row.deleteLater()
+        for adm, receipt in s.queue.items():
+            if adm not in self.queue_rows:
+                text = receipt.get("text") or s.prompts.get(adm, "")
+                row = QueueRow({**receipt, "text": text}, self.cancel)
+                self.queue_rows[adm] = row
+                self.queue_box.addWidget(row)
+
+    def _on_tick(self) -> None:
+        for card in self.cards.values():
+            card.tick()
+        if self.state.notice is not None and self.state.notice.until is not None:
+            self.notice.setText(self.state.notice.render(time.monotonic()))
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self._tick.stop()
+        try:
+            self.link.received.disconnect(self._on_event)
+            self.link.state.disconnect(self._on_link_state)
+        except (RuntimeError, TypeError):
+            pass
+        spawn(self.link.close_session(self.session_id))
+        emit(self.closed, self.session_id)
+        super().closeEvent(event)
+
+
+def _esc(text: str) -> str:
+    import html
+
+    return html.escape(str(text), quote=False)

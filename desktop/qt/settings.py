@@ -1,0 +1,822 @@
+"""The settings dialog: providers, API keys, the provider test, the approval mode, the data folder.
+
+A client of the backend only: everything it shows comes from `config.get` /
+`config.set` (the effective config, keys as "set"/"unset"), and every change
+goes through `config.set {patch}`, `secret.set` or `provider.test`, each
+scheduled with `spawn()` on the qasync loop so the GUI thread never waits.
+
+Patches carry only what the person changed: a cleared field sends `null`,
+which `config.set` treats as "delete the key" (the backend's default then
+applies), so settings the form does not show (`api_key_env`,
+`request_timeout_s`, `max_tokens_field`, `model_path`, `tools`) are left as
+they are in config.toml.  Removing a provider is the same mechanism
+(`providers.NAME: null`), together with the references to it
+(`default_provider`, `auxiliary_provider`, `fallback_providers`) that would
+otherwise make the backend refuse the patch.
+
+Errors are the backend's: `config.set` answers -32602 with `data.field` (a
+dotted path such as `patch.providers.main.context_window`); the dialog names
+the field with its label, rewords msgspec's phrasing, and marks the widget.
+An API key is never shown back: the field is a password field, it is
+cleared once the key is stored, and only the name and where it went are shown.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, Protocol
+
+import shiboken6
+from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.qt.aio import describe, spawn
+from desktop.qt.compat import emit
+from shared.client import RpcError
+
+KINDS = ("openai", "anthropic", "local")
+KIND_LABELS = {
+    "openai": "OpenAI-compatible (Chat Completions)",
+    "anthropic": "Anthropic (Messages)",
+    "local": "Local model (run by Turnkey)",
+}
+# What the backend uses when base_url is not set (backend/providers/registry.py DEFAULT_BASE_URLS).
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com/v1",
+}
+LOCAL_URL_HINT = "not used: Turnkey starts the local model server itself"
+
+APPROVAL_MODES = (
+    ("smart", "Smart: ask for risky commands and for file changes outside the session folder"),
+    ("ask", "Ask: ask before every command and every file change"),
+    ("off", "Off: never ask (commands that are always refused stay refused)"),
+)
+
+# Form fields: config key -> label.  Order is the form's order.
+TEXT_FIELDS = ("base_url", "model", "api_key_secret")
+INT_FIELDS = ("context_window", "max_output_tokens")
+PRICE_FIELDS = ("input_usd_per_mtok", "output_usd_per_mtok", "cached_input_usd_per_mtok")
+LABELS = {
+    "name": "Name",
+    "kind": "Kind",
+    "base_url": "Base URL",
+    "model": "Model",
+    "context_window": "Context window (tokens)",
+    "max_output_tokens": "Max output tokens",
+    "input_usd_per_mtok": "Input price (USD / million tokens)",
+    "output_usd_per_mtok": "Output price (USD / million tokens)",
+    "cached_input_usd_per_mtok": "Cached-input price (USD / million tokens)",
+    "api_key_secret": "Key name",
+    "default_provider": "Default provider",
+    "auxiliary_provider": "Auxiliary provider",
+    "fallback_providers": "Fallback providers",
+    "mode": "Approval mode",
+    "value": "API key",
+}
+PROBLEM_STYLE = "border: 1px solid #c62828;"
+NEW_ITEM = "(new provider)"
+TEST_TIMEOUT_S = 90.0  # provider.test waits up to 60 s for the provider itself
+
+
+class Rpc(Protocol):
+    """What the dialog needs of `desktop.link.Link` (a structural type, so this module does
+    not import the link and its process plumbing)."""
+
+    async def call(self, method: str, params: dict[str, Any] | None = None,
+                   timeout: float | None = 60.0) -> Any: ...
+
+
+class SettingsDialog(QDialog):
+    """Settings for one backend (the one `link` talks to, whose data folder is `data_dir`)."""
+
+    loaded = Signal(dict)  # the effective config, after config.get or config.set
+    saved = Signal(dict)  # the effective config config.set returned (provider, removal, mode)
+    key_saved = Signal(dict)  # secret.set's result: {stored, warning?} (never the key)
+    tested = Signal(dict)  # provider.test's result (an RPC failure as ok false, kind "rpc")
+    failed = Signal(str)  # any error shown to the person, in the words shown
+
+    def __init__(self, link: Rpc, data_dir: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.link = link
+        self.data_dir = data_dir
+        self.config: dict[str, Any] | None = None
+        self.current: str | None = None  # the provider shown in the form; None: a new one
+        self.busy: set[str] = set()  # operations in flight: load, save, key, test, mode
+        self.last_error_field: str | None = None  # the backend's data.field of the last error
+        self.setWindowTitle("Turnkey settings")
+        self._build()
+        self.reload()
+
+    # --- layout ------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        root = QVBoxLayout(self)
+
+        self.status_label = QLabel("Loading settings…")
+        self.status_label.setWordWrap(True)
+        root.addWidget(self.status_label)
+
+        # Providers: a list on the left, the selected one's form on the right.
+        providers = QGroupBox("Model providers")
+        row = QHBoxLayout(providers)
+        left = QVBoxLayout()
+        self.provider_list = QListWidget()
+        self.provider_list.currentItemChanged.connect(self._on_select)
+        left.addWidget(self.provider_list)
+        buttons = QHBoxLayout()
+        self.add_button = QPushButton("Add…")
+        self.add_button.clicked.connect(self._on_add)
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.clicked.connect(self._on_remove)
+        buttons.addWidget(self.add_button)
+        buttons.addWidget(self.remove_button)
+        left.addLayout(buttons)
+        row.addLayout(left, 1)
+
+        right = QVBoxLayout()
+        form = QFormLayout()
+        self.name_edit = QLineEdit()
+        self.name_edit.setReadOnly(True)
+        form.addRow(LABELS["name"], self.name_edit)
+        self.kind_combo = QComboBox()
+        for kind in KINDS:
+            self.kind_combo.addItem(KIND_LABELS[kind], kind)
+        self.kind_combo.currentIndexChanged.connect(self._on_kind_changed)
+        form.addRow(LABELS["kind"], self.kind_combo)
+        self.fields: dict[str, QLineEdit] = {}
+        for key in ("base_url", "model", *INT_FIELDS, *PRICE_FIELDS, "api_key_secret"):
+            edit = QLineEdit()
+            self.fields[key] = edit
+            form.addRow(LABELS[key], edit)
+        self.fields["cached_input_usd_per_mtok"].setPlaceholderText("same as the input price")
+        self.fields["context_window"].setPlaceholderText("128000")
+        self.fields["max_output_tokens"].setPlaceholderText("4096")
+        self.default_check = QCheckBox("Use for new turns (the default provider)")
+        form.addRow("", self.default_check)
+        right.addLayout(form)
+
+        self.error_label = QLabel()
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #c62828;")
+        self.error_label.hide()
+        right.addWidget(self.error_label)
+
+        actions = QHBoxLayout()
+        self.save_button = QPushButton("Save")
+        self.save_button.clicked.connect(self.save_provider)
+        self.revert_button = QPushButton("Revert")
+        self.revert_button.clicked.connect(self._show_current)
+        actions.addStretch(1)
+        actions.addWidget(self.revert_button)
+        actions.addWidget(self.save_button)
+        right.addLayout(actions)
+
+        # API key of the selected provider.
+        keybox = QGroupBox("API key")
+        keylay = QVBoxLayout(keybox)
+        self.key_status_label = QLabel()
+        self.key_status_label.setWordWrap(True)
+        keylay.addWidget(self.key_status_label)
+        keyrow = QHBoxLayout()
+        self.key_edit = QLineEdit()
+        self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key_edit.setPlaceholderText("paste the key here")
+        self.key_edit.returnPressed.connect(self.save_key)
+        self.key_button = QPushButton("Save key")
+        self.key_button.clicked.connect(self.save_key)
+        keyrow.addWidget(self.key_edit, 1)
+        keyrow.addWidget(self.key_button)
+        keylay.addLayout(keyrow)
+        self.key_result_label = QLabel()
+        self.key_result_label.setWordWrap(True)
+        keylay.addWidget(self.key_result_label)
+        right.addWidget(keybox)
+
+        # provider.test of the selected provider, as saved.
+        testbox = QGroupBox("Connection test")
+        testlay = QVBoxLayout(testbox)
+        testrow = QHBoxLayout()
+        self.test_button = QPushButton("Test")
+        self.test_button.setToolTip("Sends one short request with the saved settings")
+        self.test_button.clicked.connect(self.test_provider)
+        self.test_progress = QProgressBar()
+        self.test_progress.setRange(0, 0)  # indeterminate
+        self.test_progress.hide()
+        testrow.addWidget(self.test_button)
+        testrow.addWidget(self.test_progress, 1)
+        testlay.addLayout(testrow)
+        self.test_result_label = QLabel()
+        self.test_result_label.setWordWrap(True)
+        testlay.addWidget(self.test_result_label)
+        right.addWidget(testbox)
+
+        row.addLayout(right, 2)
+        root.addWidget(providers)
+
+        # General settings.
+        general = QGroupBox("Approvals")
+        genlay = QFormLayout(general)
+        self.approval_combo = QComboBox()
+        for mode, label in APPROVAL_MODES:
+            self.approval_combo.addItem(label, mode)
+        self.approval_combo.activated.connect(self._on_approval_chosen)  # the person's choice only
+        genlay.addRow("Approval mode", self.approval_combo)
+        self.approval_label = QLabel()
+        self.approval_label.setWordWrap(True)
+        genlay.addRow("", self.approval_label)
+        root.addWidget(general)
+
+        bottom = QHBoxLayout()
+        self.open_folder_button = QPushButton("Open data folder")
+        self.open_folder_button.setToolTip(str(self.data_dir))
+        self.open_folder_button.clicked.connect(self.open_data_folder)
+        self.close_button = QPushButton("Close")
+        self.close_button.clicked.connect(self.close)
+        bottom.addWidget(self.open_folder_button)
+        bottom.addStretch(1)
+        bottom.addWidget(self.close_button)
+        root.addLayout(bottom)
+
+        self._set_form_enabled(False)
+        self.add_button.setEnabled(False)
+        self.approval_combo.setEnabled(False)
+
+    # --- loading -----------------------------------------------------------------------
+
+    def reload(self, refill: bool = True) -> None:
+        """Fetches the effective config (`config.get`) and shows it."""
+        self._run("load", self._load(refill), self._show_status_error)
+
+    async def _load(self, refill: bool) -> None:
+        config = await self.link.call("config.get", {})
+        if self._alive():
+            self.status_label.setText(f"Settings of the Turnkey service for {self.data_dir}")
+            self._apply(config, refill)
+
+    def _apply(self, config: dict[str, Any], refill: bool = True) -> None:
+        """Shows `config` (the effective one).  `refill` False keeps the form as the person
+        left it (unsaved edits, a new provider) and updates only the list and key status."""
+        self.config = config
+        providers = self.providers()
+        names = sorted(providers)
+        default = self.default_provider()
+        if refill or (self.current is not None and self.current not in names):
+            keep = self.current
+            self.current = keep if keep in names else (
+                default if default in names else (names[0] if names else None))
+            refill = True
+        self.provider_list.blockSignals(True)
+        self.provider_list.clear()
+        for name in names:
+            item = QListWidgetItem(self._item_text(name, default))
+            item.setData(Qt.ItemDataRole.UserRole, name)
+            self.provider_list.addItem(item)
+        if self.current in names:
+            self.provider_list.setCurrentRow(names.index(self.current))
+        self.provider_list.blockSignals(False)
+        if refill:
+            self._show_current()
+        elif self.current is not None:
+            self._show_key_status(self.current, providers[self.current])
+        mode = (config.get("approvals") or {}).get("mode", "smart")
+        index = self.approval_combo.findData(mode)
+        if index >= 0:
+            self.approval_combo.setCurrentIndex(index)
+        self.approval_combo.setEnabled("mode" not in self.busy)
+        self.add_button.setEnabled(True)
+        if not names:
+            self.status_label.setText("No provider is configured yet: add one.")
+        emit(self.loaded, config)
+
+    def providers(self) -> dict[str, dict[str, Any]]:
+        return dict((self.config or {}).get("providers") or {})
+
+    def default_provider(self) -> str | None:
+        """The provider turns use: `default_provider`, or the only one configured."""
+        cfg = self.config or {}
+        name = cfg.get("default_provider")
+        providers = self.providers()
+        if name is None and len(providers) == 1:
+            name = next(iter(providers))
+        return name if name in providers else None
+
+    @staticmethod
+    def _item_text(name: str, default: str | None) -> str:
+        return f"{name} (default)" if name == default else name
+
+    # --- the form ----------------------------------------------------------------------
+
+    def _on_select(self, item: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
+        if item is None:
+            return
+        self.current = item.data(Qt.ItemDataRole.UserRole)
+        self._show_current()
+        self.test_result_label.setText("")
+        self.key_result_label.setText("")
+
+    def _show_current(self) -> None:
+        """Fills the form with the saved settings of the selected provider (or clears it)."""
+        self._clear_problem()
+        prov = self.providers().get(self.current or "")
+        if prov is None:
+            self.current = None
+            self._fill_form("", {})
+            self._set_form_enabled(False)
+            self.key_status_label.setText("")
+            return
+        assert self.current is not None
+        self._fill_form(self.current, prov)
+        self._set_form_enabled(True)
+        self.name_edit.setReadOnly(True)
+        self._show_key_status(self.current, prov)
+
+    def _fill_form(self, name: str, prov: dict[str, Any]) -> None:
+        self.name_edit.setText(name)
+        kind = prov.get("kind", "openai")
+        index = self.kind_combo.findData(kind)
+        self.kind_combo.setCurrentIndex(max(index, 0))
+        for key, edit in self.fields.items():
+            edit.setText(_shown(prov.get(key)))
+        self.fields["api_key_secret"].setPlaceholderText(name or "the provider's name")
+        self.default_check.setChecked(bool(name) and name == self.default_provider())
+        self._on_kind_changed()
+
+    def _on_kind_changed(self, _index: int = 0) -> None:
+        kind = self.kind_combo.currentData()
+        url = self.fields["base_url"]
+        if kind == "local":
+            url.setPlaceholderText(LOCAL_URL_HINT)
+            url.setEnabled(bool(url.text()))  # a stale URL stays visible so it can be cleared
+        else:
+            url.setPlaceholderText(DEFAULT_BASE_URLS.get(kind, ""))
+            url.setEnabled(self.name_edit.isEnabled())
+
+    def _set_form_enabled(self, on: bool) -> None:
+        for w in (self.name_edit, self.kind_combo, *self.fields.values(), self.default_check,
+                  self.save_button, self.revert_button):
+            w.setEnabled(on)
+        saved = on and self.current is not None
+        self.remove_button.setEnabled(saved)
+        self.key_edit.setEnabled(saved)
+        self.key_button.setEnabled(saved and "key" not in self.busy)
+        self.test_button.setEnabled(saved and "test" not in self.busy)
+        if on:
+            self._on_kind_changed()
+
+    def _show_key_status(self, name: str, prov: dict[str, Any]) -> None:
+        status = prov.get("api_key", "unset")
+        secret = prov.get("api_key_secret") or name
+        words = "a key is set" if status == "set" else "no key is set"
+        text = f"Key status: {words}. This provider's key is kept under the name “{secret}”."
+        env = prov.get("api_key_env")
+        if env:
+            text += f" The environment variable {env}, when set, is used instead."
+        if not prov.get("api_key_secret"):
+            text += " Saving a key also sets this provider's key name to its own name."
+        self.key_status_label.setText(text)
+
+    def _on_add(self) -> None:
+        name, ok = QInputDialog.getText(self, "Add a provider", "Name of the new provider:")
+        if ok:
+            self.start_new_provider(name)
+
+    def start_new_provider(self, name: str) -> bool:
+        """Shows an empty form for a provider called `name` (saved with Save)."""
+        name = name.strip()
+        self._clear_problem()
+        if not name:
+            self._show_problem("name", "Name: give the provider a name.")
+            return False
+        if name in self.providers():
+            self._show_problem("name", f"Name: a provider called “{name}” already exists.")
+            return False
+        self.provider_list.blockSignals(True)
+        self.provider_list.clearSelection()
+        self.provider_list.setCurrentRow(-1)
+        self.provider_list.blockSignals(False)
+        self.current = None
+        self._fill_form(name, {})
+        self.test_result_label.setText("")
+        self.key_result_label.setText("")
+        self._set_form_enabled(True)
+        self.default_check.setChecked(not self.providers())
+        self.key_status_label.setText("Save the provider first, then its key.")
+        self.fields["model"].setFocus()
+        return True
+
+    def form_values(self) -> dict[str, Any]:
+        """The form as config values: "" is None (the backend's default); numbers parsed
+        where they parse, otherwise left as text so the backend names the field."""
+        values: dict[str, Any] = {"kind": self.kind_combo.currentData()}
+        for key in TEXT_FIELDS:
+            values[key] = self.fields[key].text().strip() or None
+        for key in INT_FIELDS:
+            values[key] = _number(self.fields[key].text(), integer=True)
+        for key in PRICE_FIELDS:
+            values[key] = _number(self.fields[key].text(), integer=False)
+        return values
+
+    def provider_patch(self) -> dict[str, Any] | None:
+        """The `config.set` patch for the form: only what changed (None: nothing did)."""
+        name = self.name_edit.text().strip()
+        old = self.providers().get(name) if self.current is not None else None
+        values = self.form_values()
+        table: dict[str, Any]
+        if old is None:  # a new provider: everything filled in
+            table = {k: v for k, v in values.items() if v is not None}
+        else:
+            table = {k: v for k, v in values.items() if not _same(v, old.get(k))}
+        patch: dict[str, Any] = {"providers": {name: table}} if table or old is None else {}
+        was_default = (self.config or {}).get("default_provider") == name
+        if self.default_check.isChecked() and not was_default:
+            patch["default_provider"] = name
+        elif not self.default_check.isChecked() and was_default:
+            patch["default_provider"] = None
+        return patch or None
+
+    def save_provider(self) -> None:
+        """Save: applies the form with `config.set {patch}`."""
+        if "save" in self.busy:
+            return
+        self._clear_problem()
+        name = self.name_edit.text().strip()
+        if not name:
+            self._show_problem("name", "Name: give the provider a name.")
+            return
+        patch = self.provider_patch()
+        if patch is None:
+            self.status_label.setText(f"Nothing changed for “{name}”.")
+            return
+        self._run("save", self._save(patch, name, f"Saved “{name}”."), self._show_form_error)
+
+    async def _save(self, patch: dict[str, Any], select: str | None, done: str) -> None:
+        try:
+            config = await self.link.call("config.set", {"patch": patch})
+        except RpcError as exc:
+            if self._alive():
+                self._show_rpc_error(exc)
+            return
+        if not self._alive():
+            return
+        self.current = select
+        self._apply(config)
+        self.status_label.setText(done)
+        emit(self.saved, config)
+
+    def _on_remove(self) -> None:
+        name = self.current
+        if name is None:
+            return
+        if self._confirm(f"Remove the provider “{name}”?",
+                         "Its settings are deleted from config.toml. A key stored for it stays "
+                         "stored (under its key name) until replaced."):
+            self.remove_provider(name)
+
+    def _confirm(self, question: str, detail: str) -> bool:  # a seam: tests replace it
+        answer = QMessageBox.question(self, "Turnkey", f"{question}\n\n{detail}")
+        return answer == QMessageBox.StandardButton.Yes
+
+    def remove_provider(self, name: str) -> None:
+        """Deletes `name` (`providers.NAME: null`) and every reference to it in one patch."""
+        if "save" in self.busy:
+            return
+        self._clear_problem()
+        cfg = self.config or {}
+        patch: dict[str, Any] = {"providers": {name: None}}
+        for key in ("default_provider", "auxiliary_provider"):
+            if cfg.get(key) == name:
+                patch[key] = None
+        fallbacks = list(cfg.get("fallback_providers") or [])
+        if name in fallbacks:
+            patch["fallback_providers"] = [f for f in fallbacks if f != name]
+        self._run("save", self._save(patch, None, f"Removed “{name}”."), self._show_form_error)
+
+    # --- API key -----------------------------------------------------------------------
+
+    def secret_name(self, name: str) -> str:
+        """The name a provider's key is stored under: its api_key_secret, else its own name."""
+        prov = self.providers().get(name) or {}
+        return str(prov.get("api_key_secret") or name)
+
+    def save_key(self) -> None:
+        """Save key: `secret.set {name, value}`; the field is cleared once stored."""
+        name = self.current
+        if name is None or "key" in self.busy:
+            return
+        value = self.key_edit.text()
+        if not value.strip():
+            self.key_result_label.setText("Paste a key first.")
+            return
+        link_name = not (self.providers().get(name) or {}).get("api_key_secret")
+        self.key_button.setEnabled(False)
+        self.key_result_label.setText("Storing the key…")
+        self._run("key", self._save_key(name, self.secret_name(name), value, link_name),
+                  self._show_key_error)
+
+    async def _save_key(self, provider: str, secret: str, value: str, link_name: bool) -> None:
+        try:
+            result = await self.link.call("secret.set", {"name": secret, "value": value})
+        except RpcError as exc:
+            if self._alive():
+                self._show_key_error(self._rpc_words(exc))
+            return
+        if not self._alive():
+            return
+        self.key_edit.clear()
+        where = "the system keyring" if result.get("stored") == "keyring" else "a file"
+        text = f"Key stored in {where} under the name “{secret}”."
+        if result.get("warning"):
+            text += f" Warning: {result['warning']}."
+        self.key_result_label.setText(text)
+        emit(self.key_saved, dict(result))
+        # The backend uses a stored key only for providers whose api_key_secret names it.
+        if link_name:
+            patch = {"providers": {provider: {"api_key_secret": secret}}}
+            try:
+                config = await self.link.call("config.set", {"patch": patch})
+            except RpcError as exc:
+                if self._alive():
+                    self._show_rpc_error(exc)
+                return
+            if self._alive():
+                if self.current == provider and not self.fields["api_key_secret"].text().strip():
+                    self.fields["api_key_secret"].setText(secret)  # the form matches the backend
+                self._apply(config, refill=False)
+        else:
+            self.reload(refill=False)  # the key status ("set") comes with the effective config
+
+    # --- provider.test -----------------------------------------------------------------
+
+    def test_provider(self) -> None:
+        """Test: `provider.test {provider}` on the saved settings, with a busy state."""
+        name = self.current
+        if name is None or "test" in self.busy:
+            return
+        self.test_button.setEnabled(False)
+        self.test_button.setText("Testing…")
+        self.test_progress.show()
+        self.test_result_label.setStyleSheet("")
+        text = f"Testing “{name}”: one short request (up to a minute)…"
+        if self.provider_patch() is not None:
+            text += " Unsaved changes in the form are not used: Save first to test them."
+        self.test_result_label.setText(text)
+
+        def failed(words: str) -> None:
+            self._show_test({"ok": False, "provider": name, "model": "", "latency_ms": 0,
+                             "error": {"kind": "rpc", "message": words}})
+
+        self._run("test", self._test(name, failed), failed)
+
+    async def _test(self, name: str, failed: Callable[[str], None]) -> None:
+        try:
+            result = await self.link.call("provider.test", {"provider": name},
+                                          timeout=TEST_TIMEOUT_S)
+        except RpcError as exc:
+            failed(self._rpc_words(exc))
+            return
+        self._show_test(result)
+
+    def _show_test(self, result: dict[str, Any]) -> None:
+        if not self._alive():
+            return
+        name = result.get("provider") or "the provider"
+        if result.get("ok"):
+            text = (f"OK: “{name}” ({result.get('model')}) answered in "
+                    f"{result.get('latency_ms')} ms.")
+            self.test_result_label.setStyleSheet("color: #2e7d32;")
+        else:
+            error = result.get("error") or {}
+            kind = _TEST_KINDS.get(str(error.get("kind")), "")
+            message = str(error.get("message") or "unknown error")
+            text = f"Failed: “{name}”: {kind + ': ' if kind else ''}{message}"
+            self.test_result_label.setStyleSheet("color: #c62828;")
+        self.test_result_label.setText(text)
+        emit(self.tested, dict(result))
+
+    # --- approval mode -----------------------------------------------------------------
+
+    def _on_approval_chosen(self, index: int) -> None:
+        self.set_approval_mode(str(self.approval_combo.itemData(index)))
+
+    def set_approval_mode(self, mode: str) -> None:
+        """Applies `approvals.mode` with config.set (the combo follows the result)."""
+        index = self.approval_combo.findData(mode)
+        if index >= 0:
+            self.approval_combo.setCurrentIndex(index)
+        self.approval_combo.setEnabled(False)
+        self.approval_label.setText("Saving…")
+        self._run("mode", self._set_mode(mode), self._show_mode_error)
+
+    async def _set_mode(self, mode: str) -> None:
+        try:
+            config = await self.link.call("config.set", {"patch": {"approvals": {"mode": mode}}})
+        except RpcError as exc:
+            if self._alive():
+                self._show_mode_error(self._rpc_words(exc))
+            return
+        if not self._alive():
+            return
+        self.busy.discard("mode")
+        self._apply(config, refill=False)
+        self.approval_label.setText("Saved. Running turns use it from their next tool call.")
+        emit(self.saved, config)
+
+    # --- data folder -------------------------------------------------------------------
+
+    def open_data_folder(self) -> bool:
+        """Opens the backend's data folder (config.toml, logs, secrets.json) in the file manager."""
+        return bool(QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.data_dir))))
+
+    # --- errors ------------------------------------------------------------------------
+
+    def _run(self, op: str, coro: Coroutine[Any, Any, None], on_error: Callable[[str], None]) -> None:
+        """spawn() with busy bookkeeping; `on_error` gets readable words for any failure."""
+        self.busy.add(op)
+        if op == "save":
+            self.save_button.setEnabled(False)
+
+        def error(words: str) -> None:
+            if self._alive():
+                on_error(words)
+
+        task = spawn(coro, error)
+        task.add_done_callback(lambda _t: self._finished(op))
+
+    def _finished(self, op: str) -> None:
+        self.busy.discard(op)
+        if not self._alive():
+            return
+        if op == "save":
+            self.save_button.setEnabled(self.name_edit.isEnabled())
+        elif op == "key":
+            self.key_button.setEnabled(self.current is not None)
+        elif op == "test":
+            self.test_button.setText("Test")
+            self.test_button.setEnabled(self.current is not None)
+            self.test_progress.hide()
+        elif op == "mode":
+            self.approval_combo.setEnabled(self.config is not None)
+
+    def _alive(self) -> bool:
+        return shiboken6.isValid(self)
+
+    def _rpc_words(self, exc: RpcError) -> str:
+        field = str(exc.data.get("field") or "")
+        return _reworded(field, exc.message) if exc.code == -32602 else describe(exc)
+
+    def _show_rpc_error(self, exc: RpcError) -> None:
+        field = str(exc.data.get("field") or "") if exc.code == -32602 else ""
+        self.last_error_field = field or None
+        key = field.rsplit(".", 1)[-1] if field else ""
+        self._show_problem(key, self._rpc_words(exc), exc.message)
+
+    def _show_problem(self, key: str, words: str, raw: str = "") -> None:
+        self.error_label.setText(words)
+        self.error_label.setToolTip(f"The service said: {raw}" if raw else "")
+        self.error_label.show()
+        widget = self._widget_for(key)
+        if widget is not None:
+            widget.setStyleSheet(PROBLEM_STYLE)
+            widget.setFocus()
+        emit(self.failed, words)
+
+    def _clear_problem(self) -> None:
+        self.error_label.hide()
+        self.error_label.setText("")
+        self.last_error_field = None
+        for w in (self.name_edit, self.kind_combo, *self.fields.values(), self.default_check):
+            w.setStyleSheet("")
+
+    def _widget_for(self, key: str) -> QWidget | None:
+        if key in self.fields:
+            return self.fields[key]
+        return {"name": self.name_edit, "kind": self.kind_combo,
+                "default_provider": self.default_check}.get(key)
+
+    def _show_form_error(self, words: str) -> None:
+        self._show_problem("", words)
+
+    def _show_status_error(self, words: str) -> None:
+        self.status_label.setText(f"Could not load the settings: {words}")
+        emit(self.failed, words)
+
+    def _show_key_error(self, words: str) -> None:
+        self.key_result_label.setText(f"The key was not stored: {words}")
+        emit(self.failed, words)
+
+    def _show_mode_error(self, words: str) -> None:
+        self.approval_label.setText(f"Not saved: {words}")
+        if self.config is not None:  # back to what the backend has
+            index = self.approval_combo.findData(self.config.get("approvals", {}).get("mode"))
+            if index >= 0:
+                self.approval_combo.setCurrentIndex(index)
+        emit(self.failed, words)
+
+
+_TEST_KINDS = {
+    "auth": "the key was refused",
+    "connection": "the server could not be reached",
+    "timeout": "no answer in time",
+    "rate_limit": "rate limited",
+    "model_not_found": "the model was not found",
+    "not_configured": "not configured",
+    "rpc": "",
+}
+
+
+def _shown(value: Any) -> str:
+    """A config value as form text (None: empty, so the placeholder shows the default)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return str(value)
+
+
+def _number(text: str, *, integer: bool) -> Any:
+    """Parsed text; "" is None; what does not parse (or is not finite) stays text, so the
+    backend's error names the field."""
+    text = text.strip().replace("_", "").replace(",", "")
+    if not text:
+        return None
+    try:
+        if integer:
+            return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(number):
+        return text  # JSON has no inf/nan; sent as a number it would turn into null (a delete)
+    if integer and number.is_integer():
+        return int(number)
+    return number
+
+
+def _same(new: Any, old: Any) -> bool:
+    if isinstance(new, int | float) and isinstance(old, int | float) \
+            and not isinstance(new, bool) and not isinstance(old, bool):
+        return float(new) == float(old)
+    return bool(new == old)
+
+
+_REWORDINGS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^Expected `int` >= (\S+)$"), r"must be a whole number of at least \1"),
+    (re.compile(r"^Expected `int` > (\S+)$"), r"must be a whole number greater than \1"),
+    (re.compile(r"^Expected `float` >= 0\.0$"), "must be a number, 0 or more"),
+    (re.compile(r"^Expected `float` >= (\S+)$"), r"must be a number of at least \1"),
+    (re.compile(r"^Expected `float` > 0\.0$"), "must be a number greater than 0"),
+    (re.compile(r"^Expected `float` > (\S+)$"), r"must be a number greater than \1"),
+    (re.compile(r"^Expected `int`, got `float`$"), "must be a whole number"),
+    (re.compile(r"^Expected `int`, got `str`$"), "must be a whole number"),
+    (re.compile(r"^Expected `float`, got `str`$"), "must be a number"),
+    (re.compile(r"^Expected `str`, got `\w+`$"), "must be text"),
+    (re.compile(r"^Object missing required field `[^`]+`$"), "is required"),
+    (re.compile(r"^Invalid enum value (.+)$"), r"cannot be \1"),
+    (re.compile(r"^Object contains unknown field `([^`]+)`$"),
+     r"“\1” is not a setting this version of Turnkey knows"),
+]
+
+
+def _reworded(field: str, message: str) -> str:
+    """The backend's -32602 message in words for a person, led by the field's label."""
+    parts = [p for p in field.split(".") if p and p != "patch"]
+    key = parts[-1] if parts else ""
+    if parts[:1] == ["providers"] and len(parts) == 2:
+        key = ""  # the table itself (e.g. not an object)
+    label = LABELS.get(key, key.replace("_", " ").capitalize() if key else "")
+    text = message
+    for pattern, words in _REWORDINGS:
+        if pattern.match(message):
+            text = pattern.sub(words, message)
+            break
+    text = text.replace("`", "")
+    if parts[:1] == ["providers"] and len(parts) >= 2:
+        where = f"{label} of provider “{parts[1]}”" if label else f"Provider “{parts[1]}”"
+    else:
+        where = label or "Settings"
+    return f"{where}: {text}."

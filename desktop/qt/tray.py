@@ -1,0 +1,97 @@
+"""The tray icon and its notifications, with an in-app fallback where no tray exists.
+
+Offscreen and on desktops without a status area `QSystemTrayIcon` is
+unavailable; then `notify` emits `fallback` and the app shows the message in
+its own windows instead.  `clicked` carries the notification's target (a
+session id and, for an approval, its id) whichever way it was shown.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QAction, QColor, QIcon, QPainter, QPixmap
+from PySide6.QtWidgets import QMenu, QSystemTrayIcon
+
+from desktop.qt.compat import emit
+
+STATE_COLORS = {"idle": "#4a6fa5", "working": "#2f7de1", "approval": "#d68a00", "offline": "#8a8f98"}
+
+
+def app_icon(state: str = "idle", size: int = 64) -> QIcon:
+    """The Turnkey mark, a key bow and shaft, tinted by state (drawn, so it scales)."""
+    pix = QPixmap(size, size)
+    pix.fill(Qt.GlobalColor.transparent)
+    p = QPainter(pix)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing)
+    color = QColor(STATE_COLORS.get(state, STATE_COLORS["idle"]))
+    p.setBrush(color)
+    p.setPen(Qt.PenStyle.NoPen)
+    s = size / 64
+    p.drawRoundedRect(QRectF(2 * s, 2 * s, 60 * s, 60 * s), 14 * s, 14 * s)
+    p.setBrush(QColor("white"))
+    p.drawEllipse(QPointF(22 * s, 32 * s), 11 * s, 11 * s)
+    p.drawRect(QRectF(30 * s, 29 * s, 24 * s, 6 * s))
+    p.drawRect(QRectF(46 * s, 35 * s, 4 * s, 8 * s))
+    p.setBrush(color)
+    p.drawEllipse(QPointF(22 * s, 32 * s), 4.5 * s, 4.5 * s)
+    if state == "approval":
+        p.setBrush(QColor("#d0393e"))
+        p.drawEllipse(QPointF(52 * s, 12 * s), 9 * s, 9 * s)
+    p.end()
+    return QIcon(pix)
+
+
+class Notifier(QObject):
+    clicked = Signal(str, str)  # session_id, approval_id ("" when not an approval)
+    fallback = Signal(str, str, str, str)  # title, text, session_id, approval_id
+    shown = Signal(str, str)  # title, text: every notification, however it was shown
+    activated = Signal()  # the tray icon itself was clicked
+    quit_requested = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.available = QSystemTrayIcon.isSystemTrayAvailable()
+        self.state = "idle"
+        self._target = ("", "")
+        self.tray: QSystemTrayIcon | None = None
+        self.menu = QMenu()
+        self.show_action = QAction("Show Turnkey", self.menu)
+        self.show_action.triggered.connect(lambda _=False: emit(self.activated))
+        quit_action = QAction("Quit", self.menu)
+        quit_action.triggered.connect(lambda _=False: emit(self.quit_requested))
+        self.menu.addAction(self.show_action)
+        self.menu.addSeparator()
+        self.menu.addAction(quit_action)
+        if self.available:
+            self.tray = QSystemTrayIcon(app_icon("idle"), self)
+            self.tray.setToolTip("Turnkey")
+            self.tray.setContextMenu(self.menu)
+            self.tray.messageClicked.connect(self._message_clicked)
+            self.tray.activated.connect(self._tray_activated)
+            self.tray.show()
+
+    def notify(self, title: str, text: str, session_id: str, approval_id: str = "") -> None:
+        self._target = (session_id, approval_id)
+        emit(self.shown, title, text)
+        if self.tray is not None:
+            self.tray.showMessage(title, text, app_icon("approval" if approval_id else self.state), 15000)
+        else:
+            emit(self.fallback, title, text, session_id, approval_id)
+
+    def set_state(self, state: str) -> None:
+        """idle, working, approval or offline: the icon says it at a glance."""
+        if state == self.state:
+            return
+        self.state = state
+        if self.tray is not None:
+            self.tray.setIcon(app_icon(state))
+            self.tray.setToolTip({"idle": "Turnkey", "working": "Turnkey — working",
+                                  "approval": "Turnkey — needs your approval",
+                                  "offline": "Turnkey — reconnecting"}.get(state, "Turnkey"))
+
+    def _message_clicked(self) -> None:
+        emit(self.clicked, *self._target)
+
+    def _tray_activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        if reason in (QSystemTrayIcon.ActivationReason.Trigger, QSystemTrayIcon.ActivationReason.DoubleClick):
+            emit(self.activated)

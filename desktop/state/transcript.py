@@ -1,0 +1,361 @@
+"""A session's transcript as a list of display items, built from durable messages and live events.
+
+No Qt here: the widgets adapt this to a list model.  Every change goes through
+`_insert`, `_remove` and `_changed`, which tell a `Listener` before and after,
+so a Qt model can emit its begin/end signals around the mutation.
+
+Sources of truth, in order: rows from `session.messages`/`session.resume`
+(durable), then events with a seq above the snapshot the rows came from.  At
+the end of a turn the window reloads that turn's rows and `reconcile_turn`
+replaces the live items with the durable ones, so what stays on screen is
+exactly what the backend stored (the streamed text is only a preview; the
+final text is `message.complete.text`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+PROGRESS_KEEP = 4000  # characters of live tool output kept for the card
+DONE_TOOL = frozenset({"ok", "error", "denied", "skipped", "interrupted", "unknown"})
+
+_versions = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Item:
+    key: str
+    turn_id: str | None
+    version: int = field(default_factory=lambda: next(_versions), init=False)
+
+    def bump(self) -> None:
+        self.version = next(_versions)
+
+
+@dataclass(eq=False)
+class UserItem(Item):
+    text: str = ""
+
+
+@dataclass(eq=False)
+class AssistantItem(Item):
+    text: str = ""
+    reasoning: str = ""
+    streaming: bool = False
+
+
+@dataclass(eq=False)
+class ToolItem(Item):
+    call_id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+    status: str = "pending"  # pending, running, waiting_approval, then a DONE_TOOL status
+    progress: str = ""
+    output: str = ""
+    diff: str = ""
+    duration_ms: int | None = None
+    spilled_path: str | None = None
+    expanded: bool = False
+
+
+@dataclass(eq=False)
+class NoteItem(Item):
+    kind: str = ""
+    text: str = ""
+
+
+class Listener(Protocol):
+    def before_insert(self, index: int, count: int) -> None: ...
+    def after_insert(self) -> None: ...
+    def before_remove(self, index: int, count: int) -> None: ...
+    def after_remove(self) -> None: ...
+    def changed(self, index: int) -> None: ...
+
+
+class _Silent:
+    def before_insert(self, index: int, count: int) -> None: ...
+    def after_insert(self) -> None: ...
+    def before_remove(self, index: int, count: int) -> None: ...
+    def after_remove(self) -> None: ...
+    def changed(self, index: int) -> None: ...
+
+
+def args_summary(name: str, arguments: dict[str, Any]) -> str:
+    """One line saying what a call does, for the card's header."""
+    for key in ("command", "path", "pattern", "query", "url"):
+        value = arguments.get(key)
+        if isinstance(value, str) and value:
+            return value.splitlines()[0][:200]
+    if not arguments:
+        return ""
+    first = next(iter(arguments.items()))
+    return f"{first[0]}={first[1]!s}"[:200]
+
+
+def items_from_messages(messages: Iterable[dict[str, Any]]) -> list[Item]:
+    """Display items for durable rows, tool results folded into their call's card."""
+    out: list[Item] = []
+    cards: dict[str, ToolItem] = {}
+    for m in messages:
+        role, turn = m.get("role"), m.get("turn_id")
+        if role == "user":
+            out.append(UserItem(m["message_id"], turn, text=m.get("content", "")))
+        elif role == "assistant":
+            if m.get("content"):
+                out.append(AssistantItem(m["message_id"], turn, text=m["content"]))
+            for call in m.get("tool_calls") or []:
+                card = ToolItem(f"call:{call['call_id']}", turn, call_id=call["call_id"],
+                                name=call.get("name", ""), arguments=call.get("arguments") or {})
+                card.summary = args_summary(card.name, card.arguments)
+                cards[card.call_id] = card
+                out.append(card)
+        elif role == "tool":
+            cid = m.get("call_id") or ""
+            found = cards.get(cid)
+            if found is None:  # its call is on an older page
+                found = ToolItem(f"call:{cid}", turn, call_id=cid, name=m.get("tool_name") or "")
+                cards[cid] = found
+                out.append(found)
+            _fill_result(found, m)
+        elif role == "system_note":
+            out.append(NoteItem(m["message_id"], turn, kind=m.get("note_kind") or "",
+                                text=m.get("content", "")))
+    return out
+
+
+def _fill_result(card: ToolItem, m: dict[str, Any]) -> None:
+    meta = m.get("meta") or {}
+    card.status = m.get("status") or "ok"
+    card.output = m.get("content", "")
+    card.diff = str(meta.get("diff") or "")
+    card.duration_ms = meta.get("duration_ms", card.duration_ms)
+    card.spilled_path = meta.get("spilled_path", card.spilled_path)
+    card.name = card.name or m.get("tool_name") or ""
+    card.bump()
+
+
+class Transcript:
+    """The items of one session window, plus what it needs for paging."""
+
+    def __init__(self, listener: Listener | None = None) -> None:
+        self.items: list[Item] = []
+        self.listener: Listener = listener or _Silent()
+        self.has_more = False
+        self.oldest_message_id: str | None = None
+        self.fetched_messages = 0  # rows read from the backend: what paging keeps small
+        self._stream: AssistantItem | None = None
+
+    # --- loading -----------------------------------------------------------------
+
+    def load(self, messages: list[dict[str, Any]], has_more: bool,
+             active_turn: dict[str, Any] | None = None) -> None:
+        """Replaces everything with the last page (and the text streamed so far of a running turn)."""
+        self._stream = None
+        if self.items:
+            self._remove(0, len(self.items))
+        self.fetched_messages += len(messages)
+        self.has_more = has_more
+        self.oldest_message_id = messages[0]["message_id"] if messages else None
+        items = items_from_messages(messages)
+        if active_turn is not None:
+            for item in items:
+                if isinstance(item, ToolItem) and item.turn_id == active_turn.get("turn_id") \
+                        and item.status == "pending":
+                    item.status = "running"
+            text = active_turn.get("text") or ""
+            if text:
+                self._stream = AssistantItem(f"stream:{active_turn['turn_id']}",
+                                             active_turn["turn_id"], text=text, streaming=True)
+                items.append(self._stream)
+        self._insert(0, items)
+
+    def prepend(self, messages: list[dict[str, Any]], has_more: bool) -> int:
+        """Adds an older page above; returns how many items were added at the top."""
+        self.fetched_messages += len(messages)
+        self.has_more = has_more
+        if not messages:
+            return 0
+        self.oldest_message_id = messages[0]["message_id"]
+        # Result cards at the top whose call is on this page: rebuild them with their call.
+        head = 0
+        while head < len(self.items):
+            item = self.items[head]
+            if not (isinstance(item, ToolItem) and item.key.startswith("call:")
+                    and item.call_id in _call_ids(messages)):
+                break
+            head += 1
+        orphans = [it for it in self.items[:head] if isinstance(it, ToolItem)]
+        fresh = items_from_messages(messages)
+        by_call = {it.call_id: it for it in fresh if isinstance(it, ToolItem)}
+        for orphan in orphans:
+            card = by_call[orphan.call_id]
+            card.status, card.output, card.diff = orphan.status, orphan.output, orphan.diff
+            card.duration_ms, card.spilled_path = orphan.duration_ms, orphan.spilled_path
+            card.expanded = orphan.expanded  # as the reader left it (reconcile_turn keeps it too)
+        if head:
+            self._remove(0, head)
+        self._insert(0, fresh)
+        return len(fresh) - head
+
+    def reconcile_turn(self, turn_id: str, messages: list[dict[str, Any]]) -> None:
+        """Swaps a finished turn's live items for the stored rows of that turn."""
+        rows = [m for m in messages if m.get("turn_id") == turn_id]
+        if not rows:
+            return
+        if messages[0].get("turn_id") == turn_id and rows[0].get("role") != "user":
+            # The page starts inside the turn (a turn longer than the page): replacing all the
+            # turn's items with this tail would drop its first rows from the window for good
+            # (paging only fetches rows older than oldest_message_id).  Keep the live items;
+            # message.complete has already ended them with the final text.
+            return
+        idx = [i for i, it in enumerate(self.items) if it.turn_id == turn_id]
+        fresh = items_from_messages(rows)
+        for old in self.items:
+            if isinstance(old, ToolItem) and old.turn_id == turn_id and old.expanded:
+                for new in fresh:
+                    if isinstance(new, ToolItem) and new.call_id == old.call_id:
+                        new.expanded = True
+        if self._stream is not None and self._stream.turn_id == turn_id:
+            self._stream = None
+        start = idx[0] if idx else len(self.items)
+        if idx:
+            # The turn's items are contiguous unless another window's prompt interleaved; remove
+            # each (from the end) and put the stored rows where the first one was.
+            for i in reversed(idx):
+                self._remove(i, 1)
+        self._insert(min(start, len(self.items)), fresh)
+
+    # --- events ------------------------------------------------------------------
+
+    def apply(self, event: dict[str, Any]) -> str | None:
+        """Applies one live event; returns the turn id when a turn just finished."""
+        kind, data, turn = event.get("type"), event.get("data") or {}, event.get("turn_id")
+        if kind == "message.delta":
+            stream = self._streaming(turn)
+            stream.text += data.get("text", "")
+            self._touch(stream)
+        elif kind == "reasoning.delta":
+            stream = self._streaming(turn)
+            stream.reasoning += data.get("text", "")
+            self._touch(stream)
+        elif kind == "tool.start":
+            self._end_stream()
+            card = self._card(data["call_id"], turn, data.get("name", ""))
+            card.arguments = data.get("arguments") or card.arguments
+            card.summary = data.get("summary") or args_summary(card.name, card.arguments)
+            if card.status not in DONE_TOOL:
+                card.status = "running"
+            self._touch(card)
+        elif kind == "tool.progress":
+            card = self._card(data["call_id"], turn, "")
+            card.progress = (card.progress + data.get("text", ""))[-PROGRESS_KEEP:]
+            self._touch(card)
+        elif kind == "tool.complete":
+            card = self._card(data["call_id"], turn, data.get("name", ""))
+            card.status = data.get("status", "ok")
+            card.summary = data.get("summary") or card.summary
+            card.duration_ms = data.get("duration_ms")
+            card.spilled_path = data.get("spilled_path")
+            meta = data.get("meta") or {}
+            card.diff = str(meta.get("diff") or card.diff)
+            self._touch(card)
+        elif kind in ("approval.request", "approval.resolved"):
+            approval = data.get("approval") or {}
+            asked = self._find_card(approval.get("call_id", ""))
+            if asked is not None and asked.status not in DONE_TOOL:
+                asked.status = "waiting_approval" if kind == "approval.request" else "running"
+                self._touch(asked)
+        elif kind == "turn.started":
+            self._end_stream()
+        elif kind == "message.complete":
+            last = self._stream if self._stream and self._stream.turn_id == turn else None
+            text = data.get("text")
+            if last is not None:
+                last.streaming = False
+                if text is not None:
+                    last.text = text  # the authoritative text, not our accumulation
+                self._touch(last)
+            elif text:
+                item = AssistantItem(f"stream:{turn}", turn, text=text)
+                self._insert(len(self.items), [item])
+            self._stream = None
+            return turn
+        return None
+
+    def add_user(self, admission_id: str, turn_id: str | None, text: str) -> None:
+        """The prompt that a turn just started with, until the stored row replaces it."""
+        if any(isinstance(it, UserItem) and it.key == f"prompt:{admission_id}" for it in self.items):
+            return
+        self._end_stream()
+        self._insert(len(self.items), [UserItem(f"prompt:{admission_id}", turn_id, text=text)])
+
+    def toggle(self, index: int) -> None:
+        item = self.items[index]
+        if isinstance(item, ToolItem):
+            item.expanded = not item.expanded
+            self._touch(item)
+
+    def find(self, key: str) -> int | None:
+        for i in range(len(self.items) - 1, -1, -1):
+            if self.items[i].key == key:
+                return i
+        return None
+
+    # --- helpers -------------------------------------------------------------------
+
+    def _streaming(self, turn: str | None) -> AssistantItem:
+        if self._stream is None or self._stream.turn_id != turn:
+            self._end_stream()
+            n = sum(1 for it in self.items if it.key.startswith(f"stream:{turn}"))
+            self._stream = AssistantItem(f"stream:{turn}:{n}", turn, streaming=True)
+            self._insert(len(self.items), [self._stream])
+        return self._stream
+
+    def _end_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.streaming = False
+            self._touch(self._stream)
+            self._stream = None
+
+    def _find_card(self, call_id: str) -> ToolItem | None:
+        i = self.find(f"call:{call_id}")
+        item = self.items[i] if i is not None else None
+        return item if isinstance(item, ToolItem) else None
+
+    def _card(self, call_id: str, turn: str | None, name: str) -> ToolItem:
+        card = self._find_card(call_id)
+        if card is None:
+            card = ToolItem(f"call:{call_id}", turn, call_id=call_id, name=name, status="running")
+            self._insert(len(self.items), [card])
+        elif name and not card.name:
+            card.name = name
+        return card
+
+    def _touch(self, item: Item) -> None:
+        item.bump()
+        for i in range(len(self.items) - 1, -1, -1):
+            if self.items[i] is item:
+                self.listener.changed(i)
+                return
+
+    def _insert(self, index: int, items: list[Item]) -> None:
+        if not items:
+            return
+        self.listener.before_insert(index, len(items))
+        self.items[index:index] = items
+        self.listener.after_insert()
+
+    def _remove(self, index: int, count: int) -> None:
+        if count <= 0:
+            return
+        self.listener.before_remove(index, count)
+        del self.items[index:index + count]
+        self.listener.after_remove()
+
+
+def _call_ids(messages: list[dict[str, Any]]) -> set[str]:
+    return {c["call_id"] for m in messages for c in (m.get("tool_calls") or [])}

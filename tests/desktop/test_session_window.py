@@ -1,0 +1,177 @@
+"""Session windows against a real backend: streaming, approvals, reconnect, two windows, resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from desktop.qt.session_window import SessionWindow
+from desktop.state.transcript import AssistantItem, ToolItem, UserItem
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.integration.backend_proc import Backend
+
+from .conftest import drive
+
+
+def new_session(qtbot: Any, controller: Any, cwd: Path | None = None) -> str:
+    params = {"cwd": str(cwd)} if cwd else {}
+    result = drive(qtbot, controller.link.call("session.create", params))
+    return str(result["session"]["session_id"])
+
+
+def texts(win: SessionWindow, kind: type) -> list[str]:
+    return [it.text for it in win.state.transcript.items if isinstance(it, kind)]
+
+
+def type_and_send(qtbot: Any, win: SessionWindow, text: str) -> None:
+    win.composer.setPlainText(text)
+    win.send()
+
+
+def test_a_streamed_turn_appears_and_ends_with_the_authoritative_text(
+    qtbot: Any, controller: Any, fake_provider: FakeOpenAI
+) -> None:
+    fake_provider.script(Reply(deltas=["Hel", "lo ", "there"], delay=0.15))
+    sid = new_session(qtbot, controller)
+    win = controller.open_session(sid)
+    qtbot.addWidget(win)
+    qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
+    type_and_send(qtbot, win, "say hello")
+    # Mid-stream: a streaming item with part of the text.
+    qtbot.waitUntil(lambda: any(isinstance(it, AssistantItem) and it.streaming and it.text
+                                for it in win.state.transcript.items), timeout=10_000)
+    qtbot.waitUntil(lambda: win.state.status == "idle" and texts(win, AssistantItem) == ["Hello there"],
+                    timeout=15_000)
+    qtbot.waitUntil(lambda: all(not it.key.startswith(("stream:", "prompt:"))
+                                for it in win.state.transcript.items), timeout=10_000)
+    assert texts(win, UserItem) == ["say hello"]
+    assert texts(win, AssistantItem) == ["Hello there"]
+    assert win.usage_label.text()  # tokens and cost in the status bar
+
+
+def open_window(qtbot: Any, controller: Any, sid: str, new_window: bool = False) -> SessionWindow:
+    win = controller.open_session(sid, new_window=new_window)
+    qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
+    return win
+
+
+def turn_done(win: SessionWindow, n: int) -> bool:
+    """n turns finished and reconciled with the stored rows."""
+    items = win.state.transcript.items
+    return (win.state.status == "idle" and len(texts(win, UserItem)) == n
+            and all(not it.key.startswith(("stream:", "prompt:")) for it in items))
+
+
+def test_an_approval_card_answered_in_the_window_unblocks_the_tool(
+    qtbot: Any, controller: Any, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "old.txt").write_text("bye")
+    fake_provider.script(
+        Reply.calls({"name": "terminal", "arguments": {"command": f"rm -rf {victim}"}}),
+        Reply(deltas=["Removed it."]),
+    )
+    sid = new_session(qtbot, controller, tmp_path)
+    win = open_window(qtbot, controller, sid)
+    type_and_send(qtbot, win, "clean up")
+    qtbot.waitUntil(lambda: len(win.cards) == 1, timeout=15_000)
+    card = next(iter(win.cards.values()))
+    assert "rm -rf" in card.approval["summary"]
+    assert victim.exists()  # nothing ran before the answer
+    cards = [it for it in win.state.transcript.items if isinstance(it, ToolItem)]
+    assert [c.status for c in cards] == ["waiting_approval"]
+    card.buttons["once"].click()
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=20_000)
+    qtbot.waitUntil(lambda: not win.cards, timeout=5_000)  # gone once the backend said it was answered
+    assert not victim.exists()
+    cards = [it for it in win.state.transcript.items if isinstance(it, ToolItem)]
+    assert [c.status for c in cards] == ["ok"]
+    assert texts(win, AssistantItem)[-1] == "Removed it."
+
+
+def test_two_windows_on_one_session_stay_in_sync(
+    qtbot: Any, controller: Any, fake_provider: FakeOpenAI
+) -> None:
+    fake_provider.script(Reply(deltas=["one ", "two ", "three"], delay=0.1), Reply(deltas=["again"]))
+    sid = new_session(qtbot, controller)
+    first = open_window(qtbot, controller, sid)
+    second = open_window(qtbot, controller, sid, new_window=True)
+    assert first is not second
+    type_and_send(qtbot, first, "count")
+    qtbot.waitUntil(lambda: turn_done(first, 1) and turn_done(second, 1), timeout=15_000)
+    type_and_send(qtbot, second, "more")
+    qtbot.waitUntil(lambda: turn_done(first, 2) and turn_done(second, 2), timeout=15_000)
+    for win in (first, second):
+        assert texts(win, UserItem) == ["count", "more"]
+        assert texts(win, AssistantItem) == ["one two three", "again"]
+    # Closing one leaves the other following the session.
+    first.close()
+    fake_provider.script(Reply(deltas=["third"]))
+    type_and_send(qtbot, second, "last")
+    qtbot.waitUntil(lambda: turn_done(second, 3), timeout=15_000)
+    assert texts(second, AssistantItem) == ["one two three", "again", "third"]
+
+
+def test_after_the_backend_is_killed_and_restarted_the_window_reconnects_without_duplicates(
+    qtbot: Any, controller: Any, fake_provider: FakeOpenAI, desk_backend: Backend
+) -> None:
+    fake_provider.script(Reply(deltas=["first ", "answer"], delay=0.05), Reply(deltas=["second answer"]))
+    sid = new_session(qtbot, controller)
+    win = open_window(qtbot, controller, sid)
+    type_and_send(qtbot, win, "one")
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
+    desk_backend.kill9()
+    qtbot.waitUntil(lambda: controller.link.current == "reconnecting", timeout=10_000)
+    qtbot.waitUntil(lambda: "reconnecting" in win.conn_label.text(), timeout=5_000)
+    desk_backend.start()
+    qtbot.waitUntil(lambda: controller.link.current == "connected", timeout=20_000)
+    qtbot.waitUntil(lambda: win.conn_label.text() == "", timeout=5_000)
+    type_and_send(qtbot, win, "two")
+    qtbot.waitUntil(lambda: turn_done(win, 2), timeout=15_000)
+    assert texts(win, UserItem) == ["one", "two"]
+    assert texts(win, AssistantItem) == ["first answer", "second answer"]
+
+
+def test_a_dropped_connection_mid_stream_replays_what_was_missed_exactly_once(
+    qtbot: Any, controller: Any, fake_provider: FakeOpenAI
+) -> None:
+    words = [f"w{i} " for i in range(30)]
+    fake_provider.script(Reply(deltas=words, delay=0.05))
+    sid = new_session(qtbot, controller)
+    win = open_window(qtbot, controller, sid)
+    type_and_send(qtbot, win, "talk")
+    qtbot.waitUntil(lambda: any(isinstance(it, AssistantItem) and len(it.text) > 10
+                                for it in win.state.transcript.items), timeout=10_000)
+    ws = controller.link.client._ws
+    assert ws is not None
+    ws.transport.abort()  # the network drops; the backend and its turn go on
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=20_000)
+    assert texts(win, AssistantItem) == ["".join(words)]
+
+
+def test_closing_every_window_leaves_the_turn_running_and_reopening_shows_it(
+    qtbot: Any, make_controller: Any, fake_provider: FakeOpenAI
+) -> None:
+    words = [f"part{i} " for i in range(20)]
+    fake_provider.script(Reply(deltas=words, delay=0.1))
+    first = make_controller()
+    sid = new_session(qtbot, first)
+    win = open_window(qtbot, first, sid)
+    type_and_send(qtbot, win, "long answer")
+    qtbot.waitUntil(lambda: any(isinstance(it, AssistantItem) and "part3" in it.text
+                                for it in win.state.transcript.items), timeout=10_000)
+    first.save_layout()
+    first.quit()  # every window closes, the app's connection ends; the backend keeps going
+    qtbot.waitUntil(lambda: first.link.client.state == "closed", timeout=10_000)
+    again = make_controller(restore=True)
+    qtbot.waitUntil(lambda: len(again.windows) == 1 and again.windows[0].state.loaded, timeout=15_000)
+    reopened = again.windows[0]
+    assert reopened.session_id == sid
+    # Mid-stream: the text so far is there at once, the rest follows live.
+    streamed = texts(reopened, AssistantItem)
+    assert streamed
+    assert streamed[0].startswith("part0 part1 part2 part3")
+    assert reopened.state.status in ("running", "idle")
+    qtbot.waitUntil(lambda: turn_done(reopened, 1), timeout=20_000)
+    assert texts(reopened, AssistantItem) == ["".join(words)]

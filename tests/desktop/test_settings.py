@@ -1,0 +1,354 @@
+"""The settings dialog against a real backend process (and the fake OpenAI server).
+
+Tests are sync: the qasync loop runs inside Qt's (already running) event loop, and
+`qtbot.waitUntil` / `waitSignal` turn the crank.  The fixtures prefixed `_` are meant to
+move to tests/desktop/conftest.py (PT019: ruff reads a leading underscore as "value unused").
+"""
+# ruff: noqa: PT019
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication exists
+os.environ.setdefault("QT_API", "pyside6")  # qasync's binding, whatever the import order
+
+import asyncio
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import qasync
+from PySide6.QtCore import QUrl
+from PySide6.QtWidgets import QAbstractButton, QApplication, QComboBox, QLabel, QLineEdit, QListWidget
+from pytestqt.qtbot import QtBot
+
+from desktop.link import Link
+from desktop.qt import settings as settings_mod
+from desktop.qt.settings import SettingsDialog
+from tests.fakes.openai_server import FakeOpenAI
+from tests.integration.backend_proc import Backend
+
+KEY = "sk-test-DESKTOP-LEAKCHECK-0123456789abcdef"
+WAIT_MS = 20_000
+
+
+# --- fixtures (to move into tests/desktop/conftest.py) ------------------------------------
+
+
+@pytest.fixture
+def _qt_loop(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
+    """A qasync loop driven by Qt's event loop, which qtbot's waits run."""
+    loop = qasync.QEventLoop(qapp, already_running=True)
+    asyncio.set_event_loop(loop)
+    yield loop
+    asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def _backend(tmp_path: Path, fake_provider: FakeOpenAI) -> Iterator[Backend]:
+    """A real backend on a temp data dir; provider `main` is the fake; keys go to the file."""
+    backend = Backend(tmp_path / "data", fake_provider.base_url, extra_env={"TURNKEY_NO_KEYRING": "1"})
+    backend.start()
+    yield backend
+    backend.terminate()
+    errors = backend.logged_errors()
+    assert not errors, "the backend logged errors:\n" + "\n".join(errors[:20])
+
+
+def _run(loop: asyncio.AbstractEventLoop, qtbot: QtBot, coro: Coroutine[Any, Any, Any],
+         timeout_ms: int = WAIT_MS) -> Any:
+    """Runs `coro` on the qasync loop from a sync test and returns its result."""
+    task = loop.create_task(coro)
+    qtbot.waitUntil(task.done, timeout=timeout_ms)
+    return task.result()
+
+
+@pytest.fixture
+def _link(_backend: Backend, _qt_loop: asyncio.AbstractEventLoop, qtbot: QtBot) -> Iterator[Link]:
+    link = Link(_backend.data_dir, restart_after_s=None)
+    task = _qt_loop.create_task(link.start())
+    qtbot.waitUntil(lambda: link.current == "connected" or task.done(), timeout=WAIT_MS)
+    assert link.current == "connected", task.exception() if task.done() else "not connected"
+    yield link
+    _run(_qt_loop, qtbot, link.close())
+
+
+@pytest.fixture
+def _dialog(_link: Link, _backend: Backend, qtbot: QtBot) -> Iterator[SettingsDialog]:
+    dialog = SettingsDialog(_link, _backend.data_dir)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    _idle(qtbot, dialog)
+    assert dialog.config is not None
+    yield dialog
+    _idle(qtbot, dialog)  # nothing in flight when the link closes
+
+
+def _idle(qtbot: QtBot, dialog: SettingsDialog, timeout_ms: int = WAIT_MS) -> None:
+    qtbot.waitUntil(lambda: not dialog.busy, timeout=timeout_ms)
+
+
+def _config(loop: asyncio.AbstractEventLoop, qtbot: QtBot, link: Link) -> dict[str, Any]:
+    """What the backend has now, through a call of the test's own (not the dialog's)."""
+    result: dict[str, Any] = _run(loop, qtbot, link.call("config.get", {}))
+    return result
+
+
+def _texts(dialog: SettingsDialog) -> list[str]:
+    """Every text the dialog's widgets hold or show (tooltips and placeholders included)."""
+    out = [dialog.windowTitle()]
+    for w in dialog.findChildren(QLineEdit):
+        out += [w.text(), w.placeholderText(), w.displayText(), w.toolTip()]
+    for w in dialog.findChildren(QLabel):
+        out += [w.text(), w.toolTip()]
+    for w in dialog.findChildren(QAbstractButton):
+        out += [w.text(), w.toolTip()]
+    for w in dialog.findChildren(QComboBox):
+        out += [w.itemText(i) for i in range(w.count())]
+    for w in dialog.findChildren(QListWidget):
+        out += [w.item(i).text() for i in range(w.count())]
+    return out
+
+
+# --- tests --------------------------------------------------------------------------------
+
+
+def test_settings_show_the_configured_provider(_dialog: SettingsDialog, fake_provider: FakeOpenAI) -> None:
+    d = _dialog
+    assert [d.provider_list.item(i).text() for i in range(d.provider_list.count())] == ["main (default)"]
+    assert d.current == "main"
+    assert d.name_edit.text() == "main"
+    assert d.kind_combo.currentData() == "openai"
+    assert d.fields["base_url"].text() == fake_provider.base_url
+    assert d.fields["model"].text() == "fake-model"
+    assert d.fields["context_window"].text() == "128000"
+    assert d.fields["max_output_tokens"].text() == "4096"  # the backend's default, filled in
+    assert d.fields["input_usd_per_mtok"].text() == "0"
+    assert d.fields["cached_input_usd_per_mtok"].text() == ""  # unset: same as the input price
+    assert d.default_check.isChecked()
+    assert "no key is set" in d.key_status_label.text()
+    assert d.approval_combo.currentData() == "smart"
+
+
+def test_kind_sets_the_base_url_placeholder(_dialog: SettingsDialog) -> None:
+    d = _dialog
+    d.kind_combo.setCurrentIndex(d.kind_combo.findData("anthropic"))
+    assert d.fields["base_url"].placeholderText() == "https://api.anthropic.com/v1"
+    d.kind_combo.setCurrentIndex(d.kind_combo.findData("openai"))
+    assert d.fields["base_url"].placeholderText() == "https://api.openai.com/v1"
+
+
+def test_editing_the_model_and_saving_persists_only_what_changed(
+    _dialog: SettingsDialog, _link: Link, _backend: Backend, _qt_loop: asyncio.AbstractEventLoop,
+    qtbot: QtBot,
+) -> None:
+    d = _dialog
+    d.fields["model"].setText("other-model")
+    d.fields["output_usd_per_mtok"].setText("0.6")
+    assert d.provider_patch() == {"providers": {"main": {"model": "other-model", "output_usd_per_mtok": 0.6}}}
+    with qtbot.waitSignal(d.saved, timeout=WAIT_MS):
+        d.save_button.click()
+    _idle(qtbot, d)
+    assert not d.error_label.isVisible()
+    cfg = _config(_qt_loop, qtbot, _link)
+    assert cfg["providers"]["main"]["model"] == "other-model"
+    assert cfg["providers"]["main"]["output_usd_per_mtok"] == 0.6
+    assert d.fields["model"].text() == "other-model"
+    toml = (_backend.data_dir / "config.toml").read_text()
+    assert "max_output_tokens" not in toml  # defaults shown in the form are not written out
+
+
+def test_an_invalid_value_shows_the_backends_field_error(
+    _dialog: SettingsDialog, _link: Link, _qt_loop: asyncio.AbstractEventLoop, qtbot: QtBot
+) -> None:
+    d = _dialog
+    d.fields["context_window"].setText("-5")
+    with qtbot.waitSignal(d.failed, timeout=WAIT_MS) as blocker:
+        d.save_button.click()
+    _idle(qtbot, d)
+    words = blocker.args[0]
+    assert d.last_error_field == "patch.providers.main.context_window"
+    assert d.error_label.isVisible()
+    assert d.error_label.text() == words
+    assert "Context window" in words
+    assert "whole number of at least 1" in words
+    assert "Traceback" not in words
+    assert "`" not in words
+    assert "Expected `int` >= 1" in d.error_label.toolTip()  # the backend's own words
+    assert d.fields["context_window"].styleSheet()  # the field is marked
+    assert d.fields["context_window"].text() == "-5"  # the input stays, to fix
+    assert d.save_button.isEnabled()
+    assert _config(_qt_loop, qtbot, _link)["providers"]["main"]["context_window"] == 128000
+
+    d.fields["context_window"].setText("lots")  # not a number: the backend still names it
+    with qtbot.waitSignal(d.failed, timeout=WAIT_MS) as blocker:
+        d.save_provider()
+    _idle(qtbot, d)
+    assert blocker.args[0] == "Context window (tokens) of provider “main”: must be a whole number."
+
+    d.fields["context_window"].setText("64000")  # fixed: the error goes away
+    with qtbot.waitSignal(d.saved, timeout=WAIT_MS):
+        d.save_provider()
+    _idle(qtbot, d)
+    assert not d.error_label.isVisible()
+    assert d.fields["context_window"].styleSheet() == ""
+    assert _config(_qt_loop, qtbot, _link)["providers"]["main"]["context_window"] == 64000
+
+
+def test_saving_a_key_stores_it_in_the_file_and_never_shows_it(
+    _dialog: SettingsDialog, _link: Link, _backend: Backend, _qt_loop: asyncio.AbstractEventLoop,
+    fake_provider: FakeOpenAI, qtbot: QtBot,
+) -> None:
+    d = _dialog
+    assert d.key_edit.echoMode() == QLineEdit.EchoMode.Password
+    d.key_edit.setText(KEY + "\n")
+    with qtbot.waitSignal(d.key_saved, timeout=WAIT_MS) as blocker:
+        d.key_button.click()
+    _idle(qtbot, d)
+    qtbot.waitUntil(lambda: "a key is set" in d.key_status_label.text(), timeout=WAIT_MS)
+    result = blocker.args[0]
+    assert result["stored"] == "file"
+    assert KEY not in str(result)
+    assert d.key_edit.text() == ""
+    shown = d.key_result_label.text()
+    assert "a file" in shown
+    assert "plain text" in shown
+    assert "secrets.json" in shown
+    assert all(KEY not in t and "DESKTOP-LEAKCHECK" not in t for t in _texts(d))
+
+    # The provider had no key name: the dialog gave it its own, so the backend uses the key.
+    cfg = _config(_qt_loop, qtbot, _link)
+    assert cfg["providers"]["main"]["api_key_secret"] == "main"
+    assert cfg["providers"]["main"]["api_key"] == "set"
+    assert d.fields["api_key_secret"].text() == "main"
+    assert d.provider_patch() is None  # the form agrees with the backend: a Save changes nothing
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS):
+        d.test_button.click()
+    _idle(qtbot, d)
+    assert fake_provider.snapshot()[-1].authorization == f"Bearer {KEY}"
+
+    secrets = _backend.data_dir / "secrets.json"
+    assert KEY in secrets.read_text()
+    leaks = [str(p) for p in sorted(_backend.data_dir.rglob("*"))
+             if p.is_file() and p != secrets and KEY.encode() in p.read_bytes()]
+    assert leaks == []
+    logs = list((_backend.data_dir / "logs").glob("*"))
+    assert logs, "the backend wrote no log file to check"
+
+
+def test_provider_test_reports_ok_and_latency(_dialog: SettingsDialog, qtbot: QtBot) -> None:
+    d = _dialog
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS) as blocker:
+        d.test_button.click()
+        assert not d.test_button.isEnabled()  # busy while it runs
+        assert d.test_button.text() == "Testing…"
+        assert not d.test_progress.isHidden()
+    _idle(qtbot, d)
+    result = blocker.args[0]
+    assert result["ok"] is True
+    assert result["provider"] == "main"
+    text = d.test_result_label.text()
+    assert text.startswith("OK:")
+    assert f"{result['latency_ms']} ms" in text
+    assert "fake-model" in text
+    assert d.test_button.isEnabled()
+    assert d.test_button.text() == "Test"
+    assert d.test_progress.isHidden()
+
+
+def test_provider_test_failure_shows_the_error_and_the_dialog_stays_responsive(
+    _dialog: SettingsDialog, fake_provider: FakeOpenAI, qtbot: QtBot
+) -> None:
+    from tests.fakes.openai_server import Reply
+
+    d = _dialog
+    fake_provider.script(Reply(deltas=["slow"], delay=1.0), Reply.http_error(401, "bad key"))
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS) as first:
+        d.test_provider()
+        # While the test runs, the GUI still works: another call completes meanwhile.
+        d.set_approval_mode("ask")
+        qtbot.waitUntil(lambda: "mode" not in d.busy, timeout=WAIT_MS)
+        assert "test" in d.busy
+    assert first.args[0]["ok"] is True
+    _idle(qtbot, d)
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS) as second:
+        d.test_provider()
+    _idle(qtbot, d)
+    assert second.args[0]["ok"] is False
+    assert second.args[0]["error"]["kind"] == "auth"
+    assert d.test_result_label.text().startswith("Failed: “main”: the key was refused")
+
+
+def test_approval_mode_change_persists(
+    _dialog: SettingsDialog, _link: Link, _qt_loop: asyncio.AbstractEventLoop, qtbot: QtBot
+) -> None:
+    d = _dialog
+    index = d.approval_combo.findData("off")
+    with qtbot.waitSignal(d.saved, timeout=WAIT_MS):
+        d.approval_combo.setCurrentIndex(index)
+        d.approval_combo.activated.emit(index)  # what a person's choice emits
+    _idle(qtbot, d)
+    assert _config(_qt_loop, qtbot, _link)["approvals"]["mode"] == "off"
+    assert d.approval_combo.currentData() == "off"
+    assert d.approval_combo.isEnabled()
+
+
+def test_add_a_provider_make_it_default_then_remove_it(
+    _dialog: SettingsDialog, _link: Link, _backend: Backend, _qt_loop: asyncio.AbstractEventLoop,
+    qtbot: QtBot,
+) -> None:
+    d = _dialog
+    assert not d.start_new_provider("main")  # taken
+    assert "already exists" in d.error_label.text()
+    assert d.start_new_provider("claude")
+    d.kind_combo.setCurrentIndex(d.kind_combo.findData("anthropic"))
+    with qtbot.waitSignal(d.failed, timeout=WAIT_MS) as blocker:  # no model: the backend says so
+        d.save_provider()
+    _idle(qtbot, d)
+    assert blocker.args[0] == "Model of provider “claude”: is required."
+    assert d.current is None  # the new form stays
+    assert d.name_edit.text() == "claude"
+
+    d.fields["model"].setText("claude-x")
+    d.fields["input_usd_per_mtok"].setText("3")
+    d.default_check.setChecked(True)
+    with qtbot.waitSignal(d.saved, timeout=WAIT_MS):
+        d.save_provider()
+    _idle(qtbot, d)
+    cfg = _config(_qt_loop, qtbot, _link)
+    assert cfg["default_provider"] == "claude"
+    assert cfg["providers"]["claude"]["kind"] == "anthropic"
+    assert cfg["providers"]["claude"]["model"] == "claude-x"
+    assert cfg["providers"]["claude"]["input_usd_per_mtok"] == 3.0
+    assert cfg["providers"]["claude"]["base_url"] is None  # the kind's default
+    items = [d.provider_list.item(i).text() for i in range(d.provider_list.count())]
+    assert items == ["claude (default)", "main"]
+    assert d.current == "claude"
+
+    d._confirm = lambda *_a: True  # type: ignore[method-assign]
+    with qtbot.waitSignal(d.saved, timeout=WAIT_MS):
+        d.remove_button.click()
+    _idle(qtbot, d)
+    cfg = _config(_qt_loop, qtbot, _link)
+    assert "claude" not in cfg["providers"]
+    assert cfg["default_provider"] is None  # the reference went with it
+    assert d.current == "main"
+    assert [d.provider_list.item(i).text() for i in range(d.provider_list.count())] == ["main (default)"]
+    assert "claude" not in (_backend.data_dir / "config.toml").read_text()
+
+
+def test_open_data_folder_opens_the_data_dir(
+    _dialog: SettingsDialog, _backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[QUrl] = []
+
+    def fake_open(url: QUrl) -> bool:
+        opened.append(url)
+        return True
+
+    monkeypatch.setattr(settings_mod.QDesktopServices, "openUrl", fake_open)
+    _dialog.open_folder_button.click()
+    assert opened == [QUrl.fromLocalFile(str(_backend.data_dir))]
+    assert opened[0].toLocalFile() == str(_backend.data_dir)
