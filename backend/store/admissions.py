@@ -6,6 +6,7 @@ import json
 import sqlite3
 
 from backend.ids import now
+from backend.store import sessions
 from backend.store.db import Tx
 from shared.protocol import Outcome, Receipt
 
@@ -25,11 +26,20 @@ def insert(
     tx: Tx, admission_id: str, principal: str, session_id: str, request_id: str,
     payload_json: str, digest: str,
 ) -> None:
+    # Only the session's first open row changes its status (idle -> queued); behind a
+    # queued, started or unknown one its summary stays as it is, and is not re-announced.
+    held = tx.one(
+        "SELECT 1 FROM admissions WHERE session_id = ? AND status IN ('queued', 'started', "
+        "'unknown') LIMIT 1",
+        (session_id,),
+    )
     tx.execute(
         "INSERT INTO admissions (admission_id, principal, session_id, request_id, payload_json, "
         "payload_digest, status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)",
         (admission_id, principal, session_id, request_id, payload_json, digest, now()),
     )
+    if held is None:
+        sessions.changed(tx, session_id)
 
 
 def blocking(tx: Tx, session_id: str) -> sqlite3.Row | None:
@@ -49,22 +59,24 @@ def oldest_queued(tx: Tx, session_id: str) -> sqlite3.Row | None:
 
 
 def mark_started(tx: Tx, admission_id: str, epoch: int, turn_id: str) -> None:
-    tx.execute(
+    cur = tx.execute(
         "UPDATE admissions SET status = 'started', owner_epoch = ?, turn_id = ?, started_at = ? "
         "WHERE admission_id = ? AND status = 'queued'",
         (epoch, turn_id, now(), admission_id),
     )
+    _changed(tx, cur, admission_id)
 
 
 def settle(
     tx: Tx, admission_id: str, outcome: Outcome, *, final_text: str | None = None,
     failure_reason: str | None = None,
 ) -> None:
-    tx.execute(
+    cur = tx.execute(
         "UPDATE admissions SET status = 'terminal', outcome = ?, settled_at = ?, final_text = ?, "
         "failure_reason = ? WHERE admission_id = ? AND status != 'terminal'",
         (outcome, now(), final_text, failure_reason, admission_id),
     )
+    _changed(tx, cur, admission_id)
 
 
 def orphan_started(tx: Tx, epoch: int) -> list[sqlite3.Row]:
@@ -76,10 +88,19 @@ def orphan_started(tx: Tx, epoch: int) -> list[sqlite3.Row]:
 
 
 def mark_unknown(tx: Tx, admission_id: str) -> None:
-    tx.execute(
+    cur = tx.execute(
         "UPDATE admissions SET status = 'unknown' WHERE admission_id = ? AND status = 'started'",
         (admission_id,),
     )
+    _changed(tx, cur, admission_id)
+
+
+def _changed(tx: Tx, cur: sqlite3.Cursor, admission_id: str) -> None:
+    """A row's status moved, and with it maybe its session's status: announce the session."""
+    if cur.rowcount:
+        r = tx.one("SELECT session_id FROM admissions WHERE admission_id = ?", (admission_id,))
+        if r is not None:
+            sessions.changed(tx, r[0])
 
 
 def sessions_with_queued(tx: Tx) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from backend.ids import new_id, now
+from backend.store import sessions
 from backend.store.db import Tx
 from shared.protocol import Approval, ApprovalStatus, Decision, Rule
 
@@ -20,6 +21,7 @@ def insert(
         (approval_id, session_id, turn_id, call_id, tool, summary, reason, rule_key, epoch, now(),
          expires_at),
     )
+    sessions.changed(tx, session_id)  # now waiting_approval
     found = get(tx, approval_id)
     assert found is not None
     return found
@@ -43,7 +45,12 @@ def decide(
         "WHERE approval_id = ? AND status = 'pending'",
         (status, decision, now(), approval_id),
     )
-    return cur.rowcount == 1
+    if cur.rowcount != 1:
+        return False
+    r = row(tx, approval_id)
+    assert r is not None
+    sessions.changed(tx, r["session_id"])  # no longer waiting_approval (if none else pends)
+    return True
 
 
 def pending(tx: Tx, session_id: str | None = None) -> list[Approval]:

@@ -6,7 +6,9 @@ commit is in flight are committed together (each under its own savepoint, so
 one failing job does not sink the others).  A caller's `write` returns only
 after the COMMIT that holds its job is durable (WAL, synchronous=FULL), so
 "accepted" always means "on disk".  Events a job appends are published, in
-commit order, after that COMMIT.
+commit order, after that COMMIT.  A job may register finishers
+(`Tx.before_commit`) that run once at its end, inside its savepoint, to act on
+the job's final state.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import asyncio
 import functools
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,6 +45,10 @@ class Tx:
 
     conn: sqlite3.Connection
     published: list[Any] = field(default_factory=list)
+    _finishers: dict[Hashable, Callable[[Tx], None]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _finished: set[Hashable] = field(default_factory=set, init=False, repr=False)
 
     def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
@@ -57,6 +63,25 @@ class Tx:
     def publish(self, item: Any) -> None:
         """Queues `item` for the publisher, which sees it only if this job commits."""
         self.published.append(item)
+
+    def before_commit(self, key: Hashable, fn: Callable[[Tx], None]) -> None:
+        """Runs `fn(tx)` once at the end of this job, after its own work, in its savepoint.
+
+        The first registration of a key wins; later ones (even after it ran) are ignored,
+        so callers may register freely and the finisher sees the job's final state.  If
+        a finisher raises, the whole job fails: it rolls back and publishes nothing.
+        Finishers run in registration order, including any they register themselves.
+        """
+        if key not in self._finishers and key not in self._finished:
+            self._finishers[key] = fn
+
+    def finish(self) -> None:
+        """Runs the registered finishers (the writer calls this once the job's fn returned)."""
+        while self._finishers:
+            key = next(iter(self._finishers))
+            fn = self._finishers.pop(key)
+            self._finished.add(key)
+            fn(self)
 
 
 @dataclass
@@ -185,6 +210,7 @@ def _commit_batch(conn: sqlite3.Connection, *, batch: list[_Job]) -> None:
             tx = Tx(conn)
             try:
                 job.result = job.fn(tx)
+                tx.finish()
                 job.published = tx.published
             except BaseException as exc:
                 conn.execute("ROLLBACK TO job")

@@ -7,6 +7,7 @@ import sqlite3
 from typing import Any
 
 from backend.ids import message_id, now
+from backend.store import sessions
 from backend.store.db import Tx
 from shared.protocol import Message, Role
 
@@ -36,6 +37,7 @@ def insert(
          json.dumps(meta) if meta else None, now()),
     )
     assert cur.lastrowid is not None
+    sessions.changed(tx, session_id)  # its message_count
     return message_id(cur.lastrowid)
 
 

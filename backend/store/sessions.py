@@ -8,7 +8,7 @@ from typing import Any
 from backend.ids import now
 from backend.store import events
 from backend.store.db import Tx
-from shared.protocol import Session, SessionStatus, Usage
+from shared.protocol import Session, SessionEvent, SessionStatus, Usage
 
 
 def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str) -> None:
@@ -37,10 +37,31 @@ def update(tx: Tx, session_id: str, fields: dict[str, Any]) -> None:
     fields = {**fields, "updated_at": now()}
     sets = ", ".join(f"{k} = :{k}" for k in fields)
     tx.execute(f"UPDATE sessions SET {sets} WHERE session_id = :sid", {**fields, "sid": session_id})
+    changed(tx, session_id)
 
 
 def touch(tx: Tx, session_id: str) -> None:
     tx.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (now(), session_id))
+    changed(tx, session_id)
+
+
+def changed(tx: Tx, session_id: str) -> None:
+    """Something the session's summary shows changed in this transaction (its status,
+    usage, message_count, updated_at, title or model).
+
+    At the end of the transaction, once per session however often this is called, the
+    summary as `session.get` would return it then is broadcast (no seq, to every
+    reader) as `session.updated`, so a session browser follows every session without
+    subscribing to each.  Nothing is sent if the transaction rolls back, or if the
+    session no longer exists by then.
+    """
+    tx.before_commit(("session.updated", session_id), lambda t: _broadcast_summary(t, session_id))
+
+
+def _broadcast_summary(tx: Tx, session_id: str) -> None:
+    r = row(tx, session_id)
+    if r is not None:
+        events.broadcast(tx, session_id, "session.updated", SessionEvent(session=to_session(tx, r)))
 
 
 def store_system_prompt(tx: Tx, session_id: str, prompt: str) -> str:
@@ -62,6 +83,7 @@ def add_usage(tx: Tx, session_id: str, usage: Usage) -> None:
         (usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd,
          int(usage.estimated), session_id),
     )
+    changed(tx, session_id)
 
 
 def delete(tx: Tx, session_id: str) -> None:
@@ -71,23 +93,25 @@ def delete(tx: Tx, session_id: str) -> None:
 
 
 def status(tx: Tx, session_id: str) -> SessionStatus:
-    """Derived from the admissions, which are the durable truth about running work."""
+    """Derived from the admissions, which are the durable truth about running work.
+
+    Each test is an index probe, never a scan of the queue: this runs for every
+    `session.updated` broadcast, so its cost must not grow with a long queue.
+    """
     r = tx.one(
-        "SELECT SUM(status = 'started'), SUM(status = 'unknown'), SUM(status = 'queued') "
-        "FROM admissions WHERE session_id = ? AND status != 'terminal'",
+        "SELECT EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'started'), "
+        "EXISTS (SELECT 1 FROM approvals WHERE status = 'pending' AND session_id = ?1), "
+        "EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'unknown'), "
+        "EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'queued')",
         (session_id,),
     )
-    if r is None or r[0] is None:
-        return "idle"
-    if r[0]:
-        waiting = tx.one(
-            "SELECT 1 FROM approvals WHERE session_id = ? AND status = 'pending' LIMIT 1",
-            (session_id,),
-        )
+    assert r is not None
+    started, waiting, unknown, queued = r
+    if started:
         return "waiting_approval" if waiting else "running"
-    if r[1]:
+    if unknown:
         return "unknown"
-    return "queued" if r[2] else "idle"
+    return "queued" if queued else "idle"
 
 
 def usage_of(r: sqlite3.Row) -> Usage:

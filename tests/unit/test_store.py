@@ -2,14 +2,17 @@
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from backend.errors import StoreTooNew
-from backend.store import events, runtime
+from backend.store import admissions, events, messages, runtime, sessions
 from backend.store.db import Database, Tx
+from backend.store.events import StoredEvent
 from backend.store.migrations import SCHEMA_VERSION, migrate
+from shared.protocol import Usage
 
 TABLES = {
     "sessions", "messages", "admissions", "events", "runtime", "schema_migrations",
@@ -97,6 +100,137 @@ async def test_a_failing_job_rolls_back_alone(tmp_path: Path) -> None:
         assert [e.data["text"] for e in rows] == ["kept"]
         assert rows[0].seq == 1, "the rolled-back job's seq is reused, leaving no gap"
         assert len(published) == 1, "a rolled-back job publishes nothing"
+    finally:
+        await db.close()
+
+
+def _insert_session(tx: Tx, sid: str = "s") -> None:
+    tx.execute(
+        "INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at) "
+        "VALUES (?, 't', '/', 'm', 'x', 'x')", (sid,))
+
+
+async def test_before_commit_runs_once_per_key_after_the_job(tmp_path: Path) -> None:
+    db = await open_db(tmp_path)
+    published: list[str] = []
+    db.publisher = published.append
+    try:
+        await db.write(_insert_session)
+        calls: list[str] = []
+
+        def count_at_end(label: str) -> Callable[[Tx], None]:
+            def fn(tx: Tx) -> None:
+                n = tx.one("SELECT COUNT(*) FROM events")
+                assert n is not None
+                calls.append(f"{label}:{n[0]}")
+                tx.publish(f"finished {label}")
+            return fn
+
+        def job(tx: Tx) -> str:
+            tx.before_commit("a", count_at_end("a"))
+            events.append(tx, "s", "message.delta", {"text": "1"})
+            tx.before_commit("a", count_at_end("a-again"))
+            tx.before_commit("b", lambda t: t.before_commit("c", count_at_end("c")))
+            events.append(tx, "s", "message.delta", {"text": "2"})
+            assert calls == [], "finishers wait for the end of the job"
+            return "done"
+
+        assert await db.write(job) == "done"
+        # The first registration of a key wins, it sees the job's final state, and a
+        # finisher registered by a finisher runs too; each runs exactly once.
+        assert calls == ["a:2", "c:2"]
+        assert [p if isinstance(p, str) else p.event.seq for p in published] == [
+            1, 2, "finished a", "finished c",
+        ], "finishers publish after the job's own events, in registration order"
+
+        await db.write(lambda tx: None)
+        assert calls == ["a:2", "c:2"], "finishers belong to one job only"
+    finally:
+        await db.close()
+
+
+async def test_a_raising_job_runs_no_finisher_and_publishes_nothing(tmp_path: Path) -> None:
+    db = await open_db(tmp_path)
+    published: list[object] = []
+    db.publisher = published.append
+    try:
+        await db.write(_insert_session)
+        ran: list[str] = []
+
+        def raises_in_job(tx: Tx) -> None:
+            tx.before_commit("k", lambda t: ran.append("job"))
+            events.append(tx, "s", "message.delta", {"text": "lost"})
+            raise ValueError("boom")
+
+        def finisher_raises(t: Tx) -> None:
+            t.publish("from the finisher")
+            raise RuntimeError("finisher boom")
+
+        def raises_in_finisher(tx: Tx) -> None:
+            events.append(tx, "s", "message.delta", {"text": "lost too"})
+            tx.before_commit("k", finisher_raises)
+
+        good = db.write(lambda tx: events.append(tx, "s", "message.delta", {"text": "kept"}))
+        results = await asyncio.gather(
+            db.write(raises_in_job), db.write(raises_in_finisher), good, return_exceptions=True
+        )
+        assert isinstance(results[0], ValueError)
+        assert isinstance(results[1], RuntimeError), "a failing finisher fails its job"
+        assert ran == [], "a job that raised runs no finisher"
+        rows = await db.read(lambda tx: events.since(tx, "s", 0, 10))
+        assert [e.data["text"] for e in rows] == ["kept"], "both failed jobs rolled back"
+        assert [p.event.data["text"] for p in published if isinstance(p, StoredEvent)] == ["kept"]
+        assert len(published) == 1, "a failed job publishes nothing, its finisher's items neither"
+    finally:
+        await db.close()
+
+
+async def test_session_changes_broadcast_one_summary_per_transaction(tmp_path: Path) -> None:
+    db = await open_db(tmp_path)
+    published: list[StoredEvent] = []
+    db.publisher = published.append
+    try:
+        await db.write(lambda tx: sessions.insert(tx, "s", "t", "/", "m"))
+        assert published == [], "creating a session is announced by its caller, not here"
+
+        def turnish(tx: Tx) -> None:
+            admissions.insert(tx, "adm_1", "p", "s", "r1", '{"text": "hi"}', "d")
+            admissions.mark_started(tx, "adm_1", 1, "turn_1")
+            messages.insert(tx, "s", "user", "hi", turn_id="turn_1")
+            messages.insert(tx, "s", "assistant", "hello", turn_id="turn_1")
+            sessions.add_usage(tx, "s", Usage(input_tokens=5, output_tokens=3))
+            admissions.settle(tx, "adm_1", "completed", final_text="hello")
+            sessions.touch(tx, "s")
+
+        await db.write(turnish)
+        updates = [p.event for p in published if p.event.type == "session.updated"]
+        assert len(updates) == 1, "one broadcast however many changes the transaction made"
+        event = updates[0]
+        assert event.seq is None
+        assert not published[0].stored
+        session = event.data["session"]
+        assert session["status"] == "idle", "the state at the end of the transaction"
+        assert session["message_count"] == 2
+        assert session["usage"]["input_tokens"] == 5
+        stored = await db.read(lambda tx: sessions.get(tx, "s"))
+        assert stored is not None
+        assert session == events.as_data(stored)
+
+        published.clear()
+        await db.write(lambda tx: admissions.insert(tx, "adm_2", "p", "s", "r2", "{}", "d2"))
+        await db.write(lambda tx: admissions.insert(tx, "adm_3", "p", "s", "r3", "{}", "d3"))
+        assert [p.event.data["session"]["status"] for p in published] == ["queued"], (
+            "a row queued behind another changes nothing the summary shows"
+        )
+
+        published.clear()
+
+        def change_then_delete(tx: Tx) -> None:
+            sessions.touch(tx, "s")
+            sessions.delete(tx, "s")
+
+        await db.write(change_then_delete)
+        assert published == [], "nothing is announced of a session gone by the commit"
     finally:
         await db.close()
 
