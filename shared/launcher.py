@@ -12,6 +12,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from shared.client import BackendInfo, BackendNotFound
@@ -57,6 +58,8 @@ def start_backend_sync(data_dir: Path, timeout: float = 20.0) -> BackendInfo:
     info = BackendInfo.read(data_dir)
     if info is None:
         raise BackendNotFound("the backend started but wrote no backend.json")
+    # It is our child until it exits: reap it then, or it lingers as a zombie that looks alive.
+    threading.Thread(target=proc.wait, name="backend-reaper", daemon=True).start()
     return info
 
 
@@ -70,10 +73,15 @@ def stop_signal(info: BackendInfo) -> bool:
 
 
 def alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie, dead but not yet reaped, is not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # it exists, it is just not ours
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no procfs here: trust the signal
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]

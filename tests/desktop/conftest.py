@@ -34,6 +34,10 @@ def qloop(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
     # Let callbacks scheduled by closing windows and connections run before the loop goes.
     for _ in range(20):
         qapp.processEvents()
+    # The loop stays "running" (Qt's), so it is never closed; stop its worker threads ourselves.
+    executor = getattr(loop, "_QEventLoop__default_executor", None)
+    if executor is not None:
+        executor.shutdown()
     asyncio.set_event_loop(None)
 
 
