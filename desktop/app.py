@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -16,6 +17,13 @@ from desktop.qt.tray import app_icon
 
 
 def run(data_dir: Path, restore: bool = True) -> int:
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM")
+    ):
+        # Qt would abort with a misleading message about xcb libraries.
+        print("turnkey: no display to open a window on (DISPLAY is not set). Use `turnkey chat` "
+              "for the terminal, or run the app from a desktop session.", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)

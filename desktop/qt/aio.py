@@ -54,7 +54,10 @@ def pending() -> int:
 
 async def settle(timeout: float = 2.0) -> None:
     """Waits (up to `timeout`) for the calls already started, e.g. before closing the connection."""
-    current = asyncio.current_task()
+    try:
+        current = asyncio.current_task()
+    except RuntimeError:  # the loop is gone already (the display died): nothing to wait for
+        return
     others = [t for t in _tasks if t is not current]
     if others:
         await asyncio.wait(others, timeout=timeout)

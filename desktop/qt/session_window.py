@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +46,7 @@ class Composer(QPlainTextEdit):
         super().__init__()
         self.setPlaceholderText("Ask Turnkey… (Enter sends, Shift+Enter for a new line, Esc stops)")
         self.setTabChangesFocus(True)
-        self.setMaximumHeight(140)
+        self.setMaximumHeight(110)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
     def keyPressEvent(self, e: QKeyEvent) -> None:
@@ -186,6 +187,9 @@ class SessionWindow(QMainWindow):
         compose = QHBoxLayout()
         compose.addWidget(self.composer, 1)
         compose.addLayout(buttons)
+        self.header = QLabel()
+        self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.addWidget(self.header)
         box.addWidget(self.banner)
         box.addWidget(self.view, 1)
         box.addWidget(self.notice)
@@ -375,6 +379,12 @@ class SessionWindow(QMainWindow):
     def refresh(self) -> None:
         s = self.state
         self.setWindowTitle(f"{s.title} — Turnkey")
+        folder = str(s.session.get("cwd") or "")
+        home = str(Path.home())
+        if folder.startswith(home):
+            folder = "~" + folder[len(home):]
+        self.header.setText(f"<b>{_esc(s.title)}</b> &nbsp;<span style='color:#8a8f98'>"
+                            f"{_esc(folder)} · {_esc(s.session.get('model') or '')}</span>")
         link_state = self.link.current
         self.conn_label.setText("" if link_state == "connected" else f"⟳ {link_state}…")
         self.conn_label.setStyleSheet("color: #d68a00")

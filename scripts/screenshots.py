@@ -1,0 +1,181 @@
+"""Screenshots of the real app for the README: run through scripts/screenshots (it starts Xvfb).
+
+A throwaway data folder, a real backend, and the scripted fake model (the same
+one the tests use, on loopback) play a few realistic turns; then the app's own
+windows are captured to docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from PySide6.QtWidgets import QApplication  # noqa: E402  (PySide6 before qasync)
+
+import qasync  # noqa: E402, I001
+
+from desktop.qt.aio import settle  # noqa: E402
+from desktop.qt.controller import Controller, apply_palette  # noqa: E402
+from desktop.qt.tray import app_icon  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
+from tests.integration.backend_proc import Backend  # noqa: E402
+
+OUT = ROOT / "docs" / "screenshots"
+
+BUGGY = textwrap.dedent('''\
+    from datetime import date
+
+
+    def parse_date(text: str) -> date:
+        year, month, day = (int(part) for part in text.split("-"))
+        return date(year, month, day)
+    ''')
+FIXED = textwrap.dedent('''\
+    from datetime import date
+
+
+    def parse_date(text: str) -> date | None:
+        """An ISO date, or None when it names no real day (2026-02-30)."""
+        try:
+            year, month, day = (int(part) for part in text.split("-"))
+            return date(year, month, day)
+        except ValueError:
+            return None
+    ''')
+EXPLAIN = textwrap.dedent('''\
+    `parse_date` hands the parts straight to `datetime.date`, which **raises `ValueError`** for a
+    day that does not exist — February has no 30th:
+
+    ```python
+    >>> date(2026, 2, 30)
+    ValueError: day is out of range for month
+    ```
+
+    Two reasonable fixes:
+
+    1. return `None` for impossible dates and let callers decide, or
+    2. raise your own `InvalidDate` with the original text in the message.
+
+    I would take the first: the importer already skips rows with a missing date.''')
+
+
+async def wait(pred, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not pred():
+        if loop.time() > end:
+            raise TimeoutError("the app did not get there in time")
+        await asyncio.sleep(0.05)
+
+
+async def run_turn(ctl: Controller, win, text: str, users: int) -> None:  # type: ignore[no-untyped-def]
+    from desktop.state.transcript import UserItem
+
+    win.composer.setPlainText(text)
+    win.send()
+    await wait(lambda: sum(isinstance(i, UserItem) for i in win.state.transcript.items) >= users
+               and win.state.status in ("idle", "waiting_approval")
+               and all(not i.key.startswith(("stream:", "prompt:")) for i in win.state.transcript.items)
+               or bool(win.cards))
+
+
+async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    ctl = Controller(data, restart_after_s=None)
+    ctl.browser.resize(980, 560)
+    ctl.start(restore=False)
+    await wait(lambda: ctl.link.current == "connected")
+    link = ctl.link
+    for title in ("Release notes for 0.4", "Profile the importer", "Why is CI slow?"):
+        s = await link.call("session.create", {"title": title, "cwd": str(project)})
+        fake.script(Reply(deltas=[f"Here is a first look at “{title.lower()}”."]))
+        await link.call("prompt.submit", {"session_id": s["session"]["session_id"],
+                                          "request_id": "r1", "text": title})
+    await asyncio.sleep(1.0)
+    s = await link.call("session.create", {"title": "Fix the date parser", "cwd": str(project)})
+    sid = s["session"]["session_id"]
+    win = ctl.open_session(sid)
+    win.resize(900, 980)
+    await wait(lambda: win.state.loaded)
+    fake.script(Reply(deltas=[EXPLAIN[i:i + 40] for i in range(0, len(EXPLAIN), 40)]))
+    await run_turn(ctl, win, "Why does parse_date('2026-02-30') blow up?", 1)
+    fake.script(
+        Reply.calls({"name": "read_file", "arguments": {"path": "dates.py"}},
+                    text="Let me look at the file first."),
+        Reply.calls({"name": "write_file", "arguments": {"path": "dates.py", "content": FIXED}}),
+        Reply.calls({"name": "terminal", "arguments": {"command": "python -c 'import dates; "
+                     "print(dates.parse_date(\"2026-02-30\"))'"}}),
+        Reply(deltas=["Fixed: `parse_date` now returns `None` for impossible dates, and the "
+                      "check above prints `None` instead of crashing."]),
+    )
+    await run_turn(ctl, win, "Go with option 1 and check it.", 2)
+    # Open the diff card so the screenshot shows it.
+    from desktop.state.transcript import ToolItem
+
+    for i, item in enumerate(win.state.transcript.items):
+        if isinstance(item, ToolItem) and item.name == "write_file":
+            win.state.transcript.toggle(i)
+    fake.script(
+        Reply.calls({"name": "terminal", "arguments": {"command": "rm -rf build dist"}},
+                    text="Removing the stale build output."),
+        Reply(deltas=["Cleaned."]),
+    )
+    win.composer.setPlainText("Clean the build folders")
+    win.send()
+    await wait(lambda: bool(win.cards))
+    await asyncio.sleep(0.6)
+    win.view.scrollToBottom()
+    await asyncio.sleep(0.4)
+    OUT.mkdir(parents=True, exist_ok=True)
+    win.grab().save(str(OUT / "session.png"))
+    ctl.browser.raise_()
+    await asyncio.sleep(0.6)
+    ctl.browser.grab().save(str(OUT / "browser.png"))
+    ctl.open_settings()
+    assert ctl.settings is not None
+    ctl.settings.resize(760, 620)
+    await asyncio.sleep(1.5)
+    ctl.settings.grab().save(str(OUT / "settings.png"))
+    # Answer, so the backend is not left waiting.
+    await link.call("approval.respond", {"approval_id": next(iter(win.cards)), "decision": "deny"})
+    await asyncio.sleep(0.5)
+    for w in list(ctl.windows):
+        w.close()
+    await settle()
+    await link.close()
+    app.quit()
+
+
+def run() -> int:
+    with tempfile.TemporaryDirectory(prefix="turnkey-shots-") as tmp:
+        data, project = Path(tmp) / "data", Path(tmp) / "date-utils"
+        project.mkdir()
+        (project / "dates.py").write_text(BUGGY)
+        (project / "build").mkdir()
+        fake = FakeOpenAI()
+        os.environ["TURNKEY_NO_KEYRING"] = "1"
+        backend = Backend(data, fake.base_url)
+        backend.start()
+        try:
+            app = QApplication(sys.argv[:1])
+            app.setApplicationName("Turnkey")
+            app.setWindowIcon(app_icon())
+            apply_palette(app)
+            qasync.run(main(data, project, fake))
+        finally:
+            backend.close()
+            fake.close()
+    print(f"screenshots in {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run())
