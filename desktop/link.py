@@ -46,6 +46,7 @@ class Link(QObject):
         self.client.handlers.append(self._on_event)
         self.current = "connecting"
         self.follows: dict[str, int] = {}
+        self.epoch: int | None = None  # of the backend process we are connected to
         self._watch: asyncio.Task[None] | None = None
         self._starting: asyncio.Task[None] | None = None
 
@@ -62,6 +63,7 @@ class Link(QObject):
             self._set("starting")
             await start_backend(self.data_dir)
             await self.client.connect()
+        self.epoch = self.client.server.get("epoch")
         self._set("connected")
 
     async def close(self) -> None:
@@ -102,6 +104,13 @@ class Link(QObject):
         if event.get("type") == STATE:
             state = event["data"]["state"]
             self._set(state)
+            epoch = self.client.server.get("epoch")
+            if state == "connected" and epoch != self.epoch:
+                # A new backend process: start-up recovery changed rows without events (calls
+                # that were running are now `unknown`), so every open window reloads.
+                self.epoch = epoch
+                for sid in list(self.follows):
+                    emit(self.received, {"session_id": sid, "type": RESYNC, "data": {"epoch": epoch}})
             if state == "reconnecting" and self.restart_after_s is not None \
                     and (self._watch is None or self._watch.done()):
                 self._watch = asyncio.ensure_future(self._restart_if_gone())

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from pathlib import Path
 from datetime import UTC
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
@@ -27,11 +28,13 @@ from desktop.qt.compat import emit
 from desktop.qt.transcript_view import TranscriptModel, make_view
 from desktop.state.session import SessionState
 from desktop.state.sessions import status_label
+from shared.client import ConnectionLost
 
 if TYPE_CHECKING:
     from desktop.link import Link
 
 PAGE = 100
+SUBMIT_ATTEMPTS = 5
 DECISIONS = (("once", "Allow once"), ("session", "Allow for this session"),
              ("always", "Always allow"), ("deny", "Deny"))
 
@@ -296,8 +299,17 @@ class SessionWindow(QMainWindow):
         spawn(self._submit(text), self._submit_failed(text))
 
     async def _submit(self, text: str) -> None:
-        result = await self.link.call("prompt.submit", {
-            "session_id": self.session_id, "request_id": str(uuid.uuid4()), "text": text})
+        # The same request id on every attempt: if the connection drops after the backend took
+        # the prompt, sending it again returns the first receipt instead of running it twice.
+        params = {"session_id": self.session_id, "request_id": str(uuid.uuid4()), "text": text}
+        for attempt in range(SUBMIT_ATTEMPTS):
+            try:
+                result = await self.link.call("prompt.submit", params)
+                break
+            except ConnectionLost:
+                if attempt == SUBMIT_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.2)  # the next call waits for the reconnection itself
         receipt = result["receipt"]
         self.state.prompts.setdefault(receipt["admission_id"], text)
         if receipt.get("status") == "queued" and self.state.busy:

@@ -94,7 +94,8 @@ def test_an_approval_for_a_hidden_window_raises_a_tray_notification_that_opens_t
     controller = make_controller()
     assert controller.notifier.tray is not None
     victim = approval_turn(fake_provider, tmp_path)
-    sid = drive(qtbot, controller.link.call("session.create", {"cwd": str(tmp_path)}))["session"]["session_id"]
+    created = drive(qtbot, controller.link.call("session.create", {"cwd": str(tmp_path)}))
+    sid = created["session"]["session_id"]
     win = controller.open_session(sid)
     qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
     win.composer.setPlainText("clean up")
@@ -122,7 +123,8 @@ def test_without_a_tray_the_browser_shows_the_approval_and_a_click_opens_the_ses
 ) -> None:
     assert controller.notifier.tray is None  # offscreen has no tray
     approval_turn(fake_provider, tmp_path)
-    sid = drive(qtbot, controller.link.call("session.create", {"cwd": str(tmp_path)}))["session"]["session_id"]
+    created = drive(qtbot, controller.link.call("session.create", {"cwd": str(tmp_path)}))
+    sid = created["session"]["session_id"]
     receipt = drive(qtbot, controller.link.call("prompt.submit", {
         "session_id": sid, "request_id": "r1", "text": "clean up"}))
     assert receipt["receipt"]["admission_id"]

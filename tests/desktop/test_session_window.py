@@ -175,3 +175,36 @@ def test_closing_every_window_leaves_the_turn_running_and_reopening_shows_it(
     assert reopened.state.status in ("running", "idle")
     qtbot.waitUntil(lambda: turn_done(reopened, 1), timeout=20_000)
     assert texts(reopened, AssistantItem) == ["".join(words)]
+
+
+def test_a_retry_shows_a_countdown_and_a_crashed_tool_shows_its_outcome_as_unknown(
+    qtbot: Any, controller: Any, fake_provider: FakeOpenAI, desk_backend: Backend, tmp_path: Path
+) -> None:
+    fake_provider.script(Reply.http_error(429, "slow down", **{"Retry-After": "2"}),
+                         Reply(deltas=["made it"]))
+    sid = new_session(qtbot, controller, tmp_path)
+    win = open_window(qtbot, controller, sid)
+    type_and_send(qtbot, win, "hi")
+    qtbot.waitUntil(lambda: win.notice.isVisible() and "Retrying in" in win.notice.text(), timeout=10_000)
+    assert "attempt 2" in win.notice.text()
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
+    qtbot.waitUntil(lambda: not win.notice.isVisible(), timeout=5_000)
+    # A tool that is running when the backend dies: after the restart the card says "unknown".
+    marker = tmp_path / "marker"
+    fake_provider.script(Reply.calls({"name": "terminal",
+                                      "arguments": {"command": f"sleep 3; touch {marker}"}}))
+    type_and_send(qtbot, win, "slow tool")
+    qtbot.waitUntil(lambda: any(isinstance(it, ToolItem) and it.status == "running"
+                                for it in win.state.transcript.items), timeout=10_000)
+    desk_backend.kill9()
+    fake_provider.script(Reply(deltas=["after the crash"]))
+    qtbot.waitUntil(lambda: controller.link.current == "reconnecting", timeout=10_000)
+    desk_backend.start()
+    # Sent while the connection is down: it goes out (once) when the app is back.
+    type_and_send(qtbot, win, "what happened?")
+    qtbot.waitUntil(lambda: turn_done(win, 3), timeout=20_000)
+    cards = [it for it in win.state.transcript.items if isinstance(it, ToolItem)]
+    assert [c.status for c in cards] == ["unknown"]
+    assert not marker.exists()
+    assert texts(win, AssistantItem)[-1] == "after the crash"
+    assert texts(win, UserItem) == ["hi", "slow tool", "what happened?"]
