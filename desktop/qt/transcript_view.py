@@ -31,6 +31,7 @@ ITEM_ROLE = Qt.ItemDataRole.UserRole + 1
 PAD = 10
 GAP = 6
 CACHE_DOCS = 400
+CACHE_HEIGHTS = 50_000
 OUTPUT_LINES = 120
 
 STATUS_TEXT = {
@@ -102,6 +103,9 @@ class TranscriptDelegate(QStyledItemDelegate):
         super().__init__(view)
         self.view = view
         self._docs: OrderedDict[tuple[str, int, int, bool], QTextDocument] = OrderedDict()
+        # Heights outlive the documents: relaying out rows already measured (after a page is
+        # added above, or a window resize back) costs a lookup, not a markdown render.
+        self._heights: dict[tuple[str, int, int, bool], int] = {}
 
     # --- documents -------------------------------------------------------------
 
@@ -154,9 +158,17 @@ class TranscriptDelegate(QStyledItemDelegate):
         item = index.data(ITEM_ROLE)
         if item is None:
             return QSize(0, 0)
-        doc = self.document(item, self._content_width(item))
+        width = self._content_width(item)
+        dark = self.view.palette().color(QPalette.ColorRole.Base).lightness() < 128
+        key = (item.key, item.version, width, dark)
+        height = self._heights.get(key)
+        if height is None:
+            height = int(self.document(item, width).size().height())
+            if len(self._heights) > CACHE_HEIGHTS:
+                self._heights.clear()
+            self._heights[key] = height
         inner = PAD if not isinstance(item, AssistantItem) else 2
-        return QSize(self.view.viewport().width() - 4, int(doc.size().height()) + 2 * inner + GAP)
+        return QSize(self.view.viewport().width() - 4, height + 2 * inner + GAP)
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
         item = index.data(ITEM_ROLE)

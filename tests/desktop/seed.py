@@ -72,6 +72,8 @@ class _Writer:
         self.rng = rng
         self.rows: list[tuple[Any, ...]] = []
         self.turn_no = 0
+        self.calls_in_turn: dict[str, int] = {}
+        self.tails: set[str] = set()
 
     def _row(self, turn: str | None, role: str, content: str, *, status: str | None = None,
              note_kind: str | None = None, tool_calls: list[dict[str, Any]] | None = None,
@@ -87,7 +89,11 @@ class _Writer:
     def _turn_id(self) -> str:
         self.turn_no += 1
         self.t += timedelta(seconds=self.rng.randint(5, 120))  # the person reads, then types
-        return _new_id("turn", self.t, self.rng)
+        while True:
+            turn = _new_id("turn", self.t, self.rng)
+            if turn[-8:] not in self.tails:  # call ids use these 8 hex: keep them unique
+                self.tails.add(turn[-8:])
+                return turn
 
     # --- pieces ---------------------------------------------------------------------
 
@@ -117,8 +123,10 @@ class _Writer:
     def calls(self, turn: str, count: int) -> list[dict[str, Any]]:
         k = self.turn_no
         made: list[dict[str, Any]] = []
+        used = self.calls_in_turn.setdefault(turn, 0)
+        self.calls_in_turn[turn] = used + count
         for i in range(count):
-            cid = f"call_{turn[-8:]}_{i}"
+            cid = f"call_{turn[-8:]}_{used + i}"  # unique in the session, like the backend's
             if (k + i) % 3 == 0:
                 made.append({"call_id": cid, "name": "terminal",
                              "arguments": {"command": f"pytest -q tests/test_mod_{k % 97}.py"}})
@@ -141,10 +149,12 @@ class _Writer:
             failed = k % 5 == 0
             status = "error" if failed else "ok"
             meta["exit_code"] = 1 if failed else 0
-            out = "\n".join(f"tests/test_mod_{k % 97}.py::test_{j} {'FAILED' if failed and j == 0 else 'PASSED'}"
-                            for j in range(self.rng.randint(2, 8)))
+            out = "\n".join(
+                f"tests/test_mod_{k % 97}.py::test_{j} {'FAILED' if failed and j == 0 else 'PASSED'}"
+                for j in range(self.rng.randint(2, 8)))
         elif name == "read_file":
-            out = "\n".join(f"{j + 1:4d}  line {j} of module {k % 97}" for j in range(self.rng.randint(5, 30)))
+            out = "\n".join(f"{j + 1:4d}  line {j} of module {k % 97}"
+                            for j in range(self.rng.randint(5, 30)))
         else:
             meta["diff"] = (f"--- a/src/module_{k % 97}.py\n+++ b/src/module_{k % 97}.py\n"
                             "@@ -1,3 +1,3 @@\n def load():\n-    total = 0\n+    total = 0.0\n")
@@ -258,15 +268,11 @@ def seed_long_session_info(data_dir: Path, n: int, seed: int = 7) -> SeededSessi
                 (sid, MODEL, calls_made, *usage),
             )
             before = conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
-            conn.executemany(
-                "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, "
-                "note_kind, tool_calls, call_id, tool_name, meta, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                w.rows,
-            )
+            _insert_messages(conn, sid, w.rows)
             first, last = conn.execute(
                 "SELECT MIN(id), MAX(id) FROM messages WHERE session_id = ?", (sid,)).fetchone()
-            assert first > before and last - first + 1 == n, "rows of one session must be contiguous"
+            assert first > before, "the session's rows come after every existing row"
+            assert last - first + 1 == n, "rows of one session must be contiguous"
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -275,3 +281,37 @@ def seed_long_session_info(data_dir: Path, n: int, seed: int = 7) -> SeededSessi
         conn.close()
     return SeededSession(sid, n, first, last, split_calls, split_turn,
                          seconds=time.perf_counter() - started)
+
+
+INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, "
+    "note_kind, tool_calls, call_id, tool_name, meta, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+FTS_TRIGGER = "messages_fts_insert"
+# What that trigger does for each new row (backend/store/migrations.py), as one statement.
+FTS_BODY = ("INSERT INTO messages_fts (rowid, content, session_id) "
+            "VALUES (new.id, new.content, new.session_id);")
+FTS_BULK = ("INSERT INTO messages_fts (rowid, content, session_id) "
+            "SELECT id, content, session_id FROM messages WHERE session_id = ? AND id > ? ORDER BY id")
+
+
+def _insert_messages(conn: sqlite3.Connection, sid: str, rows: list[tuple[Any, ...]]) -> None:
+    """The rows, and their full-text index entries exactly as the schema's trigger writes them.
+
+    Firing the trigger once per row costs ~2.5 s per 100k rows; when the trigger is the one
+    this file knows, it is set aside inside the transaction, the index is filled with one
+    INSERT ... SELECT doing the same per row, and the trigger is put back unchanged.  Any
+    other trigger body (a newer schema) just fires as usual.
+    """
+    found = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+                         (FTS_TRIGGER,)).fetchone()
+    body = " ".join(found[0].split()) if found else ""
+    if not body.endswith(f"BEGIN {FTS_BODY} END"):
+        conn.executemany(INSERT_MESSAGE, rows)
+        return
+    before = conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
+    conn.execute(f"DROP TRIGGER {FTS_TRIGGER}")
+    conn.executemany(INSERT_MESSAGE, rows)
+    conn.execute(FTS_BULK, (sid, before))
+    conn.execute(found[0])
