@@ -71,6 +71,11 @@ class Controller(QObject):
     async def _connect(self, reopen: list[dict[str, Any]]) -> None:
         await self.link.start()
         self.browser.reload()
+        # The tray's state from what is running now; broadcasts keep it current from here.
+        listing = await self.link.call("session.list", {"limit": 500})
+        for session in listing["sessions"]:
+            self.statuses.setdefault(session["session_id"], session.get("status", "idle"))
+        self._tray_state()
         for entry in reopen:
             win = self.open_session(entry["session_id"], new_window=True)
             if entry.get("geometry"):

@@ -161,13 +161,17 @@ def test_closing_every_window_leaves_the_turn_running_and_reopening_shows_it(
     type_and_send(qtbot, win, "long answer")
     qtbot.waitUntil(lambda: any(isinstance(it, AssistantItem) and "part3" in it.text
                                 for it in win.state.transcript.items), timeout=10_000)
-    first.save_layout()
-    first.quit()  # every window closes, the app's connection ends; the backend keeps going
+    win.setGeometry(140, 120, 700, 640)
+    # Quit saves the layout (which sessions are open, and where), closes every window and the
+    # app's connection; the backend keeps going.
+    first.quit()
     qtbot.waitUntil(lambda: first.link.client.state == "closed", timeout=10_000)
     again = make_controller(restore=True)
     qtbot.waitUntil(lambda: len(again.windows) == 1 and again.windows[0].state.loaded, timeout=15_000)
     reopened = again.windows[0]
     assert reopened.session_id == sid
+    assert (reopened.width(), reopened.height()) == (700, 640)
+    assert again.notifier.state == "working"  # what runs now, before any broadcast
     # Mid-stream: the text so far is there at once, the rest follows live.
     streamed = texts(reopened, AssistantItem)
     assert streamed
