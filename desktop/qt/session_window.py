@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 PAGE = 100
 SUBMIT_ATTEMPTS = 5
+RECONCILE_PAGES = 20  # a turn longer than this many pages keeps its live items
 DECISIONS = (("once", "Allow once"), ("session", "Allow for this session"),
              ("always", "Always allow"), ("deny", "Deny"))
 
@@ -283,9 +284,18 @@ class SessionWindow(QMainWindow):
 
     async def _reconcile(self, turn_id: str) -> None:
         """The finished turn as stored, in place of what was streamed."""
-        page = await self.link.call("session.messages", {"session_id": self.session_id, "limit": PAGE})
+        params: dict[str, Any] = {"session_id": self.session_id, "limit": PAGE}
+        rows: list[dict[str, Any]] = []
+        for _ in range(RECONCILE_PAGES):  # back to the turn's first row (its prompt)
+            page = await self.link.call("session.messages", params)
+            rows = page["messages"] + rows
+            if not page["has_more"] or not rows or any(
+                    m.get("turn_id") == turn_id and m.get("role") == "user" for m in page["messages"]) \
+                    or rows[0].get("turn_id") != turn_id:
+                break
+            params["before_id"] = rows[0]["message_id"]
         follow = self._at_bottom
-        self.state.transcript.reconcile_turn(turn_id, page["messages"])
+        self.state.transcript.reconcile_turn(turn_id, rows)
         if follow:
             self.view.scrollToBottom()
 

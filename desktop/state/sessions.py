@@ -55,6 +55,10 @@ class SessionList:
             session = data["session"]
             i = self.index(session["session_id"])
             if i is None:
+                if not self.query:  # an older session, beyond the loaded page, came back to life
+                    self.rows.insert(0, session)
+                    self.rows.sort(key=lambda r: r.get("updated_at") or "", reverse=True)
+                    self.on_reset()
                 return
             old = self.rows[i]
             self.rows[i] = {**old, **session}

@@ -279,7 +279,9 @@ class Transcript:
                 if text is not None:
                     last.text = text  # the authoritative text, not our accumulation
                 self._touch(last)
-            elif text:
+            elif text and not (data.get("status") != "completed" and self._last_said(turn) == text):
+                # (Interrupted while its tools ran, a turn's last message is the one with the
+                # calls, already shown above their cards: not a new message to add.)
                 item = AssistantItem(f"stream:{turn}", turn, text=text)
                 self._insert(len(self.items), [item])
             self._stream = None
@@ -314,6 +316,12 @@ class Transcript:
             self._stream = AssistantItem(f"stream:{turn}:{n}", turn, streaming=True)
             self._insert(len(self.items), [self._stream])
         return self._stream
+
+    def _last_said(self, turn: str | None) -> str | None:
+        for item in reversed(self.items):
+            if isinstance(item, AssistantItem) and item.turn_id == turn:
+                return item.text
+        return None
 
     def _end_stream(self) -> None:
         if self._stream is not None:
