@@ -34,10 +34,12 @@ def qloop(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
     # Let callbacks scheduled by closing windows and connections run before the loop goes.
     for _ in range(20):
         qapp.processEvents()
-    # The loop stays "running" (Qt's), so it is never closed; stop its worker threads ourselves.
-    executor = getattr(loop, "_QEventLoop__default_executor", None)
-    if executor is not None:
-        executor.shutdown()
+    # An "already running" qasync loop registers itself as the thread's running loop and is
+    # never stopped by anyone else; undo that, or every later asyncio test in this process
+    # fails with "cannot be called from a running event loop".
+    asyncio.events._set_running_loop(None)
+    loop._QEventLoop__is_running = False  # type: ignore[attr-defined]
+    loop.close()  # its worker threads too
     asyncio.set_event_loop(None)
 
 

@@ -15,13 +15,11 @@ os.environ.setdefault("QT_API", "pyside6")  # qasync's binding, whatever the imp
 
 import asyncio
 from collections.abc import Coroutine, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import qasync
 from PySide6.QtCore import QUrl
-from PySide6.QtWidgets import QAbstractButton, QApplication, QComboBox, QLabel, QLineEdit, QListWidget
+from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QLineEdit, QListWidget
 from pytestqt.qtbot import QtBot
 
 from desktop.link import Link
@@ -38,23 +36,15 @@ WAIT_MS = 20_000
 
 
 @pytest.fixture
-def _qt_loop(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
-    """A qasync loop driven by Qt's event loop, which qtbot's waits run."""
-    loop = qasync.QEventLoop(qapp, already_running=True)
-    asyncio.set_event_loop(loop)
-    yield loop
-    asyncio.set_event_loop(None)
+def _qt_loop(qloop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
+    """The conftest's qasync loop (set up and torn down there)."""
+    return qloop
 
 
 @pytest.fixture
-def _backend(tmp_path: Path, fake_provider: FakeOpenAI) -> Iterator[Backend]:
+def _backend(desk_backend: Backend) -> Backend:
     """A real backend on a temp data dir; provider `main` is the fake; keys go to the file."""
-    backend = Backend(tmp_path / "data", fake_provider.base_url, extra_env={"TURNKEY_NO_KEYRING": "1"})
-    backend.start()
-    yield backend
-    backend.terminate()
-    errors = backend.logged_errors()
-    assert not errors, "the backend logged errors:\n" + "\n".join(errors[:20])
+    return desk_backend
 
 
 def _run(loop: asyncio.AbstractEventLoop, qtbot: QtBot, coro: Coroutine[Any, Any, Any],
