@@ -189,7 +189,38 @@ def _m003(conn: sqlite3.Connection) -> None:
     )""")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001, _m002, _m003]
+_M004 = (
+    # Each session's number of messages, kept by triggers so that every writer (the store,
+    # a foreign-key cascade, a test seeding rows with plain SQL) keeps it right, and the
+    # session summary reads it without counting rows (see sessions.to_session).
+    "ALTER TABLE sessions ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0",
+    """UPDATE sessions SET message_count =
+        (SELECT COUNT(*) FROM messages m WHERE m.session_id = sessions.session_id)""",
+    """CREATE TRIGGER messages_count_insert AFTER INSERT ON messages BEGIN
+        UPDATE sessions SET message_count = message_count + 1
+        WHERE session_id = new.session_id;
+    END""",
+    """CREATE TRIGGER messages_count_delete AFTER DELETE ON messages BEGIN
+        UPDATE sessions SET message_count = message_count - 1
+        WHERE session_id = old.session_id;
+    END""",
+    # Nothing moves a message to another session today; should anything ever, both follow.
+    """CREATE TRIGGER messages_count_move AFTER UPDATE OF session_id ON messages
+    WHEN old.session_id IS NOT new.session_id BEGIN
+        UPDATE sessions SET message_count = message_count - 1
+        WHERE session_id = old.session_id;
+        UPDATE sessions SET message_count = message_count + 1
+        WHERE session_id = new.session_id;
+    END""",
+)
+
+
+def _m004(conn: sqlite3.Connection) -> None:
+    for sql in _M004:
+        conn.execute(sql)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001, _m002, _m003, _m004]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -123,12 +123,13 @@ def usage_of(r: sqlite3.Row) -> Usage:
 
 
 def to_session(tx: Tx, r: sqlite3.Row) -> Session:
+    """The summary of a `sessions` row; `message_count` is the column the triggers on
+    `messages` keep (migration 4), so no rows are counted here."""
     sid = r["session_id"]
-    count = tx.one("SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,))
     return Session(
         session_id=sid, title=r["title"], cwd=r["cwd"], model=r["model"],
         created_at=r["created_at"], updated_at=r["updated_at"], status=status(tx, sid),
-        message_count=int(count[0]) if count else 0, usage=usage_of(r),
+        message_count=r["message_count"], usage=usage_of(r),
         parent_session_id=r["parent_session_id"], child_session_id=r["child_session_id"],
         latest_seq=events.latest_seq(tx, sid),
     )

@@ -24,6 +24,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.backend_proc import Backend
 
 T = TypeVar("T")
+_retired_loops: list[asyncio.AbstractEventLoop] = []
 
 
 @pytest.fixture
@@ -38,9 +39,13 @@ def qloop(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
     # never stopped by anyone else; undo that, or every later asyncio test in this process
     # fails with "cannot be called from a running event loop".
     asyncio.events._set_running_loop(None)
-    loop._QEventLoop__is_running = False  # type: ignore[attr-defined]
-    loop.close()  # its worker threads too
+    executor = getattr(loop, "_QEventLoop__default_executor", None)
+    if executor is not None:
+        executor.shutdown()  # its worker threads
     asyncio.set_event_loop(None)
+    # Not closed: Qt may still hold events for its timers and notifiers, and deleting them
+    # under Qt's feet crashed later tests.  Kept alive for the rest of the run instead.
+    _retired_loops.append(loop)
 
 
 def drive(qtbot: Any, coro: Coroutine[Any, Any, T], timeout_ms: int = 30_000) -> T:

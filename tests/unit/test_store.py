@@ -45,6 +45,84 @@ def test_version_one_database_upgrades_in_place(tmp_path: Path) -> None:
     assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 1
 
 
+def _count(conn: sqlite3.Connection, sid: str) -> int:
+    return int(conn.execute(
+        "SELECT message_count FROM sessions WHERE session_id = ?", (sid,)).fetchone()[0])
+
+
+def _raw_messages(conn: sqlite3.Connection, sid: str, n: int) -> None:
+    conn.executemany(
+        "INSERT INTO messages (session_id, role, content, created_at) VALUES (?, 'user', ?, 'x')",
+        [(sid, f"m{i}") for i in range(n)])
+
+
+def test_version_three_database_backfills_message_count(tmp_path: Path) -> None:
+    from backend.store.migrations import MIGRATIONS
+
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)")
+    for version, step in enumerate(MIGRATIONS[:3], start=1):
+        step(conn)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, 'then')", (version,))
+    for sid in ("a", "b", "empty"):
+        conn.execute("INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at) "
+                     "VALUES (?, 't', '/', 'm', 'x', 'x')", (sid,))
+    _raw_messages(conn, "a", 3)
+    _raw_messages(conn, "b", 5)
+    _raw_messages(conn, "a", 2)
+
+    assert migrate(conn) == SCHEMA_VERSION
+    assert [_count(conn, s) for s in ("a", "b", "empty")] == [5, 5, 0], "backfilled from the rows"
+
+    _raw_messages(conn, "empty", 2)
+    conn.execute("DELETE FROM messages WHERE id = (SELECT MIN(id) FROM messages WHERE session_id = 'a')")
+    assert [_count(conn, s) for s in ("a", "b", "empty")] == [4, 5, 2], "the triggers keep it after"
+    hits = conn.execute("SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'm1'").fetchone()
+    assert hits[0] == 4, "the full-text triggers still fire beside the new ones"
+    assert migrate(conn) == SCHEMA_VERSION, "migrating twice is a no-op"
+    assert _count(conn, "a") == 4
+
+
+def test_message_count_follows_every_insert_delete_and_move(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    migrate(conn)
+    for sid in ("a", "b"):
+        conn.execute("INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at) "
+                     "VALUES (?, 't', '/', 'm', 'x', 'x')", (sid,))
+    assert _count(conn, "a") == 0, "a new session starts at zero"
+    _raw_messages(conn, "a", 4)
+    _raw_messages(conn, "b", 1)
+    assert (_count(conn, "a"), _count(conn, "b")) == (4, 1)
+
+    # A bulk insert with the full-text trigger set aside, as tests/desktop/seed.py does.
+    (fts_sql,) = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_insert'"
+    ).fetchone()
+    conn.execute("BEGIN")
+    conn.execute("DROP TRIGGER messages_fts_insert")
+    _raw_messages(conn, "b", 3)
+    conn.execute(fts_sql)
+    conn.execute("COMMIT")
+    assert _count(conn, "b") == 4
+
+    conn.execute("DELETE FROM messages WHERE session_id = 'a' AND content IN ('m0', 'm1')")
+    assert _count(conn, "a") == 2
+    conn.execute("UPDATE messages SET session_id = 'b' WHERE session_id = 'a' AND content = 'm2'")
+    assert (_count(conn, "a"), _count(conn, "b")) == (1, 5)
+    conn.execute("UPDATE messages SET content = 'edited', compacted = 1, active = 0")
+    assert (_count(conn, "a"), _count(conn, "b")) == (1, 5), "other updates change nothing"
+
+    conn.execute("DELETE FROM sessions WHERE session_id = 'a'")  # cascades to its messages
+    assert conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = 'a'").fetchone()[0] == 0
+    assert _count(conn, "b") == 5
+    rows = conn.execute(
+        "SELECT s.message_count, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) "
+        "FROM sessions s").fetchall()
+    assert rows == [(5, 5)]
+
+
 def test_newer_database_is_refused(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
     migrate(conn)
@@ -215,6 +293,17 @@ async def test_session_changes_broadcast_one_summary_per_transaction(tmp_path: P
         stored = await db.read(lambda tx: sessions.get(tx, "s"))
         assert stored is not None
         assert session == events.as_data(stored)
+        assert stored.message_count == 2
+
+        def delete_one(tx: Tx) -> None:
+            tx.execute("DELETE FROM messages WHERE id = (SELECT MIN(id) FROM messages)")
+            sessions.changed(tx, "s")
+
+        published.clear()
+        await db.write(delete_one)
+        assert [p.event.data["session"]["message_count"] for p in published] == [1]
+        listed = await db.read(lambda tx: [sessions.to_session(tx, r) for r in sessions.page(tx, 10, None)])
+        assert [s.message_count for s in listed] == [1]
 
         published.clear()
         await db.write(lambda tx: admissions.insert(tx, "adm_2", "p", "s", "r2", "{}", "d2"))
