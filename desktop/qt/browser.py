@@ -146,7 +146,8 @@ class NewSessionDialog(QDialog):
 
 
 class BrowserWindow(QMainWindow):
-    open_requested = Signal(str)  # session_id
+    open_requested = Signal(str)  # session_id: its window, or a new one if none is open
+    open_new_requested = Signal(str)  # session_id: always another window
     settings_requested = Signal()
     quit_requested = Signal()
 
@@ -212,6 +213,8 @@ class BrowserWindow(QMainWindow):
         self.addToolBar(bar)
         self.new_action = self._action("New session", QKeySequence.StandardKey.New, self.new_session)
         self.open_action = self._action("Open", QKeySequence("Ctrl+O"), self.open_selected)
+        self.open_new_action = self._action("Open in new window", QKeySequence("Ctrl+Shift+O"),
+                                            self.open_selected_new)
         self.rename_action = self._action("Rename", QKeySequence("F2"), self.rename_selected)
         self.delete_action = self._action("Delete", QKeySequence.StandardKey.Delete, self.delete_selected)
         self.settings_action = self._action("Settings", QKeySequence.StandardKey.Preferences,
@@ -226,8 +229,12 @@ class BrowserWindow(QMainWindow):
         self.addAction(find)
         self.addAction(self.quit_action)
         menu = self.menuBar().addMenu("&File")
-        for a in (self.new_action, self.open_action, self.rename_action, self.delete_action):
+        for a in (self.new_action, self.open_action, self.open_new_action, self.rename_action,
+                  self.delete_action):
             menu.addAction(a)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        for a in (self.open_action, self.open_new_action, self.rename_action, self.delete_action):
+            self.table.addAction(a)
         menu.addSeparator()
         menu.addAction(self.settings_action)
         menu.addSeparator()
@@ -309,6 +316,11 @@ class BrowserWindow(QMainWindow):
         sid = self.selected_id()
         if sid:
             emit(self.open_requested, sid)
+
+    def open_selected_new(self) -> None:
+        sid = self.selected_id()
+        if sid:
+            emit(self.open_new_requested, sid)
 
     def new_session(self) -> None:
         dialog = NewSessionDialog(self.default_folder, self)

@@ -46,6 +46,7 @@ class Controller(QObject):
         self.browser = BrowserWindow(self.link, str(Path.home()))
         self.browser.setWindowIcon(app_icon())
         self.browser.open_requested.connect(self.open_session)
+        self.browser.open_new_requested.connect(lambda sid: self.open_session(sid, new_window=True))
         self.browser.settings_requested.connect(self.open_settings)
         self.browser.quit_requested.connect(self.quit)
         self.notifier.fallback.connect(self._fallback)

@@ -96,8 +96,15 @@ def test_two_windows_on_one_session_stay_in_sync(
     fake_provider.script(Reply(deltas=["one ", "two ", "three"], delay=0.1), Reply(deltas=["again"]))
     sid = new_session(qtbot, controller)
     first = open_window(qtbot, controller, sid)
-    second = open_window(qtbot, controller, sid, new_window=True)
+    browser = controller.browser
+    qtbot.waitUntil(lambda: browser.sessions.index(sid) is not None, timeout=10_000)
+    browser.table.selectRow(browser.sessions.index(sid))
+    browser.open_new_action.trigger()  # File → Open in new window
+    qtbot.waitUntil(lambda: len(controller.windows) == 2 and controller.windows[1].state.loaded,
+                    timeout=10_000)
+    second = controller.windows[1]
     assert first is not second
+    assert second.session_id == sid
     type_and_send(qtbot, first, "count")
     qtbot.waitUntil(lambda: turn_done(first, 1) and turn_done(second, 1), timeout=15_000)
     type_and_send(qtbot, second, "more")
