@@ -19,6 +19,7 @@ from pathlib import Path
 
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
+from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
 from backend.ids import now
 from backend.providers.registry import Providers
@@ -73,11 +74,12 @@ class Backend:
         procs = ProcessTable(self.data_dir)
         procs.kill_orphans()  # before READY: a crashed turn's commands stop here
         executor = Executor(self.db, approvals, checkpoints, self.data_dir / "spill", procs)
-        runner = TurnRunner(self.db, self.config, self.providers, executor)
+        compressor = Compressor(self.db, self.config, self.providers, self.epoch)
+        runner = TurnRunner(self.db, self.config, self.providers, executor, compressor)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
                           self.request_stop_soon, approvals, checkpoints, self.secrets,
-                          self.providers)
+                          self.providers, compressor)
         token = secrets.token_urlsafe(32)
         self.listener = Listener(
             Dispatcher(methods), self.hub, token, lambda: self.config.config.allowed_origins,

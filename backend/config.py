@@ -75,6 +75,7 @@ class Lease(Strict, frozen=True):
 
 
 class Compression(Strict, frozen=True):
+    enabled: bool = True  # false: never compress automatically (session.compress still does)
     threshold: Fraction = 0.50
     protect_first_n: NonNegative = 3
     tail_tokens_min: Positive = 10_000

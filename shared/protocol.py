@@ -371,6 +371,19 @@ class RulesResult(Wire):
     rules: list[Rule]
 
 
+class SessionCompressParams(Params):
+    session_id: str
+    focus: str | None = None  # what the summary should keep in view, in the user's words
+
+
+class CompressResult(Wire):
+    compressed: bool
+    before_tokens: int
+    after_tokens: int
+    session_id: str  # the session the conversation continues in
+    reason: str | None = None  # why nothing was compressed, when `compressed` is false
+
+
 class UndoResult(Wire):
     restored: list[str]
     turn_id: str | None = None
@@ -429,6 +442,7 @@ METHODS: dict[str, MethodSpec] = {
     "admission.resolve": MethodSpec(AdmissionResolveParams, ReceiptResult, "submit"),
     "turn.interrupt": MethodSpec(SessionIdParams, InterruptResult, "submit"),
     "session.undo": MethodSpec(SessionUndoParams, UndoResult, "submit"),
+    "session.compress": MethodSpec(SessionCompressParams, CompressResult, "submit"),
     "session.usage": MethodSpec(SessionIdParams, SessionUsageResult, "read"),
     "approval.list": MethodSpec(ApprovalListParams, ApprovalsResult, "read"),
     "approval.respond": MethodSpec(ApprovalRespondParams, ApprovalResult, "approve"),
@@ -528,6 +542,17 @@ class SessionDeletedEvent(Wire):
     session_id: str
 
 
+class CompressionStart(Wire):
+    reason: str
+    tokens: int
+
+
+class CompressionComplete(Wire):
+    before_tokens: int
+    after_tokens: int
+    child_session_id: str | None = None
+
+
 EVENTS: dict[str, type[Wire]] = {
     "admission.queued": AdmissionEvent,
     "admission.settled": AdmissionEvent,
@@ -546,4 +571,6 @@ EVENTS: dict[str, type[Wire]] = {
     "session.updated": SessionEvent,
     "session.created": SessionEvent,
     "session.deleted": SessionDeletedEvent,
+    "compression.start": CompressionStart,
+    "compression.complete": CompressionComplete,
 }

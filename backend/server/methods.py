@@ -16,6 +16,7 @@ from typing import Any
 
 from backend import __version__
 from backend.authority.queue import SessionAuthority
+from backend.compress.compressor import Compressor
 from backend.config import ConfigFile, api_key
 from backend.errors import InvalidParams, NotFound, ProviderError, SessionBusy
 from backend.ids import message_rowid, new_id
@@ -28,6 +29,7 @@ from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
 from backend.store import admissions, approvals, events, messages, sessions, usage
 from backend.store.db import Database, Tx
+from backend.tools import registry
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from shared import protocol as p
@@ -44,8 +46,9 @@ class Methods:
     def __init__(
         self, db: Database, authority: SessionAuthority, hub: Hub, config: ConfigFile,
         epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
-        checkpoints: Checkpoints, secrets: Secrets, providers: Providers,
+        checkpoints: Checkpoints, secrets: Secrets, providers: Providers, compressor: Compressor,
     ) -> None:
+        self.compressor = compressor
         self.secrets = secrets
         self.providers = providers
         self._secrets_lock = asyncio.Lock()  # secrets.json is read, changed and rewritten
@@ -76,6 +79,7 @@ class Methods:
             "admission.resolve": self.admission_resolve,
             "turn.interrupt": self.turn_interrupt,
             "session.undo": self.session_undo,
+            "session.compress": self.session_compress,
             "session.usage": self.session_usage,
             "approval.list": self.approval_list,
             "approval.respond": self.approval_respond,
@@ -329,6 +333,24 @@ class Methods:
             raise SessionBusy("the session is running a turn; wait for it or interrupt it first")
         turn_id, restored = await self.checkpoints.undo(params.session_id, params.turn_id)
         return p.UndoResult(restored=restored, turn_id=turn_id)
+
+    async def session_compress(
+        self, conn: Connection, params: p.SessionCompressParams
+    ) -> p.CompressResult:
+        """Compaction on request, the same path as the automatic one (same lock and
+        summary), whatever the threshold, cooldown or anti-thrash state."""
+        sid = params.session_id
+        await self._session(sid)
+        cfg = self.config.config
+        try:
+            link = self.providers.chain(cfg, self.config.path)[0]
+        except ProviderError as exc:
+            raise InvalidParams("session_id", f"no model to summarize with: {exc.message}") from exc
+        tools = registry.specs() if link.cfg.tools else ()
+        focus = (params.focus or "").strip()[:2000] or None
+        out = await self.compressor.compress(sid, link, "requested", tools, focus=focus, manual=True)
+        return p.CompressResult(compressed=out.compressed, before_tokens=out.before_tokens,
+                                after_tokens=out.after_tokens, session_id=sid, reason=out.why_not)
 
     # --- approvals ----------------------------------------------------------------
 

@@ -55,8 +55,8 @@ def page(tx: Tx, session_id: str, before_rowid: int | None, limit: int) -> tuple
 def for_model(tx: Tx, session_id: str) -> list[sqlite3.Row]:
     """Active, uncompacted rows the model may see, in transcript order."""
     return tx.all(
-        "SELECT id, role, content, api_content, note_kind, tool_calls, call_id, tool_name, status "
-        "FROM messages "
+        "SELECT id, role, content, api_content, note_kind, tool_calls, api_tool_calls, call_id, "
+        "tool_name, status, meta FROM messages "
         "WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id",
         (session_id,),
     )

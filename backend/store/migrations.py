@@ -220,7 +220,32 @@ def _m004(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001, _m002, _m003, _m004]
+_M005 = (
+    # Context compression (backend/compress): the wire copy of pruned tool-call arguments
+    # (people keep seeing the originals), each session's guard state, and one compressor
+    # per session at a time.
+    "ALTER TABLE messages ADD COLUMN api_tool_calls TEXT",
+    "ALTER TABLE sessions ADD COLUMN compress_failures INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE sessions ADD COLUMN compress_cooldown_until REAL NOT NULL DEFAULT 0",
+    "ALTER TABLE sessions ADD COLUMN compress_ineffective INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE sessions ADD COLUMN compress_probe_after REAL NOT NULL DEFAULT 0",
+    """CREATE TABLE compression_locks (
+        session_id  TEXT PRIMARY KEY REFERENCES sessions (session_id) ON DELETE CASCADE,
+        holder      TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        boot_token  TEXT NOT NULL,
+        acquired_at REAL NOT NULL,
+        expires_at  REAL NOT NULL
+    )""",
+)
+
+
+def _m005(conn: sqlite3.Connection) -> None:
+    for sql in _M005:
+        conn.execute(sql)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001, _m002, _m003, _m004, _m005]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -71,7 +71,7 @@ def wire_messages(system_prompt: str, rows: list[sqlite3.Row]) -> list[WireMessa
     """
     out = [WireMessage("system", system_prompt)]
     results = {r["call_id"]: r for r in rows if r["role"] == "tool"}
-    for r in rows:
+    for r in in_model_order(rows):
         role = r["role"]
         if role == "tool":
             continue  # emitted right after the assistant row that called it
@@ -81,7 +81,7 @@ def wire_messages(system_prompt: str, rows: list[sqlite3.Row]) -> list[WireMessa
             role = "user"
         content = clean_text(r["api_content"] if r["api_content"] is not None else r["content"])
         if role == "assistant" and r["tool_calls"]:
-            calls = json.loads(r["tool_calls"])
+            calls = json.loads(_wire_calls(r))
             out.append(WireMessage("assistant", content, tool_calls=tuple(
                 WireToolCall(c["call_id"], c["name"], _raw_arguments(c)) for c in calls
             )))
@@ -90,6 +90,33 @@ def wire_messages(system_prompt: str, rows: list[sqlite3.Row]) -> list[WireMessa
         elif role in ("user", "assistant") and content:
             out.append(WireMessage(role, content))
     return out
+
+
+def in_model_order(rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
+    """Head + summary + tail, whatever the row order: a compression's summary note is stored
+    when it happens (after the rows it follows in time), but the model reads it where the
+    compacted rows were — right after the protected head, its `anchor` (meta)."""
+    summaries = [r for r in rows if r["role"] == "system_note" and r["note_kind"] == "summary"]
+    if not summaries:
+        return rows
+    summary = summaries[-1]  # a newer summary replaces (and updates) the older ones
+    anchor = int(_meta(summary).get("anchor") or 0)
+    rest = [r for r in rows if r["id"] != summary["id"]
+            and not (r["role"] == "system_note" and r["note_kind"] == "summary")]
+    head = [r for r in rest if r["id"] <= anchor]
+    return [*head, summary, *(r for r in rest if r["id"] > anchor)]
+
+
+def _meta(row: sqlite3.Row) -> dict[str, Any]:
+    raw = row["meta"] if "meta" in row.keys() else None  # noqa: SIM118  (sqlite3.Row)
+    return json.loads(raw) if raw else {}
+
+
+def _wire_calls(row: sqlite3.Row) -> str:
+    """The calls as the model is sent them: pruned arguments (api_tool_calls) once
+    compression has cut them, else as stored."""
+    pruned = row["api_tool_calls"] if "api_tool_calls" in row.keys() else None  # noqa: SIM118
+    return str(pruned or row["tool_calls"])
 
 
 def _raw_arguments(call: dict[str, Any]) -> str:

@@ -22,9 +22,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.compress.compressor import MAX_PER_CALL as MAX_COMPRESSIONS_PER_CALL
+from backend.compress.compressor import Compressor, Where
 from backend.config import ConfigFile
 from backend.errors import ProviderError, StoreUnavailable
-from backend.providers.base import ChatRequest
+from backend.providers.base import ChatRequest, ToolSpec
 from backend.providers.errors import described, policy
 from backend.providers.registry import Link, Providers
 from backend.store import events, messages
@@ -99,6 +101,7 @@ class TurnState:
     links: list[Link] = field(default_factory=list)  # the provider chain; a fallback moves on
     link_index: int = 0
     ledger: list[LedgerEntry] = field(default_factory=list)  # calls not yet recorded
+    overflow_compressed: bool = False  # one compress-and-retry after a provider overflow
 
     @property
     def link(self) -> Link:
@@ -121,11 +124,13 @@ class TurnState:
 class TurnRunner:
     def __init__(
         self, db: Database, config: ConfigFile, providers: Providers, executor: Executor,
+        compressor: Compressor,
     ) -> None:
         self.db = db
         self.config = config
         self.providers = providers
         self.executor = executor
+        self.compressor = compressor
 
     def default_model(self) -> str:
         chosen = self.providers.default(self.config.config)
@@ -204,13 +209,32 @@ class TurnRunner:
         provider answers as the session's model; a fallback as its own."""
         link = st.link
         tools = registry.specs() if link.cfg.tools else ()
-        request = await assemble(self.db, st.claim.session_id, link.provider.model, tools,
-                                 summary_for=summary_for,
-                                 model=None if st.link_index == 0 else link.cfg.model)
+
+        async def build() -> ChatRequest:
+            return await assemble(self.db, st.claim.session_id, link.provider.model, tools,
+                                  summary_for=summary_for,
+                                  model=None if st.link_index == 0 else link.cfg.model)
+
+        request = await build()
+        # Preflight compression: measure, compress if due, measure again (a few times at most).
+        for tries in range(MAX_COMPRESSIONS_PER_CALL):
+            why = await self.compressor.due(st.claim.session_id, request, link, tries)
+            if why is None or not await self._compress(st, link, tools, why):
+                break
+            request = await build()
         checked = preflight(request, link.name, link.cfg)
         if checked.request is None:
             st.fail(checked.reason or "the request does not fit the model's window")
         return checked.request
+
+    async def _compress(self, st: TurnState, link: Link, tools: tuple[ToolSpec, ...],
+                        why: str) -> bool:
+        """Compresses the session for this turn; True when it did (the request is rebuilt)."""
+        claim = st.claim
+        out = await self.compressor.compress(
+            claim.session_id, link, why, tools, where=Where(claim.turn_id, claim.admission_id))
+        st.usage = _add(st.usage, out.usage)  # the turn's cost includes its summaries
+        return out.compressed
 
     async def _call(
         self, st: TurnState, request: ChatRequest, watch: LeaseWatch, stop: asyncio.Event,
@@ -239,6 +263,7 @@ class TurnRunner:
                 return Action.BREAK
             st.usage = _add(st.usage, result.usage)
             st.ledger.append(LedgerEntry(link.name, request.model, result.usage))
+            self.compressor.observe(link.name, request, result.usage)
             if not result.text:
                 result.text = deltas.streamed  # the stream is what people saw
             return result
@@ -257,6 +282,19 @@ class TurnRunner:
                     "retried (the part shown is kept)")
             return Action.BREAK
         rules = policy(exc)
+        if rules.compress:
+            # The provider proved the request too large: compress once and try again; if
+            # that cannot help (or already happened), fail closed instead of resending.
+            if not st.overflow_compressed:
+                st.overflow_compressed = True
+                tools = registry.specs() if link.cfg.tools else ()
+                if await self._compress(st, link, tools, f"{link.name} refused the request as too "
+                                        f"large ({described(exc)})"):
+                    return Action.CONTINUE
+            st.fail(f"context_overflow: {described(exc)}; compressing the conversation could not make "
+                    "it fit, so it was not sent again — start a new session or use a model with a "
+                    "larger window")
+            return Action.BREAK
         if rules.retryable and n < MAX_ATTEMPTS:
             delay = delay_for(exc, n)
             await self._event(st, "provider.retry", ProviderRetry(

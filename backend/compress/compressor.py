@@ -1,0 +1,293 @@
+"""Compressing a stored session in place, under a lock, with its guards.
+
+The transcript people read is never rewritten: compacted rows stay, marked
+`compacted`, and the summary is a new `system_note` (note_kind `summary`).
+What the model sees next is the protected head, the summary (updated from
+the previous one, not started over) and the tail the budget keeps.  One
+compressor per session at a time (`compression_locks`, reclaimed from dead
+or expired holders).  A summary call that fails falls back to a
+deterministic summary, so the turn can go on, and starts a cooldown (60 →
+300 → 900 s) stored on the session; two compressions in a row that leave the
+request over the threshold stop automatic compression until a probe 300 s
+later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from backend.compress import tokens as tok
+from backend.compress.model import Call, Entry
+from backend.compress.plan import Plan, plan
+from backend.compress.prune import prune
+from backend.compress.summary import fallback_summary, summary_messages, wrap
+from backend.config import Compression, ConfigFile
+from backend.errors import ProviderError
+from backend.host import boot_token, process_start
+from backend.providers.base import ChatProvider, ChatRequest, TextChunk, ToolSpec, UsageChunk
+from backend.providers.registry import Link, Providers
+from backend.store import compression as store
+from backend.store import events, messages, sessions, usage
+from backend.store.db import Database, Tx
+from backend.turn.call import measure, price
+from backend.turn.lease import provably_dead
+from shared.protocol import Usage
+
+log = logging.getLogger("compress")
+
+COOLDOWNS_S = (60.0, 300.0, 900.0)
+PROBE_AFTER_S = 300.0
+MAX_INEFFECTIVE = 2
+MAX_PER_CALL = 3  # compressions before one model call
+SUMMARY_TIMEOUT_S = 120.0
+SUMMARY_MIN_TOKENS, SUMMARY_MAX_TOKENS = 2_000, 10_000
+MIN_ANSWER_TOKENS = 256  # below this much room the request cannot fit the window at all
+
+
+@dataclass
+class Outcome:
+    compressed: bool
+    before_tokens: int
+    after_tokens: int
+    usage: Usage = field(default_factory=Usage)  # the summary call's, already in the ledger
+    why_not: str | None = None  # when not compressed
+
+
+@dataclass(frozen=True)
+class Where:
+    """The turn a compression runs in (for its events), if any."""
+
+    turn_id: str | None = None
+    admission_id: str | None = None
+
+
+class Compressor:
+    def __init__(self, db: Database, config: ConfigFile, providers: Providers, epoch: int) -> None:
+        self.db = db
+        self.config = config
+        self.providers = providers
+        self.holder = f"{os.getpid()}:{process_start(os.getpid())}@{boot_token()}#{epoch}/compress"
+        self.calibrations: dict[str, tok.Calibration] = {}
+
+    # --- measuring -------------------------------------------------------------------
+
+    def calibration(self, provider: str) -> tok.Calibration:
+        return self.calibrations.setdefault(provider, tok.Calibration())
+
+    def observe(self, provider: str, request: ChatRequest, reported: Usage) -> None:
+        """Learns the provider's characters per token from the usage it reported."""
+        if not reported.estimated and reported.input_tokens > 0:
+            self.calibration(provider).observe(request_chars(request), reported.input_tokens)
+
+    def measure(self, request: ChatRequest, provider: str) -> int:
+        return self.calibration(provider).tokens(request_chars(request)) + 4 * len(request.messages)
+
+    async def due(self, session_id: str, request: ChatRequest, link: Link, attempts: int) -> str | None:
+        """The preflight decision: the reason to compress before this call, or None."""
+        cfg = self.config.config.compression
+        if not cfg.enabled or attempts >= MAX_PER_CALL or len(request.messages) <= 2:
+            return None  # (the system prompt and one message: nothing to compress)
+        measured = self.measure(request, link.name)
+        limit = tok.threshold_tokens(link.cfg.context_window, cfg.threshold)
+        if measured < limit:
+            return None
+        g = await self.db.read(lambda tx: store.guards(tx, session_id))
+        now = time.time()
+        # The guards keep compression from running (and costing) again and again while the
+        # request still fits; one that cannot fit at all is compressed regardless.
+        fits = measured + MIN_ANSWER_TOKENS < link.cfg.context_window
+        if fits and now < g.cooldown_until:
+            return None
+        if fits and g.ineffective >= MAX_INEFFECTIVE and now < g.probe_after:
+            return None
+        return (f"the request is about {measured:,} tokens, over {limit:,} "
+                f"({link.name}'s window is {link.cfg.context_window:,})")
+
+    # --- compressing ------------------------------------------------------------------
+
+    async def compress(
+        self, session_id: str, link: Link, reason: str, tools: tuple[ToolSpec, ...] = (),
+        focus: str | None = None, where: Where = Where(), manual: bool = False,
+    ) -> Outcome:
+        cfg = self.config.config.compression
+        if not await self.db.write(lambda tx: self._lock(tx, session_id)):
+            return Outcome(False, 0, 0, why_not="another compression of this session is running")
+        try:
+            return await self._compress(session_id, link, reason, tools, focus, where, manual, cfg)
+        finally:
+            await self.db.write(lambda tx: store.release_lock(tx, session_id, self.holder))
+
+    def _lock(self, tx: Tx, session_id: str) -> bool:
+        row = store.lock_row(tx, session_id)
+        if row is not None and row["holder"] != self.holder \
+                and row["expires_at"] > time.time() and not provably_dead(row):
+            return False
+        if row is not None and row["holder"] != self.holder:
+            log.warning("session %s: reclaiming the compression lock of %s", session_id, row["holder"])
+        store.put_lock(tx, session_id, self.holder, os.getpid(), boot_token())
+        return True
+
+    async def _compress(
+        self, session_id: str, link: Link, reason: str, tools: tuple[ToolSpec, ...],
+        focus: str | None, where: Where, manual: bool, cfg: Compression,
+    ) -> Outcome:
+        def read(tx: Tx) -> tuple[list[sqlite3.Row], str, store.Guards]:
+            row = sessions.row(tx, session_id)
+            prompt = str(row["system_prompt"] or "") if row is not None else ""
+            return store.model_rows(tx, session_id), prompt, store.guards(tx, session_id)
+
+        rows, prompt, guards = await self.db.read(read)
+        entries = [e for e in (to_entry(r) for r in rows) if e is not None]
+        cal = self.calibration(link.name)
+        tools_chars = len(json.dumps([t.parameters for t in tools])) + sum(
+            len(t.description) + len(t.name) for t in tools)
+        before = tok.request_tokens(prompt, entries, tools_chars, cal)
+        window = link.cfg.context_window
+        p = plan(entries, cfg.protect_first_n, tok.tail_budget(window, cfg.tail_tokens_min,
+                                                               cfg.tail_tokens_max), cal)
+        if p is None:  # everything is head or recent tail: nothing to summarize
+            return Outcome(False, before, before, why_not="nothing old enough to summarize yet")
+        await self._event(session_id, "compression.start", {"reason": reason, "tokens": before}, where)
+        keep_from = entries.index(p.tail[0]) if p.tail else len(entries)
+        pruned = prune(entries, keep_from)
+        changed = [(old, new) for old, new in zip(entries, pruned, strict=True) if old != new]
+        by_id = {e.id: e for e in pruned}
+        head = [by_id[e.id] for e in p.head]
+        previous = p.previous_summary.content if p.previous_summary is not None else None
+        text, spent, failed = await self._summary(link, previous, p, focus)
+        summary = Entry(0, "summary", wrap(text))  # (repair numbers its stubs -1, -2, ...)
+        after = tok.request_tokens(prompt, [*head, summary, *p.tail], tools_chars, cal)
+        limit = tok.threshold_tokens(window, cfg.threshold)
+        now = time.time()
+        if failed:
+            n = guards.failures + 1
+            guards = replace(guards, failures=n, cooldown_until=now + COOLDOWNS_S[min(n, 3) - 1])
+        else:
+            guards = replace(guards, failures=0, cooldown_until=0.0)
+        if not manual:
+            if after >= limit:
+                n = guards.ineffective + 1
+                guards = replace(guards, ineffective=n,
+                                 probe_after=now + PROBE_AFTER_S if n >= MAX_INEFFECTIVE else 0.0)
+            else:
+                guards = replace(guards, ineffective=0, probe_after=0.0)
+        compacted = [e.id for e in p.middle]
+        if p.previous_summary is not None:
+            compacted.append(p.previous_summary.id)
+        anchor = p.head[-1].id if p.head else 0
+        aux = self._aux(link)
+
+        def commit(tx: Tx) -> None:
+            store.compact(tx, session_id, compacted)
+            for old, new in changed:
+                if old.id not in compacted:
+                    store.set_wire(tx, old.id, new.content if new.content != old.content else None,
+                                   [call_json(c) for c in new.calls] if new.calls != old.calls else None)
+            messages.insert(
+                tx, session_id, "system_note", text, turn_id=where.turn_id, note_kind="summary",
+                api_content=wrap(text),
+                meta={"anchor": anchor, "compacted": len(compacted), "before_tokens": before,
+                      "after_tokens": after, "fallback": failed},
+            )
+            store.set_guards(tx, session_id, guards)
+            # The next request rebuilds the system prompt once (then it is frozen again).
+            tx.execute("UPDATE sessions SET system_prompt = NULL WHERE session_id = ?", (session_id,))
+            if spent.input_tokens or spent.output_tokens:
+                usage.record(tx, session_id, aux.name, aux.cfg.model, "compression", spent)
+            events.append(tx, session_id, "compression.complete",
+                          {"before_tokens": before, "after_tokens": after},
+                          turn_id=where.turn_id, admission_id=where.admission_id)
+
+        await self.db.write(commit)
+        log.info("session %s: compressed %d rows, %d -> %d tokens%s", session_id, len(compacted),
+                 before, after, " (fallback summary)" if failed else "")
+        return Outcome(True, before, after, spent)
+
+    def _aux(self, link: Link) -> Link:
+        """The auxiliary provider for summaries, or the turn's own when none is set."""
+        config = self.config.config
+        name = config.auxiliary_provider
+        if name and name in config.providers and name != link.name:
+            cfg = config.providers[name]
+            try:
+                return Link(name, cfg, self.providers.get(name, cfg))
+            except ProviderError as exc:
+                log.warning("auxiliary provider %r is unusable (%s); summarizing with %s",
+                            name, exc.message, link.name)
+        return link
+
+    async def _summary(
+        self, link: Link, previous: str | None, p: Plan, focus: str | None,
+    ) -> tuple[str, Usage, bool]:
+        """The summary text, its call's usage, and whether the model call failed (the
+        deterministic summary is used then)."""
+        aux = self._aux(link)
+        wire = summary_messages(previous, p.middle, focus)
+        budget = max(SUMMARY_MIN_TOKENS, min(SUMMARY_MAX_TOKENS,
+                                             tok.request_tokens("", p.middle) // 5))
+        budget = min(budget, max(256, aux.cfg.context_window // 4))
+        request = ChatRequest(model=aux.cfg.model, messages=wire, tools=(), max_tokens=budget)
+        try:
+            text, reported = await asyncio.wait_for(_collect(aux.provider, request), SUMMARY_TIMEOUT_S)
+        except (ProviderError, TimeoutError) as exc:
+            why = exc.message if isinstance(exc, ProviderError) else "timed out"
+            log.warning("compression summary call failed (%s); using a deterministic summary", why)
+            return fallback_summary(previous, p.middle), Usage(), True
+        if not text.strip():
+            return fallback_summary(previous, p.middle), Usage(), True
+        spent = price(measure(reported, request, text), aux.cfg)
+        return text.strip(), spent, False
+
+    async def _event(self, session_id: str, type_: str, data: dict[str, Any], where: Where) -> None:
+        await self.db.write(lambda tx: events.append(
+            tx, session_id, type_, data, turn_id=where.turn_id, admission_id=where.admission_id))
+
+
+
+async def _collect(provider: ChatProvider, request: ChatRequest) -> tuple[str, UsageChunk | None]:
+    parts: list[str] = []
+    reported: UsageChunk | None = None
+    async for chunk in provider.stream(request):
+        if isinstance(chunk, TextChunk):
+            parts.append(chunk.text)
+        elif isinstance(chunk, UsageChunk):
+            reported = chunk
+    return "".join(parts), reported
+
+
+def to_entry(r: sqlite3.Row) -> Entry | None:
+    """A stored row as the compressor sees it; notes other than summaries are not the model's."""
+    role = r["role"]
+    content = r["api_content"] if r["api_content"] is not None else r["content"]
+    if role == "system_note":
+        if r["note_kind"] != "summary":
+            return None
+        return Entry(r["id"], "summary", str(r["content"]))  # the summary text, unwrapped
+    calls: tuple[Call, ...] = ()
+    raw_calls = r["api_tool_calls"] or r["tool_calls"]
+    if role == "assistant" and raw_calls:
+        calls = tuple(Call(c["call_id"], c["name"], raw_arguments(c)) for c in json.loads(raw_calls))
+    return Entry(r["id"], role, str(content), calls, r["call_id"], r["tool_name"])
+
+
+def raw_arguments(call: dict[str, Any]) -> str:
+    raw = call.get("arguments_raw")
+    return raw if isinstance(raw, str) else json.dumps(call.get("arguments") or {})
+
+
+def call_json(c: Call) -> dict[str, Any]:
+    """A pruned call as stored in api_tool_calls (the wire reads `arguments_raw` first)."""
+    return {"call_id": c.call_id, "name": c.name, "arguments_raw": c.arguments}
+
+
+def request_chars(request: ChatRequest) -> int:
+    chars = sum(len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
+                for m in request.messages)
+    return chars + sum(len(json.dumps(t.parameters)) + len(t.description) for t in request.tools)

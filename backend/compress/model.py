@@ -1,0 +1,35 @@
+"""What the compression algorithms work on: the model-visible transcript as plain entries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call of an assistant entry, as the model sent it."""
+
+    call_id: str
+    name: str
+    arguments: str  # the raw JSON text the model produced (possibly not valid JSON)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row the model would see, in transcript order.
+
+    `id` is the row's integer id (monotonic in transcript order).  `role` is
+    user, assistant, tool or summary (a `system_note` with note_kind summary).
+    `content` is what the model is sent for this row (api_content when the
+    row has one).  Assistant entries may carry `calls`; tool entries carry the
+    `call_id` they answer.
+    """
+
+    id: int
+    role: str
+    content: str
+    calls: tuple[Call, ...] = ()
+    call_id: str | None = None
+    name: str | None = None  # a tool entry's tool name
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)

@@ -1,0 +1,79 @@
+"""Compression's durable state: the one-compressor-per-session lock and each session's guards."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from backend.store.db import Tx
+
+LOCK_TTL_S = 600.0  # longer than a summary call may take; a dead holder is reclaimed sooner
+
+
+@dataclass(frozen=True)
+class Guards:
+    """A session's compression guards, as stored (times are Unix seconds)."""
+
+    failures: int = 0  # summary calls that failed in a row: the cooldown grows with them
+    cooldown_until: float = 0.0
+    ineffective: int = 0  # compressions in a row that left the request over the threshold
+    probe_after: float = 0.0  # with two ineffective ones: no automatic compression before this
+
+
+def guards(tx: Tx, session_id: str) -> Guards:
+    r = tx.one("SELECT compress_failures, compress_cooldown_until, compress_ineffective, "
+               "compress_probe_after FROM sessions WHERE session_id = ?", (session_id,))
+    if r is None:
+        return Guards()
+    return Guards(int(r[0]), float(r[1]), int(r[2]), float(r[3]))
+
+
+def set_guards(tx: Tx, session_id: str, g: Guards) -> None:
+    tx.execute(
+        "UPDATE sessions SET compress_failures = ?, compress_cooldown_until = ?, "
+        "compress_ineffective = ?, compress_probe_after = ? WHERE session_id = ?",
+        (g.failures, g.cooldown_until, g.ineffective, g.probe_after, session_id),
+    )
+
+
+def lock_row(tx: Tx, session_id: str) -> sqlite3.Row | None:
+    return tx.one("SELECT * FROM compression_locks WHERE session_id = ?", (session_id,))
+
+
+def put_lock(tx: Tx, session_id: str, holder: str, pid: int, boot: str, ttl: float = LOCK_TTL_S) -> None:
+    now = time.time()
+    tx.execute(
+        "INSERT OR REPLACE INTO compression_locks (session_id, holder, pid, boot_token, acquired_at, "
+        "expires_at) VALUES (?, ?, ?, ?, ?, ?)", (session_id, holder, pid, boot, now, now + ttl))
+
+
+def release_lock(tx: Tx, session_id: str, holder: str) -> None:
+    tx.execute("DELETE FROM compression_locks WHERE session_id = ? AND holder = ?", (session_id, holder))
+
+
+def model_rows(tx: Tx, session_id: str) -> list[sqlite3.Row]:
+    """The rows the model sees now (active, not compacted), with what compression needs."""
+    return tx.all(
+        "SELECT id, role, content, api_content, tool_calls, api_tool_calls, call_id, tool_name, "
+        "status, note_kind, meta FROM messages "
+        "WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id", (session_id,))
+
+
+def compact(tx: Tx, session_id: str, ids: list[int]) -> None:
+    """Marks rows as compacted: people still see them; the model no longer does."""
+    for chunk in range(0, len(ids), 500):
+        part = ids[chunk:chunk + 500]
+        tx.execute(
+            f"UPDATE messages SET compacted = 1 WHERE session_id = ? AND id IN "
+            f"({','.join('?' * len(part))})", (session_id, *part))
+
+
+def set_wire(
+    tx: Tx, row_id: int, api_content: str | None, api_tool_calls: list[dict[str, Any]] | None,
+) -> None:
+    """What the model is sent for a row from now on (pruned), where it differs from the row."""
+    tx.execute("UPDATE messages SET api_content = ?, api_tool_calls = ? WHERE id = ?",
+               (api_content, json.dumps(api_tool_calls) if api_tool_calls is not None else None, row_id))

@@ -1,0 +1,267 @@
+"""Context compression end to end, through a real backend and a small-window fake model:
+in place (compacted rows stay for people), iterative summaries, the failure cooldown,
+anti-thrash, the provider-overflow retry, and `session.compress`."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.openai_server import FakeOpenAI, Reply, content_text
+
+from .backend_proc import Backend, BackendFactory
+from .wire import Json, Rpc, create_session, submit, wait_complete
+
+WINDOW = 6000  # tokens: compression starts at 0.75 of it (windows under 512K)
+
+
+def config(base_url: str, window: int = WINDOW, compression: str = "") -> str:
+    return (
+        'default_provider = "main"\n'
+        "[providers.main]\n"
+        'kind = "openai"\n'
+        f'base_url = "{base_url}"\n'
+        'model = "fake-model"\n'
+        f"context_window = {window}\n"
+        "max_output_tokens = 256\n"
+        "[compression]\n"
+        "tail_tokens_min = 300\n"
+        f"{compression}\n"
+    )
+
+
+def is_summary_request(body: Json) -> bool:
+    system = content_text(body["messages"][0]) if body.get("messages") else ""
+    return "tools" not in body and "Next steps" in system
+
+
+class Model:
+    """The fake model: answers turns with `answer(n)`, summaries with `summary(n)` (or fails
+    them), and keeps every request in order."""
+
+    def __init__(self, fake: FakeOpenAI, summary_fails: bool = False) -> None:
+        self.turns = itertools.count(1)
+        self.summaries = itertools.count(1)
+        self.summary_fails = summary_fails
+        self.overflow = False  # turn requests answer 400 context_length_exceeded
+        fake.responder = self.respond
+
+    def respond(self, body: Json) -> Reply:
+        if is_summary_request(body):
+            n = next(self.summaries)
+            if self.summary_fails:
+                return Reply.http_error(500, "summarizer down")
+            return Reply(deltas=[f"## Goal\nSUMMARY-{n}: the user is testing compression.\n"
+                                 "## Next steps\nkeep going"])
+        if self.overflow:
+            return Reply(status=400, error={"error": {
+                "message": "This model's maximum context length is 6000 tokens",
+                "type": "invalid_request_error", "code": "context_length_exceeded"}})
+        n = next(self.turns)
+        return Reply(deltas=[f"answer {n}: " + "word " * 350])
+
+
+@asynccontextmanager
+async def started(
+    backend_factory: BackendFactory, fake: FakeOpenAI, **cfg: Any
+) -> AsyncIterator[tuple[Backend, Rpc]]:
+    backend = backend_factory(fake.base_url, start=False)
+    (backend.data_dir / "config.toml").write_text(config(fake.base_url, **cfg))
+    backend.start()
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        yield backend, rpc
+    finally:
+        if not rpc.closed.is_set():
+            await rpc.close()
+
+
+async def turn(rpc: Rpc, sid: str, text: str) -> Json:
+    receipt = await submit(rpc, sid, text)
+    done: Json = (await wait_complete(rpc, receipt["admission_id"], 60))["data"]
+    return done
+
+
+def prompt(n: int, words: int = 300) -> str:
+    return f"question {n}: " + "filler " * words
+
+
+def events_of(rpc: Rpc, sid: str, type_: str) -> list[Json]:
+    return [e for e in rpc.session_events(sid) if e["type"] == type_]
+
+
+def turn_requests(fake: FakeOpenAI) -> list[Json]:
+    return [r.body for r in fake.snapshot() if not is_summary_request(r.body)]
+
+
+def summary_requests(fake: FakeOpenAI) -> list[Json]:
+    return [r.body for r in fake.snapshot() if is_summary_request(r.body)]
+
+
+def guards(backend: Backend, sid: str) -> sqlite3.Row:
+    with sqlite3.connect(backend.data_dir / "state.db") as conn:
+        conn.row_factory = sqlite3.Row
+        row: sqlite3.Row = conn.execute(
+            "SELECT compress_failures, compress_cooldown_until, compress_ineffective, "
+            "compress_probe_after FROM sessions WHERE session_id = ?", (sid,)).fetchone()
+        return row
+
+
+def texts(body: Json) -> list[str]:
+    return [content_text(m) for m in body["messages"]]
+
+
+def check_pairs(body: Json) -> None:
+    """Every tool call in a request has exactly one result, and every result a call."""
+    calls = [c["id"] for m in body["messages"] for c in m.get("tool_calls") or []]
+    results = [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
+    assert sorted(calls) == sorted(results), (calls, results)
+    assert len(set(calls)) == len(calls)
+
+
+async def test_long_turns_compress_in_place_and_the_next_summary_updates_the_first(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    Model(fake_provider)
+    async with started(backend_factory, fake_provider) as (_, rpc):
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        for n in range(1, 9):
+            done = await turn(rpc, sid, prompt(n))
+            assert done["status"] == "completed", done
+        starts = events_of(rpc, sid, "compression.start")
+        completes = events_of(rpc, sid, "compression.complete")
+        assert len(starts) >= 2, "several long turns compress more than once"
+        assert len(completes) == len(starts)
+        for c in completes:
+            assert c["data"]["after_tokens"] < c["data"]["before_tokens"]
+        # The first summary request had no previous summary; the second one carries it.
+        sums = summary_requests(fake_provider)
+        assert len(sums) == len(starts)
+        assert not any("SUMMARY-1" in t for t in texts(sums[0]))
+        assert any("SUMMARY-1" in t for t in texts(sums[1])), "the second compression updates the first"
+        # The request after a compression: system prompt, the protected head, the summary, the
+        # tail with the latest user message last.
+        requests = turn_requests(fake_provider)
+        last = requests[-1]
+        wire = texts(last)
+        assert last["messages"][0]["role"] == "system"
+        assert "question 1:" in wire[1], "the head (first messages) is protected"
+        assert any(f"SUMMARY-{len(sums)}" in t for t in wire), "the newest summary is in view"
+        assert not any(f"SUMMARY-{len(sums) - 1}:" in t for t in wire if len(sums) > 1), \
+            "an older summary is replaced, not stacked"
+        assert wire[-1].startswith("question 8:"), "the latest user message is kept, last"
+        assert len(last["messages"]) < 2 * 8 + 1, "compacted turns are not sent"
+        for body in requests:
+            check_pairs(body)
+        # In place: people still see every message; the model's view is marked compacted.
+        page = await rpc.call("session.messages", {"session_id": sid, "limit": 1000})
+        rows = page["messages"]
+        users = [m for m in rows if m["role"] == "user"]
+        assert [m["content"].split(":")[0] for m in users] == [f"question {n}" for n in range(1, 9)]
+        assert any(m["compacted"] for m in rows)
+        notes = [m for m in rows if m["role"] == "system_note" and m["note_kind"] == "summary"]
+        assert len(notes) == len(starts)
+        assert sum(1 for m in notes if not m["compacted"]) == 1
+
+
+async def test_a_failing_summarizer_falls_back_grows_the_cooldown_and_the_turn_completes(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    Model(fake_provider, summary_fails=True)
+    async with started(backend_factory, fake_provider) as (backend, rpc):
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        n = 0
+        while not events_of(rpc, sid, "compression.complete"):
+            n += 1
+            assert n < 10, "no compression happened"
+            done = await turn(rpc, sid, prompt(n))
+            assert done["status"] == "completed", done
+        g = guards(backend, sid)
+        assert g["compress_failures"] == 1
+        assert 50 < g["compress_cooldown_until"] - time.time() <= 60
+        # In the cooldown, turns go on without compressing.
+        before = len(events_of(rpc, sid, "compression.start"))
+        done = await turn(rpc, sid, prompt(n + 1))
+        assert done["status"] == "completed"
+        assert len(events_of(rpc, sid, "compression.start")) == before
+        # The deterministic summary stood in: the model still gets a summary of the middle.
+        assert any("Next steps" in t or "Goal" in t for t in texts(turn_requests(fake_provider)[-1]))
+        # Further failures grow the cooldown: 300 s, then 900 s.
+        for expected in (300, 900):
+            await turn(rpc, sid, prompt(100 + expected, 40))
+            out = await rpc.call("session.compress", {"session_id": sid})
+            assert out["compressed"], out
+            left = guards(backend, sid)["compress_cooldown_until"] - time.time()
+            assert expected - 10 < left <= expected
+
+
+async def test_two_ineffective_compressions_stop_automatic_compression_until_the_probe(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    Model(fake_provider)
+    async with started(backend_factory, fake_provider, window=12000) as (backend, rpc):
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        for n in range(1, 4):
+            await turn(rpc, sid, prompt(n, 40))
+        huge = 4600  # words (~8K tokens): after compressing, still over 0.75 × 12000
+        for n in range(4, 6):
+            done = await turn(rpc, sid, prompt(n, huge))
+            assert done["status"] == "completed", done
+        g = guards(backend, sid)
+        assert g["compress_ineffective"] == 2
+        assert 290 < g["compress_probe_after"] - time.time() <= 300
+        attempts = len(events_of(rpc, sid, "compression.start"))
+        # Still over the threshold, still fits the window: no compression before the probe.
+        done = await turn(rpc, sid, prompt(6, 100))
+        assert done["status"] == "completed", done
+        assert len(events_of(rpc, sid, "compression.start")) == attempts, "no third attempt before the probe"
+
+
+async def test_a_provider_overflow_compresses_once_then_fails_closed(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    model = Model(fake_provider)
+    async with started(backend_factory, fake_provider, window=100000) as (_, rpc):
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        for n in range(1, 7):
+            await turn(rpc, sid, prompt(n, 300))
+        assert not events_of(rpc, sid, "compression.start"), "under the threshold: no compression yet"
+        model.overflow = True
+        sent_before = len(turn_requests(fake_provider))
+        done = await turn(rpc, sid, prompt(7, 10))
+        assert done["status"] == "failed"
+        assert "context_overflow" in done["failure_reason"]
+        assert "not sent again" in done["failure_reason"]
+        assert len(events_of(rpc, sid, "compression.complete")) == 1, "one compress-and-retry"
+        assert len(turn_requests(fake_provider)) - sent_before == 2, "sent once, retried once, no more"
+
+
+async def test_session_compress_on_request_with_a_focus(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    Model(fake_provider)
+    async with started(backend_factory, fake_provider, window=100000) as (_, rpc):
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        for n in range(1, 7):
+            await turn(rpc, sid, prompt(n, 200))
+        out = await rpc.call("session.compress", {"session_id": sid, "focus": "the parser bug"})
+        assert out["compressed"] is True
+        assert out["session_id"] == sid
+        assert out["after_tokens"] < out["before_tokens"]
+        body = summary_requests(fake_provider)[-1]
+        assert any("the parser bug" in t for t in texts(body))
+        # Nothing new to compress right after: a clear "no", not an error.
+        again = await rpc.call("session.compress", {"session_id": sid})
+        assert again["compressed"] is False
+        assert again["reason"]
+        done = await turn(rpc, sid, prompt(7, 10))
+        assert done["status"] == "completed"
+        wire = texts(turn_requests(fake_provider)[-1])
+        assert any("SUMMARY-1" in t for t in wire)
+        assert json.dumps(wire).count("question 7:") == 1
