@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from backend.authority.payload import Payload, normalize
 from backend.errors import AdmissionConflict, AdmissionState, NotFound
 from backend.ids import new_id
-from backend.store import admissions, events, messages, sessions
+from backend.store import admissions, compression, events, messages, sessions
 from backend.store.db import Database, Tx
 from backend.turn.finalize import TurnOutcome, close_turn, settle_event
 from backend.turn.lease import holder_for, try_take
@@ -50,7 +50,12 @@ class SessionAuthority:
         payload = normalize(params)
 
         def job(tx: Tx) -> Receipt:
-            existing = admissions.by_key(tx, principal, params.session_id, params.request_id)
+            # A conversation that compression rotated continues in its newest session; the
+            # request id is looked up where it was sent and where it would run.
+            sent_to = params.session_id
+            params.session_id = compression.leaf(tx, sent_to)
+            existing = admissions.by_key(tx, principal, sent_to, params.request_id) \
+                or admissions.by_key(tx, principal, params.session_id, params.request_id)
             if existing is not None:
                 if existing["payload_digest"] != payload.digest:
                     raise AdmissionConflict(
@@ -79,6 +84,7 @@ class SessionAuthority:
             return receipt
 
         receipt = await self.db.write(job)
+        params.session_id = receipt.session_id
         if not receipt.duplicate:
             if params.intent == "interrupt":
                 self.interrupt(params.session_id, "Interrupted by a newer prompt.")
@@ -115,15 +121,26 @@ class SessionAuthority:
     # --- turns ----------------------------------------------------------------
 
     def interrupt(self, session_id: str, reason: str = "Interrupted by the user.") -> bool:
-        active = self._active.get(session_id)
+        active = self._find(session_id)
         if active is None:
             return False
         active.interrupt.set(reason)
         return True
 
     def running(self, session_id: str) -> Claim | None:
-        active = self._active.get(session_id)
-        return active.claim if active else None
+        active = self._find(session_id)
+        if active is None:
+            return None
+        moved = active.interrupt.session_id
+        return replace(active.claim, session_id=moved) if moved else active.claim
+
+    def _find(self, session_id: str) -> ActiveTurn | None:
+        """The turn running in a session: started there, or moved there by rotation."""
+        for started, active in self._active.items():
+            now_in = active.interrupt.session_id or started
+            if now_in == session_id:
+                return active
+        return None
 
     def wake(self, session_id: str) -> None:
         """Makes sure a drainer will look at this session's queue."""
@@ -154,6 +171,9 @@ class SessionAuthority:
                     await self._settle_crashed(claim)
                 finally:
                     self._active.pop(session_id, None)
+                    moved = active.interrupt.session_id
+                    if moved and moved != session_id:
+                        self.wake(moved)  # its queue moved with it
         except Exception:
             log.exception("drainer of session %s stopped", session_id)
         finally:

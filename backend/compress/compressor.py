@@ -31,14 +31,16 @@ from backend.compress.summary import fallback_summary, summary_messages, wrap
 from backend.config import Compression, ConfigFile
 from backend.errors import ProviderError
 from backend.host import boot_token, process_start
+from backend.ids import new_id
 from backend.providers.base import ChatProvider, ChatRequest, TextChunk, ToolSpec, UsageChunk
 from backend.providers.registry import Link, Providers
 from backend.store import compression as store
-from backend.store import events, messages, sessions, usage
+from backend.store import events, leases, messages, sessions, usage
 from backend.store.db import Database, Tx
+from backend.store.leases import Holder
 from backend.turn.call import measure, price
 from backend.turn.lease import provably_dead
-from shared.protocol import Usage
+from shared.protocol import SessionEvent, Usage
 
 log = logging.getLogger("compress")
 
@@ -58,6 +60,7 @@ class Outcome:
     after_tokens: int
     usage: Usage = field(default_factory=Usage)  # the summary call's, already in the ledger
     why_not: str | None = None  # when not compressed
+    child_session_id: str | None = None  # rotation: where the conversation continues
 
 
 @dataclass(frozen=True)
@@ -115,12 +118,14 @@ class Compressor:
     async def compress(
         self, session_id: str, link: Link, reason: str, tools: tuple[ToolSpec, ...] = (),
         focus: str | None = None, where: Where = Where(), manual: bool = False,
+        holder: Holder | None = None,
     ) -> Outcome:
         cfg = self.config.config.compression
         if not await self.db.write(lambda tx: self._lock(tx, session_id)):
             return Outcome(False, 0, 0, why_not="another compression of this session is running")
         try:
-            return await self._compress(session_id, link, reason, tools, focus, where, manual, cfg)
+            return await self._compress(session_id, link, reason, tools, focus, where, manual, cfg,
+                                        holder)
         finally:
             await self.db.write(lambda tx: store.release_lock(tx, session_id, self.holder))
 
@@ -136,7 +141,7 @@ class Compressor:
 
     async def _compress(
         self, session_id: str, link: Link, reason: str, tools: tuple[ToolSpec, ...],
-        focus: str | None, where: Where, manual: bool, cfg: Compression,
+        focus: str | None, where: Where, manual: bool, cfg: Compression, holder: Holder | None,
     ) -> Outcome:
         def read(tx: Tx) -> tuple[list[sqlite3.Row], str, store.Guards]:
             row = sessions.row(tx, session_id)
@@ -205,10 +210,64 @@ class Compressor:
                           {"before_tokens": before, "after_tokens": after},
                           turn_id=where.turn_id, admission_id=where.admission_id)
 
-        await self.db.write(commit)
-        log.info("session %s: compressed %d rows, %d -> %d tokens%s", session_id, len(compacted),
-                 before, after, " (fallback summary)" if failed else "")
-        return Outcome(True, before, after, spent)
+        def rotate(tx: Tx) -> str:
+            """The compacted conversation continues in a child session: head, summary and
+            tail copied in the model's order; queued and running admissions, the lease and
+            every follower move with it; the parent keeps its history and a closing note."""
+            parent = sessions.row(tx, session_id)
+            assert parent is not None
+            child = new_id("ses")
+            sessions.insert(tx, child, parent["title"], parent["cwd"], parent["model"])
+            tx.execute("UPDATE sessions SET parent_session_id = ? WHERE session_id = ?",
+                       (session_id, child))
+            tx.execute("UPDATE sessions SET child_session_id = ? WHERE session_id = ?",
+                       (child, session_id))
+            for old, new in changed:
+                store.set_wire(tx, old.id, new.content if new.content != old.content else None,
+                               [call_json(c) for c in new.calls] if new.calls != old.calls else None)
+            by_row = {r["id"]: r for r in rows}
+            last_head = 0
+            for e in p.head:
+                last_head = store.copy_row(tx, child, by_row[e.id])
+            messages.insert(
+                tx, child, "system_note", text, turn_id=where.turn_id, note_kind="summary",
+                api_content=wrap(text),
+                meta={"anchor": last_head, "compacted": len(compacted), "before_tokens": before,
+                      "after_tokens": after, "fallback": failed, "parent_session_id": session_id},
+            )
+            for e in p.tail:
+                store.copy_row(tx, child, by_row[e.id])
+            store.set_guards(tx, child, replace(guards, ineffective=0, probe_after=0.0)
+                             if not failed else guards)
+            store.move_queue(tx, session_id, child)
+            if holder is not None:
+                leases.release(tx, session_id, holder)
+                leases.put(tx, child, holder, time.time(), self.config.config.lease.ttl_s)
+            messages.insert(tx, session_id, "system_note",
+                            "The conversation continues in a new session, with the earlier part "
+                            "summarized.", turn_id=where.turn_id, note_kind="continued",
+                            meta={"child_session_id": child})
+            if spent.input_tokens or spent.output_tokens:
+                usage.record(tx, session_id, aux.name, aux.cfg.model, "compression", spent)
+            events.append(tx, session_id, "compression.complete",
+                          {"before_tokens": before, "after_tokens": after, "child_session_id": child},
+                          turn_id=where.turn_id, admission_id=where.admission_id)
+            tx.publish(events.Moved(session_id, child))  # followers first, then the child's news
+            created = sessions.get(tx, child)
+            assert created is not None
+            events.broadcast(tx, child, "session.created", SessionEvent(session=created))
+            sessions.changed(tx, session_id)
+            return child
+
+        child: str | None = None
+        if cfg.rotate:
+            child = await self.db.write(rotate)
+        else:
+            await self.db.write(commit)
+        log.info("session %s: compressed %d rows, %d -> %d tokens%s%s", session_id, len(compacted),
+                 before, after, " (fallback summary)" if failed else "",
+                 f"; continues in {child}" if child else "")
+        return Outcome(True, before, after, spent, child_session_id=child)
 
     def _aux(self, link: Link) -> Link:
         """The auxiliary provider for summaries, or the turn's own when none is set."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Protocol
 
-from backend.store.events import StoredEvent
+from backend.store.events import Moved, StoredEvent
 from shared.protocol import Event
 
 
@@ -50,6 +50,13 @@ class Hub:
 
     def publish(self, item: object) -> None:
         """Called by the store after COMMIT, in commit order."""
+        if isinstance(item, Moved):
+            for sub in list(self._subs.get(item.parent, ())):
+                self.subscribe(sub, item.child)
+                follow = getattr(sub, "follow", None)
+                if follow is not None:
+                    follow(item.child, 0)  # the child's log starts here: every event is new
+            return
         if not isinstance(item, StoredEvent):
             return
         if item.stored:

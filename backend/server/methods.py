@@ -342,6 +342,10 @@ class Methods:
         sid = params.session_id
         await self._session(sid)
         cfg = self.config.config
+        if cfg.compression.rotate and self.authority.running(sid) is not None:
+            raise SessionBusy("the session is running a turn, and compressing it now would move "
+                              "the conversation to a new session under it; wait for the turn to "
+                              "end or interrupt it first")
         try:
             link = self.providers.chain(cfg, self.config.path)[0]
         except ProviderError as exc:
@@ -350,7 +354,8 @@ class Methods:
         focus = (params.focus or "").strip()[:2000] or None
         out = await self.compressor.compress(sid, link, "requested", tools, focus=focus, manual=True)
         return p.CompressResult(compressed=out.compressed, before_tokens=out.before_tokens,
-                                after_tokens=out.after_tokens, session_id=sid, reason=out.why_not)
+                                after_tokens=out.after_tokens,
+                                session_id=out.child_session_id or sid, reason=out.why_not)
 
     # --- approvals ----------------------------------------------------------------
 

@@ -57,8 +57,8 @@ def release_lock(tx: Tx, session_id: str, holder: str) -> None:
 def model_rows(tx: Tx, session_id: str) -> list[sqlite3.Row]:
     """The rows the model sees now (active, not compacted), with what compression needs."""
     return tx.all(
-        "SELECT id, role, content, api_content, tool_calls, api_tool_calls, call_id, tool_name, "
-        "status, note_kind, meta FROM messages "
+        "SELECT id, turn_id, role, content, api_content, tool_calls, api_tool_calls, call_id, "
+        "tool_name, status, note_kind, meta FROM messages "
         "WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id", (session_id,))
 
 
@@ -77,3 +77,33 @@ def set_wire(
     """What the model is sent for a row from now on (pruned), where it differs from the row."""
     tx.execute("UPDATE messages SET api_content = ?, api_tool_calls = ? WHERE id = ?",
                (api_content, json.dumps(api_tool_calls) if api_tool_calls is not None else None, row_id))
+
+
+def copy_row(tx: Tx, session_id: str, r: sqlite3.Row) -> int:
+    """Copies a stored row into another session (rotation); returns the new row id."""
+    cur = tx.execute(
+        "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, note_kind, "
+        "tool_calls, api_tool_calls, call_id, tool_name, meta, created_at) "
+        "SELECT ?, turn_id, role, content, api_content, status, note_kind, tool_calls, "
+        "api_tool_calls, call_id, tool_name, meta, created_at FROM messages WHERE id = ?",
+        (session_id, r["id"]))
+    assert cur.lastrowid is not None
+    return int(cur.lastrowid)
+
+
+def move_queue(tx: Tx, parent: str, child: str) -> None:
+    """The parent's queued (and running) admissions continue in the child."""
+    tx.execute("UPDATE admissions SET session_id = ? WHERE session_id = ? "
+               "AND status IN ('queued', 'started')", (child, parent))
+
+
+def leaf(tx: Tx, session_id: str) -> str:
+    """The newest session of a lineage: where a rotated conversation continues."""
+    seen = {session_id}
+    while True:
+        r = tx.one("SELECT child_session_id FROM sessions WHERE session_id = ?", (session_id,))
+        child = r[0] if r is not None else None
+        if not child or child in seen:
+            return session_id
+        seen.add(child)
+        session_id = child

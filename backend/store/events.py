@@ -21,6 +21,15 @@ class StoredEvent:
     stored: bool = True
 
 
+@dataclass(frozen=True)
+class Moved:
+    """Published when a session's conversation continues in another (compression's rotation):
+    whoever follows `parent` follows `child` from then on, before any of the child's events."""
+
+    parent: str
+    child: str
+
+
 def append(
     tx: Tx,
     session_id: str,

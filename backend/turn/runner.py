@@ -19,7 +19,7 @@ import logging
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from backend.compress.compressor import MAX_PER_CALL as MAX_COMPRESSIONS_PER_CALL
@@ -73,6 +73,7 @@ class Interrupt:
 
     event: asyncio.Event = field(default_factory=asyncio.Event)
     reason: str = "Interrupted by the user."
+    session_id: str | None = None  # where the turn runs now, when compression rotated it
 
     def set(self, reason: str) -> None:
         if not self.event.is_set():
@@ -102,6 +103,7 @@ class TurnState:
     link_index: int = 0
     ledger: list[LedgerEntry] = field(default_factory=list)  # calls not yet recorded
     overflow_compressed: bool = False  # one compress-and-retry after a provider overflow
+    watch: LeaseWatch | None = None
 
     @property
     def link(self) -> Link:
@@ -146,6 +148,7 @@ class TurnRunner:
                            refresh=cfg.lease.refresh_s, stall=cfg.limits.stall_timeout_s,
                            on_lost=interrupt.set)
         watch.start()
+        st.watch = watch
         loop = asyncio.get_running_loop()
         timer = loop.call_later(cfg.limits.turn_timeout_s, st.spend,
                                 f"{cfg.limits.turn_timeout_s:g} s, limits.turn_timeout_s")
@@ -232,8 +235,15 @@ class TurnRunner:
         """Compresses the session for this turn; True when it did (the request is rebuilt)."""
         claim = st.claim
         out = await self.compressor.compress(
-            claim.session_id, link, why, tools, where=Where(claim.turn_id, claim.admission_id))
+            claim.session_id, link, why, tools, where=Where(claim.turn_id, claim.admission_id),
+            holder=claim.holder)
         st.usage = _add(st.usage, out.usage)  # the turn's cost includes its summaries
+        if out.child_session_id is not None:
+            # Rotation: the turn goes on in the child session, which holds its lease now.
+            st.claim = replace(claim, session_id=out.child_session_id)
+            st.interrupt.session_id = out.child_session_id
+            if st.watch is not None:
+                st.watch.session_id = out.child_session_id
         return out.compressed
 
     async def _call(

@@ -227,6 +227,25 @@ class SessionWindow(QMainWindow):
         self.view.scrollToBottom()
         self.refresh()
 
+    async def _continue_in(self, child: str) -> None:
+        """Compression rotated the conversation into a child session: this window follows it
+        (the earlier messages stay in the parent session, listed in the browser)."""
+        parent = self.session_id
+        notice = self.state.notice  # "context compressed", said in the parent
+        self.session_id = self.state.session_id = child
+        self.state.reset()
+        result = await self.link.open_session(child)
+        self.state.load(result)
+        if self.state.notice is None:
+            self.state.notice = notice
+        self.view.scrollToBottom()
+        await self.link.close_session(parent)
+        self.banner.setText("The conversation continues in a new session; earlier messages are "
+                            "summarized here and kept in full in the previous session.")
+        self.banner.show()
+        QTimer.singleShot(10_000, self.banner.hide)
+        self.refresh()
+
     def fetch_older(self) -> None:
         t = self.state.transcript
         if self.fetching or not t.has_more or not t.oldest_message_id:
@@ -271,6 +290,10 @@ class SessionWindow(QMainWindow):
             self.banner.show()
             self.composer.setEnabled(False)
             return
+        if kind == "compression.complete" and event.get("session_id") == self.session_id:
+            child = (event.get("data") or {}).get("child_session_id")
+            if child:
+                spawn(self._continue_in(child), self._show_error)
         follow = self._at_bottom
         self.state.apply(event)
         if follow and event.get("type") in ("message.delta", "tool.progress", "tool.start"):

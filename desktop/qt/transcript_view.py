@@ -45,6 +45,8 @@ STATUS_TEXT = {
     "interrupted": ("interrupted", "#d06a00"),
     "unknown": ("outcome unknown", "#b8860b"),
 }
+NOTE_LABELS = {"summary": "Summary of earlier messages", "continued": "Continued in a new session",
+               "recovered": "Recovered after a restart"}
 NOTE_COLOR = {"failed": "#d0393e", "interrupted": "#d06a00", "recovered": "#b8860b", "summary": "#8a8f98"}
 
 
@@ -143,7 +145,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             doc.setHtml(tool_html(item, dark))
         elif isinstance(item, NoteItem):
             color = NOTE_COLOR.get(item.kind, "#8a8f98")
-            label = "Summary of earlier messages" if item.kind == "summary" else item.kind.capitalize()
+            label = NOTE_LABELS.get(item.kind, item.kind.capitalize())
             doc.setHtml(f'<p style="color:{color}"><b>{_esc(label)}</b> — {_esc(item.text)}</p>')
 
     # --- geometry and painting ---------------------------------------------------

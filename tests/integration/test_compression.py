@@ -265,3 +265,53 @@ async def test_session_compress_on_request_with_a_focus(
         wire = texts(turn_requests(fake_provider)[-1])
         assert any("SUMMARY-1" in t for t in wire)
         assert json.dumps(wire).count("question 7:") == 1
+
+
+async def test_with_rotation_the_conversation_continues_in_a_child_session(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    Model(fake_provider)
+    async with started(backend_factory, fake_provider, compression="rotate = true") as (_, rpc):
+        parent = await create_session(rpc, cwd=str(tmp_path))
+        n = 0
+        while not events_of(rpc, parent, "compression.complete"):
+            n += 1
+            assert n < 10, "no compression happened"
+            done = await turn(rpc, parent, prompt(n))
+            assert done["status"] == "completed", done
+        complete = events_of(rpc, parent, "compression.complete")[0]["data"]
+        child = complete["child_session_id"]
+        assert child
+        assert child != parent
+        # The turn that compressed finished in the child, and this connection followed it
+        # there without asking (the parent's followers move to the child).
+        assert events_of(rpc, child, "message.complete"), "the running turn went on in the child"
+        assert (await rpc.call("session.get", {"session_id": child}))["session"]["parent_session_id"] \
+            == parent
+        assert (await rpc.call("session.get", {"session_id": parent}))["session"]["child_session_id"] \
+            == child
+        # A prompt sent to the parent runs in the child; the request holds the summary and it.
+        receipt = await submit(rpc, parent, prompt(50, 20))
+        assert receipt["session_id"] == child
+        done = (await wait_complete(rpc, receipt["admission_id"], 60))["data"]
+        assert done["status"] == "completed"
+        wire = texts(turn_requests(fake_provider)[-1])
+        assert any("SUMMARY-1" in t for t in wire)
+        assert wire[-1].startswith("question 50:")
+        assert "question 1:" in wire[1], "the head came along"
+        # The parent keeps its whole history and says where it continues; the child starts
+        # with the head, the summary and the tail.
+        parent_rows = (await rpc.call("session.messages",
+                                      {"session_id": parent, "limit": 1000}))["messages"]
+        assert parent_rows[-1]["note_kind"] == "continued"
+        assert sum(1 for m in parent_rows if m["role"] == "user") == n
+        child_rows = (await rpc.call("session.messages",
+                                     {"session_id": child, "limit": 1000}))["messages"]
+        assert any(m.get("note_kind") == "summary" for m in child_rows)
+        assert child_rows[0]["content"].startswith("question 1:")
+        for body in turn_requests(fake_provider):
+            check_pairs(body)
+        # The same request id sent again to the parent is the same admission, not a rerun.
+        again = await rpc.call("prompt.submit", {"session_id": parent, "request_id":
+                                                 receipt["request_id"], "text": prompt(50, 20)})
+        assert again["receipt"]["duplicate"] is True

@@ -1,0 +1,93 @@
+"""Compression as a person sees it in a session window: the notice while it runs, the summary
+note, the whole history still on screen (in place), and the window following the conversation
+into a new session when compression rotates it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from desktop.state.transcript import NoteItem, UserItem
+from tests.fakes.openai_server import FakeOpenAI
+from tests.integration.backend_proc import Backend
+from tests.integration.test_compression import Model, config, prompt
+
+from .conftest import drive
+
+
+def make_backend(tmp_path: Path, fake: FakeOpenAI, rotate: bool) -> Backend:
+    backend = Backend(tmp_path / "data", fake.base_url, extra_env={"TURNKEY_NO_KEYRING": "1"})
+    (backend.data_dir / "config.toml").write_text(
+        config(fake.base_url, compression="rotate = true" if rotate else ""))
+    backend.start()
+    return backend
+
+
+def turn_shown(win: Any, prompt_start: str) -> bool:
+    """The turn of the prompt starting so is finished and shown as stored."""
+    items = win.state.transcript.items
+    users = [it for it in items if isinstance(it, UserItem)]
+    return (win.state.status == "idle" and bool(users) and users[-1].text.startswith(prompt_start)
+            and all(not it.key.startswith(("stream:", "prompt:")) for it in items))
+
+
+@pytest.fixture(params=[False, True], ids=["in-place", "rotate"])
+def compressing_backend(request: Any, tmp_path: Path, fake_provider: FakeOpenAI) -> Iterator[Backend]:
+    Model(fake_provider)
+    backend = make_backend(tmp_path, fake_provider, request.param)
+    yield backend
+    backend.close()
+    assert not backend.logged_errors()
+
+
+def test_a_window_shows_compression_and_keeps_following_the_conversation(
+    qtbot: Any, qloop: Any, compressing_backend: Backend, tmp_path: Path
+) -> None:
+    from desktop.qt.aio import settle
+    from desktop.qt.controller import Controller
+
+    ctl = Controller(compressing_backend.data_dir, restart_after_s=None)
+    ctl.start(restore=False)
+    try:
+        qtbot.waitUntil(lambda: ctl.link.current == "connected", timeout=15_000)
+        sid = drive(qtbot, ctl.link.call("session.create", {"cwd": str(tmp_path)}))["session"]["session_id"]
+        win = ctl.open_session(sid)
+        qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
+        notices: list[str] = []
+        n = 0
+        while not any(isinstance(it, NoteItem) and it.kind == "summary"
+                      for it in win.state.transcript.items):
+            n += 1
+            assert n < 10, "no compression happened"
+            win.composer.setPlainText(prompt(n))
+            win.send()
+            qtbot.waitUntil(lambda k=n: turn_shown(win, f"question {k}:"), timeout=20_000)
+            if win.state.notice is not None:
+                notices.append(win.state.notice.text)
+        assert any("compressed" in t.lower() for t in notices)
+        rotated = win.session_id != sid
+        if rotated:
+            # The window moved to the child session: head, summary and tail are here, and the
+            # browser lists both sessions.
+            qtbot.waitUntil(lambda: "continues in a new session" in win.banner.text(), timeout=10_000)
+        users = [it.text.split(":")[0] for it in win.state.transcript.items if isinstance(it, UserItem)]
+        if rotated:
+            assert users[0] == "question 1"
+            qtbot.waitUntil(lambda: ctl.browser.sessions.index(win.session_id) is not None,
+                            timeout=10_000)
+        else:
+            # In place: every message is still on screen.
+            assert users == [f"question {i}" for i in range(1, n + 1)]
+        # And the conversation goes on from this window.
+        win.composer.setPlainText("one more")
+        win.send()
+        qtbot.waitUntil(lambda: turn_shown(win, "one more"), timeout=20_000)
+    finally:
+        for w in list(ctl.windows):
+            w.close()
+        ctl.browser.close()
+        drive(qtbot, settle())
+        drive(qtbot, ctl.link.close())
