@@ -4,6 +4,7 @@ anti-thrash, the provider-overflow retry, and `session.compress`."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import sqlite3
@@ -315,3 +316,61 @@ async def test_with_rotation_the_conversation_continues_in_a_child_session(
         again = await rpc.call("prompt.submit", {"session_id": parent, "request_id":
                                                  receipt["request_id"], "text": prompt(50, 20)})
         assert again["receipt"]["duplicate"] is True
+
+
+async def test_kill9_during_a_summary_loses_nothing_and_the_next_compression_reclaims_the_lock(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    model = Model(fake_provider)
+    hanging = True
+    plain = model.respond
+
+    def respond(body: Json) -> Reply:
+        if hanging and is_summary_request(body):
+            return Reply(deltas=["never"], hang_after=0)  # the summarizer never answers
+        return plain(body)
+
+    fake_provider.responder = respond
+    async with started(backend_factory, fake_provider) as (backend, rpc):
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        n = 0
+        while True:
+            n += 1
+            assert n < 10, "no compression started"
+            receipt = await submit(rpc, sid, prompt(n))
+            seen = await rpc.wait_event(
+                lambda e, aid=receipt["admission_id"]: e.get("admission_id") == aid
+                and e["type"] in ("compression.start", "message.complete"), 60)
+            if seen["type"] == "compression.start":
+                break
+        for _ in range(200):  # the summary call is in flight (and hanging) at the fake
+            if summary_requests(fake_provider):
+                break
+            await asyncio.sleep(0.02)
+        assert summary_requests(fake_provider)
+        before = (await rpc.call("session.messages", {"session_id": sid, "limit": 1000}))["messages"]
+        backend.kill9()  # mid-summary: the lock row is held by a dead process now
+        with sqlite3.connect(backend.data_dir / "state.db") as conn:
+            assert conn.execute("SELECT COUNT(*) FROM compression_locks").fetchone()[0] == 1
+        hanging = False
+        backend.start()
+        rpc = await Rpc.open(backend.port, backend.token)
+        try:
+            after = (await rpc.call("session.messages", {"session_id": sid, "limit": 1000}))["messages"]
+            kept = [m for m in after if m["role"] != "system_note"]
+            assert [m["message_id"] for m in kept] == [m["message_id"] for m in before], \
+                "nothing lost, doubled or invented"
+            assert not any(m["compacted"] for m in after), "a compression that never committed left no trace"
+            assert (await rpc.call("admission.get", {"admission_id": receipt["admission_id"]}))[
+                "receipt"]["status"] == "unknown"
+            # Moving on: the next turn compresses (the dead holder's lock is reclaimed) and completes.
+            done = await turn(rpc, sid, prompt(n + 1))
+            assert done["status"] == "completed", done
+            assert events_of(rpc, sid, "compression.complete")
+            rows = (await rpc.call("session.messages", {"session_id": sid, "limit": 1000}))["messages"]
+            users = [m["content"].split(":")[0] for m in rows if m["role"] == "user"]
+            assert users == [f"question {i}" for i in range(1, n + 2)]
+            with sqlite3.connect(backend.data_dir / "state.db") as conn:
+                assert conn.execute("SELECT COUNT(*) FROM compression_locks").fetchone()[0] == 0
+        finally:
+            await rpc.close()
