@@ -78,6 +78,7 @@ class Compressor:
         self.providers = providers
         self.holder = f"{os.getpid()}:{process_start(os.getpid())}@{boot_token()}#{epoch}/compress"
         self.calibrations: dict[str, tok.Calibration] = {}
+        self._running: set[str] = set()
 
     # --- measuring -------------------------------------------------------------------
 
@@ -121,13 +122,22 @@ class Compressor:
         holder: Holder | None = None,
     ) -> Outcome:
         cfg = self.config.config.compression
-        if not await self.db.write(lambda tx: self._lock(tx, session_id)):
-            return Outcome(False, 0, 0, why_not="another compression of this session is running")
+        busy = Outcome(False, 0, 0, why_not="another compression of this session is running")
+        # One holder string per process: the set keeps two compressions in this process apart
+        # (a turn's and a session.compress), the table keeps processes apart.
+        if session_id in self._running:
+            return busy
+        self._running.add(session_id)
         try:
-            return await self._compress(session_id, link, reason, tools, focus, where, manual, cfg,
-                                        holder)
+            if not await self.db.write(lambda tx: self._lock(tx, session_id)):
+                return busy
+            try:
+                return await self._compress(session_id, link, reason, tools, focus, where, manual,
+                                            cfg, holder)
+            finally:
+                await self.db.write(lambda tx: store.release_lock(tx, session_id, self.holder))
         finally:
-            await self.db.write(lambda tx: store.release_lock(tx, session_id, self.holder))
+            self._running.discard(session_id)
 
     def _lock(self, tx: Tx, session_id: str) -> bool:
         row = store.lock_row(tx, session_id)

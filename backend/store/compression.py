@@ -92,17 +92,19 @@ def copy_row(tx: Tx, session_id: str, r: sqlite3.Row) -> int:
 
 
 def move_queue(tx: Tx, parent: str, child: str) -> None:
-    """The parent's queued (and running) admissions continue in the child."""
+    """The parent's open admissions continue in the child: queued, running, and any whose
+    outcome is unknown (it still holds the queue until the person moves on there)."""
     tx.execute("UPDATE admissions SET session_id = ? WHERE session_id = ? "
-               "AND status IN ('queued', 'started')", (child, parent))
+               "AND status IN ('queued', 'started', 'unknown')", (child, parent))
 
 
 def leaf(tx: Tx, session_id: str) -> str:
     """The newest session of a lineage: where a rotated conversation continues."""
     seen = {session_id}
     while True:
-        r = tx.one("SELECT child_session_id FROM sessions WHERE session_id = ?", (session_id,))
-        child = r[0] if r is not None else None
+        r = tx.one("SELECT c.session_id FROM sessions p JOIN sessions c "
+                   "ON c.session_id = p.child_session_id WHERE p.session_id = ?", (session_id,))
+        child = r[0] if r is not None else None  # (a deleted child ends the chain)
         if not child or child in seen:
             return session_id
         seen.add(child)

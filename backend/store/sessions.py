@@ -87,6 +87,8 @@ def add_usage(tx: Tx, session_id: str, usage: Usage) -> None:
 
 
 def delete(tx: Tx, session_id: str) -> None:
+    # A parent whose rotated child goes takes prompts itself again.
+    tx.execute("UPDATE sessions SET child_session_id = NULL WHERE child_session_id = ?", (session_id,))
     tx.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
     tx.execute("DELETE FROM turn_leases WHERE session_id = ?", (session_id,))
     tx.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
