@@ -503,6 +503,11 @@ class ToolComplete(Wire):
     duration_ms: int
     spilled_path: str | None = None
     meta: dict[str, Any] | None = None
+    output: str | None = None  # the start of the stored result (at most OUTPUT_PREVIEW_CHARS)
+    output_truncated: bool = False
+
+
+OUTPUT_PREVIEW_CHARS = 4000
 
 
 class ApprovalEvent(Wire):

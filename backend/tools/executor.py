@@ -34,7 +34,7 @@ from backend.tools.base import ApprovalMode, Tool, ToolContext, ToolResult
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.procs import ProcessTable
 from backend.tools.spill import spill
-from shared.protocol import ToolComplete, ToolProgress, ToolStart, ToolStatus
+from shared.protocol import OUTPUT_PREVIEW_CHARS, ToolComplete, ToolProgress, ToolStart, ToolStatus
 
 log = logging.getLogger("tools")
 
@@ -329,6 +329,8 @@ class _Batch:
         events.append(tx, s.session_id, "tool.complete", ToolComplete(
             call_id=out.call_id, name=out.name, status=out.status, summary=out.summary,
             duration_ms=out.duration_ms, spilled_path=out.spilled_path, meta=out.meta or None,
+            output=out.content[:OUTPUT_PREVIEW_CHARS] or None,
+            output_truncated=len(out.content) > OUTPUT_PREVIEW_CHARS,
         ), turn_id=s.turn_id, admission_id=s.admission_id)
 
     # --- deadline, interrupt, heartbeats, progress ------------------------------------------

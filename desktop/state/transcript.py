@@ -262,6 +262,9 @@ class Transcript:
             card.spilled_path = data.get("spilled_path")
             meta = data.get("meta") or {}
             card.diff = str(meta.get("diff") or card.diff)
+            if data.get("output") and not card.output:
+                # The start of the stored result, until the turn's rows replace it in full.
+                card.output = data["output"] + ("\n…" if data.get("output_truncated") else "")
             self._touch(card)
         elif kind in ("approval.request", "approval.resolved"):
             approval = data.get("approval") or {}

@@ -50,6 +50,10 @@ async def test_three_calls_finishing_out_of_order_are_stored_and_sent_in_call_or
     completed_ids = [e["data"]["call_id"] for e in tool_events[3:]]
     assert completed_ids == started_ids, "completions are emitted in call order"
     assert [e["data"]["status"] for e in tool_events[3:]] == ["ok", "ok", "ok"]
+    # Each completion carries the start of its stored result, for the live tool card.
+    assert ["first" in e["data"]["output"] for e in tool_events[3:]] == [True, False, False]
+    assert ["third" in e["data"]["output"] for e in tool_events[3:]] == [False, False, True]
+    assert not any(e["data"].get("output_truncated") for e in tool_events[3:])
 
     rows = await transcript(rpc, sid)
     roles = [m["role"] for m in rows]

@@ -205,9 +205,14 @@ class Events:
 
     def tool_complete(self, turn: str, call_id: str, status: str = "ok", *, name: str = "terminal",
                       summary: str = "", duration_ms: int = 12, spilled_path: str | None = None,
-                      meta: dict[str, Any] | None = None) -> dict[str, Any]:
+                      meta: dict[str, Any] | None = None, output: str | None = None,
+                      output_truncated: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {"call_id": call_id, "name": name, "status": status, "summary": summary,
                                 "duration_ms": duration_ms}
+        if output is not None:
+            data["output"] = output
+            if output_truncated:
+                data["output_truncated"] = True
         if spilled_path is not None:
             data["spilled_path"] = spilled_path
         if meta is not None:

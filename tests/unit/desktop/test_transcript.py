@@ -604,6 +604,21 @@ def test_tool_complete_records_the_outcome_and_the_diff() -> None:
     rec.check()
 
 
+def test_tool_complete_shows_the_start_of_the_result_until_the_stored_row_replaces_it() -> None:
+    t = Transcript()
+    ev = Events()
+    t.apply(ev.tool_start("t1", "c1"))
+    t.apply(ev.tool_complete("t1", "c1", output="line 1\nline 2", output_truncated=True))
+    card = cards(t)[0]
+    assert card.output == "line 1\nline 2\n…"  # says there is more
+    t.apply(ev.tool_complete("t1", "c2", output="all of it"))
+    assert cards(t)[1].output == "all of it"
+    stored = [user("m1", "go", "t1"), assistant("m2", "", "t1", calls=[call("c1")]),
+              tool("m3", "c1", "line 1\nline 2\nline 3", "t1")]
+    t.reconcile_turn("t1", stored)
+    assert cards(t)[0].output == "line 1\nline 2\nline 3"
+
+
 def test_tool_complete_without_meta_keeps_a_diff_already_known() -> None:
     t = Transcript()
     ev = Events()
