@@ -23,8 +23,6 @@ cleared once the key is stored, and only the name and where it went are shown.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,48 +51,24 @@ from PySide6.QtWidgets import (
 
 from desktop.qt.aio import describe, spawn
 from desktop.qt.compat import emit
+from desktop.state.settings import (
+    APPROVAL_MODES,
+    DEFAULT_BASE_URLS,
+    INT_FIELDS,
+    KIND_LABELS,
+    KINDS,
+    LABELS,
+    LOCAL_URL_HINT,
+    PRICE_FIELDS,
+    TEST_KINDS,
+    TEXT_FIELDS,
+    number,
+    reworded,
+    same,
+    shown,
+)
 from shared.client import RpcError
 
-KINDS = ("openai", "anthropic", "local")
-KIND_LABELS = {
-    "openai": "OpenAI-compatible (Chat Completions)",
-    "anthropic": "Anthropic (Messages)",
-    "local": "Local model (run by Turnkey)",
-}
-# What the backend uses when base_url is not set (backend/providers/registry.py DEFAULT_BASE_URLS).
-DEFAULT_BASE_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com/v1",
-}
-LOCAL_URL_HINT = "not used: Turnkey starts the local model server itself"
-
-APPROVAL_MODES = (
-    ("smart", "Smart: ask for risky commands and for file changes outside the session folder"),
-    ("ask", "Ask: ask before every command and every file change"),
-    ("off", "Off: never ask (commands that are always refused stay refused)"),
-)
-
-# Form fields: config key -> label.  Order is the form's order.
-TEXT_FIELDS = ("base_url", "model", "api_key_secret")
-INT_FIELDS = ("context_window", "max_output_tokens")
-PRICE_FIELDS = ("input_usd_per_mtok", "output_usd_per_mtok", "cached_input_usd_per_mtok")
-LABELS = {
-    "name": "Name",
-    "kind": "Kind",
-    "base_url": "Base URL",
-    "model": "Model",
-    "context_window": "Context window (tokens)",
-    "max_output_tokens": "Max output tokens",
-    "input_usd_per_mtok": "Input price (USD / million tokens)",
-    "output_usd_per_mtok": "Output price (USD / million tokens)",
-    "cached_input_usd_per_mtok": "Cached-input price (USD / million tokens)",
-    "api_key_secret": "Key name",
-    "default_provider": "Default provider",
-    "auxiliary_provider": "Auxiliary provider",
-    "fallback_providers": "Fallback providers",
-    "mode": "Approval mode",
-    "value": "API key",
-}
 PROBLEM_STYLE = "border: 1px solid #c62828;"
 NEW_ITEM = "(new provider)"
 TEST_TIMEOUT_S = 90.0  # provider.test waits up to 60 s for the provider itself
@@ -358,7 +332,7 @@ class SettingsDialog(QDialog):
         index = self.kind_combo.findData(kind)
         self.kind_combo.setCurrentIndex(max(index, 0))
         for key, edit in self.fields.items():
-            edit.setText(_shown(prov.get(key)))
+            edit.setText(shown(prov.get(key)))
         self.fields["api_key_secret"].setPlaceholderText(name or "the provider's name")
         self.default_check.setChecked(bool(name) and name == self.default_provider())
         self._on_kind_changed()
@@ -433,9 +407,9 @@ class SettingsDialog(QDialog):
         for key in TEXT_FIELDS:
             values[key] = self.fields[key].text().strip() or None
         for key in INT_FIELDS:
-            values[key] = _number(self.fields[key].text(), integer=True)
+            values[key] = number(self.fields[key].text(), integer=True)
         for key in PRICE_FIELDS:
-            values[key] = _number(self.fields[key].text(), integer=False)
+            values[key] = number(self.fields[key].text(), integer=False)
         return values
 
     def provider_patch(self) -> dict[str, Any] | None:
@@ -447,7 +421,7 @@ class SettingsDialog(QDialog):
         if old is None:  # a new provider: everything filled in
             table = {k: v for k, v in values.items() if v is not None}
         else:
-            table = {k: v for k, v in values.items() if not _same(v, old.get(k))}
+            table = {k: v for k, v in values.items() if not same(v, old.get(k))}
         patch: dict[str, Any] = {"providers": {name: table}} if table or old is None else {}
         was_default = (self.config or {}).get("default_provider") == name
         if self.default_check.isChecked() and not was_default:
@@ -608,7 +582,7 @@ class SettingsDialog(QDialog):
             self.test_result_label.setStyleSheet("color: #2e7d32;")
         else:
             error = result.get("error") or {}
-            kind = _TEST_KINDS.get(str(error.get("kind")), "")
+            kind = TEST_KINDS.get(str(error.get("kind")), "")
             message = str(error.get("message") or "unknown error")
             text = f"Failed: “{name}”: {kind + ': ' if kind else ''}{message}"
             self.test_result_label.setStyleSheet("color: #c62828;")
@@ -684,7 +658,7 @@ class SettingsDialog(QDialog):
 
     def _rpc_words(self, exc: RpcError) -> str:
         field = str(exc.data.get("field") or "")
-        return _reworded(field, exc.message) if exc.code == -32602 else describe(exc)
+        return reworded(field, exc.message) if exc.code == -32602 else describe(exc)
 
     def _show_rpc_error(self, exc: RpcError) -> None:
         field = str(exc.data.get("field") or "") if exc.code == -32602 else ""
@@ -733,90 +707,3 @@ class SettingsDialog(QDialog):
             if index >= 0:
                 self.approval_combo.setCurrentIndex(index)
         emit(self.failed, words)
-
-
-_TEST_KINDS = {
-    "auth": "the key was refused",
-    "connection": "the server could not be reached",
-    "timeout": "no answer in time",
-    "rate_limit": "rate limited",
-    "model_not_found": "the model was not found",
-    "not_configured": "not configured",
-    "rpc": "",
-}
-
-
-def _shown(value: Any) -> str:
-    """A config value as form text (None: empty, so the placeholder shows the default)."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
-    return str(value)
-
-
-def _number(text: str, *, integer: bool) -> Any:
-    """Parsed text; "" is None; what does not parse (or is not finite) stays text, so the
-    backend's error names the field."""
-    text = text.strip().replace("_", "").replace(",", "")
-    if not text:
-        return None
-    try:
-        if integer:
-            return int(text)
-    except ValueError:
-        pass
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    if not math.isfinite(number):
-        return text  # JSON has no inf/nan; sent as a number it would turn into null (a delete)
-    if integer and number.is_integer():
-        return int(number)
-    return number
-
-
-def _same(new: Any, old: Any) -> bool:
-    if isinstance(new, int | float) and isinstance(old, int | float) \
-            and not isinstance(new, bool) and not isinstance(old, bool):
-        return float(new) == float(old)
-    return bool(new == old)
-
-
-_REWORDINGS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^Expected `int` >= (\S+)$"), r"must be a whole number of at least \1"),
-    (re.compile(r"^Expected `int` > (\S+)$"), r"must be a whole number greater than \1"),
-    (re.compile(r"^Expected `float` >= 0\.0$"), "must be a number, 0 or more"),
-    (re.compile(r"^Expected `float` >= (\S+)$"), r"must be a number of at least \1"),
-    (re.compile(r"^Expected `float` > 0\.0$"), "must be a number greater than 0"),
-    (re.compile(r"^Expected `float` > (\S+)$"), r"must be a number greater than \1"),
-    (re.compile(r"^Expected `int`, got `float`$"), "must be a whole number"),
-    (re.compile(r"^Expected `int`, got `str`$"), "must be a whole number"),
-    (re.compile(r"^Expected `float`, got `str`$"), "must be a number"),
-    (re.compile(r"^Expected `str`, got `\w+`$"), "must be text"),
-    (re.compile(r"^Object missing required field `[^`]+`$"), "is required"),
-    (re.compile(r"^Invalid enum value (.+)$"), r"cannot be \1"),
-    (re.compile(r"^Object contains unknown field `([^`]+)`$"),
-     r"“\1” is not a setting this version of Turnkey knows"),
-]
-
-
-def _reworded(field: str, message: str) -> str:
-    """The backend's -32602 message in words for a person, led by the field's label."""
-    parts = [p for p in field.split(".") if p and p != "patch"]
-    key = parts[-1] if parts else ""
-    if parts[:1] == ["providers"] and len(parts) == 2:
-        key = ""  # the table itself (e.g. not an object)
-    label = LABELS.get(key, key.replace("_", " ").capitalize() if key else "")
-    text = message
-    for pattern, words in _REWORDINGS:
-        if pattern.match(message):
-            text = pattern.sub(words, message)
-            break
-    text = text.replace("`", "")
-    if parts[:1] == ["providers"] and len(parts) >= 2:
-        where = f"{label} of provider “{parts[1]}”" if label else f"Provider “{parts[1]}”"
-    else:
-        where = label or "Settings"
-    return f"{where}: {text}."

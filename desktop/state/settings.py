@@ -1,0 +1,136 @@
+"""What the settings dialog knows without Qt: its fields and labels, how form text becomes
+config values, and the backend's validation errors in words a person reads."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+KINDS = ("openai", "anthropic", "local")
+KIND_LABELS = {
+    "openai": "OpenAI-compatible (Chat Completions)",
+    "anthropic": "Anthropic (Messages)",
+    "local": "Local model (run by Turnkey)",
+}
+# What the backend uses when base_url is not set (backend/providers/registry.py DEFAULT_BASE_URLS).
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com/v1",
+}
+LOCAL_URL_HINT = "not used: Turnkey starts the local model server itself"
+
+APPROVAL_MODES = (
+    ("smart", "Smart: ask for risky commands and for file changes outside the session folder"),
+    ("ask", "Ask: ask before every command and every file change"),
+    ("off", "Off: never ask (commands that are always refused stay refused)"),
+)
+
+# Form fields: config key -> label.  Order is the form's order.
+TEXT_FIELDS = ("base_url", "model", "api_key_secret")
+INT_FIELDS = ("context_window", "max_output_tokens")
+PRICE_FIELDS = ("input_usd_per_mtok", "output_usd_per_mtok", "cached_input_usd_per_mtok")
+LABELS = {
+    "name": "Name",
+    "kind": "Kind",
+    "base_url": "Base URL",
+    "model": "Model",
+    "context_window": "Context window (tokens)",
+    "max_output_tokens": "Max output tokens",
+    "input_usd_per_mtok": "Input price (USD / million tokens)",
+    "output_usd_per_mtok": "Output price (USD / million tokens)",
+    "cached_input_usd_per_mtok": "Cached-input price (USD / million tokens)",
+    "api_key_secret": "Key name",
+    "default_provider": "Default provider",
+    "auxiliary_provider": "Auxiliary provider",
+    "fallback_providers": "Fallback providers",
+    "mode": "Approval mode",
+    "value": "API key",
+}
+
+
+TEST_KINDS = {
+    "auth": "the key was refused",
+    "connection": "the server could not be reached",
+    "timeout": "no answer in time",
+    "rate_limit": "rate limited",
+    "model_not_found": "the model was not found",
+    "not_configured": "not configured",
+    "rpc": "",
+}
+
+
+def shown(value: Any) -> str:
+    """A config value as form text (None: empty, so the placeholder shows the default)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return str(value)
+
+
+def number(text: str, *, integer: bool) -> Any:
+    """Parsed text; "" is None; what does not parse (or is not finite) stays text, so the
+    backend's error names the field."""
+    text = text.strip().replace("_", "").replace(",", "")
+    if not text:
+        return None
+    try:
+        if integer:
+            return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(number):
+        return text  # JSON has no inf/nan; sent as a number it would turn into null (a delete)
+    if integer and number.is_integer():
+        return int(number)
+    return number
+
+
+def same(new: Any, old: Any) -> bool:
+    if isinstance(new, int | float) and isinstance(old, int | float) \
+            and not isinstance(new, bool) and not isinstance(old, bool):
+        return float(new) == float(old)
+    return bool(new == old)
+
+
+REWORDINGS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^Expected `int` >= (\S+)$"), r"must be a whole number of at least \1"),
+    (re.compile(r"^Expected `int` > (\S+)$"), r"must be a whole number greater than \1"),
+    (re.compile(r"^Expected `float` >= 0\.0$"), "must be a number, 0 or more"),
+    (re.compile(r"^Expected `float` >= (\S+)$"), r"must be a number of at least \1"),
+    (re.compile(r"^Expected `float` > 0\.0$"), "must be a number greater than 0"),
+    (re.compile(r"^Expected `float` > (\S+)$"), r"must be a number greater than \1"),
+    (re.compile(r"^Expected `int`, got `float`$"), "must be a whole number"),
+    (re.compile(r"^Expected `int`, got `str`$"), "must be a whole number"),
+    (re.compile(r"^Expected `float`, got `str`$"), "must be a number"),
+    (re.compile(r"^Expected `str`, got `\w+`$"), "must be text"),
+    (re.compile(r"^Object missing required field `[^`]+`$"), "is required"),
+    (re.compile(r"^Invalid enum value (.+)$"), r"cannot be \1"),
+    (re.compile(r"^Object contains unknown field `([^`]+)`$"),
+     r"“\1” is not a setting this version of Turnkey knows"),
+]
+
+
+def reworded(field: str, message: str) -> str:
+    """The backend's -32602 message in words for a person, led by the field's label."""
+    parts = [p for p in field.split(".") if p and p != "patch"]
+    key = parts[-1] if parts else ""
+    if parts[:1] == ["providers"] and len(parts) == 2:
+        key = ""  # the table itself (e.g. not an object)
+    label = LABELS.get(key, key.replace("_", " ").capitalize() if key else "")
+    text = message
+    for pattern, words in REWORDINGS:
+        if pattern.match(message):
+            text = pattern.sub(words, message)
+            break
+    text = text.replace("`", "")
+    if parts[:1] == ["providers"] and len(parts) >= 2:
+        where = f"{label} of provider “{parts[1]}”" if label else f"Provider “{parts[1]}”"
+    else:
+        where = label or "Settings"
+    return f"{where}: {text}."
