@@ -73,15 +73,16 @@ def stop_signal(info: BackendInfo) -> bool:
 
 
 def alive(pid: int) -> bool:
-    """Whether `pid` is a running process (a zombie, dead but not yet reaped, is not)."""
+    """Whether `pid` is a running process.  A zombie or dead task (exited, not yet reaped by
+    its parent) answers kill(0) but will never do anything again: it is not alive."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # it exists, it is just not ours
+        pass  # it exists, it is just not ours
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return True  # no procfs here: trust the signal
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+        return True  # no procfs here (or gone in between): trust the signal
+    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])

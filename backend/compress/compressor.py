@@ -88,10 +88,10 @@ class Compressor:
     def observe(self, provider: str, request: ChatRequest, reported: Usage) -> None:
         """Learns the provider's characters per token from the usage it reported."""
         if not reported.estimated and reported.input_tokens > 0:
-            self.calibration(provider).observe(request_chars(request), reported.input_tokens)
+            self.calibration(provider).observe(tok.request_chars(request), reported.input_tokens)
 
     def measure(self, request: ChatRequest, provider: str) -> int:
-        return self.calibration(provider).tokens(request_chars(request)) + 4 * len(request.messages)
+        return self.calibration(provider).tokens(tok.request_chars(request)) + 4 * len(request.messages)
 
     async def due(self, session_id: str, request: ChatRequest, link: Link, attempts: int) -> str | None:
         """The preflight decision: the reason to compress before this call, or None."""
@@ -161,8 +161,7 @@ class Compressor:
         rows, prompt, guards = await self.db.read(read)
         entries = [e for e in (to_entry(r) for r in rows) if e is not None]
         cal = self.calibration(link.name)
-        tools_chars = len(json.dumps([t.parameters for t in tools])) + sum(
-            len(t.description) + len(t.name) for t in tools)
+        tools_chars = tok.tools_chars(tools)
         before = tok.request_tokens(prompt, entries, tools_chars, cal)
         window = link.cfg.context_window
         p = plan(entries, cfg.protect_first_n, tok.tail_budget(window, cfg.tail_tokens_min,
@@ -176,7 +175,8 @@ class Compressor:
         by_id = {e.id: e for e in pruned}
         head = [by_id[e.id] for e in p.head]
         previous = p.previous_summary.content if p.previous_summary is not None else None
-        text, spent, failed = await self._summary(link, previous, p, focus)
+        aux = self._aux(link)
+        text, spent, failed = await self._summary(aux, previous, p, focus)
         summary = Entry(0, "summary", wrap(text))  # (repair numbers its stubs -1, -2, ...)
         after = tok.request_tokens(prompt, [*head, summary, *p.tail], tools_chars, cal)
         limit = tok.threshold_tokens(window, cfg.threshold)
@@ -197,7 +197,6 @@ class Compressor:
         if p.previous_summary is not None:
             compacted.append(p.previous_summary.id)
         anchor = p.head[-1].id if p.head else 0
-        aux = self._aux(link)
 
         def commit(tx: Tx) -> None:
             store.compact(tx, session_id, compacted)
@@ -293,11 +292,10 @@ class Compressor:
         return link
 
     async def _summary(
-        self, link: Link, previous: str | None, p: Plan, focus: str | None,
+        self, aux: Link, previous: str | None, p: Plan, focus: str | None,
     ) -> tuple[str, Usage, bool]:
         """The summary text, its call's usage, and whether the model call failed (the
         deterministic summary is used then)."""
-        aux = self._aux(link)
         wire = summary_messages(previous, p.middle, focus)
         budget = max(SUMMARY_MIN_TOKENS, min(SUMMARY_MAX_TOKENS,
                                              tok.request_tokens("", p.middle) // 5))
@@ -354,9 +352,3 @@ def raw_arguments(call: dict[str, Any]) -> str:
 def call_json(c: Call) -> dict[str, Any]:
     """A pruned call as stored in api_tool_calls (the wire reads `arguments_raw` first)."""
     return {"call_id": c.call_id, "name": c.name, "arguments_raw": c.arguments}
-
-
-def request_chars(request: ChatRequest) -> int:
-    chars = sum(len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
-                for m in request.messages)
-    return chars + sum(len(json.dumps(t.parameters)) + len(t.description) for t in request.tools)

@@ -13,10 +13,12 @@ the provider's own count remains the authority on whether a request fits.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 
 from backend.compress.model import Entry
+from backend.providers.base import ChatRequest, ToolSpec
 
 CHARS_PER_TOKEN = 4  # the uncalibrated default (the same as turn.preflight's)
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing around each message
@@ -32,6 +34,18 @@ TAIL_FRACTION = 0.025
 TAIL_MIN_TOKENS = 10_000
 TAIL_MAX_TOKENS = 25_000
 TAIL_CEILING_DIVISOR = 5  # the tail never takes more than a fifth (20%) of the window
+
+
+def tools_chars(tools: Sequence[ToolSpec]) -> int:
+    """What the tool schemas add to every request that offers them."""
+    return sum(len(json.dumps(t.parameters)) + len(t.description) for t in tools)
+
+
+def request_chars(request: ChatRequest) -> int:
+    """The characters a request sends: messages, their calls, and the tool schemas."""
+    chars = sum(len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
+                for m in request.messages)
+    return chars + tools_chars(request.tools)
 
 
 def _clamp(ratio: float) -> float:

@@ -27,13 +27,13 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from functools import cache
-from pathlib import Path
 
 from backend.host import boot_token, process_start
 from backend.store import leases
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.turn.finalize import close_tail
+from shared.launcher import alive
 
 log = logging.getLogger("turn")
 
@@ -60,28 +60,11 @@ def provably_dead(row: sqlite3.Row) -> bool:
     if row["boot_token"] != boot_token():
         return False
     pid = int(row["pid"])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass  # alive, owned by someone else
-    if _exited(pid):
+    if not alive(pid):
         return True
     started = process_start(pid)
     recorded = str(row["holder"]).split(":", 1)[1].split("@", 1)[0] if ":" in row["holder"] else ""
     return bool(started and recorded and started != recorded)
-
-
-def _exited(pid: int) -> bool:
-    """True when the pid is a zombie or dead task: it answers kill(0) and keeps its start
-    time until its parent reaps it, but it will never refresh or release a lease."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False  # gone in between (the start-time check then settles it) or no /proc
-    fields = stat[stat.rfind(")") + 2:].split()
-    return bool(fields) and fields[0] in ("Z", "X")
 
 
 def try_take(tx: Tx, session_id: str, holder: Holder, ttl: float) -> sqlite3.Row | None:

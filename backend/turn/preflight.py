@@ -9,9 +9,9 @@ history to make it fit is the compression stage's job, which plugs in here.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 
+from backend.compress.tokens import request_chars
 from backend.config import ProviderConfig
 from backend.providers.base import ChatRequest
 
@@ -28,12 +28,7 @@ class Preflight:
 
 
 def estimate_tokens(request: ChatRequest) -> int:
-    chars = sum(
-        len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
-        for m in request.messages
-    )
-    chars += sum(len(json.dumps(t.parameters)) + len(t.description) for t in request.tools)
-    return chars // CHARS_PER_TOKEN + 4 * len(request.messages)
+    return request_chars(request) // CHARS_PER_TOKEN + 4 * len(request.messages)
 
 
 def preflight(request: ChatRequest, provider: str, cfg: ProviderConfig) -> Preflight:

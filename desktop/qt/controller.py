@@ -178,8 +178,8 @@ class Controller(QObject):
                     f"{approval.get('tool', 'A tool')}: {approval.get('summary', '')}\n"
                     f"{approval.get('reason', '')}", sid, approval["approval_id"])
         elif kind == "approval.resolved":
-            self.browser.banner.hide() if self.browser.banner_target[1] == data["approval"]["approval_id"] \
-                else None
+            if self.browser.banner_target[1] == data["approval"]["approval_id"]:
+                self.browser.banner.hide()  # answered somewhere: the fallback banner goes too
         elif kind == "session.updated":
             session = data["session"]
             sid, status = session["session_id"], session.get("status", "idle")

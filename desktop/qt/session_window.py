@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
-from desktop.qt.transcript_view import TranscriptModel, make_view
+from desktop.qt.transcript_view import TranscriptModel, esc, make_view
 from desktop.state.session import SessionState
 from desktop.state.sessions import status_label
 from shared.client import ConnectionLost
@@ -75,11 +75,11 @@ class ApprovalCard(QFrame):
         self.setStyleSheet("#approvalCard { border: 2px solid #d68a00; border-radius: 6px; }")
         box = QVBoxLayout(self)
         tool = approval.get("tool", "tool")
-        title = QLabel(f"<b>{_esc(tool)}</b> needs your approval")
-        what = QLabel(f"<code>{_esc(approval.get('summary', ''))}</code>")
+        title = QLabel(f"<b>{esc(tool)}</b> needs your approval")
+        what = QLabel(f"<code>{esc(approval.get('summary', ''))}</code>")
         what.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         what.setWordWrap(True)
-        why = QLabel(_esc(approval.get("reason", "")))
+        why = QLabel(esc(approval.get("reason", "")))
         why.setWordWrap(True)
         self.left = QLabel()
         self.left.setStyleSheet("color: #8a8f98")
@@ -121,7 +121,7 @@ class QueueRow(QFrame):
         row = QHBoxLayout(self)
         row.setContentsMargins(6, 2, 6, 2)
         text = (receipt.get("text") or "").strip().splitlines()
-        label = QLabel(f"Queued: {_esc((text[0] if text else '')[:120])}")
+        label = QLabel(f"Queued: {esc((text[0] if text else '')[:120])}")
         label.setStyleSheet("color: #8a8f98")
         self.cancel = QPushButton("Cancel")
         self.cancel.clicked.connect(lambda: cancel(receipt["admission_id"]))
@@ -428,8 +428,8 @@ class SessionWindow(QMainWindow):
         home = str(Path.home())
         if folder.startswith(home):
             folder = "~" + folder[len(home):]
-        self.header.setText(f"<b>{_esc(s.title)}</b> &nbsp;<span style='color:#8a8f98'>"
-                            f"{_esc(folder)} · {_esc(s.session.get('model') or '')}</span>")
+        self.header.setText(f"<b>{esc(s.title)}</b> &nbsp;<span style='color:#8a8f98'>"
+                            f"{esc(folder)} · {esc(s.session.get('model') or '')}</span>")
         link_state = self.link.current
         self.conn_label.setText("" if link_state == "connected" else f"⟳ {link_state}…")
         self.conn_label.setStyleSheet("color: #d68a00")
@@ -477,9 +477,3 @@ class SessionWindow(QMainWindow):
         spawn(self.link.close_session(self.session_id))
         emit(self.closed, self.session_id)
         super().closeEvent(event)
-
-
-def _esc(text: str) -> str:
-    import html
-
-    return html.escape(str(text), quote=False)

@@ -140,13 +140,13 @@ class TranscriptDelegate(QStyledItemDelegate):
             if isinstance(item, AssistantItem) and item.reasoning:
                 cursor = QTextCursor(doc)
                 cursor.movePosition(QTextCursor.MoveOperation.Start)
-                cursor.insertHtml(f'<p style="color:#8a8f98"><i>{_esc(item.reasoning[-600:])}</i></p><br>')
+                cursor.insertHtml(f'<p style="color:#8a8f98"><i>{esc(item.reasoning[-600:])}</i></p><br>')
         elif isinstance(item, ToolItem):
             doc.setHtml(tool_html(item, dark))
         elif isinstance(item, NoteItem):
             color = NOTE_COLOR.get(item.kind, "#8a8f98")
             label = NOTE_LABELS.get(item.kind, item.kind.capitalize())
-            doc.setHtml(f'<p style="color:{color}"><b>{_esc(label)}</b> — {_esc(item.text)}</p>')
+            doc.setHtml(f'<p style="color:{color}"><b>{esc(label)}</b> — {esc(item.text)}</p>')
 
     # --- geometry and painting ---------------------------------------------------
 
@@ -215,9 +215,9 @@ def tool_html(item: ToolItem, dark: bool) -> str:
     label, color = STATUS_TEXT.get(item.status, (item.status, "#8a8f98"))
     took = f" · {item.duration_ms / 1000:.1f} s" if item.duration_ms is not None else ""
     arrow = "▾" if item.expanded else "▸"
-    head = (f'<p><span style="color:#8a8f98">{arrow}</span> <b>{_esc(item.name or "tool")}</b> '
-            f'<code>{_esc(item.summary[:160])}</code> '
-            f'<span style="color:{color}"><b>{_esc(label)}</b>{took}</span></p>')
+    head = (f'<p><span style="color:#8a8f98">{arrow}</span> <b>{esc(item.name or "tool")}</b> '
+            f'<code>{esc(item.summary[:160])}</code> '
+            f'<span style="color:{color}"><b>{esc(label)}</b>{took}</span></p>')
     parts = [head]
     if item.status == "unknown":
         parts.append('<p style="color:#b8860b">Turnkey stopped while this ran; it may or may not '
@@ -226,7 +226,7 @@ def tool_html(item: ToolItem, dark: bool) -> str:
         parts.append('<p style="color:#a43fbf">Not run: refused by you, a rule, or a timeout.</p>')
     if item.status in ("running", "waiting_approval") and item.progress:
         tail = "\n".join(item.progress.splitlines()[-8:])
-        parts.append(f"<pre>{_esc(tail)}</pre>")
+        parts.append(f"<pre>{esc(tail)}</pre>")
     if item.expanded:
         if item.diff:
             parts.append(diff_html(item.diff, dark))
@@ -235,16 +235,16 @@ def tool_html(item: ToolItem, dark: bool) -> str:
             lines = body.splitlines()
             more = len(lines) - OUTPUT_LINES
             shown = "\n".join(lines[:OUTPUT_LINES])
-            parts.append(f"<pre>{_esc(shown)}</pre>")
+            parts.append(f"<pre>{esc(shown)}</pre>")
             if more > 0:
                 parts.append(f'<p style="color:#8a8f98">… {more} more lines</p>')
         if item.spilled_path:
-            parts.append(f'<p style="color:#8a8f98">Full output: {_esc(item.spilled_path)}</p>')
+            parts.append(f'<p style="color:#8a8f98">Full output: {esc(item.spilled_path)}</p>')
         if item.arguments and not item.diff:
             import json
 
             args = json.dumps(item.arguments, indent=2, ensure_ascii=False)
-            parts.append(f'<p style="color:#8a8f98">Arguments</p><pre>{_esc(args[:4000])}</pre>')
+            parts.append(f'<p style="color:#8a8f98">Arguments</p><pre>{esc(args[:4000])}</pre>')
     elif item.diff:
         adds = sum(1 for ln in item.diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
         dels = sum(1 for ln in item.diff.splitlines() if ln.startswith("-") and not ln.startswith("---"))
@@ -259,15 +259,15 @@ def diff_html(diff: str, dark: bool) -> str:
     rows = []
     for line in diff.splitlines()[:400]:
         if line.startswith("+++") or line.startswith("---"):
-            rows.append(f'<span style="color:#8a8f98">{_esc(line)}</span>')
+            rows.append(f'<span style="color:#8a8f98">{esc(line)}</span>')
         elif line.startswith("@@"):
-            rows.append(f'<span style="color:{hunk}">{_esc(line)}</span>')
+            rows.append(f'<span style="color:{hunk}">{esc(line)}</span>')
         elif line.startswith("+"):
-            rows.append(f'<span style="background:{add_bg}">{_esc(line)}</span>')
+            rows.append(f'<span style="background:{add_bg}">{esc(line)}</span>')
         elif line.startswith("-"):
-            rows.append(f'<span style="background:{del_bg}">{_esc(line)}</span>')
+            rows.append(f'<span style="background:{del_bg}">{esc(line)}</span>')
         else:
-            rows.append(_esc(line))
+            rows.append(esc(line))
     return "<pre>" + "\n".join(rows) + "</pre>"
 
 
@@ -286,8 +286,9 @@ def _shade_code(doc: QTextDocument, dark: bool) -> None:
         block = block.next()
 
 
-def _esc(text: str) -> str:
-    return html.escape(text, quote=False)
+def esc(text: object) -> str:
+    """Text for Qt's rich text: markup characters escaped."""
+    return html.escape(str(text), quote=False)
 
 
 def make_view(model: TranscriptModel) -> QListView:
