@@ -12,6 +12,7 @@ import base64
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,10 @@ class Controller(QObject):
         self.settings: QWidget | None = None
         self.statuses: dict[str, str] = {}
         self._quitting = False
+        # Ends the Qt application once Quit has closed everything (tests that run several
+        # controllers in one QApplication replace it: quitting the application under pytest-qt
+        # would stop the event loops the next test waits in).
+        self.exit_app: Callable[[], None] = QApplication.quit
         self._save_timer = QTimer(self, singleShot=True, interval=500)
         self._save_timer.timeout.connect(self.save_layout)
 
@@ -103,7 +108,7 @@ class Controller(QObject):
                 await settle()  # the windows' unsubscribes go out before the connection closes
                 await self.link.close()
             finally:
-                QApplication.quit()
+                self.exit_app()
 
         spawn(down())
 

@@ -78,6 +78,7 @@ def make_controller(qloop: asyncio.AbstractEventLoop, qtbot: Any, desk_backend: 
 
     def make(restore: bool = False) -> Controller:
         ctl = Controller(desk_backend.data_dir, restart_after_s=None)
+        ctl.exit_app = lambda: None  # Quit ends the test's app, not pytest-qt's QApplication
         made.append(ctl)
         ctl.start(restore=restore)
         qtbot.waitUntil(lambda: ctl.link.current == "connected", timeout=15_000)

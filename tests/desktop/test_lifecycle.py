@@ -54,6 +54,7 @@ def test_the_app_starts_a_detached_backend_and_replaces_one_that_died(
     from desktop.qt.controller import Controller
 
     ctl = Controller(fresh_dir, restart_after_s=0.5)
+    ctl.exit_app = lambda: None  # Quit ends the test's app, not pytest-qt's QApplication
     try:
         ctl.start(restore=False)
         qtbot.waitUntil(lambda: ctl.link.current == "connected", timeout=30_000)
