@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     host.private_umask()  # transcripts, logs and the token are private to this user
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
-    from backend import logs
     from backend.app import serve
+    from shared import logs
 
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     logs.setup(data_dir)

@@ -36,6 +36,7 @@ from backend.tools.checkpoints import Checkpoints
 from backend.tools.executor import Executor
 from backend.tools.procs import ProcessTable
 from backend.turn.runner import TurnRunner
+from shared import logs
 from shared.protocol import PROTOCOL_VERSION
 
 log = logging.getLogger("backend")
@@ -155,6 +156,7 @@ async def serve(data_dir: Path, host: str, port: int) -> int:
         print(f"turnkey-backend: {exc}", file=sys.stderr)
         return 3
     loop = asyncio.get_running_loop()
+    logs.asyncio_errors(loop)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, backend.request_stop)
     print(f"{READY} port={bound}", flush=True)

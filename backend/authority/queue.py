@@ -21,6 +21,7 @@ from backend.store.db import Database, Tx
 from backend.turn.finalize import TurnOutcome, close_turn, settle_event
 from backend.turn.lease import holder_for, try_take
 from backend.turn.runner import Claim, Interrupt, TurnRunner
+from shared import logs
 from shared.protocol import AdmissionEvent, PromptSubmitParams, Receipt, TurnStarted, Usage
 
 log = logging.getLogger("authority")
@@ -167,15 +168,15 @@ class SessionAuthority:
                 try:
                     await self.runner.run(claim, active.interrupt)
                 except Exception:
-                    log.exception("turn %s crashed", claim.turn_id)
-                    await self._settle_crashed(claim)
+                    error_id = logs.internal(log, "turn %s crashed", claim.turn_id)
+                    await self._settle_crashed(claim, error_id)
                 finally:
                     self._active.pop(session_id, None)
                     moved = active.interrupt.session_id
                     if moved and moved != session_id:
                         self.wake(moved)  # its queue moved with it
         except Exception:
-            log.exception("drainer of session %s stopped", session_id)
+            logs.internal(log, "drainer of session %s stopped", session_id)
         finally:
             if self._drainers.get(session_id) is asyncio.current_task():
                 del self._drainers[session_id]
@@ -209,16 +210,17 @@ class SessionAuthority:
         )
         return Claim(session_id, admission_id, turn_id, text, session["cwd"], holder, leased)
 
-    async def _settle_crashed(self, claim: Claim) -> None:
+    async def _settle_crashed(self, claim: Claim, error_id: str) -> None:
         """A bug escaped the runner: settle the admission so the queue is not held forever."""
         outcome = TurnOutcome(
             claim.session_id, claim.admission_id, claim.turn_id, "failed", "", Usage(),
-            "an internal error ended this turn; see the backend log", holder=claim.holder,
+            f"an internal error ended this turn; the backend log (DIR/logs/backend.log) has "
+            f"details under error_id {error_id}", holder=claim.holder,
         )
         try:
             await self.db.write(lambda tx: close_turn(tx, outcome))
         except Exception:
-            log.exception("could not settle crashed turn %s", claim.turn_id)
+            logs.internal(log, "could not settle crashed turn %s", claim.turn_id)
 
     async def retire(self, session_id: str) -> None:
         """Stops the session's drainer for good (before deletion), interrupting its turn."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import traceback
-import uuid
 from typing import Any
 
 from backend.errors import (
@@ -23,6 +22,7 @@ from backend.errors import (
 from backend.server import rpc
 from backend.server.connection import Connection, Reply
 from backend.server.methods import Methods
+from shared import logs
 from shared.codec import ParamsError, convert
 from shared.protocol import METHODS
 
@@ -54,18 +54,19 @@ class Dispatcher:
         except TurnkeyError as exc:
             # The environment's fault (disk, load): logged with an id the user can quote.
             _redact_error(exc, hidden)
-            error_id = uuid.uuid4().hex[:12]
+            error_id = logs.new_error_id()
             log.warning("%s -> %d %s; error_id=%s", request.method, exc.code, exc.message, error_id)
             data = {**(exc.data or {}), "error_id": error_id}
             frame = rpc.failure(request.id, TurnkeyError(exc.message, data))
             frame["error"]["code"] = exc.code
         except Exception as exc:
-            error_id = uuid.uuid4().hex[:12]
+            error_id = logs.new_error_id()
             if hidden:  # the traceback's messages could quote a secret param: redacted text
                 trace = _redact("".join(traceback.format_exception(exc)), hidden)
-                log.error("%s failed; error_id=%s\n%s", request.method, error_id, trace.rstrip())
+                log.error("%s failed\n%s", request.method, trace.rstrip(),
+                          extra={"error_id": error_id})
             else:
-                log.exception("%s failed; error_id=%s", request.method, error_id)
+                log.error("%s failed", request.method, exc_info=True, extra={"error_id": error_id})
             frame = rpc.failure(
                 request.id,
                 TurnkeyError(

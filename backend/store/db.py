@@ -26,6 +26,7 @@ import aiosqlite
 
 from backend.errors import StoreUnavailable, TurnkeyError
 from backend.store.migrations import migrate
+from shared import logs
 
 log = logging.getLogger("store")
 
@@ -198,7 +199,7 @@ class Database:
         try:
             self.publisher(item)
         except Exception:
-            log.exception("publishing a committed event failed")
+            logs.internal(log, "publishing a committed event failed")
 
 
 def _commit_batch(conn: sqlite3.Connection, *, batch: list[_Job]) -> None:

@@ -34,6 +34,7 @@ from backend.tools.base import ApprovalMode, Tool, ToolContext, ToolResult
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.procs import ProcessTable
 from backend.tools.spill import spill
+from shared import logs
 from shared.protocol import OUTPUT_PREVIEW_CHARS, ToolComplete, ToolProgress, ToolStart, ToolStatus
 
 log = logging.getLogger("tools")
@@ -233,8 +234,9 @@ class _Batch:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a tool bug becomes the call's result, never the turn's end
-            log.exception("tool %s raised", p.name)
-            return ToolResult("error", f"The tool failed: {type(exc).__name__}: {exc}", call.summary)
+            error_id = logs.internal(log, "tool %s raised", p.name)
+            return ToolResult("error", f"The tool failed: {type(exc).__name__}: {exc} "
+                              f"(error_id {error_id})", call.summary)
 
     async def _approve(self, call: _Call, tool: Tool) -> Outcome | None:
         """None when the call may run; else its `denied` outcome."""
@@ -242,9 +244,10 @@ class _Batch:
         try:
             guard = tool.guard(p.arguments, s.cwd, s.mode)
         except Exception as exc:  # a policy bug must not run the call, nor end the turn
-            log.exception("guard of %s raised", p.name)
+            error_id = logs.internal(log, "guard of %s raised", p.name)
             return Outcome(p.call_id, p.name, "error",
-                           f"Not run: its safety check failed ({type(exc).__name__}).", call.summary)
+                           f"Not run: its safety check failed ({type(exc).__name__}, "
+                           f"error_id {error_id}).", call.summary)
         if guard is None:
             return None
         if guard.kind == "hardline":
