@@ -23,7 +23,7 @@ import qasync  # noqa: E402, I001
 
 from desktop.qt.aio import settle  # noqa: E402
 from desktop.qt.controller import Controller, apply_palette  # noqa: E402
-from desktop.qt.tray import app_icon  # noqa: E402
+from desktop.qt.tray import window_icon  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
 from tests.integration.backend_proc import Backend  # noqa: E402
 
@@ -167,7 +167,7 @@ def run() -> int:
         try:
             app = QApplication(sys.argv[:1])
             app.setApplicationName("Turnkey")
-            app.setWindowIcon(app_icon())
+            app.setWindowIcon(window_icon())
             apply_palette(app)
             qasync.run(main(data, project, fake))
         finally:

@@ -8,17 +8,61 @@ session id and, for an approval, its id) whichever way it was shown.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
+import functools
+import logging
+
+from PySide6.QtCore import QObject, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QAction, QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
+from desktop.assets import TRAY_STATES, icon_files, icons_dir
 from desktop.qt.compat import emit
+
+log = logging.getLogger(__name__)
 
 STATE_COLORS = {"idle": "#4a6fa5", "working": "#2f7de1", "approval": "#d68a00", "offline": "#8a8f98"}
 
 
 def app_icon(state: str = "idle", size: int = 64) -> QIcon:
-    """The Turnkey mark, a key bow and shaft, tinted by state (drawn, so it scales)."""
+    """The tray's Turnkey mark for a state (idle, working, approval, offline), every size of it.
+
+    Built from the PNGs in assets/icons/tray/; `size` matters only to the drawn stand-in
+    used when they are missing.  Cached: the tray asks again on every change of state.
+    """
+    if state not in TRAY_STATES:
+        state = "idle"
+    icon = _png_icon(f"tray-{state}")
+    return icon if icon is not None else _drawn_icon(state, size)
+
+
+def window_icon() -> QIcon:
+    """The application icon (assets/icons/hicolor/), for windows and QApplication.setWindowIcon."""
+    icon = _png_icon("app")
+    return icon if icon is not None else _drawn_icon("idle", 64)
+
+
+@functools.cache
+def _png_icon(kind: str) -> QIcon | None:
+    """A QIcon with every rendered size of `kind` that is on disk; None when none is."""
+    icon = QIcon()
+    missing = []
+    for n, path in icon_files(kind):
+        if path.is_file():
+            icon.addFile(str(path), QSize(n, n))
+        else:
+            missing.append(path.name)
+    if missing:
+        log.warning("icon %s: missing %s under %s", kind, ", ".join(missing), icons_dir())
+    return None if icon.isNull() else icon
+
+
+@functools.cache
+def _drawn_icon(state: str, size: int) -> QIcon:
+    """The mark drawn with QPainter: a white key on a rounded square tinted by state.
+
+    Only a stand-in for a checkout or bundle without the PNGs, so no window is ever
+    without an icon.
+    """
     pix = QPixmap(size, size)
     pix.fill(Qt.GlobalColor.transparent)
     p = QPainter(pix)
