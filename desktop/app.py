@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import qasync
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication  # PySide6 before qasync: it picks the binding
 
+from desktop.qt.aio import spawn
 from desktop.qt.controller import Controller, apply_palette
-from desktop.qt.tray import app_icon
+from desktop.qt.tray import window_icon
+from shared import logs
+from shared.client import BackendInfo
+from shared.launcher import alive, stop_signal
 
 
-def run(data_dir: Path, restore: bool = True) -> int:
+def run(data_dir: Path, restore: bool = True, smoke: bool = False) -> int:
+    """Runs the app until Quit.  `smoke`: opens the browser, connects (starting the backend
+    if none runs), closes, prints what happened as one JSON line, and stops a backend it
+    started; exit status 0 when the window showed and the connection was made."""
+    started = time.monotonic()
     if sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM")
     ):
@@ -24,32 +36,111 @@ def run(data_dir: Path, restore: bool = True) -> int:
         print("turnkey: no display to open a window on (DISPLAY is not set). Use `turnkey chat` "
               "for the terminal, or run the app from a desktop session.", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logs.setup(data_dir, logging.INFO, name="desktop")
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     app.setApplicationName("Turnkey")
     app.setApplicationDisplayName("Turnkey")
     app.setDesktopFileName("turnkey")
-    app.setWindowIcon(app_icon())
+    app.setWindowIcon(window_icon())
     apply_palette(app)
+
+    report: dict[str, Any] = {}
 
     async def main() -> None:
         controller = Controller(data_dir)
-        # With a tray icon, closing the last window leaves the app in the tray; without one
-        # there would be no way back, so the app ends (the backend goes on either way).
-        app.setQuitOnLastWindowClosed(not controller.notifier.available)
+        if smoke:
+            controller.keep_layout = False
+            controller.ready.connect(lambda: spawn(_smoke_check(controller, started, report)))
+            controller.link.failed.connect(lambda message: _smoke_failed(controller, message, report))
+            QTimer.singleShot(int(SMOKE_TIMEOUT_S * 1000),
+                              lambda: _smoke_failed(controller, "timed out", report))
         done = asyncio.get_running_loop().create_future()
+
         def finish() -> None:
             if not done.done():
                 done.set_result(None)
 
+        # Quit ends the app by ending this coroutine, after it has closed the windows and the
+        # connection; Qt's own quit (a logout) ends it too.
+        controller.exit_app = finish
         app.aboutToQuit.connect(finish)
+        # With a tray icon, closing the last window leaves the app in the tray; without one
+        # there would be no way back, so closing it quits (the backend goes on either way).
+        # Qt's own quit-on-last-window would stop the loop before Quit's clean-up ran.
+        app.setQuitOnLastWindowClosed(False)
+        app.lastWindowClosed.connect(
+            lambda: None if controller.notifier.available else controller.quit())
         signal.signal(signal.SIGINT, lambda *_: controller.quit())
-        controller.start(restore)
+        controller.start(restore and not smoke)
         await done
+        # Work still in flight (a reload, the link's reader) ends here, not in a stopped loop.
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
 
+    backend_before = _live_backend(data_dir)
     try:
         qasync.run(main())
     except asyncio.CancelledError:
         pass
-    return 0
+    if not smoke:
+        return 0
+    return _smoke_finish(data_dir, backend_before, report)
+
+
+SMOKE_TIMEOUT_S = 60.0
+
+
+async def _smoke_check(controller: Controller, started: float, report: dict[str, Any]) -> None:
+    """Connected: note what a packager wants to know, then quit."""
+    info = BackendInfo.read(controller.data_dir)
+    report.update(
+        window=controller.browser.isVisible(),
+        connected=controller.link.current == "connected",
+        connected_s=round(time.monotonic() - started, 3),
+        protocol=controller.link.server.get("protocol"),
+        backend_pid=info.pid if info else None,
+        backend_executable=_executable(info.pid) if info else None,
+        executable=sys.executable,
+        frozen=bool(getattr(sys, "frozen", False)),
+    )
+    controller.quit()
+
+
+def _smoke_failed(controller: Controller, message: str, report: dict[str, Any]) -> None:
+    if "connected" not in report:
+        report["error"] = message
+        controller.quit()
+
+
+def _smoke_finish(data_dir: Path, backend_before: int | None, report: dict[str, Any]) -> int:
+    """Prints the report; a backend this run started is stopped (one already running stays)."""
+    pid = report.get("backend_pid")
+    report["started_backend"] = pid is not None and pid != backend_before
+    if report["started_backend"]:
+        info = BackendInfo.read(data_dir)
+        if info is not None and info.pid == pid:
+            stop_signal(info)
+            deadline = time.monotonic() + 15
+            while alive(info.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            report["backend_stopped"] = not alive(info.pid)
+    report["closed"] = True
+    print(json.dumps(report), flush=True)
+    ok = report.get("window") and report.get("connected") and report.get("backend_stopped", True)
+    return 0 if ok else 1
+
+
+def _live_backend(data_dir: Path) -> int | None:
+    info = BackendInfo.read(data_dir)
+    return info.pid if info is not None and alive(info.pid) else None
+
+
+def _executable(pid: int) -> str | None:
+    """The program a process runs (Linux's /proc; None elsewhere)."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None

@@ -294,9 +294,19 @@ async def backend(data_dir: Path, action: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["backend", "serve"]:
+        # The backend process itself (the app starts it this way; in the bundled app this
+        # executable is the only Python there is).  Its own parser takes the rest.
+        from backend.__main__ import main as serve
+
+        return serve(argv[1:])
     parser = argparse.ArgumentParser(prog="turnkey", description="Turnkey, a desktop AI agent")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="open the app, connect to (or start) the backend, close, and print "
+                             "what happened as JSON; exits 0 when all of it worked")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("app", help="open the desktop app (what `turnkey` alone does)")
     c = sub.add_parser("chat", help="chat in the terminal (a REPL when no TEXT is given)")
@@ -306,8 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("text", nargs="?", default=None)
     s = sub.add_parser("sessions", help="list sessions, most recent first")
     s.add_argument("--limit", type=int, default=20)
-    b = sub.add_parser("backend", help="start, stop or inspect the backend process")
-    b.add_argument("action", choices=["start", "stop", "status"])
+    b = sub.add_parser("backend", help="start, stop or inspect the backend process, or run it "
+                                       "in the foreground (serve)")
+    b.add_argument("action", choices=["start", "stop", "status", "serve"])
     k = sub.add_parser("secret", help="store an API key (in the keyring where one works)")
     k_sub = k.add_subparsers(dest="action", required=True)
     k_set = k_sub.add_parser("set", help="store NAME's value, read from stdin (asked for on a terminal)")
@@ -323,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in (None, "app"):
             from desktop.app import run  # Qt loads only for the app
 
-            return run(data_dir)
+            return run(data_dir, smoke=args.smoke)
         if args.command == "chat":
             cwd = (args.cwd or Path.cwd()).expanduser().resolve()
             return asyncio.run(chat(data_dir, args.session, args.text, cwd))
@@ -337,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(secret_set(data_dir, args.name, value))
         if args.command == "provider":
             return asyncio.run(provider_test(data_dir, args.name))
+        if args.action == "serve":
+            from backend.__main__ import main as serve
+
+            return serve(["serve", "--data-dir", str(data_dir)])
         return asyncio.run(backend(data_dir, args.action))
     except BackendNotFound as exc:
         print(f"turnkey: {exc}", file=sys.stderr)

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from shared import logs
 from shared.client import ConnectionLost, RpcError
 
 log = logging.getLogger("desktop")
@@ -17,8 +18,10 @@ _tasks: set[asyncio.Task[Any]] = set()
 def spawn(coro: Coroutine[Any, Any, Any], on_error: Callable[[str], None] | None = None) -> asyncio.Task[Any]:
     """Schedules `coro` on the running (qasync) loop and keeps it alive until done.
 
-    A failure is logged and, when `on_error` is given, handed to it as words a
-    person can read (the backend's message for an RPC error)."""
+    A failure is handed to `on_error`, when given, as words a person can read (the
+    backend's message for an RPC error).  Anything else than an RPC error, a lost
+    connection or a timeout is a bug here: it is logged with an error id, and the
+    words quote the id."""
     task = asyncio.ensure_future(coro)
     _tasks.add(task)
 
@@ -29,10 +32,15 @@ def spawn(coro: Coroutine[Any, Any, Any], on_error: Callable[[str], None] | None
         exc = t.exception()
         if exc is None:
             return
+        words = describe(exc)
+        if not isinstance(exc, RpcError | ConnectionLost | TimeoutError):
+            error_id = logs.new_error_id()
+            log.error("background task failed: %s", words, exc_info=exc, extra={"error_id": error_id})
+            words = f"{words} (an internal error; the desktop log has details under error_id {error_id})"
+        elif on_error is None:
+            log.warning("background task failed: %s", words)
         if on_error is not None:
-            on_error(describe(exc))
-        else:
-            log.error("background task failed: %s", describe(exc), exc_info=exc)
+            on_error(words)
 
     task.add_done_callback(done)
     return task

@@ -150,6 +150,7 @@ class BrowserWindow(QMainWindow):
     open_new_requested = Signal(str)  # session_id: always another window
     settings_requested = Signal()
     quit_requested = Signal()
+    folder_requested = Signal(str)  # "logs" or "data"
 
     def __init__(self, link: Link, default_folder: str) -> None:
         super().__init__()
@@ -239,6 +240,13 @@ class BrowserWindow(QMainWindow):
         menu.addAction(self.settings_action)
         menu.addSeparator()
         menu.addAction(self.quit_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        self.logs_action = QAction("Open logs folder", self)
+        self.logs_action.triggered.connect(lambda _=False: emit(self.folder_requested, "logs"))
+        self.data_action = QAction("Open data folder", self)
+        self.data_action.triggered.connect(lambda _=False: emit(self.folder_requested, "data"))
+        help_menu.addAction(self.logs_action)
+        help_menu.addAction(self.data_action)
         self.conn_label = QLabel()
         self.statusBar().addPermanentWidget(self.conn_label)
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QPalette
+from PySide6.QtCore import QByteArray, QObject, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication, QStyleFactory, QWidget
 
 from desktop.link import Link
@@ -25,7 +25,7 @@ from desktop.qt.aio import settle, spawn
 from desktop.qt.browser import BrowserWindow
 from desktop.qt.compat import emit
 from desktop.qt.session_window import SessionWindow
-from desktop.qt.tray import Notifier, app_icon
+from desktop.qt.tray import Notifier, window_icon
 
 log = logging.getLogger("desktop")
 LAYOUT = "desktop.json"
@@ -45,11 +45,12 @@ class Controller(QObject):
         self.notifier.activated.connect(self.show_browser)
         self.notifier.quit_requested.connect(self.quit)
         self.browser = BrowserWindow(self.link, str(Path.home()))
-        self.browser.setWindowIcon(app_icon())
+        self.browser.setWindowIcon(window_icon())
         self.browser.open_requested.connect(self.open_session)
         self.browser.open_new_requested.connect(lambda sid: self.open_session(sid, new_window=True))
         self.browser.settings_requested.connect(self.open_settings)
         self.browser.quit_requested.connect(self.quit)
+        self.browser.folder_requested.connect(self.open_folder)
         self.notifier.fallback.connect(self._fallback)
         self.link.received.connect(self._on_event)
         self.link.state.connect(self._on_state)
@@ -57,6 +58,7 @@ class Controller(QObject):
         self.settings: QWidget | None = None
         self.statuses: dict[str, str] = {}
         self._quitting = False
+        self.keep_layout = True  # False for a smoke run: it must not overwrite the saved layout
         # Ends the Qt application once Quit has closed everything (tests that run several
         # controllers in one QApplication replace it: quitting the application under pytest-qt
         # would stop the event loops the next test waits in).
@@ -123,7 +125,7 @@ class Controller(QObject):
                     win.activateWindow()
                     return win
         win = SessionWindow(self.link, session_id)
-        win.setWindowIcon(app_icon())
+        win.setWindowIcon(window_icon())
         win.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         win.closed.connect(lambda _sid, w=win: self._closed(w))
         self.windows.append(win)
@@ -153,6 +155,16 @@ class Controller(QObject):
             self.windows.remove(win)
         if not self._quitting:
             self._save_timer.start()
+
+    def open_folder(self, which: str) -> bool:
+        """Opens DIR/logs ("logs", where the backend and the app write their logs) or DIR
+        ("data") in the file manager."""
+        folder = self.data_dir / "logs" if which == "logs" else self.data_dir
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        opened = bool(QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))))
+        if not opened:
+            self.browser.show_message(f"No file manager could open {folder}.")
+        return opened
 
     def open_settings(self) -> None:
         from desktop.qt.settings import SettingsDialog
@@ -225,6 +237,8 @@ class Controller(QObject):
             return {}
 
     def save_layout(self) -> None:
+        if not self.keep_layout:
+            return
         data = {
             "browser": _geometry(self.browser),
             "sessions": [{"session_id": w.session_id, "geometry": _geometry(w)} for w in self.windows],

@@ -137,3 +137,32 @@ def test_without_a_tray_the_browser_shows_the_approval_and_a_click_opens_the_ses
     win = controller.windows[0]
     next(iter(win.cards.values())).buttons["deny"].click()
     qtbot.waitUntil(lambda: win.state.status == "idle" and not win.cards, timeout=15_000)
+
+
+def test_help_opens_the_logs_folder_and_says_so_when_nothing_can(
+    controller: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from PySide6.QtCore import QUrl
+
+    from desktop.qt import controller as controller_mod
+
+    opened: list[QUrl] = []
+    answer = [True]
+
+    def fake_open(url: QUrl) -> bool:
+        opened.append(url)
+        return answer[0]
+
+    monkeypatch.setattr(controller_mod.QDesktopServices, "openUrl", fake_open)
+    logs_dir = controller.data_dir / "logs"
+    help_menu = next(a.menu() for a in controller.browser.menuBar().actions() if a.text() == "&Help")
+    assert controller.browser.logs_action in help_menu.actions()
+    controller.browser.logs_action.trigger()
+    assert [u.toLocalFile() for u in opened] == [str(logs_dir)]
+    assert (logs_dir / "backend.log").exists(), "the folder it opens holds the backend's log"
+    controller.browser.data_action.trigger()
+    assert opened[-1].toLocalFile() == str(controller.data_dir)
+    answer[0] = False
+    controller.browser.logs_action.trigger()
+    assert controller.browser.banner.isVisibleTo(controller.browser)
+    assert str(logs_dir) in controller.browser.banner.text()
