@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,3 +37,20 @@ def fake_provider() -> Iterator[FakeOpenAI]:
     yield fake
     fake.close()
     assert fake.errors == [], f"the fake provider saw bad requests: {fake.errors}"
+
+
+BUNDLE_BUILD_TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="session")
+def bundle() -> Path:
+    """The installable app, built by packaging/build once per test run: dist/turnkey/turnkey."""
+    start = time.monotonic()
+    built = subprocess.run([str(ROOT / "packaging" / "build")], cwd=ROOT, capture_output=True,
+                           text=True, timeout=BUNDLE_BUILD_TIMEOUT_S)
+    assert built.returncode == 0, f"packaging/build failed:\n{built.stdout}\n{built.stderr[-6000:]}"
+    print(f"\nbundle: {built.stdout.strip().splitlines()[-1]} "
+          f"(the whole command: {time.monotonic() - start:.1f} s)")
+    executable = ROOT / "dist" / "turnkey" / "turnkey"
+    assert os.access(executable, os.X_OK), f"{executable} was not built"
+    return executable

@@ -1,0 +1,214 @@
+"""The installable app: build it with packaging/build, then run what was built.
+
+The bundle (dist/turnkey/) must need no Python: the backend is the same executable
+started as `turnkey backend serve`, and the desktop app starts it that way.  The build
+takes ~20 s, so it runs once per test session; CI runs these tests like every other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import pytest
+
+from shared.client import Client
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from .backend_proc import REPO, Backend
+from .wire import terminal
+
+pytestmark = pytest.mark.slow
+
+DIST = REPO / "dist" / "turnkey"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a user's desktop: no virtualenv, no PYTHONPATH, no TURNKEY_HOME."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "TURNKEY_HOME")}
+    env["PATH"] = "/usr/bin:/bin"  # the bundled executable must not need a python on PATH
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    env.update(extra)
+    return env
+
+
+class BundledBackend(Backend):
+    """The integration tests' backend process, run from the bundle instead of the source."""
+
+    def __init__(self, executable: Path, data_dir: Path, base_url: str) -> None:
+        super().__init__(data_dir, base_url)
+        self.executable = executable
+
+    def command(self) -> list[str]:
+        return [str(self.executable), "backend", "serve", "--data-dir", str(self.data_dir),
+                "--port", "0"]
+
+    def env(self) -> dict[str, str]:
+        return clean_env()
+
+
+async def test_the_bundled_backend_serves_a_turn_with_a_tool_call_to_the_shared_client(
+    bundle: Path, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    backend = BundledBackend(bundle, tmp_path / "data", fake_provider.base_url)
+    fake_provider.script(
+        Reply.calls(terminal("echo from-the-bundle"), text="Checking."),
+        Reply(deltas=["The bundle ", "answered."]),
+    )
+    started = time.monotonic()
+    backend.start()
+    print(f"\nbundled backend: READY after {time.monotonic() - started:.2f} s")
+    client = Client(backend.data_dir, name="bundle-test")
+    seen: list[dict[str, Any]] = []
+    client.handlers.append(seen.append)
+    try:
+        await client.connect()
+        assert client.server["epoch"] == 1
+        sid = (await client.call("session.create", {"cwd": str(tmp_path)}))["session"]["session_id"]
+        client.follow(sid)
+        receipt = (await client.call(
+            "prompt.submit", {"session_id": sid, "request_id": "bundle-1", "text": "hello"}
+        ))["receipt"]
+        done = await _wait_event(seen, "message.complete", receipt["admission_id"])
+        assert done["data"]["status"] == "completed", done
+        assert done["data"]["text"] == "The bundle answered."
+        tool = await _wait_event(seen, "tool.complete", receipt["admission_id"])
+        assert tool["data"]["status"] == "ok"
+        assert "from-the-bundle" in tool["data"]["output"]
+        rows = (await client.call("session.messages", {"session_id": sid}))["messages"]
+        assert [r["role"] for r in rows] == ["user", "assistant", "tool", "assistant"]
+        # Keys: keyring (or the 0600 file where no keyring works) from the bundle too.
+        stored = await client.call("secret.set", {"name": "bundled", "value": "sk-bundle-secret"})
+        assert stored["stored"] in ("keyring", "file")
+        # The tool's result went back to the model in the second request.
+        assert "from-the-bundle" in json.dumps(fake_provider.snapshot()[-1].body["messages"][-1])
+    finally:
+        await client.close()
+    assert backend.terminate() == 0, backend.stderr_tail()
+    assert not (backend.data_dir / "backend.json").exists(), "a clean stop removes backend.json"
+    assert backend.logged_errors() == []
+    log = (backend.data_dir / "logs" / "backend.log").read_text()
+    assert "keyring store failed" not in log, "keyring imports and runs inside the bundle"
+    assert "sk-bundle-secret" not in log
+    assert (backend.data_dir / "logs" / "backend.log").stat().st_size > 0
+
+
+def test_the_bundle_opens_the_app_offscreen_starts_its_own_backend_and_closes(
+    bundle: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    started = time.monotonic()
+    ran = subprocess.run([str(bundle), "--data-dir", str(data), "--smoke"],
+                         env=clean_env(QT_QPA_PLATFORM="offscreen"), capture_output=True,
+                         text=True, timeout=120)
+    elapsed = time.monotonic() - started
+    assert ran.returncode == 0, f"{ran.stdout}\n{ran.stderr}"
+    report = json.loads(ran.stdout.strip().splitlines()[-1])
+    print(f"\nbundled app --smoke: {elapsed:.2f} s from exec to exit; {report}")
+    assert report["window"] is True
+    assert report["connected"] is True
+    assert report["closed"] is True
+    assert report["frozen"] is True
+    assert report["started_backend"] is True, "no backend ran before, so the app started one"
+    # The backend the app started is the bundle itself, re-invoked (no Python needed).
+    assert Path(report["backend_executable"]) == bundle.resolve()
+    assert report["backend_stopped"] is True
+    assert not (data / "backend.json").exists()
+    assert (data / "logs" / "desktop.log").exists()
+    assert (data / "logs" / "backend.log").exists()
+    assert not (data / "desktop.json").exists(), "a smoke run leaves the saved layout alone"
+
+
+def test_bundle_and_source_use_the_same_platform_folders_and_turnkey_home_overrides(
+    bundle: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = clean_env(HOME=str(home))
+    for key in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME"):
+        env.pop(key, None)
+    source = [sys.executable, "-m", "desktop.cli", "backend", "status"]
+    frozen = [str(bundle), "backend", "status"]
+
+    def data_dir(command: list[str], **extra: str) -> str:
+        ran = subprocess.run(command, cwd=REPO, env={**env, **extra}, capture_output=True,
+                             text=True, timeout=60)
+        assert ran.returncode == 3, ran  # "not running"
+        return ran.stdout.strip().rsplit("(data ", 1)[1].rstrip(")")
+
+    expected = str(home / ".local" / "share" / "turnkey")
+    assert data_dir(source) == data_dir(frozen) == expected
+    custom = str(tmp_path / "elsewhere")
+    assert data_dir(source, TURNKEY_HOME=custom) == data_dir(frozen, TURNKEY_HOME=custom) == custom
+    assert platformdirs.user_data_dir("turnkey", appauthor=False).endswith("turnkey")
+
+
+def test_the_bundle_leaves_out_what_the_app_does_not_use(bundle: Path) -> None:
+    internal = DIST / "_internal"
+    files = [p.relative_to(internal).as_posix() for p in internal.rglob("*")]
+    for unwanted in ("pytest", "_pytest", "hypothesis", "mypy", "llama_cpp", "tests/", "yaml/",
+                     "PySide6/QtNetwork", "PySide6/QtQml", "PySide6/QtQuick", "PySide6/QtTest",
+                     "/translations/", "libqgtk3", "libgtk-3", "platforms/libqvnc"):
+        found = [f for f in files if unwanted in f or f.startswith(unwanted)]
+        assert not found, f"{unwanted} is in the bundle: {found[:5]}"
+    for wanted in ("PySide6/Qt/plugins/platforms/libqxcb.so",
+                   "PySide6/Qt/plugins/platforms/libqwayland.so",
+                   "PySide6/Qt/plugins/platforms/libqoffscreen.so",
+                   "assets/icons/hicolor/256x256/apps/turnkey.png",
+                   "assets/icons/tray/approval-22.png",
+                   "shared/protocol.schema.json"):
+        assert wanted in files, f"{wanted} is missing from the bundle"
+
+
+async def _wait_event(seen: list[dict[str, Any]], kind: str, admission_id: str,
+                      timeout: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in seen:
+            if event.get("type") == kind and event.get("admission_id") == admission_id:
+                return event
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no {kind} for {admission_id} in {timeout} s; saw "
+                         f"{[e.get('type') for e in seen]}")
+
+
+def test_install_puts_a_launcher_and_icons_in_place_and_the_installed_app_runs(
+    bundle: Path, tmp_path: Path
+) -> None:
+    prefix = tmp_path / "prefix"
+    script = str(REPO / "packaging" / "install")
+    subprocess.run([script, "--prefix", str(prefix)], check=True, capture_output=True, timeout=120)
+    entry = (prefix / "share" / "applications" / "turnkey.desktop").read_text().splitlines()
+    fields = dict(line.split("=", 1) for line in entry if "=" in line)
+    assert entry[0] == "[Desktop Entry]"
+    assert fields["Type"] == "Application"
+    assert fields["Name"] == "Turnkey"
+    assert fields["Icon"] == "turnkey"
+    assert fields["Terminal"] == "false"
+    assert fields["Exec"] == str(prefix / "lib" / "turnkey" / "turnkey")
+    icons = prefix / "share" / "icons" / "hicolor"
+    for size in (16, 24, 32, 48, 64, 128, 256, 512):
+        assert (icons / f"{size}x{size}" / "apps" / "turnkey.png").is_file()
+    assert (icons / "scalable" / "apps" / "turnkey.svg").is_file()
+    # The launcher on PATH is a link; the bundle still finds its own files through it.
+    data = tmp_path / "data"
+    ran = subprocess.run([str(prefix / "bin" / "turnkey"), "--data-dir", str(data), "--smoke"],
+                         env=clean_env(QT_QPA_PLATFORM="offscreen"), capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 0, f"{ran.stdout}\n{ran.stderr}"
+    report = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert Path(report["backend_executable"]) == (prefix / "lib" / "turnkey" / "turnkey").resolve()
+    subprocess.run([script, "--prefix", str(prefix), "--uninstall"], check=True, capture_output=True,
+                   timeout=60)
+    assert not (prefix / "lib" / "turnkey").exists()
+    assert not (prefix / "bin" / "turnkey").exists()
+    assert not list(icons.rglob("turnkey.*")), "the icons go too"
+    assert (data / "logs").is_dir(), "the user's data stays"
