@@ -99,7 +99,8 @@ async def _smoke_check(controller: Controller, started: float, report: dict[str,
     report.update(
         window=controller.browser.isVisible(),
         connected=controller.link.current == "connected",
-        connected_s=round(time.monotonic() - started, 3),
+        connected_s=round(time.monotonic() - started, 3),  # since run() began
+        connected_after_exec_s=_process_age_s(),  # since the process began (imports included)
         protocol=controller.link.server.get("protocol"),
         backend_pid=info.pid if info else None,
         backend_executable=_executable(info.pid) if info else None,
@@ -131,6 +132,18 @@ def _smoke_finish(data_dir: Path, backend_before: int | None, report: dict[str, 
     print(json.dumps(report), flush=True)
     ok = report.get("window") and report.get("connected") and report.get("backend_stopped", True)
     return 0 if ok else 1
+
+
+def _process_age_s() -> float | None:
+    """Seconds since this process started (Linux's /proc, 10 ms resolution; None elsewhere)."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 3)
 
 
 def _live_backend(data_dir: Path) -> int | None:

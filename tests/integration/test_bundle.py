@@ -117,6 +117,7 @@ def test_the_bundle_opens_the_app_offscreen_starts_its_own_backend_and_closes(
     assert report["connected"] is True
     assert report["closed"] is True
     assert report["frozen"] is True
+    assert 0 < report["connected_s"] <= report["connected_after_exec_s"] < elapsed
     assert report["started_backend"] is True, "no backend ran before, so the app started one"
     # The backend the app started is the bundle itself, re-invoked (no Python needed).
     assert Path(report["backend_executable"]) == bundle.resolve()
@@ -212,3 +213,20 @@ def test_install_puts_a_launcher_and_icons_in_place_and_the_installed_app_runs(
     assert not (prefix / "bin" / "turnkey").exists()
     assert not list(icons.rglob("turnkey.*")), "the icons go too"
     assert (data / "logs").is_dir(), "the user's data stays"
+
+
+async def test_a_bundle_with_no_provider_says_how_to_add_one(bundle: Path, tmp_path: Path) -> None:
+    """The bundle leaves the offline model out, so a fresh install must point at Settings."""
+    backend = BundledBackend(bundle, tmp_path / "data", "http://127.0.0.1:9/v1")
+    (backend.data_dir / "config.toml").write_text("")
+    backend.start()
+    client = Client(backend.data_dir, name="bundle-test")
+    try:
+        await client.connect()
+        result = await client.call("provider.test", {}, timeout=60)
+    finally:
+        await client.close()
+    assert backend.terminate() == 0
+    assert result["ok"] is False
+    assert result["error"]["kind"] == "not_configured"
+    assert "File → Settings" in result["error"]["message"]
