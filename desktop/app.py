@@ -21,7 +21,7 @@ from desktop.qt.controller import Controller, apply_palette
 from desktop.qt.tray import window_icon
 from shared import logs
 from shared.client import BackendInfo
-from shared.launcher import alive, stop_signal
+from shared.launcher import running, stop_backend
 
 
 def run(data_dir: Path, restore: bool = True, smoke: bool = False) -> int:
@@ -80,7 +80,8 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False) -> int:
             task.cancel()
         await asyncio.gather(*rest, return_exceptions=True)
 
-    backend_before = _live_backend(data_dir)
+    before = running(data_dir)
+    backend_before = before.pid if before is not None else None
     try:
         qasync.run(main())
     except asyncio.CancelledError:
@@ -121,13 +122,9 @@ def _smoke_finish(data_dir: Path, backend_before: int | None, report: dict[str, 
     pid = report.get("backend_pid")
     report["started_backend"] = pid is not None and pid != backend_before
     if report["started_backend"]:
-        info = BackendInfo.read(data_dir)
+        info = running(data_dir)
         if info is not None and info.pid == pid:
-            stop_signal(info)
-            deadline = time.monotonic() + 15
-            while alive(info.pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            report["backend_stopped"] = not alive(info.pid)
+            report["backend_stopped"] = stop_backend(info)
     report["closed"] = True
     print(json.dumps(report), flush=True)
     ok = report.get("window") and report.get("connected") and report.get("backend_stopped", True)
@@ -144,11 +141,6 @@ def _process_age_s() -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 3)
-
-
-def _live_backend(data_dir: Path) -> int | None:
-    info = BackendInfo.read(data_dir)
-    return info.pid if info is not None and alive(info.pid) else None
 
 
 def _executable(pid: int) -> str | None:

@@ -16,8 +16,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from shared.client import BackendInfo, BackendNotFound, Client, RpcError
-from shared.launcher import alive, start_backend, stop_signal
+from shared.client import BackendNotFound, Client, RpcError
+from shared.launcher import running, start_backend, stop_backend
 from shared.paths import default_data_dir
 
 PROVIDER_TEST_WAIT_S = 90.0  # the backend bounds a test at 60 s
@@ -265,42 +265,31 @@ async def provider_test(data_dir: Path, name: str | None) -> int:
 
 
 async def backend(data_dir: Path, action: str) -> int:
-    info = BackendInfo.read(data_dir)
-    running = info is not None and alive(info.pid)
+    info = running(data_dir)
     if action == "status":
-        if running and info:
+        if info:
             print(f"running: pid {info.pid}, port {info.port}, data {data_dir}")
             return 0
         print(f"not running (data {data_dir})")
         return 3
     if action == "start":
-        if running and info:
+        if info:
             print(f"already running: pid {info.pid}, port {info.port}")
             return 0
         info = await start_backend(data_dir)
         print(f"started: pid {info.pid}, port {info.port}")
         return 0
-    if not running or info is None:
+    if info is None:
         print("not running")
         return 0
-    stop_signal(info)
-    for _ in range(150):
-        if not alive(info.pid):
-            print("stopped")
-            return 0
-        await asyncio.sleep(0.1)
+    if await asyncio.to_thread(stop_backend, info):
+        print("stopped")
+        return 0
     print(f"pid {info.pid} did not stop within 15 s", file=sys.stderr)
     return 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:2] == ["backend", "serve"]:
-        # The backend process itself (the app starts it this way; in the bundled app this
-        # executable is the only Python there is).  Its own parser takes the rest.
-        from backend.__main__ import main as serve
-
-        return serve(argv[1:])
     parser = argparse.ArgumentParser(prog="turnkey", description="Turnkey, a desktop AI agent")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
@@ -319,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("backend", help="start, stop or inspect the backend process, or run it "
                                        "in the foreground (serve)")
     b.add_argument("action", choices=["start", "stop", "status", "serve"])
+    b.add_argument("serve_args", nargs=argparse.REMAINDER,
+                   help="serve only: the backend's own options (--data-dir, --host, --port)")
     k = sub.add_parser("secret", help="store an API key (in the keyring where one works)")
     k_sub = k.add_subparsers(dest="action", required=True)
     k_set = k_sub.add_parser("set", help="store NAME's value, read from stdin (asked for on a terminal)")
@@ -349,9 +340,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "provider":
             return asyncio.run(provider_test(data_dir, args.name))
         if args.action == "serve":
+            # The backend process itself: the app starts it this way, and in the bundled app
+            # this executable is the only Python there is.  A --data-dir after `serve` wins.
             from backend.__main__ import main as serve
 
-            return serve(["serve", "--data-dir", str(data_dir)])
+            return serve(["serve", "--data-dir", str(data_dir), *args.serve_args])
+        if args.serve_args:
+            parser.error(f"backend {args.action} takes no options: {' '.join(args.serve_args)}")
         return asyncio.run(backend(data_dir, args.action))
     except BackendNotFound as exc:
         print(f"turnkey: {exc}", file=sys.stderr)

@@ -24,8 +24,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from desktop.qt.compat import emit
-from shared.client import BackendInfo, BackendNotFound, Client
-from shared.launcher import alive, start_backend
+from shared.client import BackendNotFound, Client
+from shared.launcher import running, start_backend
 
 log = logging.getLogger("desktop.link")
 
@@ -127,8 +127,7 @@ class Link(QObject):
         since = time.monotonic()
         while self.client.state == "reconnecting":
             await asyncio.sleep(0.5)
-            info = BackendInfo.read(self.data_dir)
-            if info is not None and alive(info.pid):
+            if running(self.data_dir) is not None:
                 since = time.monotonic()  # it is there; the client will get through
                 continue
             if time.monotonic() - since < self.restart_after_s:

@@ -13,6 +13,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from shared.client import BackendInfo, BackendNotFound
@@ -69,6 +70,24 @@ def stop_signal(info: BackendInfo) -> bool:
         os.kill(info.pid, 15)
     except ProcessLookupError:
         return False
+    return True
+
+
+def running(data_dir: Path) -> BackendInfo | None:
+    """The folder's backend, from its backend.json, if that process is alive."""
+    info = BackendInfo.read(data_dir)
+    return info if info is not None and alive(info.pid) else None
+
+
+def stop_backend(info: BackendInfo, timeout: float = 15.0) -> bool:
+    """SIGTERM, then waits (blocking) until the backend has settled its turns and exited;
+    False if it is still alive after `timeout` seconds."""
+    stop_signal(info)
+    deadline = time.monotonic() + timeout
+    while alive(info.pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
     return True
 
 

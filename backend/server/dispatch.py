@@ -55,7 +55,8 @@ class Dispatcher:
             # The environment's fault (disk, load): logged with an id the user can quote.
             _redact_error(exc, hidden)
             error_id = logs.new_error_id()
-            log.warning("%s -> %d %s; error_id=%s", request.method, exc.code, exc.message, error_id)
+            log.warning("%s -> %d %s", request.method, exc.code, exc.message,
+                        extra={"error_id": error_id})
             data = {**(exc.data or {}), "error_id": error_id}
             frame = rpc.failure(request.id, TurnkeyError(exc.message, data))
             frame["error"]["code"] = exc.code
