@@ -21,6 +21,7 @@ from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
+from backend.host import undumpable
 from backend.ids import now
 from backend.providers.registry import Providers
 from backend.secrets import Secrets
@@ -31,6 +32,7 @@ from backend.server.listener import Listener
 from backend.server.methods import Methods
 from backend.store import runtime
 from backend.store.db import Database
+from backend.tools import registry, sandbox
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.executor import Executor
@@ -61,10 +63,13 @@ class Backend:
         self._lock_fd: int | None = None
         self.listener: Listener | None = None
         self.authority: SessionAuthority | None = None
+        self.sandbox: sandbox.Sandbox | None = None
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock_fd = discovery.acquire(self.data_dir)
+        undumpable()
+        probing = asyncio.create_task(sandbox.probe())  # runs while the database opens
         config = self.config.load()
         await self.db.open()
         self.epoch = await self.db.write(runtime.bump_epoch)
@@ -72,6 +77,11 @@ class Backend:
         self.db.publisher = self.hub.publish
         approvals = Approvals(self.db, self.config, self.epoch)
         checkpoints = Checkpoints(self.db, self.data_dir)
+        found = await probing
+        if not found.available:
+            log.warning("commands run without a sandbox: %s", found.reason)
+        self.sandbox = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
+        registry.use_sandbox(self.sandbox)
         procs = ProcessTable(self.data_dir)
         procs.kill_orphans()  # before READY: a crashed turn's commands stop here
         executor = Executor(self.db, approvals, checkpoints, self.data_dir / "spill", procs)
@@ -80,7 +90,7 @@ class Backend:
         self.authority = SessionAuthority(self.db, runner, self.epoch)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
                           self.request_stop_soon, approvals, checkpoints, self.secrets,
-                          self.providers, compressor)
+                          self.providers, compressor, self.sandbox)
         token = secrets.token_urlsafe(32)
         self.listener = Listener(
             Dispatcher(methods), self.hub, token, lambda: self.config.config.allowed_origins,
@@ -95,6 +105,10 @@ class Backend:
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port
+
+    def _sandbox_settings(self) -> tuple[bool, bool]:
+        cfg = self.config.config.sandbox  # read per call: config.set applies at once
+        return cfg.enabled, cfg.network
 
     def request_stop(self) -> None:
         self._stop.set()

@@ -83,6 +83,17 @@ class Compression(Strict, frozen=True):
     rotate: bool = False
 
 
+EnvName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+
+class Sandbox(Strict, frozen=True):
+    """How terminal commands are sandboxed (backend/tools/sandbox.py)."""
+
+    enabled: bool = True  # false: no sandbox; `smart` then asks for every command not plainly read-only
+    network: bool = False  # true: commands reach the network without asking
+    env: list[EnvName] = []  # more variables commands may see (never a provider key's)
+
+
 class Config(Strict, frozen=True):
     default_provider: str | None = None
     fallback_providers: list[str] = []
@@ -95,6 +106,7 @@ class Config(Strict, frozen=True):
     limits: Limits = Limits()
     lease: Lease = Lease()
     compression: Compression = Compression()
+    sandbox: Sandbox = Sandbox()
 
     def provider(self, name: str | None = None) -> tuple[str, ProviderConfig] | None:
         """The named provider, or the default one; None when nothing is configured."""

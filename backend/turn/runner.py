@@ -34,6 +34,7 @@ from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.tools import registry
 from backend.tools.executor import Executor, Scope
+from backend.tools.sandbox import child_env
 from backend.turn.call import CallResult, attempt
 from backend.turn.finalize import LedgerEntry, TurnOutcome, close_turn, record_ledger
 from backend.turn.lease import LeaseWatch, wait_for_lease
@@ -482,7 +483,8 @@ def _add(a: Usage, b: Usage) -> Usage:
 
 
 def tool_env(config: ConfigFile) -> dict[str, str]:
-    """The environment tools run with: the backend's own, minus provider keys and Turnkey's
-    internals, so a command the model runs cannot print a key into the transcript."""
-    hidden = {p.api_key_env for p in config.config.providers.values() if p.api_key_env}
-    return {k: v for k, v in os.environ.items() if k not in hidden and not k.startswith("TURNKEY_")}
+    """The environment tools run with: an allowlist (plus `[sandbox] env`), never a variable
+    that holds a provider key or one of Turnkey's own, so no command can print a key."""
+    cfg = config.config
+    keys = {p.api_key_env for p in cfg.providers.values() if p.api_key_env}
+    return child_env(os.environ, cfg.sandbox.env, keys)
