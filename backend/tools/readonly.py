@@ -39,6 +39,7 @@ _GIT_READERS = frozenset({
 _FIND_WRITERS = frozenset({"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0",
                            "-fprintf", "-fls"})
 _RECURSIVE = frozenset({"rg", "find", "tree", "du"})
+_PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "rg"})  # their first operand is no path
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 _PROC_SECRET = re.compile(
     r"/proc/[^/]+/(?:task/[^/]+/)?(environ|mem|maps|smaps|auxv|pagemap|fd|map_files|root|cwd)(/|$)")
@@ -86,7 +87,7 @@ def _stage(text: str, cwd: Path, data: Path) -> str | None:
     recursive = prog in _RECURSIVE or (prog in ("grep", "egrep", "fgrep", "ls") and _recursive_flag(args))
     operands = [a.split("=", 1)[1] if a.startswith("--") and "=" in a else a for a in args]
     paths = [a for a in operands if not a.startswith("-")] + reads
-    if recursive and not sw.operands(args)[1 if prog in ("grep", "egrep", "fgrep") else 0:]:
+    if recursive and not sw.operands(args)[1 if prog in _PATTERN_FIRST else 0:]:
         paths.append(".")  # rg, grep -r and find read the working folder by default
     return _paths(paths, cwd, data, recursive)
 
