@@ -320,7 +320,7 @@ async def test_a_session_folder_under_tmp_is_still_writable(tmp_path: Path) -> N
         result = await tool.run({"command": "echo hi > made.txt && touch /tmp/private && ls /tmp"}, ctx)
         assert result.status == "ok", result.content
         assert (session / "made.txt").read_text() == "hi\n"
-        assert not os.path.exists("/tmp/private"), "the sandbox's /tmp is its own"
+        assert not await asyncio.to_thread(os.path.exists, "/tmp/private"), "the sandbox's /tmp is its own"
     finally:
         shutil.rmtree(session)
 
