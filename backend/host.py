@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import re
 import signal
 from functools import cache
 from pathlib import Path
@@ -83,3 +84,13 @@ def undumpable() -> None:
     debuggers such as py-spy without sudo."""
     if _libc is not None:
         _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|^TURNKEY_", re.IGNORECASE)
+
+
+def secretless_env() -> dict[str, str]:
+    """The backend's environment without anything that looks like a key, for helper processes
+    the backend trusts but that need no secret (the local model's server).  Tools get far
+    less: an allowlist (tools/sandbox.child_env)."""
+    return {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
