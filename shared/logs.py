@@ -44,7 +44,10 @@ class ErrorIds(logging.Filter):
 
 
 def setup(data_dir: Path, level: int = logging.INFO, name: str = "backend") -> Path:
-    """Logs to DIR/logs/NAME.log (rotated at 5 MB, 5 kept) and warnings to stderr."""
+    """Logs to DIR/logs/NAME.log (rotated at 5 MB, 5 kept) and warnings to stderr.
+
+    A record logged with `extra={"stderr": False}` goes to the file only (the caller has
+    said it on stderr in its own words)."""
     logs = data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = logs / f"{name}.log"
@@ -53,6 +56,7 @@ def setup(data_dir: Path, level: int = logging.INFO, name: str = "backend") -> P
     )
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setLevel(logging.WARNING)
+    stderr.addFilter(lambda record: getattr(record, "stderr", True))
     for handler in (file_handler, stderr):
         handler.setFormatter(logging.Formatter(FORMAT))
         handler.addFilter(ErrorIds())
