@@ -21,6 +21,7 @@ from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
+from backend.errors import StoreUnavailable
 from backend.host import undumpable
 from backend.ids import now
 from backend.providers.registry import Providers
@@ -69,15 +70,17 @@ class Backend:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock_fd = discovery.acquire(self.data_dir)
         undumpable()
-        probing = asyncio.create_task(sandbox.probe())  # runs while the database opens
         config = self.config.load()
         await self.db.open()
-        self.epoch = await self.db.write(runtime.bump_epoch)
-        queued = await self.db.write(lambda tx: recover(tx, self.epoch))
+        try:
+            self.epoch = await self.db.write(runtime.bump_epoch)
+            queued = await self.db.write(lambda tx: recover(tx, self.epoch))
+        except StoreUnavailable as exc:  # e.g. a damaged page the opening did not touch
+            raise self.db.refusal(exc) from None
         self.db.publisher = self.hub.publish
         approvals = Approvals(self.db, self.config, self.epoch)
         checkpoints = Checkpoints(self.db, self.data_dir)
-        found = await probing
+        found = await sandbox.probe()  # one empty command in the full profile: a few ms
         if not found.available:
             log.warning("commands run without a sandbox: %s", found.reason)
         self.sandbox = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
@@ -125,9 +128,10 @@ class Backend:
             idle.cancel()
 
     async def stop(self) -> None:
-        """Finishes nothing new; settles running turns within the grace; closes cleanly."""
-        log.info("backend stopping")
+        """Finishes nothing new; settles running turns within the grace; closes cleanly.
+        Also releases what a start that failed half-way took."""
         if self.listener is not None:
+            log.info("backend stopping")
             await self.listener.stop()
         if self.authority is not None:
             await self.authority.stop(SHUTDOWN_GRACE_S)
@@ -136,6 +140,7 @@ class Backend:
         discovery.withdraw(self.data_dir, os.getpid())
         if self._lock_fd is not None:
             os.close(self._lock_fd)
+            self._lock_fd = None
 
     async def _idle_watch(self) -> None:
         """Exits after idle_exit_minutes with no client, no queued admission and no turn."""
@@ -169,6 +174,12 @@ async def serve(data_dir: Path, host: str, port: int) -> int:
     except discovery.AlreadyRunning as exc:
         print(f"turnkey-backend: {exc}", file=sys.stderr)
         return 3
+    except BaseException:
+        # Whatever stopped the start, release what it took (the store's threads, the
+        # folder's lock) so the process exits and the next start is not told it runs.
+        with contextlib.suppress(Exception):
+            await backend.stop()
+        raise
     loop = asyncio.get_running_loop()
     logs.asyncio_errors(loop)
     for sig in (signal.SIGTERM, signal.SIGINT):

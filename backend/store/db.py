@@ -24,7 +24,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from backend.errors import StoreUnavailable, TurnkeyError
+from backend.errors import StoreRefused, StoreUnavailable, TurnkeyError
+from backend.store import dbfile
 from backend.store.migrations import migrate
 from shared import logs
 
@@ -108,16 +109,38 @@ class Database:
         self.publisher: Callable[[Any], None] = lambda item: None
 
     async def open(self) -> None:
-        self._writer = await _connect(self.path)
-        await _run(self._writer, migrate)
-        self._reader = await _connect(self.path)
+        """Opens the file (creating it when there is none) and migrates it.
+
+        Raises StoreRefused (StoreDamaged, StoreTooNew) with nothing left open when the
+        file cannot be used: the caller reports the message and exits.
+        """
+        try:
+            dbfile.prepare(self.path)
+            self._writer = await _connect(self.path)
+            await _run(self._writer, functools.partial(migrate, name=str(self.path)))
+            self._reader = await _connect(self.path)
+        except BaseException as exc:
+            # An open connection's thread would keep the process alive after it gave up.
+            await self._close_connections()
+            if isinstance(exc, sqlite3.Error):
+                raise dbfile.refusal(self.path, exc) from None
+            raise
         self._task = asyncio.create_task(self._write_loop(), name="store-writer")
+
+    def refusal(self, exc: StoreUnavailable) -> StoreRefused:
+        """The start-up refusal for a write that failed before the backend was ready."""
+        if isinstance(exc.__cause__, sqlite3.Error):
+            return dbfile.refusal(self.path, exc.__cause__)
+        return StoreRefused(f"{self.path} could not be prepared ({exc.message})")
 
     async def close(self) -> None:
         self._closing = True
         self._wake.set()
         if self._task:
             await self._task
+        await self._close_connections()
+
+    async def _close_connections(self) -> None:
         for conn in (self._reader, self._writer):
             if conn is not None:
                 await conn.close()
@@ -178,9 +201,7 @@ class Database:
                 log.error("commit of %d jobs failed: %s", len(batch), exc)
                 for job in batch:
                     if not job.future.done():
-                        job.future.set_exception(
-                            StoreUnavailable(f"could not save to the database: {exc}")
-                        )
+                        job.future.set_exception(_unavailable(exc))
                 continue
             for job in batch:
                 if job.error is None:
@@ -228,15 +249,26 @@ def _translate(exc: BaseException) -> BaseException:
     if isinstance(exc, TurnkeyError | AssertionError):
         return exc
     if isinstance(exc, sqlite3.Error):
-        return StoreUnavailable(f"could not save to the database: {exc}")
+        return _unavailable(exc)
     return exc
+
+
+def _unavailable(exc: BaseException) -> StoreUnavailable:
+    """SQLite's failure as ours; the original stays the cause (its error code matters)."""
+    error = StoreUnavailable(f"could not save to the database: {exc}")
+    error.__cause__ = exc
+    return error
 
 
 async def _connect(path: Path) -> aiosqlite.Connection:
     conn = await aiosqlite.connect(path, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    for pragma in PRAGMAS:
-        await conn.execute(pragma)
+    try:
+        for pragma in PRAGMAS:  # the first statement is where SQLite reads the file
+            await conn.execute(pragma)
+    except BaseException:
+        await conn.close()
+        raise
     return conn
 
 

@@ -249,8 +249,9 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001, _m002, _m003, _
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Brings the schema to SCHEMA_VERSION in one transaction; returns the version."""
+def migrate(conn: sqlite3.Connection, name: str = "this database") -> int:
+    """Brings the schema to SCHEMA_VERSION in one transaction; returns the version.
+    `name` is how a refusal names the database (its path, when the caller knows it)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(
@@ -261,7 +262,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         current = int(row[0])
         if current > SCHEMA_VERSION:
             raise StoreTooNew(
-                f"this database has schema version {current}, but this Turnkey knows only "
+                f"{name} has schema version {current}, but this Turnkey knows only "
                 f"up to {SCHEMA_VERSION}; run a newer Turnkey or use another data folder"
             )
         now = datetime.now(UTC).isoformat()
