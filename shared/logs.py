@@ -49,7 +49,10 @@ def setup(data_dir: Path, level: int = logging.INFO, name: str = "backend") -> P
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = logs / f"{name}.log"
     file_handler = logging.handlers.RotatingFileHandler(
-        path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+        # backslashreplace: a line quoting a client's lone surrogate (a method name, an
+        # unknown param) is written escaped instead of failing with a logging traceback.
+        path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8",
+        errors="backslashreplace",
     )
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setLevel(logging.WARNING)

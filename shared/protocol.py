@@ -421,6 +421,9 @@ class MethodSpec(msgspec.Struct, frozen=True):
     scope: Scope | None
     # Params whose values must never be logged or echoed in an error (dispatch redacts them).
     secret: tuple[str, ...] = ()
+    # String params whose lone surrogates are replaced (U+FFFD) by the handler; in any other
+    # string a lone surrogate is invalid params.
+    cleaned: tuple[str, ...] = ()
 
 
 METHODS: dict[str, MethodSpec] = {
@@ -435,7 +438,7 @@ METHODS: dict[str, MethodSpec] = {
     "session.subscribe": MethodSpec(SessionSinceParams, EventsResult, "read"),
     "session.unsubscribe": MethodSpec(SessionIdParams, EmptyResult, "read"),
     "session.events.since": MethodSpec(EventsSinceParams, EventsResult, "read"),
-    "prompt.submit": MethodSpec(PromptSubmitParams, ReceiptResult, "submit"),
+    "prompt.submit": MethodSpec(PromptSubmitParams, ReceiptResult, "submit", cleaned=("text",)),
     "admission.get": MethodSpec(AdmissionIdParams, ReceiptResult, "read"),
     "admission.list": MethodSpec(AdmissionListParams, ReceiptsResult, "read"),
     "admission.cancel": MethodSpec(AdmissionIdParams, ReceiptResult, "submit"),
