@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared.protocol import METHODS
+from shared.protocol import CWD_MAX, ID_MAX, METHODS, MODEL_MAX, TITLE_MAX
 from tests.fakes.openai_server import FakeOpenAI
 
 from .backend_proc import Backend
@@ -121,3 +121,47 @@ async def test_lone_surrogates_elsewhere_in_a_frame(
     assert resp["error"]["data"]["field"] == "limit", "a type error is reported as one"
     await assert_backend_healthy(backend, fake_provider)
     _no_tracebacks(backend)
+
+
+def _long(n: int) -> str:
+    return "t" * n
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "field"),
+    [
+        pytest.param("session.create", {"title": _long(TITLE_MAX + 1)}, "title", id="create-title"),
+        pytest.param("session.create", {"model": _long(MODEL_MAX + 1)}, "model", id="create-model"),
+        pytest.param("session.create", {"cwd": "/" + _long(CWD_MAX)}, "cwd", id="create-cwd"),
+        pytest.param("session.update", {"title": _long(3 * 1024 * 1024)}, "title", id="update-title"),
+        pytest.param("session.update", {"model": _long(MODEL_MAX + 1)}, "model", id="update-model"),
+        pytest.param("session.get", {"session_id": _long(ID_MAX + 1)}, "session_id", id="get-id"),
+        pytest.param("config.set", {"patch": {"providers": {"main": {"model": _long(MODEL_MAX + 1)}}}},
+                     "patch", id="config-model"),
+    ],
+)
+async def test_over_long_titles_models_folders_and_ids_are_invalid_params(
+    method: str, params: Json, field: str, backend: Backend, connect: Connect,
+) -> None:
+    rpc = await connect()
+    sid = (await rpc.call("session.create", {}))["session"]["session_id"]
+    if method == "session.update":
+        params = {"session_id": sid, **params}
+    before = (await rpc.call("session.get", {"session_id": sid}))["session"]
+    resp = await rpc.request(method, params)
+    assert resp["error"]["code"] == -32602, resp["error"]
+    got = resp["error"]["data"]["field"]
+    assert got == field or got.startswith(f"{field}."), resp["error"]
+    assert len(resp["error"]["message"]) < 500, "the error does not quote the value"
+    assert (await rpc.call("session.get", {"session_id": sid}))["session"] == before
+    assert len((await rpc.call("session.list", {}))["sessions"]) == 1, "nothing was created"
+
+
+async def test_titles_and_models_up_to_the_bound_are_kept_whole(connect: Connect) -> None:
+    rpc = await connect()
+    title, model = "\U0001f600" * TITLE_MAX, _long(MODEL_MAX)  # characters, not bytes
+    session = (await rpc.call("session.create", {"title": title, "model": model}))["session"]
+    assert (session["title"], session["model"]) == (title, model)
+    updated = await rpc.call("session.update", {"session_id": session["session_id"],
+                                                "title": f"  {title[4:]}  "})
+    assert updated["session"]["title"] == title[4:], "surrounding whitespace is trimmed"
