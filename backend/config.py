@@ -13,6 +13,7 @@ import tomli_w
 
 from backend.errors import ConfigError, InvalidParams
 from shared.codec import ParamsError, convert
+from shared.protocol import ModelName
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -28,7 +29,7 @@ class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
 
 
 class ProviderConfig(Strict, kw_only=True, frozen=True):
-    model: str
+    model: ModelName  # bounded: a session created without a model takes this one
     kind: Literal["openai", "anthropic", "local"] = "openai"
     base_url: str | None = None  # None: the kind's public API (OpenAI's, Anthropic's)
     context_window: Positive = DEFAULT_CONTEXT_WINDOW

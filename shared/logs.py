@@ -53,7 +53,10 @@ def setup(data_dir: Path, level: int = logging.INFO, name: str = "backend") -> P
     logs = data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = logs / f"{name}.log"
-    file_handler = LogFile(path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
+    # backslashreplace: a line quoting a client's lone surrogate (a method name, an
+    # unknown param) is written escaped instead of failing with a logging traceback.
+    file_handler = LogFile(path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8",
+                           errors="backslashreplace")
     stderr = Stderr(sys.stderr)
     stderr.setLevel(logging.WARNING)
     stderr.addFilter(lambda record: getattr(record, "stderr", True))

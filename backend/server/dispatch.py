@@ -89,7 +89,7 @@ class Dispatcher:
         if spec.scope is not None and spec.scope not in conn.principal.scopes:
             raise Forbidden(f"forbidden: this token lacks the {spec.scope!r} scope")
         try:
-            params = convert(request.params, spec.params)
+            params = convert(request.params, spec.params, cleaned=spec.cleaned)
         except ParamsError as exc:
             known = spec.params.__struct_fields__
             if spec.secret and exc.field.split(".")[0] not in known:

@@ -34,7 +34,6 @@ from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.sandbox import KIND, Sandbox
 from shared import protocol as p
-from shared.codec import clean_text
 
 Handler = Callable[[Connection, Any], Awaitable[Any]]
 
@@ -514,12 +513,10 @@ def _cwd(cwd: str | None) -> str:
 
 def _secret_value(raw: str) -> str:
     """The value to store: trimmed (pasted keys end in a newline), 1 byte to 8 KiB.  Errors
-    describe the value, never quote it."""
+    describe the value, never quote it (dispatch already refused lone surrogates)."""
     value = raw.strip()
     if not value:
         raise InvalidParams("value", "value is empty (surrounding whitespace is trimmed)")
-    if clean_text(value) != value:
-        raise InvalidParams("value", "value contains a lone UTF-16 surrogate")
     if len(value.encode()) > MAX_SECRET_BYTES:
         raise InvalidParams("value", f"value is longer than {MAX_SECRET_BYTES // 1024} KiB")
     return value
