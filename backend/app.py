@@ -27,6 +27,7 @@ from backend.ids import now
 from backend.providers.registry import Providers
 from backend.secrets import Secrets
 from backend.server import discovery
+from backend.server.auth import Authenticator
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
 from backend.server.listener import Listener
@@ -91,12 +92,13 @@ class Backend:
         compressor = Compressor(self.db, self.config, self.providers, self.epoch)
         runner = TurnRunner(self.db, self.config, self.providers, executor, compressor)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
+        token = secrets.token_urlsafe(32)
+        auth = Authenticator(self.db, token)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
                           self.request_stop_soon, approvals, checkpoints, self.secrets,
-                          self.providers, compressor, self.sandbox)
-        token = secrets.token_urlsafe(32)
+                          self.providers, compressor, auth, self.sandbox)
         self.listener = Listener(
-            Dispatcher(methods), self.hub, token, lambda: self.config.config.allowed_origins,
+            Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,
         )
         self.port = await self.listener.start(self.host, self.port)

@@ -299,6 +299,21 @@ class ProviderTestParams(Params):
     provider: Id | None = None  # a [providers.NAME] of config; default: what turns use first
 
 
+MAX_TOKEN_LABEL = 100
+
+
+class TokenCreateParams(Params):
+    """`scopes`: a non-empty subset of the four (repeats are ignored); `label`: a name for
+    people, 1-100 characters, trimmed of surrounding whitespace."""
+
+    scopes: Annotated[list[Scope], msgspec.Meta(min_length=1)]
+    label: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TOKEN_LABEL)]
+
+
+class TokenIdParams(Params):
+    token_id: str
+
+
 # --- results ---------------------------------------------------------------
 
 
@@ -422,6 +437,30 @@ class ProviderTestResult(Wire):
     error: ProviderFailure | None = None
 
 
+class TokenCreateResult(Wire):
+    """`token` is the secret: it is in this result and nowhere else (only its hash is kept)."""
+
+    token_id: str
+    token: str
+    scopes: list[Scope]
+    label: str
+
+
+class TokenInfo(msgspec.Struct, kw_only=True):
+    """One minted token as `token.list` shows it: never the secret or its hash."""
+
+    token_id: str
+    label: str
+    scopes: list[Scope]
+    created_at: str
+    revoked: bool
+    revoked_at: str | None
+
+
+class TokensResult(Wire):
+    tokens: list[TokenInfo]
+
+
 ConfigResult = dict[str, Any]
 """config.get and config.set return the effective config itself (secrets as "set"/"unset")."""
 
@@ -435,6 +474,8 @@ class MethodSpec(msgspec.Struct, frozen=True):
     # String params whose lone surrogates are replaced (U+FFFD) by the handler; in any other
     # string a lone surrogate is invalid params.
     cleaned: tuple[str, ...] = ()
+    # Only the owner's token (backend.json) may call it, whatever scopes another token has.
+    owner_only: bool = False
 
 
 METHODS: dict[str, MethodSpec] = {
@@ -466,6 +507,11 @@ METHODS: dict[str, MethodSpec] = {
     "config.set": MethodSpec(ConfigSetParams, ConfigResult, "admin"),
     "secret.set": MethodSpec(SecretSetParams, SecretSetResult, "admin", secret=("value",)),
     "provider.test": MethodSpec(ProviderTestParams, ProviderTestResult, "admin"),
+    # A minted admin token must not mint more: a token handed to a script cannot outlive
+    # its revocation through tokens it made.
+    "token.create": MethodSpec(TokenCreateParams, TokenCreateResult, "admin", owner_only=True),
+    "token.revoke": MethodSpec(TokenIdParams, EmptyResult, "admin"),
+    "token.list": MethodSpec(NoParams, TokensResult, "admin"),
     "shutdown": MethodSpec(NoParams, EmptyResult, "admin"),
 }
 

@@ -25,6 +25,7 @@ from backend.providers.local import LOCAL_DEFAULT, LOCAL_NAME
 from backend.providers.probe import PROBE_TIMEOUT_S, probe
 from backend.providers.registry import Link, Providers
 from backend.secrets import Secrets
+from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
 from backend.store import admissions, approvals, events, messages, sessions, usage
@@ -47,8 +48,10 @@ class Methods:
         self, db: Database, authority: SessionAuthority, hub: Hub, config: ConfigFile,
         epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
         checkpoints: Checkpoints, secrets: Secrets, providers: Providers, compressor: Compressor,
+        auth: Authenticator,
         sandbox: Sandbox | None = None,
     ) -> None:
+        self.auth = auth
         self.sandbox = sandbox
         self.compressor = compressor
         self.secrets = secrets
@@ -91,6 +94,9 @@ class Methods:
             "config.set": self.config_set,
             "secret.set": self.secret_set,
             "provider.test": self.provider_test,
+            "token.create": self.token_create,
+            "token.revoke": self.token_revoke,
+            "token.list": self.token_list,
             "shutdown": self.shutdown,
         }
         assert set(self.handlers) == set(p.METHODS), "every protocol method has a handler"
@@ -392,6 +398,22 @@ class Methods:
     async def config_set(self, conn: Connection, params: p.ConfigSetParams) -> dict[str, Any]:
         self.config.patch(params.patch)
         return self.config.effective(self.secrets.get)
+
+    # --- tokens -------------------------------------------------------------------
+
+    async def token_create(
+        self, conn: Connection, params: p.TokenCreateParams
+    ) -> p.TokenCreateResult:
+        return await self.auth.create(params)
+
+    async def token_revoke(self, conn: Connection, params: p.TokenIdParams) -> Reply:
+        await self.auth.revoke(params.token_id)
+        # Open connections of the token close after this response is queued, so a connection
+        # revoking its own token still gets the answer.
+        return Reply(p.EmptyResult(), after=lambda: self.auth.revoked(params.token_id))
+
+    async def token_list(self, conn: Connection, params: p.NoParams) -> p.TokensResult:
+        return p.TokensResult(tokens=await self.auth.listing())
 
     # --- secrets and providers ---------------------------------------------------
 

@@ -245,7 +245,23 @@ def _m005(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001, _m002, _m003, _m004, _m005]
+def _m006(conn: sqlite3.Connection) -> None:
+    # Extra principals minted by token.create.  Only a SHA-256 of the secret is kept: the
+    # secret itself is shown once, in token.create's result, and is never written anywhere.
+    conn.execute("""CREATE TABLE tokens (
+        token_id   TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL UNIQUE,
+        scopes     TEXT NOT NULL,
+        label      TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        revoked    INTEGER NOT NULL DEFAULT 0,
+        revoked_at TEXT
+    )""")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _m001, _m002, _m003, _m004, _m005, _m006,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -33,3 +33,13 @@ def test_schema_carries_the_string_bounds() -> None:
     assert max_length("SessionUpdateParams", "model") == MODEL_MAX
     assert max_length("SessionCreateParams", "cwd") == CWD_MAX
     assert max_length("SessionIdParams", "session_id") == ID_MAX
+
+
+def test_every_method_but_initialize_needs_a_scope() -> None:
+    unscoped = [name for name, spec in METHODS.items() if spec.scope is None]
+    assert unscoped == ["initialize"], "a method without a scope is open to every token"
+    owner_only = [name for name, spec in METHODS.items() if spec.owner_only]
+    assert owner_only == ["token.create"]
+    built = schema.build()["methods"]
+    assert built["token.create"]["owner_only"] is True
+    assert "owner_only" not in built["token.revoke"]
