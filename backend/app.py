@@ -96,7 +96,7 @@ class Backend:
         auth = Authenticator(self.db, token)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
                           self.request_stop_soon, approvals, checkpoints, self.secrets,
-                          self.providers, compressor, auth, self.sandbox)
+                          self.providers, compressor, auth, procs, self.sandbox)
         self.listener = Listener(
             Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,

@@ -162,16 +162,23 @@ class ConfigFile:
             raise ConfigError(f"{self.path}: field {exc.field!r}: {exc.message}") from None
         return self.config
 
+    def preview(self, patch: dict[str, Any]) -> Config:
+        """The config `patch` would make, validated, without applying it."""
+        return self._merged(patch)[1]
+
     def patch(self, patch: dict[str, Any]) -> Config:
         """Merges `patch` (a value of None deletes a key), validates, writes, applies."""
-        merged = _merge(self.raw, patch)
-        try:
-            cfg = validate(merged)
-        except ParamsError as exc:
-            raise InvalidParams(f"patch.{exc.field}" if exc.field else "patch", exc.message)
+        merged, cfg = self._merged(patch)
         write_atomic(self.path, tomli_w.dumps(merged).encode())
         self.raw, self.config = merged, cfg
         return cfg
+
+    def _merged(self, patch: dict[str, Any]) -> tuple[dict[str, Any], Config]:
+        merged = _merge(self.raw, patch)
+        try:
+            return merged, validate(merged)
+        except ParamsError as exc:
+            raise InvalidParams(f"patch.{exc.field}" if exc.field else "patch", exc.message) from None
 
     def effective(self, secret: Callable[[str], str | None]) -> dict[str, Any]:
         """The config with defaults filled in; keys shown only as "set"/"unset"."""

@@ -10,21 +10,27 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from backend import __version__
+from backend.authority import loosening
 from backend.authority.queue import SessionAuthority
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile, api_key
-from backend.errors import InvalidParams, NotFound, ProviderError, SessionBusy
+from backend.errors import Forbidden, InvalidParams, NotFound, ProviderError, SessionBusy
 from backend.ids import message_rowid, new_id
 from backend.providers.errors import described
 from backend.providers.local import LOCAL_DEFAULT, LOCAL_NAME
 from backend.providers.probe import PROBE_TIMEOUT_S, probe
 from backend.providers.registry import Link, Providers
 from backend.secrets import Secrets
+from backend.server import peer
 from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
@@ -33,8 +39,11 @@ from backend.store.db import Database, Tx
 from backend.tools import registry
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
+from backend.tools.procs import ProcessTable
 from backend.tools.sandbox import KIND, Sandbox
 from shared import protocol as p
+
+log = logging.getLogger("rpc")
 
 Handler = Callable[[Connection, Any], Awaitable[Any]]
 
@@ -48,10 +57,11 @@ class Methods:
         self, db: Database, authority: SessionAuthority, hub: Hub, config: ConfigFile,
         epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
         checkpoints: Checkpoints, secrets: Secrets, providers: Providers, compressor: Compressor,
-        auth: Authenticator,
+        auth: Authenticator, procs: ProcessTable,
         sandbox: Sandbox | None = None,
     ) -> None:
         self.auth = auth
+        self.procs = procs
         self.sandbox = sandbox
         self.compressor = compressor
         self.secrets = secrets
@@ -396,8 +406,44 @@ class Methods:
         return self.config.effective(self.secrets.get)
 
     async def config_set(self, conn: Connection, params: p.ConfigSetParams) -> dict[str, Any]:
+        old = msgspec.to_builtins(self.config.config)
+        new = msgspec.to_builtins(self.config.preview(params.patch))
+        loosened = loosening.loosened(old, new)
+        if loosened:
+            await self._may_loosen(conn, loosened)
         self.config.patch(params.patch)
         return self.config.effective(self.secrets.get)
+
+    async def _may_loosen(self, conn: Connection, fields: list[str]) -> None:
+        """Loosening approvals or the sandbox takes the owner's token on a connection that no
+        tool call's process holds: a command the model ran must not switch off what guards
+        the commands it runs next, even with the token it can read from backend.json."""
+        names = ", ".join(fields)
+        data = {"fields": fields}
+        if not conn.principal.owner:
+            raise Forbidden(f"forbidden: this change loosens {names}, which only the owner's "
+                            f"token may do; change it in the app's Settings", data)
+        try:
+            client, server = conn.ws.remote_address, conn.ws.local_address
+            if not client or not server:
+                raise peer.PeerUnknown("the connection has no TCP addresses")
+            verdict = await asyncio.to_thread(
+                peer.judge, (client[0], client[1]), (server[0], server[1]), os.getpid(),
+                self.procs.groups())
+        except peer.PeerUnknown as exc:
+            raise Forbidden(
+                f"forbidden: this change loosens {names}, and the backend could not tell which "
+                f"process is on the other end of this connection: {exc}. Change it in the "
+                f"app's Settings, or in config.toml while the backend is stopped", data) from None
+        if verdict.tool_call is not None:
+            log.warning("config.set refused: a tool call's process tried to loosen %s: %s",
+                        names, verdict.tool_call)
+            raise Forbidden(
+                f"forbidden: this change loosens {names}, and it comes from a tool call's "
+                f"process: {verdict.tool_call}. Only a person may loosen it, in the app's "
+                f"Settings or in config.toml while the backend is stopped", data)
+        log.info("config.set loosens %s for the owner (process %s)", names,
+                 ",".join(map(str, verdict.pids)))
 
     # --- tokens -------------------------------------------------------------------
 
