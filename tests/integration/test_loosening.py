@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
-from .backend_proc import Backend
+from .backend_proc import Backend, BackendFactory
 from .wire import (
     Connect,
     Json,
@@ -29,13 +29,14 @@ from .wire import (
     wait_complete,
 )
 
-# Run by the model's terminal call: reads the owner token from backend.json like any local
-# process of this user could, and asks for a config change.  Prints the response frame.
+# Run by the model's terminal call holding the owner token (the sandbox hides backend.json, so
+# the test hands the token over as if it had leaked) with the network allowed, and asks for a
+# config change.  Prints the response frame.
 PROBE = """
 import json, sys
 from websockets.sync.client import connect
 
-info = json.load(open(sys.argv[1]))
+info = json.loads(sys.argv[1])
 headers = {"Authorization": "Bearer " + info["token"]}
 with connect(f"ws://127.0.0.1:{info['port']}/rpc", additional_headers=headers, proxy=None) as ws:
     def call(i, method, params):
@@ -52,7 +53,8 @@ with connect(f"ws://127.0.0.1:{info['port']}/rpc", additional_headers=headers, p
 def probe_call(backend: Backend, tmp_path: Path, patch: dict[str, Any]) -> Json:
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
-    args = [sys.executable, str(script), str(backend.data_dir / "backend.json"), json.dumps(patch)]
+    leaked = json.dumps({"token": backend.token, "port": backend.port})
+    args = [sys.executable, str(script), leaked, json.dumps(patch)]
     return terminal(shlex.join(args))
 
 
@@ -77,8 +79,25 @@ async def mode(rpc: Rpc) -> str:
 
 
 async def test_a_tool_call_cannot_loosen_approvals_but_the_owner_can(
-    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
+    # The network on for commands: the probe must reach the backend to be refused by it.
+    backend = backend_factory(fake_provider.base_url, "[sandbox]\nnetwork = true")
+    opened: list[Rpc] = []
+
+    async def connect(token: str | None = None, name: str = "rpc") -> Rpc:
+        opened.append(await Rpc.open(backend.port, token or backend.token, name=name))
+        return opened[-1]
+
+    try:
+        await _loosening_scenario(backend, connect, fake_provider, tmp_path)
+    finally:
+        for rpc in opened:
+            await rpc.close()
+
+
+async def _loosening_scenario(backend: Backend, connect: Any, fake_provider: FakeOpenAI,
+                              tmp_path: Path) -> None:
     owner = await connect(name="owner")
     sid = await create_session(owner, cwd=str(tmp_path))
 
