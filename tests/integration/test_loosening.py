@@ -16,7 +16,6 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend, BackendFactory
 from .wire import (
-    Connect,
     Json,
     Rpc,
     RpcError,
