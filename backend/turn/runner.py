@@ -364,9 +364,10 @@ class TurnRunner:
         st.same_batches = st.same_batches + 1 if batch_sig == st.last_batch else 1
         st.last_batch = batch_sig
         if st.same_batches >= MAX_IDENTICAL_BATCHES:
-            st.text = result.text
-            st.fail(f"the model asked for the same tool calls {MAX_IDENTICAL_BATCHES} times in a "
-                    "row; stopped to avoid a loop")
+            # A loop is a spent budget, not a failure: this batch does not run, and the
+            # tool-free summary call tells the person what was done, as for any limit.
+            st.spend(f"the same tool calls {MAX_IDENTICAL_BATCHES} times in a row, "
+                     "stopped as a loop")
             return Action.BREAK
         st.empty_answers = 0
 
