@@ -162,9 +162,12 @@ class Backend:
                 return
 
     async def _has_queued(self) -> bool:
-        row = await self.db.read(
-            lambda tx: tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1")
-        )
+        try:
+            row = await self.db.read(
+                lambda tx: tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1")
+            )
+        except StoreUnavailable:
+            return True  # cannot tell: stay up rather than leave queued work behind
         return row is not None
 
 

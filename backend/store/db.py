@@ -17,7 +17,7 @@ import asyncio
 import functools
 import logging
 import sqlite3
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -106,6 +106,7 @@ class Database:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._failed_commits = 0  # in a row: the store is failing (a full disk) until one works
         self.publisher: Callable[[Any], None] = lambda item: None
 
     async def open(self) -> None:
@@ -171,6 +172,18 @@ class Database:
         result: T = await self.enqueue(fn)
         return result
 
+    async def write_patiently(self, fn: Callable[[Tx], T], delays: Sequence[float]) -> T:
+        """Like `write`, but tries again after each of `delays` (seconds) while the store
+        is unavailable; raises the last StoreUnavailable once they are spent.  For writes
+        that must not be given up at the first failure (a turn's end)."""
+        for delay in delays:
+            try:
+                return await self.write(fn)
+            except StoreUnavailable as exc:
+                log.info("a write failed (%s); trying again in %g s", exc.message, delay)
+                await asyncio.sleep(delay)
+        return await self.write(fn)
+
     def enqueue(self, fn: Callable[[Tx], T]) -> asyncio.Future[T]:
         """Like `write`, but queues the job now and returns the future of its result.
 
@@ -198,11 +211,15 @@ class Database:
             try:
                 await _run(self._writer, functools.partial(_commit_batch, batch=batch))
             except Exception as exc:  # the COMMIT itself failed: nothing of the batch is stored
-                log.error("commit of %d jobs failed: %s", len(batch), exc)
+                self._commit_failed(exc, len(batch))
                 for job in batch:
                     if not job.future.done():
                         job.future.set_exception(_unavailable(exc))
                 continue
+            if self._failed_commits:
+                log.warning("the database commits again, after %d failed commits",
+                            self._failed_commits)
+                self._failed_commits = 0
             for job in batch:
                 if job.error is None:
                     for item in job.published:
@@ -215,6 +232,15 @@ class Database:
                     job.future.set_result(job.result)
             if self._queue:
                 self._wake.set()
+
+    def _commit_failed(self, exc: Exception, jobs: int) -> None:
+        """Logs a failed commit: SQLite's (a full disk, I/O) once per failing spell, as the
+        environment's fault; anything else as our bug, with its traceback."""
+        self._failed_commits += 1
+        if not isinstance(exc, sqlite3.Error):
+            logs.internal(log, "commit of %d jobs failed", jobs)
+        elif self._failed_commits == 1:
+            log.warning("the database cannot commit (%s); writes fail until it can", exc)
 
     def _publish(self, item: Any) -> None:
         try:
