@@ -119,7 +119,13 @@ class Place:
                 os.mkdir(name, 0o777, dir_fd=self.dir_fd)
             except FileExistsError:
                 pass  # made meanwhile: opened without following below, so it must be a folder
-            fd = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=self.dir_fd)
+            try:
+                fd = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=self.dir_fd)
+            except (NotADirectoryError, OSError) as exc:
+                if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                    raise
+                raise OSError(errno.ELOOP, f"{name} became a symlink or a file while its folder was "
+                              "being made; not followed", self.real) from exc
             os.close(self.dir_fd)
             self.dir_fd, self.real_dir = fd, os.path.join(self.real_dir, name)
         self.missing = ()
