@@ -71,7 +71,9 @@ class Terminal:
         first = lines[0] if len(lines) == 1 else lines[0] + " …"
         return first if len(first) <= 200 else first[:199] + "…"
 
-    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode) -> Guard | None:
+    def guard(
+        self, args: dict[str, Any], cwd: Path, mode: ApprovalMode, data_dir: Path | None = None
+    ) -> Guard | None:
         return policy.command_guard(str(args.get("command", "")), mode)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
