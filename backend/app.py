@@ -88,7 +88,7 @@ class Backend:
         registry.use_sandbox(self.sandbox)
         procs = ProcessTable(self.data_dir)
         procs.kill_orphans()  # before READY: a crashed turn's commands stop here
-        executor = Executor(self.db, approvals, checkpoints, self.data_dir / "spill", procs)
+        executor = Executor(self.db, approvals, checkpoints, self.data_dir, procs)
         compressor = Compressor(self.db, self.config, self.providers, self.epoch)
         runner = TurnRunner(self.db, self.config, self.providers, executor, compressor)
         self.authority = SessionAuthority(self.db, runner, self.epoch)

@@ -38,10 +38,13 @@ class Approvals:
         self._waiting: dict[str, asyncio.Future[Decision]] = {}
 
     async def allowed_by_rule(
-        self, session_id: str, tool: str, args: dict[str, Any], cwd: Path, mode: ApprovalMode
+        self, session_id: str, tool: str, args: dict[str, Any], cwd: Path, mode: ApprovalMode,
+        key: str,
     ) -> bool:
+        """Whether a stored rule covers the call; `key` is its guard's rule key (for a file
+        tool, the folder its path was resolved to: the rule judges that same resolution)."""
         patterns = await self.db.read(lambda tx: approvals.rules_for(tx, tool, session_id))
-        return any(policy.rule_allows(tool, pattern, tool, args, cwd, mode=mode)
+        return any(policy.rule_allows(tool, pattern, tool, args, cwd, mode=mode, key=key)
                    for pattern in patterns)
 
     async def ask(

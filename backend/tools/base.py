@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from shared.paths import default_data_dir
+
 ResultStatus = Literal["ok", "error"]
 GuardKind = Literal["hardline", "dangerous"]
 ApprovalMode = Literal["ask", "smart", "off"]
@@ -39,7 +41,8 @@ class Guard:
 @dataclass
 class ToolContext:
     """What a running call may use.  `progress` is cheap and never blocks (the executor
-    throttles and stores it); `checkpoint` must be awaited before a file is changed."""
+    throttles and stores it); `checkpoint(path, old content or None)` must be awaited
+    before a file is changed."""
 
     cwd: Path
     session_id: str
@@ -47,11 +50,17 @@ class ToolContext:
     call_id: str
     env: dict[str, str]
     progress: Callable[[str], None] = lambda text: None
-    checkpoint: Callable[[Path], Awaitable[None]] | None = None
+    checkpoint: Callable[[Path, bytes | None], Awaitable[None]] | None = None
     # A tool that starts a process group reports it while it runs, so a crash cannot
     # leave it working (see tools/procs.py).
     spawned: Callable[[int], None] = lambda pgid: None
     reaped: Callable[[int], None] = lambda pgid: None
+    # What the call was judged by before it ran: the approval mode, and the guard a person
+    # or a rule allowed (None: it needed no approval).  A file tool resolves its path once
+    # when it runs, into the fd it writes through, and refuses if that lands anywhere else.
+    mode: ApprovalMode = "smart"
+    approved: Guard | None = None
+    data_dir: Path = field(default_factory=default_data_dir)  # no tool reads or writes there
 
 
 @dataclass
@@ -81,8 +90,11 @@ class Tool(Protocol):
         """One line for people: the command, or the path and what happens to it."""
         ...
 
-    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode) -> Guard | None:
-        """Pure: None when the call may run without asking in this approval mode."""
+    def guard(
+        self, args: dict[str, Any], cwd: Path, mode: ApprovalMode, data_dir: Path
+    ) -> Guard | None:
+        """None when the call may run without asking in this approval mode.  Changes nothing
+        (a file tool's guard resolves its path); `data_dir` is the backend's data folder."""
         ...
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...

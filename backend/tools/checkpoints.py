@@ -2,20 +2,26 @@
 
 Blobs are content-addressed files under DIR/checkpoints/; the row that
 points at one is committed before the tool writes, so after any crash the
-old content is recoverable.
+old content is recoverable.  The old content is what the tool read through
+the fd it then writes through (never the path read again), and undo puts it
+back through an fd too, refusing a path that now goes through a symlink.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import logging
 import os
 from pathlib import Path
 
 from backend.config import write_atomic
 from backend.store import checkpoints
 from backend.store.db import Database, Tx
-from backend.tools import fileio
+from backend.tools import beneath, fileio
+
+log = logging.getLogger("tools")
 
 MAX_CHECKPOINT_BYTES = 50 * 1024 * 1024
 
@@ -25,9 +31,11 @@ class Checkpoints:
         self.db = db
         self.dir = data_dir / "checkpoints"
 
-    async def save(self, session_id: str, turn_id: str, call_id: str, path: Path) -> None:
-        """Stores `path`'s current content (or that it does not exist); durable on return."""
-        blob = await asyncio.to_thread(self._store_blob, path)
+    async def save(
+        self, session_id: str, turn_id: str, call_id: str, path: Path, old: bytes | None
+    ) -> None:
+        """Stores the real `path`'s content `old` (None: it does not exist); durable on return."""
+        blob = await asyncio.to_thread(self._store_blob, old)
         existed = blob is not None
         digest, blob_path = blob if blob is not None else (None, None)
         await self.db.write(lambda tx: checkpoints.insert(
@@ -35,12 +43,8 @@ class Checkpoints:
             content_hash=digest, blob_path=blob_path,
         ))
 
-    def _store_blob(self, path: Path) -> tuple[str, str] | None:
-        try:
-            if path.stat().st_size > MAX_CHECKPOINT_BYTES:
-                raise OSError(f"{path} is over {MAX_CHECKPOINT_BYTES // 2**20} MiB; not checkpointed")
-            data = path.read_bytes()
-        except FileNotFoundError:
+    def _store_blob(self, data: bytes | None) -> tuple[str, str] | None:
+        if data is None:
             return None
         digest = hashlib.sha256(data).hexdigest()
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -69,12 +73,23 @@ class Checkpoints:
 
 def _restore_all(rows: list[tuple[str, bool, str | None]]) -> list[str]:
     restored = []
-    for path_s, existed, blob in rows:
-        path = Path(path_s)
-        if existed and blob is not None:
-            # Keeps the file's permissions (the tools' writes kept them too); creates parents.
-            fileio.write_atomic(path, Path(blob).read_bytes())
-        elif path.exists():
-            os.unlink(path)  # the turn created it
-        restored.append(path_s)
+    for path, existed, blob in rows:
+        try:
+            _restore(path, Path(blob).read_bytes() if existed and blob is not None else None)
+        except OSError as exc:  # a symlink now on the way, permissions: the others still go back
+            log.warning("undo left %s as it is: %s", path, exc.strerror or exc)
+            continue
+        restored.append(path)
     return restored
+
+
+def _restore(path: str, data: bytes | None) -> None:
+    """Puts `data` at the real path `path` (None: removes what the turn created there)."""
+    with beneath.locate(path, "/", follow=False) as place:  # it was real: a symlink now is refused
+        if data is not None:
+            # Keeps the file's permissions (the tools' writes kept them too); creates parents.
+            place.make_folders()
+            fileio.write_at(place.dir_fd, place.name, data)
+        elif place.name and not place.missing:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(place.name, dir_fd=place.dir_fd)  # the turn created it

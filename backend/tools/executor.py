@@ -30,7 +30,7 @@ from backend.race import unless_stopped
 from backend.store import events, messages
 from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals
-from backend.tools.base import ApprovalMode, Tool, ToolContext, ToolResult
+from backend.tools.base import ApprovalMode, Guard, Tool, ToolContext, ToolResult
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.procs import ProcessTable
 from backend.tools.spill import spill
@@ -112,17 +112,19 @@ class _Call:
     running: bool = False
     waiting_person: bool = False
     announced: bool = False  # its tool.start is queued
+    approved: Guard | None = None  # the guard a person or a rule allowed; the run re-checks it
     pending_progress: str | None = None
     last_progress: float = 0.0
 
 
 class Executor:
     def __init__(self, db: Database, approvals: Approvals, checkpoints: Checkpoints,
-                 spill_dir: Path, procs: ProcessTable) -> None:
+                 data_dir: Path, procs: ProcessTable) -> None:
         self.db = db
         self.approvals = approvals
         self.checkpoints = checkpoints
-        self.spill_dir = spill_dir
+        self.data_dir = data_dir  # sealed: no tool reads or writes there (but for its spill)
+        self.spill_dir = data_dir / "spill"
         self.procs = procs
 
     async def run(self, scope: Scope, prepared: list[PreparedCall]) -> BatchResult:
@@ -223,12 +225,13 @@ class _Batch:
         def progress(text: str) -> None:
             call.pending_progress = text[-MAX_PROGRESS_CHARS:]
 
-        async def checkpoint(path: Path) -> None:
-            await self.ex.checkpoints.save(s.session_id, s.turn_id, p.call_id, path)
+        async def checkpoint(path: Path, old: bytes | None) -> None:
+            await self.ex.checkpoints.save(s.session_id, s.turn_id, p.call_id, path, old)
 
         ctx = ToolContext(s.cwd, s.session_id, s.turn_id, p.call_id, s.env, progress,
                           checkpoint if tool.changes_files else None,
-                          spawned=self.ex.procs.spawned, reaped=self.ex.procs.reaped)
+                          spawned=self.ex.procs.spawned, reaped=self.ex.procs.reaped,
+                          mode=s.mode, approved=call.approved, data_dir=self.ex.data_dir)
         try:
             return await tool.run(p.arguments, ctx)
         except asyncio.CancelledError:
@@ -242,7 +245,7 @@ class _Batch:
         """None when the call may run; else its `denied` outcome."""
         p, s = call.prepared, self.scope
         try:
-            guard = tool.guard(p.arguments, s.cwd, s.mode)
+            guard = tool.guard(p.arguments, s.cwd, s.mode, self.ex.data_dir)
         except Exception as exc:  # a policy bug must not run the call, nor end the turn
             error_id = logs.internal(log, "guard of %s raised", p.name)
             return Outcome(p.call_id, p.name, "error",
@@ -255,7 +258,8 @@ class _Batch:
                            f"Refused: this is never run ({guard.reason}), in any approval mode.",
                            call.summary)
         if await self.ex.approvals.allowed_by_rule(s.session_id, p.name, p.arguments, s.cwd,
-                                                   s.mode):
+                                                   s.mode, guard.rule_key):
+            call.approved = guard
             return None
         call.waiting_person = True
         self.people_waiting += 1
@@ -277,6 +281,7 @@ class _Batch:
             return Outcome(p.call_id, p.name, "denied",
                            f"Not run: the user denied it ({guard.reason}). Do not retry it; ask the "
                            "user or take another way.", call.summary)
+        call.approved = guard
         return None
 
     def _skipped(self, call: _Call) -> Outcome:

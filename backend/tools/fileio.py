@@ -1,15 +1,17 @@
 """Blocking file helpers for the file tools: sniffing, bounded line reading, atomic writes, diffs.
 
-Everything here blocks; the tools call it through `asyncio.to_thread`.
+Everything here blocks; the tools call it through `asyncio.to_thread`.  Files are
+reached through open fds (see `beneath`), never by a path resolved again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -21,16 +23,9 @@ DIFF_MAX_CHARS = 20_000
 DIFF_INPUT_MAX_BYTES = 2 * 1024 * 1024
 
 
-
-
 def is_binary(head: bytes) -> bool:
     """A NUL byte in the first bytes: what git and grep call binary."""
     return b"\0" in head[:SNIFF_BYTES]
-
-
-def sniff(path: Path) -> bytes:
-    with path.open("rb") as f:
-        return f.read(SNIFF_BYTES)
 
 
 def lines(f: IO[str], keep: int) -> Iterator[tuple[str, int]]:
@@ -54,38 +49,58 @@ def _chomp(text: str) -> str:
     return text[:-1] if text.endswith("\n") else text
 
 
-def write_atomic(target: Path, data: bytes) -> bool:
-    """Replaces target with data through a temporary file in the same folder (readers see the
-    old or the new file, never half of one), keeping an existing file's permissions and
-    creating missing parent folders.  Returns True when the file did not exist before."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+def write_at(dir_fd: int, name: str, data: bytes) -> bool:
+    """Replaces `name` in the open folder `dir_fd` with data through a temporary file in the
+    same folder (readers see the old or the new file, never half of one), keeping an
+    existing file's permissions.  Nothing is resolved by path: a symlink put at `name` is
+    replaced, never followed.  Returns True when no file was there before."""
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-        created = False
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
-        mode = 0o666 & ~user_umask()  # the user's umask, not the backend's private one
-        created = True
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+    # A file keeps its permissions; a new one gets the user's umask, not the backend's private one.
+    kept = st is not None and stat.S_ISREG(st.st_mode)
+    mode = stat.S_IMODE(st.st_mode) if kept and st is not None else 0o666 & ~user_umask()
+    tmp = f".{name[:200]}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                 dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
+            os.fchmod(f.fileno(), mode)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
-    return created
+    return st is None
 
 
-def read_old(target: Path) -> bytes | None:
-    """The file's bytes, None when it does not exist (a folder raises IsADirectoryError)."""
-    try:
-        return target.read_bytes()
-    except FileNotFoundError:
-        return None
+def read_regular(fd: int, label: str, limit: int) -> bytes:
+    """All of an open file that must be a regular file of at most `limit` bytes; closes fd."""
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        check_regular(st, label)
+        if st.st_size > limit:
+            raise TooLarge(errno.EFBIG, f"{label} is over {limit // 2**20} MiB", label)
+        return f.read()
+
+
+def check_regular(st: os.stat_result, label: str) -> None:
+    """Raises unless `st` is a regular file: a folder, or a device, pipe or socket (which could
+    block a read forever or never end)."""
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), label)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket)", label)
+
+
+class TooLarge(OSError):
+    """A file over the size a tool reads whole."""
 
 
 def unified_diff(old: bytes, new: bytes, label: str) -> str:

@@ -1,11 +1,15 @@
 """The approval policy: which calls never run, which ask a person, and what a stored rule allows.
 
-Pure functions over a command line or a path (resolving a path reads symlinks,
-nothing else).  The terminal's verdict comes from judging every simple command
-of the line on its own (see `shellwords`), hardline beating dangerous; a rule
+Pure functions over a command line or a path (resolving a path opens folders
+and reads symlinks, nothing else).  The terminal's verdict comes from judging
+every simple command of the line on its own (see `shellwords`), hardline
+beating dangerous; a rule
 for a command prefix allows a call only when every part that needed approval
 starts with that prefix, so a rule for `git push` never lets `git push; rm -rf x`
-through.  File tools are judged by where the resolved path lands.
+through.  File tools are judged by where the resolved path really lands (see
+`landing`): never in the data folder, and a change asks outside the session
+folder; the run resolves once more, into the fd it writes through, and
+refuses if that lands anywhere else than what was judged.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from backend.tools import readonly
+from backend.tools import beneath, readonly
 from backend.tools import shellwords as sw
 from backend.tools.base import ApprovalMode, Guard, GuardKind
+from backend.tools.landing import Landing, Seal, land
 
 FILE_TOOLS = frozenset({"write_file", "patch"})
 ASK_MODE_REASON = "every command asks in ask mode"
@@ -156,29 +161,75 @@ def inside(path: Path, folder: Path) -> bool:
     return path == folder or path.is_relative_to(folder)
 
 
-def file_guard(tool_name: str, path: str, cwd: Path, mode: ApprovalMode) -> Guard | None:
-    """File changes: off never asks; ask always asks; smart asks outside the session's cwd."""
+def locate(path: str, cwd: Path) -> beneath.Place:
+    """`path` (`~` expanded, relative to cwd) resolved once, into an open folder (close it).
+    Raises BadPath for a NUL byte and OSError when the path cannot be resolved."""
+    if "\0" in path:
+        raise BadPath(f"invalid path {path!r}: it holds a NUL byte, which no file name can")
+    return beneath.locate(os.path.expanduser(path), str(cwd))
+
+
+def landing_of(path: str, cwd: Path, data_dir: Path, *, reading: bool) -> Landing | None:
+    """Where `path` lands now; None when it cannot be resolved (the tool's run says why)."""
+    try:
+        with locate(path, cwd) as place:
+            return land(place, cwd, Seal.of(data_dir), reading=reading)
+    except (BadPath, OSError):
+        return None
+
+
+def file_guard(
+    tool_name: str, path: str, cwd: Path, mode: ApprovalMode, data_dir: Path
+) -> Guard | None:
+    """File changes: never in a sealed place; off never asks; ask always asks; smart asks
+    outside the session folder.  The run judges its own resolution again (`still_allowed`)."""
+    landing = landing_of(path, cwd, data_dir, reading=False)
+    return None if landing is None else change_guard(tool_name, landing, mode)
+
+
+def change_guard(tool_name: str, landing: Landing, mode: ApprovalMode) -> Guard | None:
+    """The guard of a change that lands at `landing`; its rule key is the real folder."""
+    if landing.sealed is not None:
+        return Guard("hardline", landing.sealed, landing.folder)
     if mode == "off":
         return None
-    try:
-        target = resolve_path(path, cwd)
-    except BadPath:
-        return None  # no file can be changed at such a path: the tool refuses it with an error
-    key = str(target.parent)
     if mode == "ask":
-        return Guard("dangerous", f"every file change asks in ask mode ({tool_name})", key)
-    if not inside(target, cwd.resolve()):
-        return Guard("dangerous", "changes a file outside the session folder", key)
+        return Guard("dangerous", f"every file change asks in ask mode ({tool_name})", landing.folder)
+    if not landing.inside:
+        how = ": the path leads there through a symlink" if landing.linked_out else ""
+        return Guard("dangerous", f"changes a file outside the session folder{how}", landing.folder)
     return None
+
+
+def read_guard(path: str, cwd: Path, data_dir: Path) -> Guard | None:
+    """Reading never asks, inside the session folder or not; it never runs in a sealed place."""
+    landing = landing_of(path, cwd, data_dir, reading=True)
+    if landing is not None and landing.sealed is not None:
+        return Guard("hardline", landing.sealed, landing.folder)
+    return None
+
+
+def still_allowed(now: Guard | None, approved: Guard | None) -> bool:
+    """Whether a change may go ahead where the run's own resolution lands (`now`, its guard),
+    given what was allowed before it ran (`approved`: the guard a person or a rule allowed,
+    None when it needed no approval).  A path that now leads anywhere else is refused: a
+    symlink changed between the check and the run."""
+    if now is None:
+        return True
+    if now.kind == "hardline" or approved is None:
+        return False
+    return (now.kind, now.rule_key) == (approved.kind, approved.rule_key)
 
 
 def rule_allows(
     rule_tool: str, rule_pattern: str, tool: str, args: dict[str, Any], cwd: Path,
-    *, mode: ApprovalMode = "smart",
+    *, mode: ApprovalMode = "smart", key: str | None = None,
 ) -> bool:
     """Whether a stored rule covers this call.  Terminal: every part that needs approval
     (in ask mode: every part) starts with the rule's words; never for hardline.  File
-    tools: the resolved path is inside the rule's folder.  Rules match their own tool only."""
+    tools: the folder the call lands in is inside the rule's folder; `key` is that folder as
+    the call's guard resolved it (so the rule and the run judge that one resolution; without
+    it the path is resolved here).  Rules match their own tool only."""
     if rule_tool != tool:
         return False
     if tool == "terminal":
@@ -190,10 +241,14 @@ def rule_allows(
                     and classify_command(command) is None)
         return escape is None and _command_rule_allows(rule_pattern, command, mode)
     if tool in FILE_TOOLS and rule_pattern:
-        try:
-            return inside(resolve_path(str(args.get("path", "")), cwd), resolve_path(rule_pattern, cwd))
-        except BadPath:
-            return False
+        if key is None:
+            try:
+                with locate(str(args.get("path", "")), cwd) as place:
+                    key = place.folder
+            except (BadPath, OSError):
+                return False
+        # Both are real paths already: compared as written, so nothing is resolved twice.
+        return inside(Path(key), Path(os.path.abspath(rule_pattern)))
     return False
 
 

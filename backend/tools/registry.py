@@ -12,7 +12,8 @@ from typing import Any
 
 from backend.providers.base import ToolSpec
 from backend.tools.base import Tool
-from backend.tools.files import ListDir, Patch, ReadFile, SearchFiles, WriteFile
+from backend.tools.files import Patch, ReadFile, WriteFile
+from backend.tools.folders import ListDir, SearchFiles
 from backend.tools.sandbox import Sandbox
 from backend.tools.terminal import Terminal
 

@@ -106,12 +106,14 @@ class Terminal:
             first = "[network] " + first
         return first if len(first) <= 200 else first[:199] + "…"
 
-    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode) -> Guard | None:
+    def guard(
+        self, args: dict[str, Any], cwd: Path, mode: ApprovalMode, data_dir: Path | None = None
+    ) -> Guard | None:
         command = str(args.get("command", ""))
         if self.sandbox.active:
             escape = _escape(args, self.sandbox.network)
             return policy.sandboxed_guard(command, mode, escape)
-        return policy.unsandboxed_guard(command, mode, cwd, self.sandbox.data_dir)
+        return policy.unsandboxed_guard(command, mode, cwd, data_dir or self.sandbox.data_dir)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command = str(args["command"])

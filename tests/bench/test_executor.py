@@ -45,7 +45,7 @@ async def test_executor_overhead(tmp_path: Path) -> None:
         await db.write(lambda tx: sessions.insert(tx, sid, "bench", str(work), "m"))
         config = ConfigFile(tmp_path / "config.toml")
         config.load()
-        executor = Executor(db, Approvals(db, config, 1), Checkpoints(db, tmp_path), tmp_path / "spill",
+        executor = Executor(db, Approvals(db, config, 1), Checkpoints(db, tmp_path), tmp_path / "data",
                             ProcessTable(tmp_path))
         tool = BUILTINS["list_dir"]
         args = {"path": "."}

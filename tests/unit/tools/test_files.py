@@ -1,4 +1,4 @@
-"""The file tools on a temp folder: reading in pages, atomic checkpointed writes, patches, search, listing."""
+"""read_file, write_file and patch on a temp folder: reading in pages, atomic checkpointed writes, patches."""
 
 import asyncio
 import contextlib
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from backend.tools.base import ToolContext
-from backend.tools.files import ListDir, Patch, ReadFile, SearchFiles, WriteFile
+from backend.tools.files import Patch, ReadFile, WriteFile
 
-READ, WRITE, PATCH, SEARCH, LIST = ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir()
+READ, WRITE, PATCH = ReadFile(), WriteFile(), Patch()
 
 
 def _snapshot(path: Path) -> tuple[Path, bytes | None]:
@@ -25,12 +25,15 @@ def _names(folder: Path) -> list[str]:
 
 
 def _ctx(cwd: Path, checkpoints: list[tuple[Path, bytes | None]] | None = None) -> ToolContext:
-    """A context whose checkpoint records the file's content at the moment it is called."""
-    ctx = ToolContext(cwd=cwd, session_id="s", turn_id="t", call_id="c", env={})
+    """A context whose checkpoint records what it is given, after checking that it is the
+    file's content at the moment it is called."""
+    ctx = ToolContext(cwd=cwd, session_id="s", turn_id="t", call_id="c", env={},
+                      data_dir=cwd.parent / "turnkey-data")
     if checkpoints is not None:
 
-        async def checkpoint(path: Path) -> None:
-            checkpoints.append(_snapshot(path))
+        async def checkpoint(path: Path, old: bytes | None) -> None:
+            assert _snapshot(path) == (path, old)
+            checkpoints.append((path, old))
 
         ctx.checkpoint = checkpoint
     return ctx
@@ -128,7 +131,7 @@ async def test_read_permission_denied(unreadable: Path) -> None:
 
 
 def test_read_never_asks_or_spills(tmp_path: Path) -> None:
-    assert READ.guard({"path": "/etc/passwd"}, tmp_path, "ask") is None
+    assert READ.guard({"path": "/etc/passwd"}, tmp_path, "ask", tmp_path / "data") is None
     assert READ.spill is False
 
 
@@ -176,12 +179,13 @@ async def test_write_onto_a_folder_fails(tmp_path: Path) -> None:
 
 
 def test_write_guard_follows_the_mode(tmp_path: Path) -> None:
-    assert WRITE.guard({"path": "in.txt"}, tmp_path, "smart") is None
-    outside = WRITE.guard({"path": "/elsewhere/x.txt"}, tmp_path, "smart")
+    data = tmp_path / "data"
+    assert WRITE.guard({"path": "in.txt"}, tmp_path, "smart", data) is None
+    outside = WRITE.guard({"path": "/elsewhere/x.txt"}, tmp_path, "smart", data)
     assert outside is not None
     assert outside.kind == "dangerous"
-    assert WRITE.guard({"path": "in.txt"}, tmp_path, "ask") is not None
-    assert WRITE.guard({"path": "/elsewhere/x.txt"}, tmp_path, "off") is None
+    assert WRITE.guard({"path": "in.txt"}, tmp_path, "ask", data) is not None
+    assert WRITE.guard({"path": "/elsewhere/x.txt"}, tmp_path, "off", data) is None
     assert WRITE.changes_files
     assert PATCH.changes_files
 
@@ -243,84 +247,3 @@ async def test_patch_keeps_crlf_and_undecodable_bytes(tmp_path: Path) -> None:
     result = await PATCH.run(args, _ctx(tmp_path))
     assert result.status == "ok", result.content
     assert target.read_bytes() == b"caf\xe9\r\nonly\r\nlines\r\n"
-
-
-# ---- search_files ------------------------------------------------------------------------
-
-
-async def test_search_finds_lines_and_skips_noise(tmp_path: Path) -> None:
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "a.py").write_text("import os\nneedle = 1\n")
-    (tmp_path / "src" / "b.txt").write_text("a needle here\n")
-    for skipped in (".git", "node_modules", "__pycache__", ".venv"):
-        (tmp_path / skipped).mkdir()
-        (tmp_path / skipped / "x.py").write_text("needle\n")
-    (tmp_path / "bin.dat").write_bytes(b"needle\0")
-    (tmp_path / "huge.txt").write_text("needle\n" + "z" * (3 * 1024 * 1024))
-    result = await SEARCH.run({"pattern": r"needle\b"}, _ctx(tmp_path))
-    assert result.status == "ok"
-    assert result.content.splitlines() == ["src/a.py:2: needle = 1", "src/b.txt:1: a needle here"]
-    only_py = await SEARCH.run({"pattern": "needle", "glob": "*.py"}, _ctx(tmp_path))
-    assert only_py.content == "src/a.py:2: needle = 1"
-    in_sub = await SEARCH.run({"pattern": "needle", "path": "src", "glob": "src/**/*.txt"}, _ctx(tmp_path))
-    assert in_sub.content == "src/b.txt:1: a needle here"
-
-
-async def test_search_caps_matches(tmp_path: Path) -> None:
-    (tmp_path / "many.txt").write_text("hit\n" * 500)
-    result = await SEARCH.run({"pattern": "hit"}, _ctx(tmp_path))
-    lines = result.content.splitlines()
-    assert len(lines) == 201
-    assert lines[-1].startswith("[capped at 200 matches")
-    (tmp_path / "many.txt").write_text(("hit " + "w" * 400 + "\n") * 190)
-    wide = await SEARCH.run({"pattern": "hit"}, _ctx(tmp_path))
-    assert len(wide.content) < 52_000
-    assert "[capped at" in wide.content
-
-
-async def test_search_errors_and_no_match(tmp_path: Path) -> None:
-    bad = await SEARCH.run({"pattern": "(unclosed"}, _ctx(tmp_path))
-    assert bad.status == "error"
-    assert "invalid regular expression" in bad.content
-    missing = await SEARCH.run({"pattern": "x", "path": "nope"}, _ctx(tmp_path))
-    assert missing.status == "error"
-    (tmp_path / "a.txt").write_text("nothing\n")
-    none = await SEARCH.run({"pattern": "absent"}, _ctx(tmp_path))
-    assert none.status == "ok"
-    assert "no matches" in none.content
-
-
-# ---- list_dir ----------------------------------------------------------------------------
-
-
-async def test_list_dirs_first_with_kinds_and_sizes(tmp_path: Path) -> None:
-    (tmp_path / "b.txt").write_text("12345")
-    (tmp_path / "A.md").write_text("")
-    (tmp_path / "zdir").mkdir()
-    (tmp_path / "link").symlink_to("b.txt")
-    result = await LIST.run({}, _ctx(tmp_path))
-    assert result.content.splitlines() == [
-        "dir   zdir/",
-        "file  A.md  (0 bytes)",
-        "file  b.txt  (5 bytes)",
-        "link  link -> b.txt",
-    ]
-    assert result.summary == "4 entries in ."
-
-
-async def test_list_caps_entries(tmp_path: Path) -> None:
-    for i in range(1_005):
-        (tmp_path / f"f{i:04}").write_text("")
-    result = await LIST.run({"path": str(tmp_path)}, _ctx(tmp_path))
-    lines = result.content.splitlines()
-    assert len(lines) == 1_001
-    assert lines[-1] == "[... 5 more entries not shown]"
-
-
-async def test_list_errors(tmp_path: Path) -> None:
-    (tmp_path / "f").write_text("")
-    assert (await LIST.run({"path": "nope"}, _ctx(tmp_path))).status == "error"
-    assert (await LIST.run({"path": "f"}, _ctx(tmp_path))).status == "error"
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert (await LIST.run({"path": "empty"}, _ctx(tmp_path))).content == "(empty folder)"

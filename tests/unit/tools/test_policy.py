@@ -230,6 +230,7 @@ def test_command_guard_by_mode() -> None:
 
 
 CWD = Path("/work/project")
+DATA = Path("/nonexistent/turnkey-data")
 
 
 def _terminal(pattern: str, command: str, mode: policy.ApprovalMode = "smart") -> bool:
@@ -285,6 +286,16 @@ def test_file_rules_match_the_folder(tmp_path: Path) -> None:
     assert not allows("out/../escape.txt")
 
 
+def test_file_rules_judge_the_guards_folder_when_given(tmp_path: Path) -> None:
+    """The executor passes the folder the guard resolved, so the path is not resolved again."""
+    folder = str(tmp_path / "out")
+    args = {"path": "anything/at/all.txt"}
+    assert rule_allows("write_file", folder, "write_file", args, tmp_path, key=f"{folder}/deeper")
+    assert rule_allows("patch", folder, "patch", args, tmp_path, key=folder)
+    assert not rule_allows("write_file", folder, "write_file", args, tmp_path, key=f"{folder}er")
+    assert not rule_allows("write_file", folder, "write_file", args, tmp_path, key=str(tmp_path))
+
+
 def test_resolve_path_and_inside(tmp_path: Path) -> None:
     assert policy.resolve_path("a/../b.txt", tmp_path) == (tmp_path / "b.txt").resolve()
     assert policy.resolve_path("~/x", tmp_path) == Path.home().resolve() / "x"
@@ -299,18 +310,20 @@ def test_symlink_out_of_cwd_counts_as_outside(tmp_path: Path) -> None:
     cwd.mkdir()
     elsewhere.mkdir()
     (cwd / "link").symlink_to(elsewhere)
-    guard = file_guard("write_file", "link/x.txt", cwd, "smart")
+    guard = file_guard("write_file", "link/x.txt", cwd, "smart", DATA)
     assert guard is not None
     assert guard.rule_key == str(elsewhere.resolve())
+    assert guard.reason == "changes a file outside the session folder: the path leads there through a symlink"
 
 
 def test_file_guard_by_mode(tmp_path: Path) -> None:
-    assert file_guard("write_file", "/etc/x", tmp_path, "off") is None
-    assert file_guard("write_file", "sub/x.txt", tmp_path, "smart") is None
-    outside = file_guard("patch", "../x.txt", tmp_path, "smart")
+    assert file_guard("write_file", "/etc/x", tmp_path, "off", DATA) is None
+    assert file_guard("write_file", "sub/x.txt", tmp_path, "smart", DATA) is None
+    outside = file_guard("patch", "../x.txt", tmp_path, "smart", DATA)
     assert outside is not None
     assert outside.kind == "dangerous"
+    assert outside.reason == "changes a file outside the session folder"
     assert outside.rule_key == str(tmp_path.resolve().parent)
-    ask = file_guard("write_file", "sub/x.txt", tmp_path, "ask")
+    ask = file_guard("write_file", "sub/x.txt", tmp_path, "ask", DATA)
     assert ask is not None
     assert ask.rule_key == str((tmp_path / "sub").resolve())
