@@ -82,9 +82,12 @@ def test_sandbox_changes(old: dict[str, Any], new: dict[str, Any], fields: list[
     assert loosened(sandbox(**old), sandbox(**new)) == fields
 
 
-def test_dropping_the_sandbox_table_counts_as_loosening() -> None:
-    old = sandbox(enabled=True, network=False, env=[])
-    assert loosened(old, msgspec.to_builtins(Config())) == ["sandbox.enabled"]
+def test_dropping_the_sandbox_table_goes_back_to_its_strict_defaults() -> None:
+    defaults = msgspec.to_builtins(Config())
+    assert defaults["sandbox"] == {"enabled": True, "network": False, "env": []}
+    assert loosened(sandbox(enabled=True, network=False, env=[]), defaults) == []
+    assert loosened(sandbox(enabled=False, network=True, env=["X"]), defaults) == []
+    assert loosened(defaults, sandbox(enabled=False)) == ["sandbox.enabled"]
 
 
 def test_approvals_and_sandbox_together() -> None:
