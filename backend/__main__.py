@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
+import logging
 import sys
 from pathlib import Path
 
 from backend import host
-from backend.errors import ConfigError, StoreTooNew
+from backend.errors import ConfigError, StoreRefused
 from shared.paths import default_data_dir
 
 
@@ -46,11 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     logs.setup(data_dir)
     try:
         return asyncio.run(serve(data_dir, args.host, args.port))
-    except (ConfigError, StoreTooNew) as exc:
-        print(f"turnkey-backend: {exc.message}", file=sys.stderr)
-        return 2
+    except (ConfigError, StoreRefused) as exc:
+        return _refuse(exc.message)
     except KeyboardInterrupt:
         return 0
+
+
+def _refuse(message: str) -> int:
+    """Will not start: one line on stderr, the same line in the log; exit status 2."""
+    print(f"turnkey-backend: {message}", file=sys.stderr, flush=True)
+    logging.getLogger("backend").error("not starting: %s", message, extra={"stderr": False})
+    return 2
 
 
 if __name__ == "__main__":

@@ -21,16 +21,20 @@ from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
+from backend.errors import StoreUnavailable
+from backend.host import undumpable
 from backend.ids import now
 from backend.providers.registry import Providers
 from backend.secrets import Secrets
 from backend.server import discovery
+from backend.server.auth import Authenticator
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
 from backend.server.listener import Listener
 from backend.server.methods import Methods
 from backend.store import runtime
 from backend.store.db import Database
+from backend.tools import registry, sandbox
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.executor import Executor
@@ -61,29 +65,40 @@ class Backend:
         self._lock_fd: int | None = None
         self.listener: Listener | None = None
         self.authority: SessionAuthority | None = None
+        self.sandbox: sandbox.Sandbox | None = None
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock_fd = discovery.acquire(self.data_dir)
+        undumpable()
         config = self.config.load()
         await self.db.open()
-        self.epoch = await self.db.write(runtime.bump_epoch)
-        queued = await self.db.write(lambda tx: recover(tx, self.epoch))
+        try:
+            self.epoch = await self.db.write(runtime.bump_epoch)
+            queued = await self.db.write(lambda tx: recover(tx, self.epoch))
+        except StoreUnavailable as exc:  # e.g. a damaged page the opening did not touch
+            raise self.db.refusal(exc) from None
         self.db.publisher = self.hub.publish
         approvals = Approvals(self.db, self.config, self.epoch)
         checkpoints = Checkpoints(self.db, self.data_dir)
+        found = await sandbox.probe()  # one empty command in the full profile: a few ms
+        if not found.available:
+            log.warning("commands run without a sandbox: %s", found.reason)
+        self.sandbox = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
+        registry.use_sandbox(self.sandbox)
         procs = ProcessTable(self.data_dir)
         procs.kill_orphans()  # before READY: a crashed turn's commands stop here
         executor = Executor(self.db, approvals, checkpoints, self.data_dir, procs)
         compressor = Compressor(self.db, self.config, self.providers, self.epoch)
         runner = TurnRunner(self.db, self.config, self.providers, executor, compressor)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
+        token = secrets.token_urlsafe(32)
+        auth = Authenticator(self.db, token)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
                           self.request_stop_soon, approvals, checkpoints, self.secrets,
-                          self.providers, compressor)
-        token = secrets.token_urlsafe(32)
+                          self.providers, compressor, auth, procs, self.sandbox)
         self.listener = Listener(
-            Dispatcher(methods), self.hub, token, lambda: self.config.config.allowed_origins,
+            Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,
         )
         self.port = await self.listener.start(self.host, self.port)
@@ -95,6 +110,10 @@ class Backend:
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port
+
+    def _sandbox_settings(self) -> tuple[bool, bool]:
+        cfg = self.config.config.sandbox  # read per call: config.set applies at once
+        return cfg.enabled, cfg.network
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -111,9 +130,10 @@ class Backend:
             idle.cancel()
 
     async def stop(self) -> None:
-        """Finishes nothing new; settles running turns within the grace; closes cleanly."""
-        log.info("backend stopping")
+        """Finishes nothing new; settles running turns within the grace; closes cleanly.
+        Also releases what a start that failed half-way took."""
         if self.listener is not None:
+            log.info("backend stopping")
             await self.listener.stop()
         if self.authority is not None:
             await self.authority.stop(SHUTDOWN_GRACE_S)
@@ -122,6 +142,7 @@ class Backend:
         discovery.withdraw(self.data_dir, os.getpid())
         if self._lock_fd is not None:
             os.close(self._lock_fd)
+            self._lock_fd = None
 
     async def _idle_watch(self) -> None:
         """Exits after idle_exit_minutes with no client, no queued admission and no turn."""
@@ -141,9 +162,12 @@ class Backend:
                 return
 
     async def _has_queued(self) -> bool:
-        row = await self.db.read(
-            lambda tx: tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1")
-        )
+        try:
+            row = await self.db.read(
+                lambda tx: tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1")
+            )
+        except StoreUnavailable:
+            return True  # cannot tell: stay up rather than leave queued work behind
         return row is not None
 
 
@@ -155,6 +179,12 @@ async def serve(data_dir: Path, host: str, port: int) -> int:
     except discovery.AlreadyRunning as exc:
         print(f"turnkey-backend: {exc}", file=sys.stderr)
         return 3
+    except BaseException:
+        # Whatever stopped the start, release what it took (the store's threads, the
+        # folder's lock) so the process exits and the next start is not told it runs.
+        with contextlib.suppress(Exception):
+            await backend.stop()
+        raise
     loop = asyncio.get_running_loop()
     logs.asyncio_errors(loop)
     for sig in (signal.SIGTERM, signal.SIGINT):

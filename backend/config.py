@@ -13,6 +13,7 @@ import tomli_w
 
 from backend.errors import ConfigError, InvalidParams
 from shared.codec import ParamsError, convert
+from shared.protocol import ModelName
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -28,7 +29,7 @@ class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
 
 
 class ProviderConfig(Strict, kw_only=True, frozen=True):
-    model: str
+    model: ModelName  # bounded: a session created without a model takes this one
     kind: Literal["openai", "anthropic", "local"] = "openai"
     base_url: str | None = None  # None: the kind's public API (OpenAI's, Anthropic's)
     context_window: Positive = DEFAULT_CONTEXT_WINDOW
@@ -83,6 +84,17 @@ class Compression(Strict, frozen=True):
     rotate: bool = False
 
 
+EnvName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+
+class Sandbox(Strict, frozen=True):
+    """How terminal commands are sandboxed (backend/tools/sandbox.py)."""
+
+    enabled: bool = True  # false: no sandbox; `smart` then asks for every command not plainly read-only
+    network: bool = False  # true: commands reach the network without asking
+    env: list[EnvName] = []  # more variables commands may see (never a provider key's)
+
+
 class Config(Strict, frozen=True):
     default_provider: str | None = None
     fallback_providers: list[str] = []
@@ -95,6 +107,7 @@ class Config(Strict, frozen=True):
     limits: Limits = Limits()
     lease: Lease = Lease()
     compression: Compression = Compression()
+    sandbox: Sandbox = Sandbox()
 
     def provider(self, name: str | None = None) -> tuple[str, ProviderConfig] | None:
         """The named provider, or the default one; None when nothing is configured."""
@@ -149,16 +162,23 @@ class ConfigFile:
             raise ConfigError(f"{self.path}: field {exc.field!r}: {exc.message}") from None
         return self.config
 
+    def preview(self, patch: dict[str, Any]) -> Config:
+        """The config `patch` would make, validated, without applying it."""
+        return self._merged(patch)[1]
+
     def patch(self, patch: dict[str, Any]) -> Config:
         """Merges `patch` (a value of None deletes a key), validates, writes, applies."""
-        merged = _merge(self.raw, patch)
-        try:
-            cfg = validate(merged)
-        except ParamsError as exc:
-            raise InvalidParams(f"patch.{exc.field}" if exc.field else "patch", exc.message)
+        merged, cfg = self._merged(patch)
         write_atomic(self.path, tomli_w.dumps(merged).encode())
         self.raw, self.config = merged, cfg
         return cfg
+
+    def _merged(self, patch: dict[str, Any]) -> tuple[dict[str, Any], Config]:
+        merged = _merge(self.raw, patch)
+        try:
+            return merged, validate(merged)
+        except ParamsError as exc:
+            raise InvalidParams(f"patch.{exc.field}" if exc.field else "patch", exc.message) from None
 
     def effective(self, secret: Callable[[str], str | None]) -> dict[str, Any]:
         """The config with defaults filled in; keys shown only as "set"/"unset"."""

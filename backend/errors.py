@@ -16,6 +16,9 @@
     ├── EnvironmentFault         the world's fault: disk, provider, load
     │   ├── Overloaded           -32020
     │   ├── StoreUnavailable     -32603 (store could not commit)
+    │   ├── StoreRefused         the database cannot be used at all: the backend exits 2
+    │   │   ├── StoreDamaged     not a SQLite database, damaged, or emptied
+    │   │   └── StoreTooNew      written by a newer Turnkey
     │   └── ProviderError        a model call failed (becomes a failed turn, not an RPC error)
     └── (anything else)          our bug: -32603 with an error_id into the log
 
@@ -107,7 +110,17 @@ class StoreUnavailable(EnvironmentFault):
     code = -32603
 
 
-class StoreTooNew(EnvironmentFault):
+class StoreRefused(EnvironmentFault):
+    """The database cannot be opened; the backend refuses to start.  The message is one
+    line that names the file and says what to do."""
+
+
+class StoreDamaged(StoreRefused):
+    """The file is not a SQLite database, is damaged, or was emptied: never replaced by a
+    fresh one, since that would quietly lose every session in it."""
+
+
+class StoreTooNew(StoreRefused):
     """The database was written by a newer Turnkey; refuse rather than corrupt it."""
 
 

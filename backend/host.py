@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import re
 import signal
 from functools import cache
 from pathlib import Path
@@ -61,6 +62,7 @@ def user_umask() -> int:
 
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 try:
     _libc: ctypes.CDLL | None = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 except OSError:  # not Linux: there is no parent-death signal to ask for
@@ -73,3 +75,22 @@ def die_with_parent() -> None:
     leaves no command finishing unobserved and no server holding memory and a port."""
     if _libc is not None:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def undumpable() -> None:
+    """Makes the backend's /proc entries (environ, mem, fd, ...) readable only by root: a
+    command running as the same user, outside the sandbox, cannot read a provider key from
+    the backend's environment (`/proc/$PPID/environ`).  Costs core dumps and same-user
+    debuggers such as py-spy without sudo."""
+    if _libc is not None:
+        _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|^TURNKEY_", re.IGNORECASE)
+
+
+def secretless_env() -> dict[str, str]:
+    """The backend's environment without anything that looks like a key, for helper processes
+    the backend trusts but that need no secret (the local model's server).  Tools get far
+    less: an allowlist (tools/sandbox.child_env)."""
+    return {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}

@@ -170,11 +170,21 @@ OFFLINE_NOTE = (
 )
 
 
+NO_SANDBOX_NOTE = (
+    "[commands run WITHOUT a sandbox: {reason}. In smart mode every command that is not "
+    "plainly read-only asks first.]"
+)
+
+
 async def chat(data_dir: Path, session_id: str | None, text: str | None, cwd: Path) -> int:
     client = await ensure_client(data_dir)
-    provider = client.server.get("capabilities", {}).get("provider", {})
+    capabilities = client.server.get("capabilities", {})
+    provider = capabilities.get("provider", {})
     if provider.get("offline_default"):
         print(OFFLINE_NOTE.format(model=provider.get("model", "")), file=sys.stderr)
+    sandbox = capabilities.get("sandbox", {})
+    if sandbox and not sandbox.get("active"):
+        print(NO_SANDBOX_NOTE.format(reason=sandbox.get("reason", "unknown")), file=sys.stderr)
     try:
         if session_id is None:
             title = (text or "").strip().splitlines()[0][:60] if text and text.strip() else None

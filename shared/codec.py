@@ -1,14 +1,17 @@
 """The one codec for frames: JSON text in, JSON bytes out, typed conversion at the edges.
 
 Decoding uses the standard library on purpose: it accepts lone surrogate
-escapes (``"\\ud800"``), which the protocol says must be normalized, not
-refused as unparseable.
+escapes (``"\\ud800"``), so that a prompt's text can be normalized rather than
+the frame refused as unparseable.  Every other string param holding one is
+invalid params (`surrogate_at` finds it): no name, id or path can be stored,
+logged or sent on with half a character in it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from typing import Any, TypeVar
 
 import msgspec
@@ -66,12 +69,45 @@ def clean_text(text: str) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def surrogate_at(data: Any, skip: Collection[str] = (), path: str = "") -> str | None:
+    """The dotted path of the first string in `data` that holds a lone surrogate (a key
+    holding one is named with it replaced by U+FFFD), or None.  Top-level names in `skip`
+    are not looked at."""
+    if isinstance(data, str):
+        return path if _SURROGATE.search(data) else None
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if path == "" and key in skip:
+                continue
+            where = f"{path}.{clean_text(key)}" if path else clean_text(key)
+            if where != (f"{path}.{key}" if path else key):
+                return where
+            found = surrogate_at(value, (), where)
+            if found is not None:
+                return found
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            found = surrogate_at(value, (), f"{path}.{i}" if path else str(i))
+            if found is not None:
+                return found
+    return None
+
+
 _PATH = re.compile(r"at `\$((?:\.[A-Za-z_0-9]+|\[\d+\])*)`")
 _NAMED = re.compile(r"field `([^`]+)`")
 
 
-def convert(data: Any, typ: type[T]) -> T:
-    """Converts decoded JSON to `typ`, translating msgspec's errors into ParamsError."""
+def convert(data: Any, typ: type[T], *, cleaned: Collection[str] = ()) -> T:
+    """Converts decoded JSON to `typ`, translating msgspec's errors into ParamsError.
+
+    A lone surrogate in any string but the top-level fields `cleaned` (which the caller
+    replaces) is a ParamsError too, found first: msgspec cannot even compare such a string.
+    """
+    bad = surrogate_at(data, cleaned)
+    if bad is not None:
+        raise ParamsError(bad, f"{bad or 'a name'} contains a lone UTF-16 surrogate (half of a "
+                               "surrogate pair, U+D800 to U+DFFF), which is not a character; "
+                               "send well-formed Unicode text")
     try:
         return msgspec.convert(data, typ)
     except msgspec.ValidationError as exc:

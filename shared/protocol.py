@@ -26,6 +26,17 @@ Role = Literal["user", "assistant", "tool", "system_note"]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 RequestId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
+# Bounds on strings a caller sets that the backend keeps and sends on: a session's title,
+# model and cwd go out in every session.updated broadcast; ids come back in errors and logs.
+TITLE_MAX = 200
+MODEL_MAX = 200
+CWD_MAX = 4096  # PATH_MAX on Linux
+ID_MAX = 200
+Title = Annotated[str, msgspec.Meta(max_length=TITLE_MAX)]
+ModelName = Annotated[str, msgspec.Meta(max_length=MODEL_MAX)]
+Folder = Annotated[str, msgspec.Meta(max_length=CWD_MAX)]
+Id = Annotated[str, msgspec.Meta(max_length=ID_MAX)]
+
 
 class Params(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Base of all params: unknown fields are errors, so typos show."""
@@ -187,9 +198,9 @@ class InitializeParams(Params):
 
 
 class SessionCreateParams(Params):
-    title: str | None = None
-    cwd: str | None = None
-    model: str | None = None
+    title: Title | None = None
+    cwd: Folder | None = None
+    model: ModelName | None = None
 
 
 class SessionListParams(Params):
@@ -199,39 +210,39 @@ class SessionListParams(Params):
 
 
 class SessionIdParams(Params):
-    session_id: str
+    session_id: Id
 
 
 class SessionUpdateParams(Params):
-    session_id: str
-    title: str | None = None
-    model: str | None = None
+    session_id: Id
+    title: Title | None = None
+    model: ModelName | None = None
 
 
 class SessionDeleteParams(Params):
-    session_id: str
+    session_id: Id
     force: bool = False
 
 
 class SessionMessagesParams(Params):
-    session_id: str
-    before_id: str | None = None
+    session_id: Id
+    before_id: Id | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 100
 
 
 class SessionSinceParams(Params):
-    session_id: str
+    session_id: Id
     since_seq: NonNegative | None = None
 
 
 class EventsSinceParams(Params):
-    session_id: str
+    session_id: Id
     since_seq: NonNegative
     limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 1000
 
 
 class PromptSubmitParams(Params):
-    session_id: str
+    session_id: Id
     request_id: RequestId
     text: str
     attachments: list[Attachment] | None = None
@@ -239,35 +250,35 @@ class PromptSubmitParams(Params):
 
 
 class AdmissionIdParams(Params):
-    admission_id: str
+    admission_id: Id
 
 
 class AdmissionListParams(Params):
-    session_id: str
+    session_id: Id
     status: AdmissionStatus | None = None
 
 
 class AdmissionResolveParams(Params):
-    admission_id: str
+    admission_id: Id
     resolution: Literal["interrupted"]
 
 
 class ApprovalListParams(Params):
-    session_id: str | None = None
+    session_id: Id | None = None
 
 
 class ApprovalRespondParams(Params):
-    approval_id: str
+    approval_id: Id
     decision: Decision
 
 
 class RuleDeleteParams(Params):
-    rule_id: str
+    rule_id: Id
 
 
 class SessionUndoParams(Params):
-    session_id: str
-    turn_id: str | None = None
+    session_id: Id
+    turn_id: Id | None = None
 
 
 class ConfigSetParams(Params):
@@ -285,7 +296,22 @@ class SecretSetParams(Params):
 
 
 class ProviderTestParams(Params):
-    provider: str | None = None  # a [providers.NAME] of config; default: what turns use first
+    provider: Id | None = None  # a [providers.NAME] of config; default: what turns use first
+
+
+MAX_TOKEN_LABEL = 100
+
+
+class TokenCreateParams(Params):
+    """`scopes`: a non-empty subset of the four (repeats are ignored); `label`: a name for
+    people, 1-100 characters, trimmed of surrounding whitespace."""
+
+    scopes: Annotated[list[Scope], msgspec.Meta(min_length=1)]
+    label: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TOKEN_LABEL)]
+
+
+class TokenIdParams(Params):
+    token_id: str
 
 
 # --- results ---------------------------------------------------------------
@@ -372,7 +398,7 @@ class RulesResult(Wire):
 
 
 class SessionCompressParams(Params):
-    session_id: str
+    session_id: Id
     focus: str | None = None  # what the summary should keep in view, in the user's words
 
 
@@ -411,6 +437,30 @@ class ProviderTestResult(Wire):
     error: ProviderFailure | None = None
 
 
+class TokenCreateResult(Wire):
+    """`token` is the secret: it is in this result and nowhere else (only its hash is kept)."""
+
+    token_id: str
+    token: str
+    scopes: list[Scope]
+    label: str
+
+
+class TokenInfo(msgspec.Struct, kw_only=True):
+    """One minted token as `token.list` shows it: never the secret or its hash."""
+
+    token_id: str
+    label: str
+    scopes: list[Scope]
+    created_at: str
+    revoked: bool
+    revoked_at: str | None
+
+
+class TokensResult(Wire):
+    tokens: list[TokenInfo]
+
+
 ConfigResult = dict[str, Any]
 """config.get and config.set return the effective config itself (secrets as "set"/"unset")."""
 
@@ -421,6 +471,11 @@ class MethodSpec(msgspec.Struct, frozen=True):
     scope: Scope | None
     # Params whose values must never be logged or echoed in an error (dispatch redacts them).
     secret: tuple[str, ...] = ()
+    # String params whose lone surrogates are replaced (U+FFFD) by the handler; in any other
+    # string a lone surrogate is invalid params.
+    cleaned: tuple[str, ...] = ()
+    # Only the owner's token (backend.json) may call it, whatever scopes another token has.
+    owner_only: bool = False
 
 
 METHODS: dict[str, MethodSpec] = {
@@ -435,7 +490,7 @@ METHODS: dict[str, MethodSpec] = {
     "session.subscribe": MethodSpec(SessionSinceParams, EventsResult, "read"),
     "session.unsubscribe": MethodSpec(SessionIdParams, EmptyResult, "read"),
     "session.events.since": MethodSpec(EventsSinceParams, EventsResult, "read"),
-    "prompt.submit": MethodSpec(PromptSubmitParams, ReceiptResult, "submit"),
+    "prompt.submit": MethodSpec(PromptSubmitParams, ReceiptResult, "submit", cleaned=("text",)),
     "admission.get": MethodSpec(AdmissionIdParams, ReceiptResult, "read"),
     "admission.list": MethodSpec(AdmissionListParams, ReceiptsResult, "read"),
     "admission.cancel": MethodSpec(AdmissionIdParams, ReceiptResult, "submit"),
@@ -452,6 +507,11 @@ METHODS: dict[str, MethodSpec] = {
     "config.set": MethodSpec(ConfigSetParams, ConfigResult, "admin"),
     "secret.set": MethodSpec(SecretSetParams, SecretSetResult, "admin", secret=("value",)),
     "provider.test": MethodSpec(ProviderTestParams, ProviderTestResult, "admin"),
+    # A minted admin token must not mint more: a token handed to a script cannot outlive
+    # its revocation through tokens it made.
+    "token.create": MethodSpec(TokenCreateParams, TokenCreateResult, "admin", owner_only=True),
+    "token.revoke": MethodSpec(TokenIdParams, EmptyResult, "admin"),
+    "token.list": MethodSpec(NoParams, TokensResult, "admin"),
     "shutdown": MethodSpec(NoParams, EmptyResult, "admin"),
 }
 

@@ -33,6 +33,7 @@ def build() -> dict[str, Any]:
             "scope": METHODS[name].scope,
             "params": schemas[i],
             "result": schemas[n + i],
+            **({"owner_only": True} if METHODS[name].owner_only else {}),
         }
         for i, name in enumerate(names)
     }

@@ -4,21 +4,30 @@ Input enters only through `submit`, which commits a `queued` row before it
 answers.  One drainer task per session claims the oldest queued row — but
 never while a row of that session is `started` or `unknown` — and runs it;
 sessions drain in parallel, each one turn at a time.
+
+A store that cannot write (a full disk) wedges nothing: a drainer waits it
+out, and a turn whose end could not be saved is settled `unknown` in place —
+the state a restart would give it — as soon as the store takes writes again.
+The next prompt (or `admission.resolve`) then moves the queue on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import sqlite3
 from dataclasses import dataclass, replace
 
 from backend.authority.payload import Payload, normalize
-from backend.errors import AdmissionConflict, AdmissionState, NotFound
+from backend.authority.recovery import settle_lost
+from backend.errors import AdmissionConflict, AdmissionState, NotFound, StoreUnavailable
 from backend.ids import new_id
 from backend.store import admissions, compression, events, messages, sessions
 from backend.store.db import Database, Tx
-from backend.turn.finalize import TurnOutcome, close_turn, settle_event
+from backend.store.leases import Holder
+from backend.turn.finalize import CLOSE_RETRY_S, TurnOutcome, close_turn, settle_event
 from backend.turn.lease import holder_for, try_take
 from backend.turn.runner import Claim, Interrupt, TurnRunner
 from shared import logs
@@ -26,11 +35,28 @@ from shared.protocol import AdmissionEvent, PromptSubmitParams, Receipt, TurnSta
 
 log = logging.getLogger("authority")
 
+# While the store cannot write: the first wait, doubled up to the last (a commit elsewhere
+# that succeeds cuts any wait short).
+RETRY_FIRST_S = 0.25
+RETRY_MAX_S = 5.0
+
 
 @dataclass
 class ActiveTurn:
     claim: Claim
     interrupt: Interrupt
+
+
+@dataclass(frozen=True)
+class LostTurn:
+    """A turn that ended but whose end could not be saved: still `started` on disk."""
+
+    admission_id: str
+    turn_id: str
+    holder: Holder
+
+    def settle(self, tx: Tx) -> bool:
+        return settle_lost(tx, self.admission_id, self.turn_id, self.holder)
 
 
 class SessionAuthority:
@@ -43,6 +69,8 @@ class SessionAuthority:
         self._active: dict[str, ActiveTurn] = {}
         self._accepting = True
         self._retired: set[str] = set()
+        self._lost: dict[str, LostTurn] = {}  # by admission id
+        self._retry_now = asyncio.Event()  # set (and replaced) to cut store waits short
 
     # --- input ----------------------------------------------------------------
 
@@ -84,6 +112,7 @@ class SessionAuthority:
             )
             return receipt
 
+        self._settle_lost_first()  # so that this prompt finds them `unknown` and moves on
         receipt = await self.db.write(job)
         params.session_id = receipt.session_id
         if not receipt.duplicate:
@@ -115,6 +144,7 @@ class SessionAuthority:
             _resolve_unknown(tx, admission_id)
             return _receipt(tx, admission_id)
 
+        self._settle_lost_first()  # a lost turn is `unknown` by the time this job looks
         receipt = await self.db.write(job)
         self.wake(receipt.session_id)
         return receipt
@@ -158,7 +188,7 @@ class SessionAuthority:
         try:
             while self._accepting and session_id not in self._retired:
                 self._dirty.discard(session_id)
-                claim = await self.db.write(lambda tx: self._claim(tx, session_id))
+                claim = await self._next_claim(session_id)
                 if claim is None:
                     if session_id in self._dirty:
                         continue
@@ -166,20 +196,47 @@ class SessionAuthority:
                 active = ActiveTurn(claim, Interrupt())
                 self._active[session_id] = active
                 try:
-                    await self.runner.run(claim, active.interrupt)
-                except Exception:
-                    error_id = logs.internal(log, "turn %s crashed", claim.turn_id)
-                    await self._settle_crashed(claim, error_id)
+                    unsaved = await self._run(claim, active.interrupt)
                 finally:
                     self._active.pop(session_id, None)
                     moved = active.interrupt.session_id
                     if moved and moved != session_id:
                         self.wake(moved)  # its queue moved with it
+                if unsaved is not None:
+                    await self._settle_lost(claim, unsaved, session_id)
         except Exception:
             logs.internal(log, "drainer of session %s stopped", session_id)
         finally:
             if self._drainers.get(session_id) is asyncio.current_task():
                 del self._drainers[session_id]
+
+    async def _next_claim(self, session_id: str) -> Claim | None:
+        """The session's next turn, claimed; None when there is none or the drainer must
+        stop.  A store that cannot write is waited out: the queued rows stay queued."""
+        delay = RETRY_FIRST_S
+        while self._accepting and session_id not in self._retired:
+            try:
+                return await self.db.write(lambda tx: self._claim(tx, session_id))
+            except StoreUnavailable as exc:
+                if delay == RETRY_FIRST_S:
+                    log.warning("session %s: cannot claim its next turn (%s); trying again "
+                                "until the database takes writes", session_id, exc.message)
+                await self._wait_for_store(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+        return None
+
+    async def _run(self, claim: Claim, interrupt: Interrupt) -> str | None:
+        """Runs the turn; returns why its end could not be saved, or None when it was."""
+        try:
+            await self.runner.run(claim, interrupt)
+            return None
+        except StoreUnavailable as exc:
+            return exc.message
+        except Exception:
+            error_id = logs.internal(log, "turn %s crashed", claim.turn_id)
+            if await self._settle_crashed(claim, error_id):
+                return None
+            return f"it crashed (error_id {error_id}), then the store failed"
 
     def _claim(self, tx: Tx, session_id: str) -> Claim | None:
         """Takes the oldest queued row unless the session's queue is held; starts its turn."""
@@ -210,22 +267,76 @@ class SessionAuthority:
         )
         return Claim(session_id, admission_id, turn_id, text, session["cwd"], holder, leased)
 
-    async def _settle_crashed(self, claim: Claim, error_id: str) -> None:
-        """A bug escaped the runner: settle the admission so the queue is not held forever."""
+    async def _settle_crashed(self, claim: Claim, error_id: str) -> bool:
+        """A bug escaped the runner: settle the admission so the queue is not held forever.
+        False when that could not be saved."""
         outcome = TurnOutcome(
             claim.session_id, claim.admission_id, claim.turn_id, "failed", "", Usage(),
             f"an internal error ended this turn; the backend log (DIR/logs/backend.log) has "
             f"details under error_id {error_id}", holder=claim.holder,
         )
         try:
-            await self.db.write(lambda tx: close_turn(tx, outcome))
+            await self.db.write_patiently(lambda tx: close_turn(tx, outcome), CLOSE_RETRY_S)
+        except StoreUnavailable:
+            return False
         except Exception:
             logs.internal(log, "could not settle crashed turn %s", claim.turn_id)
+            return False
+        return True
+
+    # --- turns whose end could not be saved ---------------------------------------
+
+    async def _settle_lost(self, claim: Claim, why: str, drained: str) -> None:
+        """Settles a turn whose end could not be saved `unknown` in place, as soon as the
+        store takes writes again; until then its `started` row holds the session's queue.
+        Shutdown (or the session's deletion) stops trying: the next start's recovery
+        gives the row the same state."""
+        lost = LostTurn(claim.admission_id, claim.turn_id, claim.holder)
+        self._lost[lost.admission_id] = lost
+        log.warning("turn %s: its end could not be saved (%s); it becomes unknown once the "
+                    "database takes writes again", claim.turn_id, why)
+        delay = RETRY_FIRST_S
+        while lost.admission_id in self._lost and self._accepting and drained not in self._retired:
+            try:
+                settled = await self.db.write(lost.settle)
+            except StoreUnavailable:
+                await self._wait_for_store(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            self._lost_settled(lost, settled)
+
+    def _settle_lost_first(self) -> None:
+        """Queues the settlement of every lost turn ahead of the caller's write: if that
+        write commits, so do they, before it (jobs commit in the order queued)."""
+        for lost in list(self._lost.values()):
+            future = self.db.enqueue(lost.settle)
+            future.add_done_callback(functools.partial(self._lost_done, lost))
+
+    def _lost_done(self, lost: LostTurn, future: asyncio.Future[bool]) -> None:
+        if not future.cancelled() and future.exception() is None:  # else its drainer retries
+            self._lost_settled(lost, future.result())
+
+    def _lost_settled(self, lost: LostTurn, settled: bool) -> None:
+        if self._lost.pop(lost.admission_id, None) is not None and settled:
+            log.warning("turn %s is unknown now; the next prompt or admission.resolve moves "
+                        "its session on", lost.turn_id)
+        self._wake_waiters()
+
+    async def _wait_for_store(self, delay: float) -> None:
+        """Sleeps `delay`, or less if a lost turn settles (the store takes writes) or the
+        authority stops meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._retry_now.wait(), delay)
+
+    def _wake_waiters(self) -> None:
+        self._retry_now.set()  # wakes every waiter of this event; later ones wait anew
+        self._retry_now = asyncio.Event()
 
     async def retire(self, session_id: str) -> None:
         """Stops the session's drainer for good (before deletion), interrupting its turn."""
         self._retired.add(session_id)
         self.interrupt(session_id, "Interrupted: the session was deleted.")
+        self._wake_waiters()  # a drainer waiting on the store stops waiting
         task = self._drainers.get(session_id)
         if task is not None and not task.done():
             await task
@@ -242,6 +353,7 @@ class SessionAuthority:
     async def stop(self, grace_s: float = 10.0) -> None:
         """Starts nothing new; lets running turns finish within the grace, then interrupts them."""
         self._accepting = False
+        self._wake_waiters()  # a drainer waiting on the store stops waiting
         tasks = [t for t in self._drainers.values() if not t.done()]
         if not tasks:
             return
@@ -268,6 +380,7 @@ def _receipt(tx: Tx, admission_id: str) -> Receipt:
 def _resolve_unknown(tx: Tx, admission_id: str) -> None:
     admissions.settle(
         tx, admission_id, "interrupted",
-        failure_reason="the backend stopped while this turn ran; its outcome is unknown",
+        failure_reason="its outcome is unknown: the backend stopped, or could not save its "
+        "end, while it ran",
     )
     settle_event(tx, admission_id)

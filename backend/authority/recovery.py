@@ -8,17 +8,22 @@ made-up success — so the next turn's model sees that the outcome is not
 known.  Leases of dead holders are dropped and approvals nobody waits for
 any more expire.  A turn whose lease a live process still holds (two
 backends on one folder) is left alone: that process is still running it.
+
+A running process gives its own turn the same state in place (`settle_lost`)
+when the store failed while the turn ended and its end could not be saved.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 
 from backend.store import admissions, events, leases, messages
 from backend.store.db import Tx
+from backend.store.leases import Holder
 from backend.tools.approvals import expire_stale
-from backend.turn.finalize import close_tail
+from backend.turn.finalize import UNRECORDED_RESULT, close_tail
 from backend.turn.lease import provably_dead
 
 log = logging.getLogger("authority")
@@ -32,6 +37,10 @@ UNKNOWN_RESULT = (
     "have run completely, partly or not at all. Check the current state before relying on it "
     "or running it again."
 )
+UNSAVED_NOTE = (
+    "This turn's end could not be saved (the database could not be written: a full disk?), "
+    "so its outcome is unknown. It will not be re-run; send a new message to continue."
+)
 
 
 def recover(tx: Tx, epoch: int) -> list[str]:
@@ -41,24 +50,48 @@ def recover(tx: Tx, epoch: int) -> list[str]:
         sid, turn_id = row["session_id"], row["turn_id"]
         if live.get(sid) == turn_id:
             continue  # its own process still runs it, holding the lease
-        admissions.mark_unknown(tx, row["admission_id"])
-        if turn_id:
-            closed = close_tail(tx, sid, turn_id, "unknown", UNKNOWN_RESULT, row["admission_id"])
-            # Text that reached clients before the crash is a delivered fact: keep it in
-            # the transcript, marked, rather than lose it.
-            streamed = events.turn_text(tx, sid, turn_id)
-            if streamed:
-                messages.insert(tx, sid, "assistant", streamed, turn_id=turn_id, status="unknown")
-            if closed:
-                log.warning("turn %s: %d tool calls have an unknown outcome", turn_id, closed)
-        messages.insert(tx, sid, "system_note", RECOVERED_NOTE, turn_id=turn_id,
-                        note_kind="recovered")
+        mark_lost(tx, row, RECOVERED_NOTE, UNKNOWN_RESULT)
         log.warning("admission %s of session %s is unknown after a restart",
                     row["admission_id"], sid)
     expired = expire_stale(tx, epoch, keep=set(live))
     if expired:
         log.warning("%d pending approvals of earlier turns expired", expired)
     return admissions.sessions_with_queued(tx)
+
+
+def settle_lost(tx: Tx, admission_id: str, turn_id: str, holder: Holder) -> bool:
+    """In place, for this process's own turn whose end could not be saved: the state a
+    restart would give it, and its lease released.  False (and nothing done) when the
+    admission is no longer that turn's `started` one: it was settled meanwhile."""
+    row = admissions.by_id(tx, admission_id)
+    if row is None or row["status"] != "started" or row["turn_id"] != turn_id:
+        return False
+    lease = leases.current(tx, row["session_id"])
+    if lease is not None and lease["holder"] != holder.key:
+        # Another holder writes this session's transcript now (and closed this turn's
+        # calls when it took over): only the receipt is this turn's to settle.
+        admissions.mark_unknown(tx, admission_id)
+        return True
+    mark_lost(tx, row, UNSAVED_NOTE, UNRECORDED_RESULT)
+    leases.release(tx, row["session_id"], holder)
+    return True
+
+
+def mark_lost(tx: Tx, row: sqlite3.Row, note: str, result: str) -> None:
+    """Marks a `started` admission `unknown` and closes its turn's transcript as far as it
+    is known: open calls get `result` (status unknown), delivered text stays, `note` ends it."""
+    sid, turn_id = row["session_id"], row["turn_id"]
+    admissions.mark_unknown(tx, row["admission_id"])
+    if turn_id:
+        closed = close_tail(tx, sid, turn_id, "unknown", result, row["admission_id"])
+        # Text that reached clients is a delivered fact: keep it in the transcript, marked,
+        # rather than lose it.  (Only stored deltas were ever published.)
+        streamed = events.turn_text(tx, sid, turn_id)
+        if streamed:
+            messages.insert(tx, sid, "assistant", streamed, turn_id=turn_id, status="unknown")
+        if closed:
+            log.warning("turn %s: %d tool calls have an unknown outcome", turn_id, closed)
+    messages.insert(tx, sid, "system_note", note, turn_id=turn_id, note_kind="recovered")
 
 
 def _drop_dead_leases(tx: Tx, epoch: int) -> dict[str, str]:

@@ -30,7 +30,7 @@ import msgspec
 
 from backend.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 from backend.errors import ProviderError
-from backend.host import die_with_parent
+from backend.host import die_with_parent, secretless_env
 from backend.providers.base import ChatRequest, Chunk, TextChunk, UsageChunk, WireMessage
 from backend.providers.openai import OpenAIChat
 
@@ -205,7 +205,7 @@ class LocalChat:
             return await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True,  # its own process group: stopped as a whole
-                preexec_fn=die_with_parent,
+                preexec_fn=die_with_parent, env=secretless_env(),  # no provider's key
             )
 
     async def _wait_ready(self, base_url: str) -> None:

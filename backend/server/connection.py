@@ -4,6 +4,8 @@ Every frame to the client — responses and events alike — goes through one
 outbox drained by one sender task, so the order frames are queued in is the
 order the client reads them.  A client that stops reading is dropped once its
 outbox passes `MAX_OUTBOX`; it can reconnect and replay from its last seq.
+A connection whose token is revoked takes no more frames and closes with
+1008 once the frames already queued are sent.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from shared.protocol import Event, Scope
 log = logging.getLogger("rpc")
 
 MAX_OUTBOX = 20_000
+OWNER_ID = "owner"  # the token_id of backend.json's token; minted ids start with "tok_"
+REVOKED = 1008  # WebSocket close code "policy violation"
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,16 @@ class Principal:
 
     token_id: str
     scopes: frozenset[Scope]
+
+    @property
+    def owner(self) -> bool:
+        return self.token_id == OWNER_ID
+
+
+@dataclass(frozen=True)
+class _Close:
+    code: int
+    reason: str
 
 
 @dataclass
@@ -47,11 +61,12 @@ class Connection:
         self.ws = ws
         self.principal = principal
         self.initialized = False
-        self._outbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self._outbox: asyncio.Queue[str | _Close | None] = asyncio.Queue()
         self._marks: dict[str, int] = {}
         self._replaying: dict[str, list[Event]] = {}
         self._sender: asyncio.Task[None] | None = None
         self.closed = False
+        self.revoked = False
 
     def start(self) -> None:
         self._sender = asyncio.create_task(self._send_loop(), name="rpc-sender")
@@ -63,7 +78,15 @@ class Connection:
             await self._sender
 
     def can_read(self) -> bool:
-        return self.initialized and "read" in self.principal.scopes
+        return self.initialized and not self.revoked and "read" in self.principal.scopes
+
+    def revoke(self) -> None:
+        """Its token was revoked: no more frames; what is queued (the response to the call
+        that revoked it, when it revoked its own token) goes out, then a 1008 close."""
+        self.revoked = True
+        if not self.closed:
+            self.closed = True
+            self._outbox.put_nowait(_Close(REVOKED, "token revoked"))
 
     # --- subscriptions ------------------------------------------------------------
 
@@ -126,6 +149,9 @@ class Connection:
             if text is None:
                 return
             try:
+                if isinstance(text, _Close):
+                    await self.ws.close(text.code, text.reason)
+                    return
                 await self.ws.send(text)
             except ConnectionClosed:
                 self.closed = True

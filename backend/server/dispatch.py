@@ -1,4 +1,5 @@
-"""Dispatch of one frame: initialize-first, scope before params, typed params, error mapping.
+"""Dispatch of one frame: initialize-first, scope (and owner-only) before params, typed params,
+error mapping.
 
 Params a method marks secret (`secret.set`'s value) never reach a log line or
 an error frame: every error of such a call is redacted here, at the one place
@@ -86,10 +87,15 @@ class Dispatcher:
         spec = METHODS.get(request.method)
         if spec is None:
             raise MethodNotFound(f"method {request.method!r} not found")
+        if conn.revoked:
+            raise Forbidden("forbidden: this connection's token was revoked")
         if spec.scope is not None and spec.scope not in conn.principal.scopes:
             raise Forbidden(f"forbidden: this token lacks the {spec.scope!r} scope")
+        if spec.owner_only and not conn.principal.owner:
+            raise Forbidden(f"forbidden: only the owner's token (backend.json) may call "
+                            f"{request.method}")
         try:
-            params = convert(request.params, spec.params)
+            params = convert(request.params, spec.params, cleaned=spec.cleaned)
         except ParamsError as exc:
             known = spec.params.__struct_fields__
             if spec.secret and exc.field.split(".")[0] not in known:

@@ -4,7 +4,8 @@ A connection subscribing with `since_seq` first registers (live events are
 buffered), then reads the stored events, then sets its mark to the last seq
 it returned and flushes the buffer, dropping anything at or below the mark.
 Since events are published only after their COMMIT and in seq order, the
-replayed and live parts meet with no gap and no duplicate.
+replayed and live parts meet with no gap and no duplicate.  Only connections
+whose token has `read` are sent events.
 """
 
 from __future__ import annotations
@@ -59,10 +60,9 @@ class Hub:
             return
         if not isinstance(item, StoredEvent):
             return
-        if item.stored:
-            for sub in list(self._subs.get(item.event.session_id, ())):
+        # Events need the `read` scope, whoever subscribed: a submit-only token's prompt.submit
+        # subscribes it like any submitter, but it is sent nothing.
+        subs = self._subs.get(item.event.session_id, ()) if item.stored else self._all
+        for sub in list(subs):
+            if sub.can_read():
                 sub.deliver(item.event)
-        else:
-            for sub in list(self._all):
-                if sub.can_read():
-                    sub.deliver(item.event)

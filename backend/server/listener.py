@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
+import weakref
 from collections.abc import Callable
 from http import HTTPStatus
 
@@ -12,10 +12,11 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from backend.errors import TurnkeyError
+from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Principal
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
-from shared.protocol import ALL_SCOPES
 
 log = logging.getLogger("rpc")
 
@@ -23,21 +24,24 @@ PING_INTERVAL_S = 20
 PING_TIMEOUT_S = 40  # with the interval: a client silent past ~60 s is dropped
 MAX_IN_FLIGHT = 64  # requests one connection may have running at once
 
-OWNER = Principal("owner", frozenset(ALL_SCOPES))
-
 
 class Listener:
     def __init__(
-        self, dispatcher: Dispatcher, hub: Hub, token: str,
+        self, dispatcher: Dispatcher, hub: Hub, auth: Authenticator,
         allowed_origins: Callable[[], list[str]], max_frame_bytes: int,
     ) -> None:
         self.dispatcher = dispatcher
         self.hub = hub
-        self._token = token.encode()
+        self.auth = auth
         self._origins = allowed_origins  # read per request: config.set applies at once
         self._max_frame = max_frame_bytes
         self._server: Server | None = None
         self.connections: set[Connection] = set()
+        # Who each accepted upgrade is, from the handshake until its handler takes it over.
+        self._accepted: weakref.WeakKeyDictionary[ServerConnection, Principal] = (
+            weakref.WeakKeyDictionary())
+        self._revoked: set[str] = set()  # token ids revoked while this process runs
+        auth.on_revoke(self._token_revoked)
 
     async def start(self, host: str, port: int) -> int:
         self._server = await serve(
@@ -54,23 +58,44 @@ class Listener:
             self._server.close(close_connections=True)
             await self._server.wait_closed()
 
-    def _authorize(self, ws: ServerConnection, request: Request) -> Response | None:
+    async def _authorize(self, ws: ServerConnection, request: Request) -> Response | None:
         # Origin first: a browser page must be refused whatever token it carries.
         origin = request.headers.get("Origin")
         if origin is not None and origin not in self._origins():
             return ws.respond(HTTPStatus.FORBIDDEN, "origin not allowed\n")
-        auth = request.headers.get("Authorization", "")
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), self._token):
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        principal = None
+        if scheme.lower() == "bearer":
+            try:
+                principal = await self.auth.identify(token)
+            except TurnkeyError as exc:
+                log.warning("could not check a token: %s", exc.message)
+                return ws.respond(HTTPStatus.SERVICE_UNAVAILABLE, "could not check the token\n")
+        if principal is None:
             return ws.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token\n")
         if request.path.split("?")[0] != "/rpc":
             return ws.respond(HTTPStatus.NOT_FOUND, "the endpoint is /rpc\n")
+        self._accepted[ws] = principal
         return None
 
+    def _token_revoked(self, token_id: str) -> None:
+        self._revoked.add(token_id)
+        for conn in list(self.connections):
+            if conn.principal.token_id == token_id:
+                conn.revoke()
+
     async def _handle(self, ws: ServerConnection) -> None:
-        conn = Connection(ws, OWNER)
+        principal = self._accepted.pop(ws, None)
+        if principal is None:  # every upgrade passes _authorize first
+            await ws.close(1011, "no principal")
+            return
+        conn = Connection(ws, principal)
         conn.start()
         self.connections.add(conn)
+        # Revoked between the handshake's lookup and now: the revocation missed this one.
+        if principal.token_id in self._revoked:
+            conn.revoke()
         self.hub.attach(conn)
         slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         tasks: set[asyncio.Task[None]] = set()

@@ -10,21 +10,28 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from backend import __version__
+from backend.authority import loosening
 from backend.authority.queue import SessionAuthority
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile, api_key
-from backend.errors import InvalidParams, NotFound, ProviderError, SessionBusy
+from backend.errors import Forbidden, InvalidParams, NotFound, ProviderError, SessionBusy
 from backend.ids import message_rowid, new_id
 from backend.providers.errors import described
 from backend.providers.local import LOCAL_DEFAULT, LOCAL_NAME
 from backend.providers.probe import PROBE_TIMEOUT_S, probe
 from backend.providers.registry import Link, Providers
 from backend.secrets import Secrets
+from backend.server import peer
+from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
 from backend.store import admissions, approvals, events, messages, sessions, usage
@@ -32,8 +39,11 @@ from backend.store.db import Database, Tx
 from backend.tools import registry
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
+from backend.tools.procs import ProcessTable
+from backend.tools.sandbox import KIND, Sandbox
 from shared import protocol as p
-from shared.codec import clean_text
+
+log = logging.getLogger("rpc")
 
 Handler = Callable[[Connection, Any], Awaitable[Any]]
 
@@ -47,7 +57,12 @@ class Methods:
         self, db: Database, authority: SessionAuthority, hub: Hub, config: ConfigFile,
         epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
         checkpoints: Checkpoints, secrets: Secrets, providers: Providers, compressor: Compressor,
+        auth: Authenticator, procs: ProcessTable,
+        sandbox: Sandbox | None = None,
     ) -> None:
+        self.auth = auth
+        self.procs = procs
+        self.sandbox = sandbox
         self.compressor = compressor
         self.secrets = secrets
         self.providers = providers
@@ -89,6 +104,9 @@ class Methods:
             "config.set": self.config_set,
             "secret.set": self.secret_set,
             "provider.test": self.provider_test,
+            "token.create": self.token_create,
+            "token.revoke": self.token_revoke,
+            "token.list": self.token_list,
             "shutdown": self.shutdown,
         }
         assert set(self.handlers) == set(p.METHODS), "every protocol method has a handler"
@@ -110,7 +128,7 @@ class Methods:
                 scopes=[s for s in p.ALL_SCOPES if s in conn.principal.scopes],
             ),
             capabilities={"methods": sorted(p.METHODS), "events": sorted(p.EVENTS),
-                          "provider": self._provider_summary()},
+                          "provider": self._provider_summary(), "sandbox": self._sandbox_summary()},
         )
 
     async def shutdown(self, conn: Connection, params: p.NoParams) -> Reply:
@@ -388,8 +406,60 @@ class Methods:
         return self.config.effective(self.secrets.get)
 
     async def config_set(self, conn: Connection, params: p.ConfigSetParams) -> dict[str, Any]:
+        old = msgspec.to_builtins(self.config.config)
+        new = msgspec.to_builtins(self.config.preview(params.patch))
+        loosened = loosening.loosened(old, new)
+        if loosened:
+            await self._may_loosen(conn, loosened)
         self.config.patch(params.patch)
         return self.config.effective(self.secrets.get)
+
+    async def _may_loosen(self, conn: Connection, fields: list[str]) -> None:
+        """Loosening approvals or the sandbox takes the owner's token on a connection that no
+        tool call's process holds: a command the model ran must not switch off what guards
+        the commands it runs next, even with the token it can read from backend.json."""
+        names = ", ".join(fields)
+        data = {"fields": fields}
+        if not conn.principal.owner:
+            raise Forbidden(f"forbidden: this change loosens {names}, which only the owner's "
+                            f"token may do; change it in the app's Settings", data)
+        try:
+            client, server = conn.ws.remote_address, conn.ws.local_address
+            if not client or not server:
+                raise peer.PeerUnknown("the connection has no TCP addresses")
+            verdict = await asyncio.to_thread(
+                peer.judge, (client[0], client[1]), (server[0], server[1]), os.getpid(),
+                self.procs.groups())
+        except peer.PeerUnknown as exc:
+            raise Forbidden(
+                f"forbidden: this change loosens {names}, and the backend could not tell which "
+                f"process is on the other end of this connection: {exc}. Change it in the "
+                f"app's Settings, or in config.toml while the backend is stopped", data) from None
+        if verdict.tool_call is not None:
+            log.warning("config.set refused: a tool call's process tried to loosen %s: %s",
+                        names, verdict.tool_call)
+            raise Forbidden(
+                f"forbidden: this change loosens {names}, and it comes from a tool call's "
+                f"process: {verdict.tool_call}. Only a person may loosen it, in the app's "
+                f"Settings or in config.toml while the backend is stopped", data)
+        log.info("config.set loosens %s for the owner (process %s)", names,
+                 ",".join(map(str, verdict.pids)))
+
+    # --- tokens -------------------------------------------------------------------
+
+    async def token_create(
+        self, conn: Connection, params: p.TokenCreateParams
+    ) -> p.TokenCreateResult:
+        return await self.auth.create(params)
+
+    async def token_revoke(self, conn: Connection, params: p.TokenIdParams) -> Reply:
+        await self.auth.revoke(params.token_id)
+        # Open connections of the token close after this response is queued, so a connection
+        # revoking its own token still gets the answer.
+        return Reply(p.EmptyResult(), after=lambda: self.auth.revoked(params.token_id))
+
+    async def token_list(self, conn: Connection, params: p.NoParams) -> p.TokensResult:
+        return p.TokensResult(tokens=await self.auth.listing())
 
     # --- secrets and providers ---------------------------------------------------
 
@@ -436,6 +506,19 @@ class Methods:
                                     latency_ms=result.latency_ms, error=error)
 
     # --- helpers ----------------------------------------------------------------
+
+    def _sandbox_summary(self) -> dict[str, Any]:
+        """How commands run: `active` false says why (`reason`), once, for the app and the CLI."""
+        box = self.sandbox
+        if box is None:
+            return {"active": False, "kind": "none", "network": False,
+                    "reason": "the sandbox was not set up"}
+        why = box.why_off()
+        out: dict[str, Any] = {"active": why is None, "kind": KIND if why is None else "none",
+                               "network": box.network}
+        if why is not None:
+            out["reason"] = why
+        return out
 
     def _provider_summary(self) -> dict[str, Any]:
         """What turns will use, so a front-end can say so (and warn about the tiny model)."""
@@ -498,12 +581,10 @@ def _cwd(cwd: str | None) -> str:
 
 def _secret_value(raw: str) -> str:
     """The value to store: trimmed (pasted keys end in a newline), 1 byte to 8 KiB.  Errors
-    describe the value, never quote it."""
+    describe the value, never quote it (dispatch already refused lone surrogates)."""
     value = raw.strip()
     if not value:
         raise InvalidParams("value", "value is empty (surrounding whitespace is trimmed)")
-    if clean_text(value) != value:
-        raise InvalidParams("value", "value contains a lone UTF-16 surrogate")
     if len(value.encode()) > MAX_SECRET_BYTES:
         raise InvalidParams("value", f"value is longer than {MAX_SECRET_BYTES // 1024} KiB")
     return value

@@ -58,6 +58,15 @@ def oldest_queued(tx: Tx, session_id: str) -> sqlite3.Row | None:
     )
 
 
+def of_turn(tx: Tx, session_id: str, turn_id: str) -> str | None:
+    """The admission_id a turn runs for (looked up within its session first: indexed)."""
+    r = tx.one("SELECT admission_id FROM admissions WHERE session_id = ? AND turn_id = ?",
+               (session_id, turn_id))
+    if r is None:  # the admission moved with a rotation the approval row did not follow
+        r = tx.one("SELECT admission_id FROM admissions WHERE turn_id = ?", (turn_id,))
+    return str(r[0]) if r is not None else None
+
+
 def mark_started(tx: Tx, admission_id: str, epoch: int, turn_id: str) -> None:
     cur = tx.execute(
         "UPDATE admissions SET status = 'started', owner_epoch = ?, turn_id = ?, started_at = ? "

@@ -17,14 +17,15 @@ import asyncio
 import functools
 import logging
 import sqlite3
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
 
-from backend.errors import StoreUnavailable, TurnkeyError
+from backend.errors import StoreRefused, StoreUnavailable, TurnkeyError
+from backend.store import dbfile
 from backend.store.migrations import migrate
 from shared import logs
 
@@ -105,19 +106,42 @@ class Database:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._failed_commits = 0  # in a row: the store is failing (a full disk) until one works
         self.publisher: Callable[[Any], None] = lambda item: None
 
     async def open(self) -> None:
-        self._writer = await _connect(self.path)
-        await _run(self._writer, migrate)
-        self._reader = await _connect(self.path)
+        """Opens the file (creating it when there is none) and migrates it.
+
+        Raises StoreRefused (StoreDamaged, StoreTooNew) with nothing left open when the
+        file cannot be used: the caller reports the message and exits.
+        """
+        try:
+            dbfile.prepare(self.path)
+            self._writer = await _connect(self.path)
+            await _run(self._writer, functools.partial(migrate, name=str(self.path)))
+            self._reader = await _connect(self.path)
+        except BaseException as exc:
+            # An open connection's thread would keep the process alive after it gave up.
+            await self._close_connections()
+            if isinstance(exc, sqlite3.Error):
+                raise dbfile.refusal(self.path, exc) from None
+            raise
         self._task = asyncio.create_task(self._write_loop(), name="store-writer")
+
+    def refusal(self, exc: StoreUnavailable) -> StoreRefused:
+        """The start-up refusal for a write that failed before the backend was ready."""
+        if isinstance(exc.__cause__, sqlite3.Error):
+            return dbfile.refusal(self.path, exc.__cause__)
+        return StoreRefused(f"{self.path} could not be prepared ({exc.message})")
 
     async def close(self) -> None:
         self._closing = True
         self._wake.set()
         if self._task:
             await self._task
+        await self._close_connections()
+
+    async def _close_connections(self) -> None:
         for conn in (self._reader, self._writer):
             if conn is not None:
                 await conn.close()
@@ -148,6 +172,18 @@ class Database:
         result: T = await self.enqueue(fn)
         return result
 
+    async def write_patiently(self, fn: Callable[[Tx], T], delays: Sequence[float]) -> T:
+        """Like `write`, but tries again after each of `delays` (seconds) while the store
+        is unavailable; raises the last StoreUnavailable once they are spent.  For writes
+        that must not be given up at the first failure (a turn's end)."""
+        for delay in delays:
+            try:
+                return await self.write(fn)
+            except StoreUnavailable as exc:
+                log.info("a write failed (%s); trying again in %g s", exc.message, delay)
+                await asyncio.sleep(delay)
+        return await self.write(fn)
+
     def enqueue(self, fn: Callable[[Tx], T]) -> asyncio.Future[T]:
         """Like `write`, but queues the job now and returns the future of its result.
 
@@ -175,13 +211,15 @@ class Database:
             try:
                 await _run(self._writer, functools.partial(_commit_batch, batch=batch))
             except Exception as exc:  # the COMMIT itself failed: nothing of the batch is stored
-                log.error("commit of %d jobs failed: %s", len(batch), exc)
+                self._commit_failed(exc, len(batch))
                 for job in batch:
                     if not job.future.done():
-                        job.future.set_exception(
-                            StoreUnavailable(f"could not save to the database: {exc}")
-                        )
+                        job.future.set_exception(_unavailable(exc))
                 continue
+            if self._failed_commits:
+                log.warning("the database commits again, after %d failed commits",
+                            self._failed_commits)
+                self._failed_commits = 0
             for job in batch:
                 if job.error is None:
                     for item in job.published:
@@ -194,6 +232,15 @@ class Database:
                     job.future.set_result(job.result)
             if self._queue:
                 self._wake.set()
+
+    def _commit_failed(self, exc: Exception, jobs: int) -> None:
+        """Logs a failed commit: SQLite's (a full disk, I/O) once per failing spell, as the
+        environment's fault; anything else as our bug, with its traceback."""
+        self._failed_commits += 1
+        if not isinstance(exc, sqlite3.Error):
+            logs.internal(log, "commit of %d jobs failed", jobs)
+        elif self._failed_commits == 1:
+            log.warning("the database cannot commit (%s); writes fail until it can", exc)
 
     def _publish(self, item: Any) -> None:
         try:
@@ -228,15 +275,26 @@ def _translate(exc: BaseException) -> BaseException:
     if isinstance(exc, TurnkeyError | AssertionError):
         return exc
     if isinstance(exc, sqlite3.Error):
-        return StoreUnavailable(f"could not save to the database: {exc}")
+        return _unavailable(exc)
     return exc
+
+
+def _unavailable(exc: BaseException) -> StoreUnavailable:
+    """SQLite's failure as ours; the original stays the cause (its error code matters)."""
+    error = StoreUnavailable(f"could not save to the database: {exc}")
+    error.__cause__ = exc
+    return error
 
 
 async def _connect(path: Path) -> aiosqlite.Connection:
     conn = await aiosqlite.connect(path, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    for pragma in PRAGMAS:
-        await conn.execute(pragma)
+    try:
+        for pragma in PRAGMAS:  # the first statement is where SQLite reads the file
+            await conn.execute(pragma)
+    except BaseException:
+        await conn.close()
+        raise
     return conn
 
 

@@ -60,9 +60,13 @@ def append(
     return event
 
 
-def broadcast(tx: Tx, session_id: str, type_: str, data: dict[str, Any] | msgspec.Struct) -> None:
+def broadcast(
+    tx: Tx, session_id: str, type_: str, data: dict[str, Any] | msgspec.Struct, *,
+    turn_id: str | None = None, admission_id: str | None = None,
+) -> None:
     """Queues a session-less event (no seq, not stored) for every reader, on commit."""
-    event = Event(session_id=session_id, type=type_, ts=now(), data=as_data(data))
+    event = Event(session_id=session_id, type=type_, ts=now(), data=as_data(data),
+                  turn_id=turn_id, admission_id=admission_id)
     tx.publish(StoredEvent(event, False))
 
 

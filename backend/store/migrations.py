@@ -245,12 +245,29 @@ def _m005(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001, _m002, _m003, _m004, _m005]
+def _m006(conn: sqlite3.Connection) -> None:
+    # Extra principals minted by token.create.  Only a SHA-256 of the secret is kept: the
+    # secret itself is shown once, in token.create's result, and is never written anywhere.
+    conn.execute("""CREATE TABLE tokens (
+        token_id   TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL UNIQUE,
+        scopes     TEXT NOT NULL,
+        label      TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        revoked    INTEGER NOT NULL DEFAULT 0,
+        revoked_at TEXT
+    )""")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _m001, _m002, _m003, _m004, _m005, _m006,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Brings the schema to SCHEMA_VERSION in one transaction; returns the version."""
+def migrate(conn: sqlite3.Connection, name: str = "this database") -> int:
+    """Brings the schema to SCHEMA_VERSION in one transaction; returns the version.
+    `name` is how a refusal names the database (its path, when the caller knows it)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(
@@ -261,7 +278,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         current = int(row[0])
         if current > SCHEMA_VERSION:
             raise StoreTooNew(
-                f"this database has schema version {current}, but this Turnkey knows only "
+                f"{name} has schema version {current}, but this Turnkey knows only "
                 f"up to {SCHEMA_VERSION}; run a newer Turnkey or use another data folder"
             )
         now = datetime.now(UTC).isoformat()

@@ -21,7 +21,7 @@ from typing import Any
 from backend.config import ConfigFile
 from backend.errors import ApprovalClosed, NotFound
 from backend.ids import new_id
-from backend.store import approvals, events
+from backend.store import admissions, approvals, events
 from backend.store.db import Database, Tx
 from backend.tools import policy
 from backend.tools.base import ApprovalMode, Guard
@@ -134,7 +134,10 @@ def expire_stale(tx: Tx, epoch: int, keep: set[str]) -> int:
 
 def _announce(tx: Tx, type_: str, approval: Approval) -> None:
     """Stored in the session's log for its subscribers, and broadcast without a seq to every
-    reader (the tray shows requests of sessions no window has open)."""
+    reader (the tray shows requests of sessions no window has open); both carry the turn's
+    turn_id and admission_id, as every event of a turn does."""
     data = ApprovalEvent(approval=approval)
-    events.append(tx, approval.session_id, type_, data, turn_id=approval.turn_id)
-    events.broadcast(tx, approval.session_id, type_, data)
+    sid, tid = approval.session_id, approval.turn_id
+    aid = admissions.of_turn(tx, sid, tid)
+    events.append(tx, sid, type_, data, turn_id=tid, admission_id=aid)
+    events.broadcast(tx, sid, type_, data, turn_id=tid, admission_id=aid)

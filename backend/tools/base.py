@@ -76,10 +76,15 @@ class ToolResult:
 
 class Tool(Protocol):
     name: str
-    description: str
     parameters: dict[str, Any]  # JSON Schema: type object, properties, required
     spill: bool  # False: the result is never moved to DIR/spill (read_file pages itself)
     changes_files: bool  # True: the executor provides a checkpoint callback
+
+    @property
+    def description(self) -> str:
+        """What the model reads about the tool (it may depend on the host: the terminal's
+        says whether commands are sandboxed)."""
+        ...
 
     def summary(self, args: dict[str, Any]) -> str:
         """One line for people: the command, or the path and what happens to it."""

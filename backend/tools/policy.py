@@ -20,9 +20,9 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
-from backend.tools import beneath
+from backend.tools import beneath, readonly
 from backend.tools import shellwords as sw
 from backend.tools.base import ApprovalMode, Guard, GuardKind
 from backend.tools.landing import Landing, Seal, land
@@ -59,6 +59,13 @@ _FORK_BOMB = re.compile(r"(?<![\w:.-])([\w:.-]{1,64})\s*(?:\(\s*\))?\s*\{([^{}]{
 _SUBCOMMAND = re.compile(r"[a-z][a-z0-9-]*|-{1,2}[A-Za-z0-9][A-Za-z0-9-]*")
 
 Verdict = tuple[GuardKind, str] | None
+# What a terminal call asks to leave the sandbox for; stored rules name it as "@network"...
+Escape = Literal["network", "unsandboxed"] | None
+ESCAPE_REASONS = {
+    "network": "needs the network, which the sandbox cuts off",
+    "unsandboxed": "runs outside the sandbox, where it can change any file you can and reach the network",
+}
+NO_SANDBOX_REASON = "commands run without a sandbox here, so every command that is not plainly read-only asks"
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ def classify_command(command: str) -> Guard | None:
 
 
 def command_guard(command: str, mode: ApprovalMode) -> Guard | None:
-    """The terminal's guard: hardline in every mode; smart asks for dangerous; ask asks always."""
+    """The policy alone: hardline in every mode; smart asks for dangerous; ask asks always."""
     verdict = classify_command(command)
     if verdict is not None and verdict.kind == "hardline":
         return verdict
@@ -100,6 +107,33 @@ def command_guard(command: str, mode: ApprovalMode) -> Guard | None:
     if verdict is not None:  # keyed on the dangerous part, so an `always` rule can match it again
         return verdict
     return Guard("dangerous", ASK_MODE_REASON, command_prefix(command))
+
+
+def sandboxed_guard(command: str, mode: ApprovalMode, escape: Escape) -> Guard | None:
+    """The terminal's guard inside the sandbox: the policy, plus a question for whatever the
+    call asks to leave the sandbox for.  A call that needs both is keyed on its command (a
+    rule for the command never covers an escape, so the escape is asked again next time)."""
+    base = command_guard(command, mode)
+    if (base is not None and base.kind == "hardline") or mode == "off":
+        return base
+    if escape is None:
+        return base
+    need = ESCAPE_REASONS[escape]
+    if base is None:
+        return Guard("dangerous", f"{need[0].upper()}{need[1:]}", f"@{escape}")
+    return Guard("dangerous", f"{base.reason}; and it {need}", base.rule_key)
+
+
+def unsandboxed_guard(command: str, mode: ApprovalMode, cwd: Path, data_dir: Path) -> Guard | None:
+    """The terminal's guard where no sandbox exists: `smart` asks for every command that is
+    not plainly read-only (see `readonly`), since nothing else stands between it and the disk."""
+    base = command_guard(command, mode)
+    if base is not None or mode != "smart":
+        return base
+    why = readonly.why_not_read_only(command, cwd, data_dir)
+    if why is None:
+        return None
+    return Guard("dangerous", f"{NO_SANDBOX_REASON} ({why})", command_prefix(command))
 
 
 def command_prefix(command: str) -> str:
@@ -199,7 +233,13 @@ def rule_allows(
     if rule_tool != tool:
         return False
     if tool == "terminal":
-        return _command_rule_allows(rule_pattern, str(args.get("command", "")), mode)
+        escape: Escape = ("unsandboxed" if args.get("sandbox") is False
+                          else "network" if args.get("network") else None)
+        command = str(args.get("command", ""))
+        if rule_pattern.startswith("@"):  # a rule for an escape covers calls that need nothing else
+            return (escape is not None and rule_pattern == f"@{escape}" and mode == "smart"
+                    and classify_command(command) is None)
+        return escape is None and _command_rule_allows(rule_pattern, command, mode)
     if tool in FILE_TOOLS and rule_pattern:
         if key is None:
             try:
@@ -250,16 +290,20 @@ def _analyze(command: str, depth: int) -> list[Segment]:
 
 
 def _pipeline(stages: list[sw.Stage], depth: int) -> list[Segment]:
-    """Each stage judged alone, plus the one cross-stage danger: a download fed to a shell."""
+    """Each stage judged alone, plus the cross-stage dangers: a download fed to a shell, and
+    a shell that runs whatever an earlier stage prints (`echo cm0g... | base64 -d | sh`)."""
     out: list[Segment] = []
     fed = False
-    for stage in stages:
+    for n, stage in enumerate(stages):
         words, writes = sw.split_redirects(sw.words_of(stage.text))
         words = sw.unwrap(words)
         prog = sw.program(_escalated(words))
         pulls = any(sw.program(sw.unwrap(sw.words_of(t))) in _DOWNLOADERS for t in stage.nested)
         if prog in _INTERPRETERS and (fed or pulls):
             out.append(Segment(tuple(words), "dangerous", "pipes a download into a shell"))
+        elif n > 0 and _reads_script_from_stdin(_escalated(words)):
+            out.append(Segment(tuple(words), "dangerous",
+                               "runs a script that an earlier command prints, which cannot be checked"))
         out.extend(_words(words, writes, depth))
         for text in stage.nested:
             out.extend(_analyze(text, depth + 1))
@@ -278,6 +322,23 @@ def _words(words: list[str], writes: list[str], depth: int) -> list[Segment]:
         return [Segment(tuple(writes), *device)] if device else []
     verdict = _worst(device, _verdict(words, depth))
     return [Segment(tuple(words), *verdict) if verdict else Segment(tuple(words))]
+
+
+def _reads_script_from_stdin(words: list[str]) -> bool:
+    """`sh`, `bash -s`, `python3 -`: an interpreter with no script of its own reads one from stdin."""
+    prog = sw.program(words)
+    if prog not in _INTERPRETERS or prog in ("source", "."):
+        return False
+    if _script(words) is not None:
+        return False
+    ops = sw.operands(words[1:])
+    return not ops or ops[0] == "-" or "s" in sw.short_flags(words[1:])
+
+
+def _computed(program: str) -> bool:
+    """A program name the shell computes when the line runs (`$(printf rm)`, `$a`, `` `x` ``,
+    `{rm,-rf,d}`, `/bin/r?`): what runs cannot be known from the text."""
+    return any(c in program for c in "$`*?[{")
 
 
 def _script(words: list[str]) -> str | None:
@@ -326,6 +387,13 @@ def _is_fork_bomb(command: str) -> bool:
 
 def _verdict(words: list[str], depth: int) -> Verdict:
     prog, args = sw.program(words), words[1:]
+    if _computed(words[0]):
+        # Judged as the worst it could be: `$(printf rm) -rf ~` is the never-run delete.
+        as_rm = _rm(args)
+        if as_rm is not None and as_rm[0] == "hardline":
+            return ("hardline", f"{as_rm[1]}, with a program name computed at run time")
+        return ("dangerous", "the program's name is computed when the line runs "
+                "($(...), `...`, a variable or a pattern), so what runs cannot be checked")
     if prog in _ESCALATORS or prog == "su":
         return _escalation(prog, words, depth)
     if prog == "rm":

@@ -38,6 +38,15 @@ class ProcessTable:
         with contextlib.suppress(FileNotFoundError):
             (self.dir / str(pgid)).unlink()
 
+    def groups(self) -> set[int]:
+        """The process groups recorded as running tool calls (this backend's or another's)."""
+        found = set()
+        with contextlib.suppress(FileNotFoundError):
+            for path in self.dir.iterdir():
+                with contextlib.suppress(ValueError):
+                    found.add(int(path.name))
+        return found
+
     def kill_orphans(self) -> int:
         """Kills the groups of calls that were running when an earlier backend died."""
         killed = 0

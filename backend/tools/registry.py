@@ -14,6 +14,7 @@ from backend.providers.base import ToolSpec
 from backend.tools.base import Tool
 from backend.tools.files import Patch, ReadFile, WriteFile
 from backend.tools.folders import ListDir, SearchFiles
+from backend.tools.sandbox import Sandbox
 from backend.tools.terminal import Terminal
 
 
@@ -21,8 +22,15 @@ class ToolArgsError(Exception):
     """The model's arguments do not fit the tool's schema; the message says what to fix."""
 
 
-_ORDER: tuple[Tool, ...] = (Terminal(), ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir())
+TERMINAL = Terminal()
+_ORDER: tuple[Tool, ...] = (TERMINAL, ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir())
 BUILTINS: dict[str, Tool] = {tool.name: tool for tool in _ORDER}
+
+
+def use_sandbox(sandbox: Sandbox) -> None:
+    """The backend's sandbox, set once at start-up; until then commands are judged as if
+    there were none (the fallback policy asks for anything not plainly read-only)."""
+    TERMINAL.sandbox = sandbox
 
 _ARTICLE = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean",
             "object": "an object", "array": "an array"}

@@ -22,6 +22,8 @@ from typing import Any
 from backend.host import die_with_parent, user_umask
 from backend.tools import policy
 from backend.tools.base import ApprovalMode, Guard, ResultStatus, ToolContext, ToolResult
+from backend.tools.sandbox import Sandbox, unavailable
+from shared.paths import default_data_dir
 
 DEFAULT_TIMEOUT_S = 120
 MAX_TIMEOUT_S = 3600
@@ -46,6 +48,17 @@ TERMINAL_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "Folder to run in, relative to the session folder (default: the session folder).",
         },
+        "network": {
+            "type": "boolean",
+            "description": "The command needs the network (the sandbox has none); asks the user.",
+            "default": False,
+        },
+        "sandbox": {
+            "type": "boolean",
+            "description": "false: run outside the sandbox, to change files outside the session "
+                           "folder; asks the user. Use only after a sandboxed try failed for that reason.",
+            "default": True,
+        },
     },
     "required": ["command"],
     "additionalProperties": False,
@@ -53,28 +66,54 @@ TERMINAL_SCHEMA: dict[str, Any] = {
 
 
 class Terminal:
-    """Runs `/bin/sh -c command`; see the module docstring."""
+    """Runs `/bin/sh -c command` in the sandbox (or, where there is none, as it is, with the
+    fallback policy asking for anything not plainly read-only); see the module docstring."""
 
     name = "terminal"
-    description = (
-        "Run a shell command in the session folder and return its exit code, stdout and stderr. "
-        "Long output keeps its beginning and end. The command has no stdin and is killed after "
-        "timeout_s seconds; commands that never exit on their own (servers, watchers) must be "
-        "backgrounded with their output redirected to a file."
-    )
     parameters = TERMINAL_SCHEMA
     spill = True
     changes_files = False
 
+    def __init__(self, sandbox: Sandbox | None = None) -> None:
+        self.sandbox = sandbox or unavailable("the sandbox was not set up", default_data_dir())
+
+    @property
+    def description(self) -> str:
+        if not self.sandbox.active:
+            where = ("Commands run WITHOUT a sandbox on this machine, so the user is asked before "
+                     "any command that is not plainly read-only.")
+        else:
+            where = ("Commands run in a sandbox: the session folder and a private /tmp are writable, "
+                     "every other folder is read-only, there is no network"
+                     + (" (here the network is allowed)" if self.sandbox.network else "")
+                     + ", and other processes are invisible. A write outside the session folder "
+                     "fails with 'Read-only file system': if it must happen, run it again with "
+                     "sandbox=false, which asks the user. Set network=true for a command that "
+                     "needs the network; that asks too.")
+        return (
+            "Run a shell command in the session folder and return its exit code, stdout and stderr. "
+            f"{where} Long output keeps its beginning and end. The command has no stdin and is "
+            "killed after timeout_s seconds; every process it started, backgrounded or not, ends "
+            "with it, so start a server and the commands that use it in one call."
+        )
+
     def summary(self, args: dict[str, Any]) -> str:
         lines = str(args.get("command", "")).strip().splitlines() or [""]
         first = lines[0] if len(lines) == 1 else lines[0] + " …"
+        if args.get("sandbox") is False:
+            first = "[no sandbox] " + first
+        elif args.get("network"):
+            first = "[network] " + first
         return first if len(first) <= 200 else first[:199] + "…"
 
     def guard(
         self, args: dict[str, Any], cwd: Path, mode: ApprovalMode, data_dir: Path | None = None
     ) -> Guard | None:
-        return policy.command_guard(str(args.get("command", "")), mode)
+        command = str(args.get("command", ""))
+        if self.sandbox.active:
+            escape = _escape(args, self.sandbox.network)
+            return policy.sandboxed_guard(command, mode, escape)
+        return policy.unsandboxed_guard(command, mode, cwd, data_dir or self.sandbox.data_dir)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command = str(args["command"])
@@ -87,8 +126,13 @@ class Terminal:
         if not workdir.is_dir():
             what = "workdir" if given else "the session folder"
             return _error(f"{what} does not exist or is not a folder: {workdir}")
+        if self.sandbox.active and args.get("sandbox", True) is not False:
+            argv = self.sandbox.argv(command, workdir=workdir, session_dir=ctx.cwd, env=ctx.env,
+                                     network=bool(args.get("network")))
+        else:
+            argv = ["/bin/sh", "-c", command]
         try:
-            shell = await _Shell.start(command, workdir, ctx.env, _Throttle(ctx.progress))
+            shell = await _Shell.start(argv, workdir, ctx.env, _Throttle(ctx.progress))
         except (OSError, ValueError) as exc:
             return _error(f"could not start the shell: {exc}")
         ctx.spawned(shell.proc.pid)
@@ -101,6 +145,15 @@ class Terminal:
             shell.close()
             ctx.reaped(shell.proc.pid)
         return _result(code, timeout if shell.timed_out else None, shell)
+
+
+def _escape(args: dict[str, Any], network_allowed: bool) -> policy.Escape:
+    """What this call asks to leave the sandbox for."""
+    if args.get("sandbox") is False:
+        return "unsandboxed"
+    if args.get("network") and not network_allowed:
+        return "network"
+    return None
 
 
 class _Capture:
@@ -162,12 +215,12 @@ class _Shell:
         self._readers: list[asyncio.Task[None]] = []
 
     @classmethod
-    async def start(cls, command: str, workdir: Path, env: dict[str, str], on_line: _Throttle) -> _Shell:
+    async def start(cls, argv: list[str], workdir: Path, env: dict[str, str], on_line: _Throttle) -> _Shell:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", command, stdin=asyncio.subprocess.DEVNULL, stdout=out_w, stderr=err_w,
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                 cwd=workdir, env=env, start_new_session=True,  # own process group: killed as a whole
                 preexec_fn=die_with_parent, umask=user_umask(),  # the user's, not ours
             )

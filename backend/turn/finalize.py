@@ -26,6 +26,10 @@ from shared.protocol import (
     UsageUpdate,
 )
 
+# A turn's end is worth waiting a little for (a lock held, a disk just freed); after these
+# the caller settles the turn `unknown` in place instead (authority/queue.py).
+CLOSE_RETRY_S = (0.25, 0.5, 1.0, 2.0)
+
 UNRECORDED_RESULT = (
     "The result of this call was not recorded (the turn ended before it could be saved), "
     "so its outcome is not known. Check before assuming it did or did not happen."

@@ -8,7 +8,10 @@ normalize, then either a tool round or the final answer — and each stage
 says whether to proceed, start the next iteration, or leave the loop.
 Whatever happens — an answer, a provider failure, an interrupt, a lost
 lease, a spent budget, a store that cannot write — the turn ends through
-`close_turn`, so no admission is left `started` by a live process.
+`close_turn`, so no admission is left `started` by a live process.  Only
+when the store cannot take even that (retried a few seconds) does `run`
+raise StoreUnavailable, and the authority settles the admission `unknown`
+in place as soon as the store takes writes again.
 """
 
 from __future__ import annotations
@@ -34,8 +37,15 @@ from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.tools import registry
 from backend.tools.executor import Executor, Scope
+from backend.tools.sandbox import child_env
 from backend.turn.call import CallResult, attempt
-from backend.turn.finalize import LedgerEntry, TurnOutcome, close_turn, record_ledger
+from backend.turn.finalize import (
+    CLOSE_RETRY_S,
+    LedgerEntry,
+    TurnOutcome,
+    close_turn,
+    record_ledger,
+)
 from backend.turn.lease import LeaseWatch, wait_for_lease
 from backend.turn.preflight import preflight
 from backend.turn.request import assemble
@@ -355,9 +365,10 @@ class TurnRunner:
         st.same_batches = st.same_batches + 1 if batch_sig == st.last_batch else 1
         st.last_batch = batch_sig
         if st.same_batches >= MAX_IDENTICAL_BATCHES:
-            st.text = result.text
-            st.fail(f"the model asked for the same tool calls {MAX_IDENTICAL_BATCHES} times in a "
-                    "row; stopped to avoid a loop")
+            # A loop is a spent budget, not a failure: this batch does not run, and the
+            # tool-free summary call tells the person what was done, as for any limit.
+            st.spend(f"the same tool calls {MAX_IDENTICAL_BATCHES} times in a row, "
+                     "stopped as a loop")
             return Action.BREAK
         st.empty_answers = 0
 
@@ -441,18 +452,20 @@ class TurnRunner:
         )
         # Without the lease the transcript is another process's to write: the input stays
         # in the admission's stored payload, and no row is added here.
-        await self.db.write(lambda tx: close_turn(tx, TurnOutcome(
+        await self.db.write_patiently(lambda tx: close_turn(tx, TurnOutcome(
             claim.session_id, claim.admission_id, claim.turn_id, st.status, "", Usage(),
-            st.reason, transcript=False)))
+            st.reason, transcript=False)), CLOSE_RETRY_S)
         return False
 
     async def _finalize(self, st: TurnState) -> None:
+        """Closes the turn, retrying a while if the store fails; raises StoreUnavailable if
+        it still cannot (the caller then settles the admission `unknown` in place)."""
         claim = st.claim
         outcome = TurnOutcome(
             claim.session_id, claim.admission_id, claim.turn_id, st.status, st.text, st.usage,
             st.reason, holder=claim.holder, text_stored=st.text_stored, ledger=st.ledger,
         )
-        await self.db.write(lambda tx: close_turn(tx, outcome))
+        await self.db.write_patiently(lambda tx: close_turn(tx, outcome), CLOSE_RETRY_S)
 
     async def _event(self, st: TurnState, type_: str, data: ProviderRetry | ProviderFallback) -> None:
         claim = st.claim
@@ -482,7 +495,8 @@ def _add(a: Usage, b: Usage) -> Usage:
 
 
 def tool_env(config: ConfigFile) -> dict[str, str]:
-    """The environment tools run with: the backend's own, minus provider keys and Turnkey's
-    internals, so a command the model runs cannot print a key into the transcript."""
-    hidden = {p.api_key_env for p in config.config.providers.values() if p.api_key_env}
-    return {k: v for k, v in os.environ.items() if k not in hidden and not k.startswith("TURNKEY_")}
+    """The environment tools run with: an allowlist (plus `[sandbox] env`), never a variable
+    that holds a provider key or one of Turnkey's own, so no command can print a key."""
+    cfg = config.config
+    keys = {p.api_key_env for p in cfg.providers.values() if p.api_key_env}
+    return child_env(os.environ, cfg.sandbox.env, keys)

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
+from desktop.qt.transcript_view import esc
 from desktop.state.sessions import SessionList, ago, cost, status_label
 
 if TYPE_CHECKING:
@@ -186,6 +187,12 @@ class BrowserWindow(QMainWindow):
         self.banner.hide()
         self.banner_target = ("", "")
         self.banner.mousePressEvent = lambda _e: self._banner_clicked()  # type: ignore[method-assign]
+        self.sandbox_note = QLabel()  # stays: it is true for as long as the backend runs
+        self.sandbox_note.setWordWrap(True)
+        self.sandbox_note.setStyleSheet(
+            "background: rgba(214, 138, 0, 0.15); border: 1px solid #d68a00; padding: 6px;"
+            "border-radius: 4px")
+        self.sandbox_note.hide()
         self.table = QTableView()
         self.table.setModel(self.model)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -204,6 +211,7 @@ class BrowserWindow(QMainWindow):
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty.setStyleSheet("color: #8a8f98")
         box.addWidget(self.banner)
+        box.addWidget(self.sandbox_note)
         box.addWidget(self.search)
         box.addWidget(self.table, 1)
         box.addWidget(self.empty)
@@ -399,6 +407,12 @@ class BrowserWindow(QMainWindow):
         self.banner.show()
         if not session_id:
             QTimer.singleShot(10_000, self.banner.hide)
+
+    def show_sandbox_warning(self, reason: str) -> None:
+        self.sandbox_note.setText(
+            f"<b>Commands run without a sandbox</b>: {esc(reason)}. Every command that is not plainly "
+            "read-only asks you first.")
+        self.sandbox_note.show()
 
     def _banner_clicked(self) -> None:
         sid, _aid = self.banner_target

@@ -79,6 +79,9 @@ class Controller(QObject):
     async def _connect(self, reopen: list[dict[str, Any]]) -> None:
         await self.link.start()
         self.browser.reload()
+        sandbox = self.link.server.get("capabilities", {}).get("sandbox", {})
+        if sandbox and not sandbox.get("active"):
+            self.browser.show_sandbox_warning(sandbox.get("reason", ""))
         # The tray's state from what is running now; broadcasts keep it current from here.
         listing = await self.link.call("session.list", {"limit": 500})
         for session in listing["sessions"]:

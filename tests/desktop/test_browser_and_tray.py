@@ -35,6 +35,7 @@ def test_the_browser_follows_status_live_and_creates_renames_searches_and_delete
 ) -> None:
     browser = controller.browser
     qtbot.waitUntil(lambda: browser.empty.isVisible() or not rows(controller), timeout=5_000)
+    assert not browser.sandbox_note.isVisibleTo(browser), "commands are sandboxed here"
     browser.create_session("Refactor parser", str(tmp_path))
     qtbot.waitUntil(lambda: len(controller.windows) == 1, timeout=10_000)
     win = controller.windows[0]
@@ -166,3 +167,16 @@ def test_help_opens_the_logs_folder_and_says_so_when_nothing_can(
     controller.browser.logs_action.trigger()
     assert controller.browser.banner.isVisibleTo(controller.browser)
     assert str(logs_dir) in controller.browser.banner.text()
+
+
+def test_the_browser_says_once_and_for_good_when_commands_run_without_a_sandbox(
+    qtbot: Any, desk_backend: Any, make_controller: Any
+) -> None:
+    desk_backend.close()
+    desk_backend.extra_env["TURNKEY_BWRAP"] = "none"
+    desk_backend.start()
+    bare = make_controller()
+    note = bare.browser.sandbox_note
+    qtbot.waitUntil(lambda: note.isVisibleTo(bare.browser), timeout=10_000)
+    assert "without a sandbox" in note.text()
+    assert "TURNKEY_BWRAP=none" in note.text()

@@ -18,8 +18,9 @@ def backend_factory(tmp_path: Path) -> Iterator[BackendFactory]:
     """``make(base_url, extra_config="", start=True)``: a Backend on its own data dir."""
     made: list[Backend] = []
 
-    def make(base_url: str, extra_config: str = "", start: bool = True) -> Backend:
-        backend = Backend(tmp_path / f"data{len(made)}", base_url, extra_config)
+    def make(base_url: str, extra_config: str = "", start: bool = True,
+             extra_env: dict[str, str] | None = None) -> Backend:
+        backend = Backend(tmp_path / f"data{len(made)}", base_url, extra_config, extra_env)
         made.append(backend)
         if start:
             backend.start()

@@ -46,6 +46,18 @@ def approvals_in(rpc: Rpc, sid: str, type_: str) -> list[Json]:
     return [e["data"]["approval"] for e in rpc.session_events(sid) if e["type"] == type_]
 
 
+def assert_of_turn(event: Json, admission_id: str) -> None:
+    """Every event of a turn carries its turn_id and admission_id at the top of its params."""
+    assert event.get("admission_id") == admission_id, event
+    assert event.get("turn_id") == event["data"]["approval"]["turn_id"], event
+
+
+def broadcasts(rpc: Rpc, type_: str, approval_id: str) -> list[Json]:
+    """The tray's copies of an approval event: broadcast without a seq."""
+    return [e for e in rpc.events if e["type"] == type_ and "seq" not in e
+            and e["data"]["approval"]["approval_id"] == approval_id]
+
+
 def victim_folder(root: Path, name: str) -> Path:
     folder = root / name
     folder.mkdir()
@@ -78,9 +90,9 @@ async def test_smart_mode_asks_before_rm_rf_and_a_denial_keeps_the_folder(
     assert approval.get("decision") is None
     start = next(e for e in rpc.session_events(sid) if e["type"] == "tool.start")
     assert approval["call_id"] == start["data"]["call_id"]
-    await rpc.wait_until(lambda: any(  # the tray's copy: broadcast without a seq
-        e["type"] == "approval.request" and "seq" not in e
-        and e["data"]["approval"]["approval_id"] == approval["approval_id"] for e in rpc.events))
+    await rpc.wait_until(lambda: bool(broadcasts(rpc, "approval.request", approval["approval_id"])))
+    assert_of_turn(request, aid)
+    assert_of_turn(broadcasts(rpc, "approval.request", approval["approval_id"])[0], aid)
 
     # By the time the request is delivered, the session reports that it waits for a person.
     session = (await rpc.call("session.get", {"session_id": sid}))["session"]
@@ -98,6 +110,9 @@ async def test_smart_mode_asks_before_rm_rf_and_a_denial_keeps_the_folder(
     resolved = await rpc.wait_event(stored("approval.resolved", sid))
     assert resolved["data"]["approval"]["approval_id"] == approval["approval_id"]
     assert resolved["data"]["approval"]["status"] == "denied"
+    assert_of_turn(resolved, aid)
+    await rpc.wait_until(lambda: bool(broadcasts(rpc, "approval.resolved", approval["approval_id"])))
+    assert_of_turn(broadcasts(rpc, "approval.resolved", approval["approval_id"])[0], aid)
     with pytest.raises(RpcError) as twice:  # the first answer wins
         await rpc.call("approval.respond", {"approval_id": approval["approval_id"], "decision": "once"})
     assert twice.value.code == -32013
@@ -206,7 +221,9 @@ async def test_an_unanswered_request_expires_and_the_turn_goes_on(
         sid = await create_session(rpc, cwd=str(tmp_path))
         receipt = await submit(rpc, sid, "delete victim")
         request = (await rpc.wait_event(stored("approval.request", sid)))["data"]["approval"]
-        resolved = (await rpc.wait_event(stored("approval.resolved", sid)))["data"]["approval"]
+        expired = await rpc.wait_event(stored("approval.resolved", sid))
+        assert_of_turn(expired, receipt["admission_id"])
+        resolved = expired["data"]["approval"]
         assert resolved["approval_id"] == request["approval_id"]
         assert resolved["status"] == "expired"
         assert resolved.get("decision") is None
@@ -360,9 +377,11 @@ async def test_kill9_while_an_approval_is_pending_expires_it_and_nothing_runs(
     assert (await rpc.call("approval.list", {}))["approvals"] == []
     assert (await rpc.call("approval.list", {"session_id": sid}))["approvals"] == []
     log = await rpc.call("session.events.since", {"session_id": sid, "since_seq": 0})
-    resolved = [e["data"]["approval"] for e in log["events"] if e["type"] == "approval.resolved"]
+    expired = [e for e in log["events"] if e["type"] == "approval.resolved"]
+    resolved = [e["data"]["approval"] for e in expired]
     assert [(a["approval_id"], a["status"]) for a in resolved] == [
         (approval["approval_id"], "expired")], resolved
+    assert_of_turn(expired[0], receipt["admission_id"])  # expired by start-up recovery
     resumed = await rpc.call("session.resume", {"session_id": sid})
     assert resumed["pending_approvals"] == []
 

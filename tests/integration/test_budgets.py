@@ -165,22 +165,33 @@ async def test_a_failed_summary_call_still_gives_a_final_text(
 # --- loops and empty answers -----------------------------------------------------------------
 
 
-async def test_identical_tool_batches_stop_the_turn_as_failed(
+async def test_identical_tool_batches_end_the_turn_with_a_summary_like_a_budget(
     backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
-    fake_provider.responder = lambda body: Reply.calls(terminal("echo same"))
+    fake_provider.responder = tools_then_summary(lambda i: "echo same")
     async with started(backend_factory, fake_provider) as (_, rpc):
         sid = await create_session(rpc, cwd=str(tmp_path))
         done = await run(rpc, sid, "loop forever")
-        assert done["status"] == "failed", done
-        assert "same tool calls" in done["failure_reason"], done
-        assert len(fake_provider.snapshot()) == 3
+        assert done["status"] == "completed", done
+        assert done["text"] == SUMMARY, "the person gets what was done, not a blank failure"
+        assert done.get("failure_reason") is None, done
+
+        requests = fake_provider.snapshot()
+        assert len(requests) == 4, "three identical batches, then the summary call"
+        assert all("tools" in r.body for r in requests[:3])
+        last = requests[-1].body
+        assert "tools" not in last, "the summary call offers no tools"
+        note = content_text(last["messages"][-1])
+        assert note.startswith(LIMIT_NOTE), note
+        assert "same tool calls 3 times in a row" in note, note
+
         rows = await transcript(rpc, sid)
-        calls = [m for m in rows if m.get("tool_calls")]
-        assert len(calls) == 2, "the third identical batch is not run"
+        assert [m["role"] for m in rows] == ["user", "assistant", "tool", "assistant", "tool",
+                                             "assistant"], rows
+        assert len([m for m in rows if m.get("tool_calls")]) == 2, "the third batch never ran"
         assert [m["status"] for m in rows if m["role"] == "tool"] == ["ok", "ok"]
-        assert rows[-1]["role"] == "system_note"
-        assert rows[-1]["note_kind"] == "failed"
+        assert (rows[-1]["content"], rows[-1].get("status")) == (SUMMARY, None)
+        assert not any(m["role"] == "system_note" for m in rows), "not a failed turn"
 
         fake_provider.responder = None
         fake_provider.script(Reply(deltas=["out of the loop"]))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
-from .backend_proc import Backend
+from .backend_proc import Backend, BackendFactory
 from .wire import (
     Connect,
     Json,
@@ -218,12 +218,16 @@ def _processes_running(token: str) -> list[int]:
 
 
 async def test_what_a_crashed_call_forked_is_killed_before_the_next_backend_is_ready(
-    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
+    # Without the sandbox (whose pid namespace ends every descendant with the call, see
+    # test_sandbox.py), the process table is what stops a crashed call's children.
+    backend = backend_factory(fake_provider.base_url, "[approvals]\nmode = \"off\"",
+                              extra_env={"TURNKEY_BWRAP": "none"})
     marker = tmp_path / "late"
     # The subshell is a child of the shell, so the shell's death alone would not stop it.
     fake_provider.script(Reply.calls(terminal(f"(sleep 61.37; touch {marker}) & sleep 61.37")))
-    rpc = await connect(name="before")
+    rpc = await Rpc.open(backend.port, backend.token, name="before")
     sid = await create_session(rpc, cwd=str(tmp_path))
     receipt = await submit(rpc, sid, "fork and wait")
     await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))

@@ -20,6 +20,7 @@ KEY = "sk-test-DISPATCH-0123456789abcdef"
 class StubConnection:
     initialized = True
     principal = Principal("owner", frozenset(ALL_SCOPES))
+    revoked = False
 
     def __init__(self) -> None:
         self.frames: list[dict[str, Any]] = []

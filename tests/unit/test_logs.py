@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import io
 import logging
 import re
 from collections.abc import Iterator
@@ -76,3 +78,49 @@ def test_an_exception_no_task_retrieved_is_logged_with_an_id(tmp_path: Path, roo
     text = path.read_text()
     assert ID.search(text)
     assert "RuntimeError: lost" in text
+
+
+class FullDisk(io.StringIO):
+    """A log stream on a disk with no room left: every write fails as a full disk does."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_drops_records_quietly_and_says_so_once_there_is_room(
+    tmp_path: Path, root_logging: None, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = logs.setup(tmp_path)
+    log = logging.getLogger("store")
+    log.info("before")
+    [handler] = [h for h in logging.getLogger().handlers if isinstance(h, logs.LogFile)]
+    handler.stream.close()
+    with path.open("a") as f:
+        f.write("half a li")  # the part of a record that fit before the disk filled
+    reopen = handler._open
+    monkeypatch.setattr(handler, "_open", FullDisk)
+    handler.stream = FullDisk()
+    for n in range(3):
+        log.info("lost %d", n)
+    assert "Logging error" not in capsys.readouterr().err, "no traceback for a full disk"
+
+    monkeypatch.setattr(handler, "_open", reopen)  # room again
+    log.info("after")
+    lines = path.read_text().splitlines()
+    assert lines[0].endswith("INFO store: before")
+    assert lines[1] == "half a li", "the cut line is ended, not glued to the next"
+    assert lines[2].endswith(
+        "WARNING logs: 3 log records could not be written (No space left on device) and are "
+        "missing here")
+    assert lines[3].endswith("INFO store: after")
+    assert len(lines) == 4
+
+
+def test_stderr_that_cannot_be_written_is_not_reported_on_itself(
+    root_logging: None, capsys: pytest.CaptureFixture[str],
+) -> None:
+    handler = logs.Stderr(FullDisk())
+    logging.getLogger().handlers[:] = [handler]
+    logging.getLogger("store").warning("nowhere to go")
+    assert capsys.readouterr().err == ""

@@ -156,3 +156,15 @@ def test_unreadable_file_is_ignored(tmp_path: Path, no_keyring: None) -> None:
     (tmp_path / "secrets.json").write_text(json.dumps({"openai": 5, "ok": "v"}))
     assert Secrets(tmp_path).get("openai") is None
     assert Secrets(tmp_path).get("ok") == "v"
+
+
+def test_helper_processes_get_no_variable_that_looks_like_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.host import secretless_env
+
+    for name in ("OPENAI_API_KEY", "GH_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "TURNKEY_HOME"):
+        monkeypatch.setenv(name, "x")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    env = secretless_env()
+    assert env["LANG"] == "C.UTF-8"
+    hidden = {"OPENAI_API_KEY", "GH_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "TURNKEY_HOME"}
+    assert not hidden & set(env)

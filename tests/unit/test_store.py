@@ -16,7 +16,7 @@ from shared.protocol import Usage
 
 TABLES = {
     "sessions", "messages", "admissions", "events", "runtime", "schema_migrations",
-    "turn_leases", "approvals", "approval_rules", "checkpoints", "usage",
+    "turn_leases", "approvals", "approval_rules", "checkpoints", "usage", "tokens",
 }
 
 

@@ -21,18 +21,20 @@ def test_six_builtins_in_a_stable_order() -> None:
 
 
 def test_defaults_are_filled() -> None:
-    assert validate(TERMINAL, {"command": "ls"}) == {"command": "ls", "timeout_s": 120}
+    assert validate(TERMINAL, {"command": "ls"}) == {
+        "command": "ls", "timeout_s": 120, "network": False, "sandbox": True}
     assert validate(BUILTINS["read_file"], {"path": "a"}) == {"path": "a", "offset": 1, "limit": 2000}
     assert validate(BUILTINS["patch"], {"path": "a", "old": "x", "new": "y"})["replace_all"] is False
 
 
 def test_given_values_are_kept() -> None:
-    args = {"command": "ls", "timeout_s": 5, "workdir": "sub"}
+    args = {"command": "ls", "timeout_s": 5, "workdir": "sub", "network": True, "sandbox": False}
     assert validate(TERMINAL, args) == args
 
 
 def test_null_optional_counts_as_absent() -> None:
-    assert validate(TERMINAL, {"command": "ls", "workdir": None}) == {"command": "ls", "timeout_s": 120}
+    assert validate(TERMINAL, {"command": "ls", "workdir": None}) == {
+        "command": "ls", "timeout_s": 120, "network": False, "sandbox": True}
 
 
 def test_integral_float_is_an_integer() -> None:
@@ -53,7 +55,7 @@ def test_integral_float_is_an_integer() -> None:
         ({"command": "ls", "timeout_s": 1.5}, "argument 'timeout_s' must be an integer, got a number"),
         (
             {"command": "ls", "cwd": "/"},
-            "unknown argument 'cwd' for terminal; expected: command, timeout_s, workdir",
+            "unknown argument 'cwd' for terminal; expected: command, timeout_s, workdir, network, sandbox",
         ),
     ],
 )

@@ -1,0 +1,188 @@
+"""The command sandbox: bubblewrap's command line for one terminal call, and what a call may see.
+
+Profile "workspace-write", built from mounts applied in order (a later mount
+covers an earlier one, so the order is the policy):
+
+1. the whole filesystem, read-only;
+2. a fresh /dev and a /proc of the sandbox's own pid namespace (no process
+   outside the call is visible, the backend's environment least of all);
+3. a private, empty /tmp;
+4. the session folder, writable (after /tmp: a session folder may live there);
+5. the runtime folder (keyring and D-Bus sockets) and Turnkey's data folder
+   covered by empty read-only folders (last: the data folder may sit inside
+   the session folder, as it does when the session folder is the home folder).
+
+The call runs in new pid, ipc and (unless the network is allowed) network
+namespaces, with every capability dropped, and dies with its parent; when
+the sandbox's first process ends the kernel ends every process in its pid
+namespace, detached (`setsid`, `nohup`) or not.  The environment is an
+allowlist: nothing that names a provider key or Turnkey's own variables gets
+through, whatever `[sandbox] env` says.
+
+Where bubblewrap cannot run (not installed, no user namespaces, not Linux),
+`probe` says why once, and the terminal falls back to asking a person for
+every command that is not plainly read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("tools")
+
+BWRAP_ENV = "TURNKEY_BWRAP"  # another bwrap to use; "none" turns the sandbox off (tests, bad hosts)
+KIND = "bubblewrap"
+
+# Variables a command sees when the backend has them; `[sandbox] env` adds names.
+ALLOWED_ENV = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "COLORTERM", "TZ",
+    "NO_COLOR", "EDITOR", "VISUAL", "PAGER",
+})
+ALLOWED_ENV_PREFIXES = ("LC_",)
+_NEVER_PREFIXES = ("TURNKEY_",)
+_PROBE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether bubblewrap works on this host; `reason` says why not, in words for people."""
+
+    available: bool
+    bwrap: str | None = None
+    reason: str | None = None
+
+
+def find_bwrap() -> str | None:
+    chosen = os.environ.get(BWRAP_ENV)
+    if chosen == "none":
+        return None
+    if chosen:
+        return chosen if os.access(chosen, os.X_OK) else None
+    return shutil.which("bwrap") or next(
+        (p for p in ("/usr/bin/bwrap", "/bin/bwrap") if os.access(p, os.X_OK)), None)
+
+
+async def probe() -> Probe:
+    """Runs an empty command in the full profile once: a host without user namespaces, or
+    a container that forbids mounts, fails here instead of in the middle of a turn."""
+    if not sys.platform.startswith("linux"):
+        return Probe(False, None,
+                     f"commands cannot be sandboxed on {sys.platform} (bubblewrap is Linux only)")
+    bwrap = find_bwrap()
+    if bwrap is None:
+        why = ("the sandbox is switched off by TURNKEY_BWRAP=none" if os.environ.get(BWRAP_ENV) == "none"
+               else "bubblewrap is not installed (Debian/Ubuntu: sudo apt-get install bubblewrap)")
+        return Probe(False, None, why)
+    argv = [bwrap, *_isolation(network=False), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", "--", "/bin/true"]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(proc.communicate(), _PROBE_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        return Probe(False, bwrap, f"bubblewrap could not start: {exc}")
+    if proc.returncode != 0:
+        detail = err.decode(errors="replace").strip().splitlines()
+        return Probe(False, bwrap, "bubblewrap cannot create its namespaces here"
+                     + (f" ({detail[-1]})" if detail else "")
+                     + "; user namespaces may be disabled (kernel.unprivileged_userns_clone)")
+    return Probe(True, bwrap)
+
+
+def _isolation(*, network: bool) -> list[str]:
+    out = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+           "--die-with-parent", "--cap-drop", "ALL"]
+    if not network:
+        out.append("--unshare-net")
+    return out
+
+
+def command_argv(
+    bwrap: str, command: str, *, workdir: Path, session_dir: Path, data_dir: Path,
+    env: Mapping[str, str], network: bool,
+) -> list[str]:
+    """bubblewrap's arguments for `/bin/sh -c command`; see the module docstring."""
+    session = Path(os.path.realpath(session_dir))
+    argv = [bwrap, *_isolation(network=network),
+            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    if session.is_dir():
+        argv += ["--bind", str(session), str(session)]
+    for hidden in _hidden(data_dir):
+        argv += ["--tmpfs", str(hidden), "--remount-ro", str(hidden)]
+    argv += ["--clearenv"]
+    for key, value in sorted(env.items()):
+        argv += ["--setenv", key, value]
+    argv += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(workdir), "--", "/bin/sh", "-c", command]
+    return argv
+
+
+def _hidden(data_dir: Path) -> list[Path]:
+    """Folders no command may see: the data folder (the token, the database, secrets, logs)
+    and the user's runtime folder (keyring and D-Bus sockets)."""
+    out = []
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    for folder in (runtime, os.fspath(data_dir)):
+        real = Path(os.path.realpath(folder))
+        if real.is_dir() and real != Path("/"):
+            out.append(real)
+    return out
+
+
+def child_env(source: Mapping[str, str], extra: Iterable[str], secret_names: Iterable[str]) -> dict[str, str]:
+    """The environment a command runs with: the allowlist and `extra` names taken from
+    `source`, never a Turnkey variable or a variable that holds a provider key."""
+    never = set(secret_names)
+    wanted = set(extra)
+
+    def allowed(name: str) -> bool:
+        if name in never or name.startswith(_NEVER_PREFIXES):
+            return False
+        return name in ALLOWED_ENV or name in wanted or name.startswith(ALLOWED_ENV_PREFIXES)
+
+    return {k: v for k, v in source.items() if allowed(k)}
+
+
+class Sandbox:
+    """What the terminal asks about sandboxing: is it on, may a call use the network, and
+    the command line that runs it.  Settings are read per call (`config.set` applies at once)."""
+
+    def __init__(self, found: Probe, data_dir: Path, settings: Callable[[], tuple[bool, bool]]) -> None:
+        self.probe = found
+        self.data_dir = data_dir
+        self._settings = settings  # () -> (enabled, network)
+
+    @property
+    def active(self) -> bool:
+        return self.probe.available and self._settings()[0]
+
+    @property
+    def network(self) -> bool:
+        """Whether commands have the network without asking (`[sandbox] network = true`)."""
+        return self._settings()[1]
+
+    def why_off(self) -> str | None:
+        """Why commands run unsandboxed, in words for people; None when they are sandboxed."""
+        if not self.probe.available:
+            return self.probe.reason or "bubblewrap is not available"
+        if not self._settings()[0]:
+            return "the sandbox is switched off in config.toml ([sandbox] enabled = false)"
+        return None
+
+    def argv(self, command: str, *, workdir: Path, session_dir: Path, env: Mapping[str, str],
+             network: bool) -> list[str]:
+        assert self.probe.bwrap is not None, "argv() of an unavailable sandbox"
+        return command_argv(self.probe.bwrap, command, workdir=workdir, session_dir=session_dir,
+                            data_dir=self.data_dir, env=env, network=network or self.network)
+
+
+def unavailable(reason: str, data_dir: Path) -> Sandbox:
+    """A sandbox that never runs anything (tests of the fallback, and hosts without one)."""
+    return Sandbox(Probe(False, None, reason), data_dir, lambda: (False, False))

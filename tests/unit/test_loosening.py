@@ -1,0 +1,170 @@
+"""Which config changes loosen approvals or the sandbox (over effective configs), and who
+config.set lets make them: the owner token, from a process no tool call started; when that
+process cannot be told, nobody."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import msgspec
+import pytest
+
+from backend.authority.loosening import loosened
+from backend.config import Config, ConfigFile, validate
+from backend.errors import Forbidden
+from backend.secrets import Secrets
+from backend.server import peer
+from backend.server.auth import OWNER
+from backend.server.connection import Connection, Principal
+from backend.server.methods import Methods
+from backend.tools.procs import ProcessTable
+from shared.protocol import ConfigSetParams
+
+
+def effective(raw: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = msgspec.to_builtins(validate(raw))
+    return out
+
+
+def mode(name: str | None) -> dict[str, Any]:
+    return effective({"approvals": {"mode": name}} if name else {})
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "loosens"),
+    [
+        ("smart", "off", True),
+        ("ask", "smart", True),
+        ("ask", "off", True),
+        ("smart", "smart", False),
+        ("smart", "ask", False),
+        ("off", "smart", False),
+        ("ask", None, True),  # deleted back to the default, smart
+        ("off", None, False),
+        (None, "off", True),
+    ],
+)
+def test_approval_modes(old: str | None, new: str | None, loosens: bool) -> None:
+    assert loosened(mode(old), mode(new)) == (["approvals.mode"] if loosens else [])
+
+
+def test_other_settings_loosen_nothing() -> None:
+    old = effective({})
+    new = effective({"approvals": {"timeout_s": 5}, "limits": {"max_iterations": 3},
+                     "allowed_origins": ["https://app.example"]})
+    assert loosened(old, new) == []
+
+
+def sandbox(**table: Any) -> dict[str, Any]:
+    """An effective config with a [sandbox] table, as a Config that has one would give."""
+    return {**msgspec.to_builtins(Config()), "sandbox": table}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fields"),
+    [
+        ({"enabled": True}, {"enabled": False}, ["sandbox.enabled"]),
+        ({"enabled": False}, {"enabled": True}, []),
+        ({"enabled": True}, {}, ["sandbox.enabled"]),  # unreadable counts as switched off
+        ({"network": False}, {"network": True}, ["sandbox.network"]),
+        ({"network": True}, {"network": False}, []),
+        ({}, {"network": True}, ["sandbox.network"]),
+        ({"env": ["LANG"]}, {"env": ["LANG", "AWS_SECRET_ACCESS_KEY"]}, ["sandbox.env"]),
+        ({"env": ["LANG", "TERM"]}, {"env": ["TERM"]}, []),
+        ({"env": []}, {"env": ["HOME"]}, ["sandbox.env"]),
+        ({"enabled": True, "network": False, "env": []},
+         {"enabled": False, "network": True, "env": ["X"]},
+         ["sandbox.enabled", "sandbox.network", "sandbox.env"]),
+    ],
+)
+def test_sandbox_changes(old: dict[str, Any], new: dict[str, Any], fields: list[str]) -> None:
+    assert loosened(sandbox(**old), sandbox(**new)) == fields
+
+
+def test_dropping_the_sandbox_table_counts_as_loosening() -> None:
+    old = sandbox(enabled=True, network=False, env=[])
+    assert loosened(old, msgspec.to_builtins(Config())) == ["sandbox.enabled"]
+
+
+def test_approvals_and_sandbox_together() -> None:
+    old = {**mode("ask"), "sandbox": {"enabled": True}}
+    new = {**mode("off"), "sandbox": {"enabled": False}}
+    assert loosened(old, new) == ["approvals.mode", "sandbox.enabled"]
+
+
+class _Ws:
+    remote_address = ("127.0.0.1", 50000)
+    local_address = ("127.0.0.1", 40000)
+
+
+class _Conn:
+    def __init__(self, principal: Principal) -> None:
+        self.principal = principal
+        self.ws = _Ws()
+
+
+def _methods(tmp_path: Path) -> Methods:
+    """Just what config.set uses: the config file, the secrets and the process table."""
+    methods = Methods.__new__(Methods)
+    methods.config = ConfigFile(tmp_path / "config.toml")
+    methods.config.load()
+    methods.secrets = Secrets(tmp_path)
+    methods.procs = ProcessTable(tmp_path)
+    return methods
+
+
+async def _set(methods: Methods, principal: Principal, patch: dict[str, Any]) -> dict[str, Any]:
+    conn = cast(Connection, _Conn(principal))
+    return await methods.config_set(conn, ConfigSetParams(patch=patch))
+
+
+async def test_an_unknown_peer_is_refused_and_nothing_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unknown(*args: object) -> peer.Verdict:
+        raise peer.PeerUnknown("cannot read /proc/net/tcp: Permission denied")
+
+    monkeypatch.setattr(peer, "judge", unknown)
+    methods = _methods(tmp_path)
+    with pytest.raises(Forbidden) as refused:
+        await _set(methods, OWNER, {"approvals": {"mode": "off"}})
+    assert "could not tell which process" in refused.value.message
+    assert "config.toml while the backend is stopped" in refused.value.message
+    assert refused.value.data == {"fields": ["approvals.mode"]}
+    assert methods.config.config.approvals.mode == "smart"
+    assert not (tmp_path / "config.toml").exists()
+    # What loosens nothing needs no peer.
+    assert (await _set(methods, OWNER, {"approvals": {"mode": "ask"}}))["approvals"]["mode"] == "ask"
+
+
+async def test_the_owners_own_process_may_loosen_and_a_tool_call_may_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    verdicts = iter([peer.Verdict((7,), "process 7 is the shell of a running tool call"),
+                     peer.Verdict((8,), None)])
+    seen: list[tuple[object, ...]] = []
+
+    def judge(*args: object) -> peer.Verdict:
+        seen.append(args)
+        return next(verdicts)
+
+    monkeypatch.setattr(peer, "judge", judge)
+    methods = _methods(tmp_path)
+    with pytest.raises(Forbidden) as refused:
+        await _set(methods, OWNER, {"approvals": {"mode": "off"}})
+    assert "process 7 is the shell of a running tool call" in refused.value.message
+    assert methods.config.config.approvals.mode == "smart"
+    assert seen[0][:2] == (_Ws.remote_address, _Ws.local_address), "client end, then ours"
+    assert (await _set(methods, OWNER, {"approvals": {"mode": "off"}}))["approvals"]["mode"] == "off"
+
+
+async def test_only_the_owner_token_may_loosen(tmp_path: Path) -> None:
+    admin = Principal("tok_1", frozenset({"admin"}))
+    methods = _methods(tmp_path)
+    await _set(methods, OWNER, {"approvals": {"mode": "ask"}})
+    with pytest.raises(Forbidden, match="only the owner's token"):
+        await _set(methods, admin, {"approvals": {"mode": None}})
+    assert methods.config.config.approvals.mode == "ask"
+    assert (await _set(methods, admin, {"limits": {"max_iterations": 5}}))["limits"][
+        "max_iterations"] == 5
