@@ -34,13 +34,15 @@ def requests(rpc: Rpc, sid: str) -> list[Json]:
     return [e["data"]["approval"] for e in rpc.session_events(sid) if e["type"] == "approval.request"]
 
 
-async def deny_every_request(rpc: Rpc, sid: str) -> None:
-    """A person who says no to whatever asks, until cancelled."""
+async def answer_requests(rpc: Rpc, sid: str) -> None:
+    """A person who lets commands run (where no sandbox exists they ask) and says no to every
+    file change that asks, until cancelled."""
     for answered in itertools.count():
         await rpc.wait_until(lambda n=answered: len(requests(rpc, sid)) > n, timeout=3600,
                              what="approval.request")
         approval = requests(rpc, sid)[answered]
-        await rpc.call("approval.respond", {"approval_id": approval["approval_id"], "decision": "deny"})
+        decision = "once" if approval["tool"] == "terminal" else "deny"
+        await rpc.call("approval.respond", {"approval_id": approval["approval_id"], "decision": decision})
 
 
 async def tool_rows(rpc: Rpc, sid: str) -> list[Json]:
@@ -70,7 +72,7 @@ async def test_smart_mode_same_batch_symlink_and_data_folder_reads_are_refused(
     )
     rpc = await Rpc.open(backend.port, backend.token)
     sid = await create_session(rpc, cwd=str(work))
-    person = asyncio.create_task(deny_every_request(rpc, sid))
+    person = asyncio.create_task(answer_requests(rpc, sid))
     try:
         receipt = await submit(rpc, sid, "go")
         done = await wait_complete(rpc, receipt["admission_id"])
@@ -95,7 +97,7 @@ async def test_smart_mode_same_batch_symlink_and_data_folder_reads_are_refused(
     for read in (first_read, second_read, listing):
         assert read["status"] == "denied", read
         assert "data folder" in read["content"]
-    assert all(r["tool"] == "write_file" for r in requests(rpc, sid)), "reads are refused unasked"
+    assert all(r["tool"] in ("terminal", "write_file") for r in requests(rpc, sid)), "reads never ask"
     assert_never_leaked(backend, fake_provider, rows)
 
 
