@@ -9,7 +9,9 @@ or expired holders).  A summary call that fails falls back to a
 deterministic summary, so the turn can go on, and starts a cooldown (60 →
 300 → 900 s) stored on the session; two compressions in a row that leave the
 request over the threshold stop automatic compression until a probe 300 s
-later.
+later.  Either summary gets the same budget: what the model is asked for,
+never more than the turn's window leaves beside the head, the tail and an
+answer.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from backend.compress import tokens as tok
 from backend.compress.model import Call, Entry
 from backend.compress.plan import Plan, plan
 from backend.compress.prune import prune
-from backend.compress.summary import fallback_summary, summary_messages, wrap
+from backend.compress.summary import fallback_summary, fit, summary_messages, wrap
 from backend.config import Compression, ConfigFile
 from backend.errors import ProviderError
 from backend.host import boot_token, process_start
@@ -51,6 +53,10 @@ MAX_PER_CALL = 3  # compressions before one model call
 SUMMARY_TIMEOUT_S = 120.0
 SUMMARY_MIN_TOKENS, SUMMARY_MAX_TOKENS = 2_000, 10_000
 MIN_ANSWER_TOKENS = 256  # below this much room the request cannot fit the window at all
+# Left free beside head, summary and tail: an answer's room and preflight's safety margin.
+ANSWER_RESERVE_TOKENS = MIN_ANSWER_TOKENS + 256
+SUMMARY_FLOOR_TOKENS = 64  # a summary this short still says something; less cannot fit anyway
+WRAP_CHARS = len(wrap(""))  # the frame the model reads a summary in
 
 
 @dataclass
@@ -176,7 +182,9 @@ class Compressor:
         head = [by_id[e.id] for e in p.head]
         previous = p.previous_summary.content if p.previous_summary is not None else None
         aux = self._aux(link)
-        text, spent, failed = await self._summary(aux, previous, p, focus)
+        rest = tok.request_tokens(prompt, [*head, *p.tail], tools_chars, cal)
+        room = window - rest - tok.MESSAGE_OVERHEAD_TOKENS - ANSWER_RESERVE_TOKENS
+        text, spent, failed = await self._summary(aux, previous, p, focus, room, cal)
         summary = Entry(0, "summary", wrap(text))  # (repair numbers its stubs -1, -2, ...)
         after = tok.request_tokens(prompt, [*head, summary, *p.tail], tools_chars, cal)
         limit = tok.threshold_tokens(window, cfg.threshold)
@@ -292,30 +300,47 @@ class Compressor:
         return link
 
     async def _summary(
-        self, aux: Link, previous: str | None, p: Plan, focus: str | None,
+        self, aux: Link, previous: str | None, p: Plan, focus: str | None, room: int,
+        cal: tok.Calibration,
     ) -> tuple[str, Usage, bool]:
         """The summary text, its call's usage, and whether the model call failed (the
-        deterministic summary is used then)."""
-        wire = summary_messages(previous, p.middle, focus)
-        budget = max(SUMMARY_MIN_TOKENS, min(SUMMARY_MAX_TOKENS,
-                                             tok.request_tokens("", p.middle) // 5))
-        budget = min(budget, max(256, aux.cfg.context_window // 4))
+        deterministic summary is used then).  `room`: the tokens the turn's window leaves
+        for the summary; either kind is cut to it."""
+        budget = summary_budget(tok.request_tokens("", p.middle), aux.cfg.context_window, room)
+        limit = summary_chars(budget, cal)
+        wire = summary_messages(previous, p.middle, focus, target_tokens=budget)
         request = ChatRequest(model=aux.cfg.model, messages=wire, tools=(), max_tokens=budget)
         try:
             text, reported = await asyncio.wait_for(_collect(aux.provider, request), SUMMARY_TIMEOUT_S)
         except (ProviderError, TimeoutError) as exc:
             why = exc.message if isinstance(exc, ProviderError) else "timed out"
             log.warning("compression summary call failed (%s); using a deterministic summary", why)
-            return fallback_summary(previous, p.middle), Usage(), True
+            return fallback_summary(previous, p.middle, limit), Usage(), True
         if not text.strip():
-            return fallback_summary(previous, p.middle), Usage(), True
+            return fallback_summary(previous, p.middle, limit), Usage(), True
         spent = price(measure(reported, request, text), aux.cfg)
-        return text.strip(), spent, False
+        return fit(text.strip(), limit), spent, False
 
     async def _event(self, session_id: str, type_: str, data: dict[str, Any], where: Where) -> None:
         await self.db.write(lambda tx: events.append(
             tx, session_id, type_, data, turn_id=where.turn_id, admission_id=where.admission_id))
 
+
+
+def summary_budget(middle_tokens: int, aux_window: int, room: int) -> int:
+    """The summary's tokens: a fifth of what it condenses, within [2,000, 10,000], at most a
+    quarter of the summarizer's window, and never more than the turn's window has `room`
+    for (but at least SUMMARY_FLOOR_TOKENS)."""
+    budget = max(SUMMARY_MIN_TOKENS, min(SUMMARY_MAX_TOKENS, middle_tokens // 5))
+    budget = min(budget, max(256, aux_window // 4))
+    return max(SUMMARY_FLOOR_TOKENS, min(budget, room))
+
+
+def summary_chars(budget: int, cal: tok.Calibration) -> int:
+    """The bare summary's characters for `budget` tokens, framed: by the provider's learnt
+    ratio, and never more than preflight's plain estimate (CHARS_PER_TOKEN) would allow."""
+    ratio = min(cal.ratio, float(tok.CHARS_PER_TOKEN))
+    return max(0, int(budget * ratio) - WRAP_CHARS)
 
 
 async def _collect(provider: ChatProvider, request: ChatRequest) -> tuple[str, UsageChunk | None]:

@@ -190,6 +190,19 @@ def fallback_summary(previous: str | None, middle: Sequence[Entry], limit: int =
     return text[:limit]
 
 
+def fit(summary: str, limit: int) -> str:
+    """A summary cut to at most `limit` chars: one that fits comes back as it is; a longer
+    one (a model that wrote past its budget) is cut section by section, as the fallback is."""
+    if len(summary) <= limit:
+        return summary
+    by_name = _sections(summary)
+    bodies = ["\n".join(by_name.get(name, [])).strip() or NONE_RECORDED for name in SECTIONS]
+    headings = [f"## {name}\n" for name in SECTIONS]
+    room = limit - sum(len(h) for h in headings) - 2 * (len(SECTIONS) - 1)
+    text = "\n\n".join(h + b for h, b in zip(headings, _fit(bodies, room), strict=True))
+    return text[:limit]
+
+
 def _sections(summary: str) -> dict[str, list[str]]:
     """A summary's lines by section; lines before any known heading count as Progress."""
     by_name = {name.lower(): name for name in SECTIONS}

@@ -36,7 +36,7 @@ from backend.providers.base import (
     WireMessage,
 )
 from backend.providers.errors import from_http
-from backend.providers.transport import post_stream
+from backend.providers.transport import MAX_LINE_BYTES, post_stream, sse_lines
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096  # the API requires a budget; used when the request sets none
@@ -197,7 +197,7 @@ async def _parse_stream(name: str, response: httpx.Response) -> AsyncIterator[Ch
         await response.aread()
         raise _json_instead_of_stream(name, response)
     events = _MessageStream(name)
-    async for event_name, data in _sse_events(response.aiter_lines()):
+    async for event_name, data in _sse_events(sse_lines(response)):
         for chunk in events.feed(_decode(name, data, event_name)):
             yield chunk
         if events.finished:
@@ -206,15 +206,20 @@ async def _parse_stream(name: str, response: httpx.Response) -> AsyncIterator[Ch
 
 
 async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
-    """(event name, data) per SSE event; data lines are joined, comments and ids ignored."""
-    event, data = "", list[str]()
+    """(event name, data) per SSE event; data lines are joined, comments and ids ignored.
+    An event's data is bounded like one line (MAX_LINE_BYTES), however many lines carry it."""
+    event, data, size = "", list[str](), 0
     async for line in lines:
         if not line:
             if data:
                 yield event, "\n".join(data)
-            event, data = "", []
+            event, data, size = "", [], 0
         elif line.startswith("data:"):
             data.append(line[6:] if line.startswith("data: ") else line[5:])
+            size += len(data[-1])
+            if size > MAX_LINE_BYTES:
+                raise ProviderError("server_error", "the provider sent a stream event longer "
+                                    f"than {MAX_LINE_BYTES // 1024} KiB; it was refused unread")
         elif line.startswith("event:"):
             event = line[6:].strip()
     if data:  # a last event without its blank line

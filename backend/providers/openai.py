@@ -32,7 +32,7 @@ from backend.providers.base import (
     WireMessage,
 )
 from backend.providers.errors import from_http
-from backend.providers.transport import post_stream
+from backend.providers.transport import post_stream, sse_lines
 
 
 class OpenAIChat:
@@ -100,7 +100,7 @@ async def _parse_stream(response: httpx.Response) -> AsyncIterator[Chunk]:
         raise ProviderError("server_error", "the provider returned an HTML page instead of a stream")
     calls = _ToolCallBuffer()
     finished = False
-    async for line in response.aiter_lines():
+    async for line in sse_lines(response):
         if not line.startswith("data:"):
             continue  # comments (": keep-alive"), event names and blank separators
         data = line[5:].strip()

@@ -4,7 +4,10 @@ redacted.
 A provider supplies how to read a non-200 answer and how to parse its
 stream; this module owns everything else that can go wrong on the wire, so
 timeouts, refused connections and broken streams read the same whoever the
-provider is, and no message leaves with a key in it.
+provider is, and no message leaves with a key in it.  Stream lines come from
+`sse_lines`, which never holds more than `MAX_LINE_BYTES` of one line: a
+provider that sends more in one line (a broken proxy, a runaway answer) fails
+the call before the line is read whole.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ ErrorReader = Callable[[str, httpx.Response], ProviderError]
 StreamParser = Callable[[httpx.Response], AsyncIterator[Chunk]]
 
 _KEYLIKE = re.compile(r"\b(sk|pk|key|rk)-[A-Za-z0-9_\-]{8,}")
+
+MAX_LINE_BYTES = 1024 * 1024  # one SSE line (or one event's data); real ones are a few KB
+_EOL = re.compile(rb"\r\n|\r|\n")
 
 
 async def post_stream(
@@ -64,6 +70,42 @@ async def _post(
         )
     except httpx.HTTPError as exc:
         raise ProviderError("connection", f"{name}: {type(exc).__name__}")
+
+
+async def sse_lines(
+    response: httpx.Response, limit: int = MAX_LINE_BYTES
+) -> AsyncIterator[str]:
+    """The body's lines, split at CRLF, LF or CR as SSE splits them (not at the other
+    Unicode line breaks `aiter_lines` also splits at, which may sit inside a JSON string),
+    decoded as UTF-8.  Raises ProviderError once a line passes `limit` bytes, so no more
+    than that of it is ever held."""
+    line = bytearray()
+    after_cr = False  # a chunk ended in CR: an LF opening the next one belongs to it
+    async for chunk in response.aiter_bytes():
+        if not chunk:
+            continue
+        start = 1 if after_cr and chunk[:1] == b"\n" else 0
+        after_cr = False
+        for eol in _EOL.finditer(chunk, start):
+            line += chunk[start:eol.start()]
+            _check(line, limit)
+            yield line.decode("utf-8", "replace")
+            line.clear()
+            start = eol.end()
+            after_cr = eol.group() == b"\r" and start == len(chunk)
+        line += chunk[start:]
+        _check(line, limit)
+    if line:
+        yield line.decode("utf-8", "replace")
+
+
+def _check(line: bytearray, limit: int) -> None:
+    if len(line) > limit:
+        raise ProviderError(
+            "server_error",
+            f"the provider sent a stream line longer than {limit // 1024} KiB; a well-formed "
+            "stream sends the answer in small pieces, so this one was refused unread",
+        )
 
 
 def redact(message: str, key: str | None) -> str:

@@ -3,7 +3,11 @@
 Every frame to the client — responses and events alike — goes through one
 outbox drained by one sender task, so the order frames are queued in is the
 order the client reads them.  A client that stops reading is dropped once its
-outbox passes `MAX_OUTBOX`; it can reconnect and replay from its last seq.
+outbox passes `MAX_OUTBOX` frames or `MAX_OUTBOX_BYTES`; it can reconnect and
+replay from its last seq.  Dropping frees it at once: the outbox is emptied,
+and since a close frame cannot reach a peer that does not read (websockets'
+close waits for the write buffer to drain, and so does its keepalive), the TCP
+connection is aborted unless the close handshake ends within `CLOSE_GRACE_S`.
 A connection whose token is revoked takes no more frames and closes with
 1008 once the frames already queued are sent.
 """
@@ -19,7 +23,7 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from backend.server import rpc
+from backend.server import memory, rpc
 from shared import codec
 from shared.protocol import Event, Scope
 
@@ -28,6 +32,8 @@ log = logging.getLogger("rpc")
 MAX_OUTBOX = 20_000
 OWNER_ID = "owner"  # the token_id of backend.json's token; minted ids start with "tok_"
 REVOKED = 1008  # WebSocket close code "policy violation"
+MAX_OUTBOX_BYTES = 64 * 1024 * 1024  # one frame bigger than this still goes out alone
+CLOSE_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -62,9 +68,11 @@ class Connection:
         self.principal = principal
         self.initialized = False
         self._outbox: asyncio.Queue[str | _Close | None] = asyncio.Queue()
+        self._queued_bytes = 0  # characters, which is bytes for the ASCII most frames are
         self._marks: dict[str, int] = {}
         self._replaying: dict[str, list[Event]] = {}
         self._sender: asyncio.Task[None] | None = None
+        self._closer: asyncio.Task[None] | None = None  # a drop's close, held while it runs
         self.closed = False
         self.revoked = False
 
@@ -133,15 +141,45 @@ class Connection:
     def send(self, frame: dict[str, Any]) -> None:
         if self.closed:
             return
-        if self._outbox.qsize() >= MAX_OUTBOX:
-            log.warning("dropping a client that stopped reading (%d frames queued)", MAX_OUTBOX)
-            self.closed = True
-            self._outbox.put_nowait(None)
-            asyncio.get_running_loop().create_task(
-                self.ws.close(1013, "too far behind; reconnect and replay from your last seq")
-            )
+        text = codec.encode(frame)
+        queued = self._outbox.qsize()
+        if queued >= MAX_OUTBOX or (queued and self._queued_bytes + len(text) > MAX_OUTBOX_BYTES):
+            self.drop(f"dropping a client that stopped reading ({queued} frames, "
+                      f"{self._queued_bytes} bytes queued)")
             return
-        self._outbox.put_nowait(codec.encode(frame))
+        self._queued_bytes += len(text)
+        self._outbox.put_nowait(text)
+
+    def drop(self, why: str) -> None:
+        """Ends the connection now, freeing what was queued for it, without waiting for a
+        peer that does not read (see the module docstring)."""
+        if self.closed:
+            return
+        log.warning("%s", why)
+        self.closed = True
+        while not self._outbox.empty():
+            self._outbox.get_nowait()
+        self._queued_bytes = 0
+        self._outbox.put_nowait(None)
+        self._closer = asyncio.get_running_loop().create_task(self._close_or_abort())
+
+    async def _close_or_abort(self) -> None:
+        try:
+            if self.ws.transport.get_write_buffer_size() == 0:  # a close frame can go out
+                await asyncio.wait_for(
+                    self.ws.close(1013, "too far behind; reconnect and replay from your last seq"),
+                    CLOSE_GRACE_S,
+                )
+        except TimeoutError:
+            pass
+        finally:
+            self.ws.transport.abort()  # a no-op once the handshake closed it
+            memory.give_back()  # the outbox and the transport's buffer are free by now
+
+    def abort(self) -> None:
+        """Drops the TCP connection at once (shutdown, for a peer the close did not reach)."""
+        self.closed = True
+        self.ws.transport.abort()
 
     async def _send_loop(self) -> None:
         while True:
@@ -152,6 +190,7 @@ class Connection:
                 if isinstance(text, _Close):
                     await self.ws.close(text.code, text.reason)
                     return
+                self._queued_bytes -= len(text)
                 await self.ws.send(text)
             except ConnectionClosed:
                 self.closed = True

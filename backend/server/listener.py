@@ -14,7 +14,7 @@ from websockets.http11 import Request, Response
 
 from backend.errors import TurnkeyError
 from backend.server.auth import Authenticator
-from backend.server.connection import Connection, Principal
+from backend.server.connection import CLOSE_GRACE_S, Connection, Principal
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
 
@@ -54,8 +54,16 @@ class Listener:
         return bound
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close(close_connections=True)
+        if self._server is None:
+            return
+        self._server.close(close_connections=True)
+        try:
+            # A close handshake waits for the peer to read; one that stopped reading would
+            # hold the shutdown for ever, so what is still open after the grace is aborted.
+            await asyncio.wait_for(asyncio.shield(self._server.wait_closed()), CLOSE_GRACE_S)
+        except TimeoutError:
+            for conn in list(self.connections):
+                conn.abort()
             await self._server.wait_closed()
 
     async def _authorize(self, ws: ServerConnection, request: Request) -> Response | None:

@@ -1,4 +1,10 @@
-"""The events table: each session's stored event log with a gapless per-session seq."""
+"""The events table: each session's stored event log with a gapless per-session seq.
+
+A long text an event repeats from its admission's row (the answer in
+`message.complete` and a receipt's `final_text`, the prompt in a receipt's
+`text`) is stored once, in that row: the stored event holds a reference in its
+place, and `since` puts the text back.  Live subscribers get the event whole.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,15 @@ import msgspec
 from backend.ids import now
 from backend.store.db import Tx
 from shared.protocol import Event
+
+INLINE_MAX = 4096  # characters; a shared text longer than this is stored by reference
+_REF = "$admission"  # {"$admission": "final_text"}: that text of the event's admission row
+# Where each type's shared texts sit in its data, and which text of the row they are.
+_SHARED: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
+    "message.complete": ((("text",), "final_text"),),
+    "admission.queued": ((("receipt", "text"), "text"),),
+    "admission.settled": ((("receipt", "text"), "text"), (("receipt", "final_text"), "final_text")),
+}
 
 
 @dataclass(frozen=True)
@@ -47,10 +62,11 @@ def append(
     data = as_data(data)
     seq = latest_seq(tx, session_id) + 1
     ts = now()
+    stored = _by_reference(tx, type_, data, admission_id)
     tx.execute(
         "INSERT INTO events (session_id, seq, type, turn_id, admission_id, ts, data) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (session_id, seq, type_, turn_id, admission_id, ts, json.dumps(data)),
+        (session_id, seq, type_, turn_id, admission_id, ts, json.dumps(stored)),
     )
     event = Event(
         session_id=session_id, seq=seq, type=type_, ts=ts, data=data,
@@ -89,13 +105,73 @@ def since(tx: Tx, session_id: str, since_seq: int, limit: int) -> list[Event]:
         "WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (session_id, since_seq, limit),
     )
+    texts = _AdmissionTexts(tx)
     return [
         Event(
             session_id=session_id, seq=r["seq"], type=r["type"], ts=r["ts"],
-            data=json.loads(r["data"]), turn_id=r["turn_id"], admission_id=r["admission_id"],
+            data=_resolved(texts, r["type"], json.loads(r["data"]), r["admission_id"]),
+            turn_id=r["turn_id"], admission_id=r["admission_id"],
         )
         for r in rows
     ]
+
+
+def _by_reference(
+    tx: Tx, type_: str, data: dict[str, Any], admission_id: str | None
+) -> dict[str, Any]:
+    """`data` as stored: each long shared text that its admission's row holds (checked, so a
+    reference always resolves to the very text) replaced by a reference."""
+    shared = _SHARED.get(type_)
+    if not shared or admission_id is None:
+        return data
+    out = data
+    texts = _AdmissionTexts(tx)
+    for path, name in shared:
+        value = _get(out, path)
+        if isinstance(value, str) and len(value) > INLINE_MAX \
+                and texts.get(admission_id, name) == value:
+            out = _put(out, path, {_REF: name})
+    return out
+
+
+def _resolved(
+    texts: _AdmissionTexts, type_: str, data: dict[str, Any], admission_id: str | None
+) -> dict[str, Any]:
+    for path, name in _SHARED.get(type_, ()):
+        if _get(data, path) == {_REF: name} and admission_id is not None:
+            data = _put(data, path, texts.get(admission_id, name))
+    return data
+
+
+class _AdmissionTexts:
+    """The shared texts of admission rows, read once each."""
+
+    def __init__(self, tx: Tx) -> None:
+        self._tx = tx
+        self._rows: dict[str, dict[str, str | None]] = {}
+
+    def get(self, admission_id: str, name: str) -> str | None:
+        if admission_id not in self._rows:
+            r = self._tx.one("SELECT payload_json, final_text FROM admissions "
+                             "WHERE admission_id = ?", (admission_id,))
+            self._rows[admission_id] = {} if r is None else {
+                "text": json.loads(r["payload_json"]).get("text"), "final_text": r["final_text"]}
+        return self._rows[admission_id].get(name)
+
+
+def _get(data: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = data
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _put(data: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """A copy of `data` with `value` at `path` (the original may be the live event's)."""
+    head, *rest = path
+    inner = data.get(head)
+    return {**data, head: _put(inner, tuple(rest), value) if rest and isinstance(inner, dict)
+            else value}
 
 
 def turn_text(tx: Tx, session_id: str, turn_id: str) -> str:

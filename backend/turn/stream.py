@@ -6,15 +6,43 @@ commit is in flight), so a fast model does not turn every token into a row and
 a frame.  The interval is well under the contract's ~50 ms so that a delta
 reaches clients within the 10 ms budget (ARCHITECTURE §8); under load, commits
 take longer and batches grow by themselves.
+
+A batch is stored as as many events as it takes for no event's data to pass
+`MAX_DELTA_BYTES`: one huge delta (a provider may send a whole answer in one
+piece) never becomes one huge row, nor one huge frame to every subscriber.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Awaitable, Callable
 
 INTERVAL_S = 0.005
+MAX_DELTA_BYTES = 64 * 1024  # a stored message.delta's data, {"text": ...} as JSON
+
+
+def pieces(text: str, limit: int = MAX_DELTA_BYTES) -> list[str]:
+    """`text` cut in order into the fewest pieces whose stored form, `{"text": piece}` as
+    JSON with non-ASCII escaped (1 to 12 bytes a character), is at most `limit` bytes."""
+    room = limit - len(json.dumps({"text": ""}))
+    out: list[str] = []
+    start = 0
+    while start < len(text):
+        # Escaped sizes add up character by character, so a piece grows by spans that fit,
+        # halving the span on a miss: it ends when not one more character fits.
+        end, size, span = start, 0, room
+        while span and end < len(text):
+            grown = len(json.dumps(text[end:end + span])) - 2
+            if size + grown <= room:
+                end, size = min(end + span, len(text)), size + grown
+            else:
+                span //= 2
+        end = max(end, start + 1)  # a limit under one character's size: one a piece
+        out.append(text[start:end])
+        start = end
+    return out
 
 
 class DeltaWriter:
@@ -26,12 +54,19 @@ class DeltaWriter:
         self._closing = asyncio.Event()
         self._last = 0.0
         self._task: asyncio.Task[None] | None = None
-        self.streamed = ""
+        self._streamed: list[str] = []  # joined on demand: += would copy the answer per delta
+
+    @property
+    def streamed(self) -> str:
+        """Everything added so far, in order."""
+        if len(self._streamed) > 1:
+            self._streamed[:] = ["".join(self._streamed)]
+        return self._streamed[0] if self._streamed else ""
 
     def add(self, text: str) -> None:
         if not text:
             return
-        self.streamed += text
+        self._streamed.append(text)
         self._buffer.append(text)
         self._pending.set()
         if self._task is None:
@@ -55,8 +90,8 @@ class DeltaWriter:
             self._pending.clear()
             text = "".join(self._buffer)
             self._buffer.clear()
-            if text:
-                await self._write(text)
+            for piece in pieces(text):
+                await self._write(piece)
             self._last = loop.time()
             if self._closing.is_set() and not self._buffer:
                 return

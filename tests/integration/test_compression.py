@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from backend.compress.summary import SECTIONS
 from tests.fakes.openai_server import FakeOpenAI, Reply, content_text
 
 from .backend_proc import Backend, BackendFactory
@@ -374,3 +375,44 @@ async def test_kill9_during_a_summary_loses_nothing_and_the_next_compression_rec
                 assert conn.execute("SELECT COUNT(*) FROM compression_locks").fetchone()[0] == 0
         finally:
             await rpc.close()
+
+
+async def test_a_fallback_summary_fits_a_small_window_and_the_turn_completes(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    """In a 4,000-token window the summarizer answers once (a full summary, within the
+    ~1,000 tokens it is given), then fails: each deterministic summary that stands in keeps
+    the one before and adds the new requests, and must be cut to what the window leaves it,
+    as the model's own summary is, or a turn stops fitting the window."""
+    model = Model(fake_provider)
+    first = "## Goal\nFix the parser.\n## Progress\n" + "\n".join(
+        f"- step {i}: looked at parser/module_{i}.py and noted its state machine" for i in range(55))
+    assert 3500 < len(first) < 4000, len(first)  # ~950 tokens: what the model may write here
+    summaries = itertools.count(1)
+
+    def respond(body: Json) -> Reply:
+        if is_summary_request(body):
+            if next(summaries) == 1:
+                return Reply(deltas=[first])
+            return Reply.http_error(500, "summarizer down")
+        return model.respond(body)
+
+    fake_provider.responder = respond
+    window = 4000
+    async with started(backend_factory, fake_provider, window=window) as (_, rpc):
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        for n in range(1, 16):  # the summarizer is down after the first compression
+            done = await turn(rpc, sid, prompt(n, 120))
+            assert done["status"] == "completed", f"turn {n}: {done}"
+        completes = [e["data"] for e in events_of(rpc, sid, "compression.complete")]
+        assert len(completes) >= 4, completes
+        for c in completes:
+            assert c["after_tokens"] <= window - 256 - 64, completes  # room for an answer
+        notes = [m for m in (await rpc.call("session.messages", {"session_id": sid,
+                                                                 "limit": 1000}))["messages"]
+                 if m.get("note_kind") == "summary"]
+        assert [m["meta"]["fallback"] for m in notes] == [False] + [True] * (len(notes) - 1)
+        assert [line for line in notes[-1]["content"].splitlines() if line.startswith("## ")] \
+            == [f"## {name}" for name in SECTIONS], "cut section by section, every one kept"
+        wire = texts(turn_requests(fake_provider)[-1])
+        assert any(t.startswith("[Summary of earlier conversation") for t in wire)

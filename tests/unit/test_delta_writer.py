@@ -1,8 +1,14 @@
 """Delta coalescing: nothing lost, order kept, far fewer events than deltas while streaming."""
 
 import asyncio
+import json
+from itertools import pairwise
 
-from backend.turn.stream import DeltaWriter
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from backend.turn.stream import MAX_DELTA_BYTES, DeltaWriter, pieces
 
 
 async def test_coalesces_and_keeps_every_character() -> None:
@@ -35,3 +41,52 @@ async def test_first_delta_after_quiet_goes_out_at_once() -> None:
     writer.add(" world")
     await writer.close()
     assert stored == ["hello", " world"], "close flushes what is buffered"
+
+
+def _stored_size(piece: str) -> int:
+    return len(json.dumps({"text": piece}))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" * (3 * MAX_DELTA_BYTES + 17),
+        "é" * 40_000,  # 6 bytes each once escaped
+        "\U0001f600" * 20_000,  # 12 bytes each: a surrogate pair once escaped
+        '"\\\n\x01' * 30_000,
+        ("mixed ascii, ü, 漢字 and \U0001f600 " * 5000),
+    ],
+    ids=["ascii", "latin", "astral", "escapes", "mixed"],
+)
+def test_pieces_keep_every_character_and_fit_the_bound(text: str) -> None:
+    cut = pieces(text)
+    assert "".join(cut) == text
+    assert all(0 < _stored_size(p) <= MAX_DELTA_BYTES for p in cut)
+    assert all(_stored_size(p) > MAX_DELTA_BYTES - 12 for p in cut[:-1]), "pieces are full"
+
+
+@given(st.text(), st.integers(min_value=24, max_value=200))
+def test_pieces_of_any_text_join_back_and_each_fits(text: str, limit: int) -> None:
+    cut = pieces(text, limit)
+    assert "".join(cut) == text
+    assert all(0 < _stored_size(p) <= limit for p in cut)
+    assert all(_stored_size(a + b[0]) > limit for a, b in pairwise(cut)), (
+        "each piece is as long as the bound allows"
+    )
+
+
+async def test_one_huge_delta_is_stored_as_bounded_events_in_order() -> None:
+    stored: list[str] = []
+
+    async def write(text: str) -> None:
+        stored.append(text)
+
+    writer = DeltaWriter(write)
+    big = "".join(f"{i:07d} " for i in range(1_300_000))  # ~10 MB
+    writer.add("start ")
+    writer.add(big)
+    writer.add(" end")
+    await writer.close()
+    assert "".join(stored) == writer.streamed == "start " + big + " end"
+    assert max(_stored_size(t) for t in stored) <= MAX_DELTA_BYTES
+    assert len(stored) >= len(big) // MAX_DELTA_BYTES

@@ -1,6 +1,7 @@
 """The SQLite store from a blank file: migrations, group commit, rollback, publish order."""
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ from backend.store import admissions, events, messages, runtime, sessions
 from backend.store.db import Database, Tx
 from backend.store.events import StoredEvent
 from backend.store.migrations import SCHEMA_VERSION, migrate
-from shared.protocol import Usage
+from shared.protocol import AdmissionEvent, Usage
 
 TABLES = {
     "sessions", "messages", "admissions", "events", "runtime", "schema_migrations",
@@ -331,3 +332,44 @@ async def test_epoch_survives_reopen(tmp_path: Path) -> None:
             assert await db.write(runtime.bump_epoch) == expected
         finally:
             await db.close()
+
+
+def _receipt(tx: Tx) -> AdmissionEvent:
+    row = admissions.by_id(tx, "adm")
+    assert row is not None
+    return AdmissionEvent(receipt=admissions.receipt(tx, row))
+
+
+async def test_long_texts_an_event_shares_with_its_admission_are_stored_once(
+    tmp_path: Path,
+) -> None:
+    db = await open_db(tmp_path)
+    published: list[StoredEvent] = []
+    db.publisher = published.append
+    prompt, answer = "p" * 50_000, "a" * 100_000
+    try:
+        def job(tx: Tx) -> None:
+            _insert_session(tx)
+            admissions.insert(tx, "adm", "owner", "s", "r", json.dumps({"text": prompt}), "d")
+            events.append(tx, "s", "admission.queued", _receipt(tx), admission_id="adm")
+            admissions.settle(tx, "adm", "completed", final_text=answer)
+            events.append(tx, "s", "message.complete", {"text": answer, "status": "completed"},
+                          admission_id="adm")
+            events.append(tx, "s", "admission.settled", _receipt(tx), admission_id="adm")
+            events.append(tx, "s", "message.complete", {"text": "a" * 5000 + "other"},
+                          admission_id="adm")  # not the row's text: kept whole
+
+        await db.write(job)
+        replayed = await db.read(lambda tx: events.since(tx, "s", 0, 10))
+        assert [e.data for e in replayed] == [p.event.data for p in published if p.stored], (
+            "replay puts every text back as it went out live"
+        )
+        assert replayed[1].data["text"] == answer
+        assert replayed[2].data["receipt"]["final_text"] == answer
+        assert replayed[2].data["receipt"]["text"] == prompt
+        sizes = await db.read(lambda tx: [r[0] for r in tx.all(
+            "SELECT length(data) FROM events ORDER BY seq")])
+        assert max(sizes[:3]) < 2000, sizes
+        assert sizes[3] > 5000, "a text that is not the row's stays in the event"
+    finally:
+        await db.close()
