@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -32,20 +31,48 @@ from .wire import (
 # the test hands the token over as if it had leaked) with the network allowed, and asks for a
 # config change.  Prints the response frame.
 PROBE = """
-import json, sys
-from websockets.sync.client import connect
+import base64, json, os, socket, struct, sys
 
 info = json.loads(sys.argv[1])
-headers = {"Authorization": "Bearer " + info["token"]}
-with connect(f"ws://127.0.0.1:{info['port']}/rpc", additional_headers=headers, proxy=None) as ws:
-    def call(i, method, params):
-        ws.send(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}))
-        while True:
-            frame = json.loads(ws.recv())
-            if frame.get("id") == i:
-                return frame
-    call(1, "initialize", {"client": {"name": "probe", "version": "0"}, "protocol": 1})
-    print(json.dumps(call(2, "config.set", {"patch": json.loads(sys.argv[2])})))
+sock = socket.create_connection(("127.0.0.1", info["port"]), 10)
+key = base64.b64encode(os.urandom(16)).decode()
+sock.sendall((f"GET /rpc HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nUpgrade: websocket\\r\\n"
+              f"Connection: Upgrade\\r\\nSec-WebSocket-Key: {key}\\r\\n"
+              f"Sec-WebSocket-Version: 13\\r\\nAuthorization: Bearer {info['token']}\\r\\n\\r\\n").encode())
+buf = b""
+while b"\\r\\n\\r\\n" not in buf:
+    buf += sock.recv(4096)
+buf = buf.split(b"\\r\\n\\r\\n", 1)[1]
+
+def recv_exact(n):
+    global buf
+    while len(buf) < n:
+        buf += sock.recv(65536)
+    out, buf = buf[:n], buf[n:]
+    return out
+
+def send(obj):
+    data, mask = json.dumps(obj).encode(), os.urandom(4)
+    head = bytes([0x81]) + (bytes([0x80 | len(data)]) if len(data) < 126 else
+                            bytes([0x80 | 126]) + struct.pack("!H", len(data)))
+    sock.sendall(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+def recv():
+    b0, b1 = recv_exact(2)
+    n = b1 & 0x7F
+    n = struct.unpack("!H", recv_exact(2))[0] if n == 126 else (
+        struct.unpack("!Q", recv_exact(8))[0] if n == 127 else n)
+    return json.loads(recv_exact(n))
+
+def call(i, method, params):
+    send({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+    while True:
+        frame = recv()
+        if frame.get("id") == i:
+            return frame
+
+call(1, "initialize", {"client": {"name": "probe", "version": "0"}, "protocol": 1})
+print(json.dumps(call(2, "config.set", {"patch": json.loads(sys.argv[2])})))
 """
 
 
@@ -53,7 +80,9 @@ def probe_call(backend: Backend, tmp_path: Path, patch: dict[str, Any]) -> Json:
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     leaked = json.dumps({"token": backend.token, "port": backend.port})
-    args = [sys.executable, str(script), leaked, json.dumps(patch)]
+    # The system's python3 through PATH and the standard library only: the test's interpreter
+    # may live under /tmp, which the sandbox replaces with its own.
+    args = ["python3", str(script), leaked, json.dumps(patch)]
     return terminal(shlex.join(args))
 
 
