@@ -7,29 +7,28 @@ leave children running past a crash.  The backend runs them for real.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.procs import wait_gone, wait_running
 
 from .backend_proc import Backend, BackendFactory
-from .wire import Rpc, create_session, is_event, submit, terminal, transcript, wait_complete
+from .wire import Json, Rpc, create_session, is_event, submit, terminal, transcript, wait_complete
 
 KEY = "sk-test-0123456789-do-not-leak"
 
 
-def _running(token: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if token in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+async def answer(rpc: Rpc, count: int, decision: str) -> list[Json]:
+    """Answers the next ``count`` approval requests (each once, in the order asked)."""
+    asked: list[Json] = []
+    for _ in range(count):
+        request = await rpc.wait_event(
+            lambda e: e["type"] == "approval.request" and "seq" in e
+            and e["data"]["approval"]["approval_id"] not in [a["approval_id"] for a in asked])
+        asked.append(request["data"]["approval"])
+        await rpc.call("approval.respond", {"approval_id": asked[-1]["approval_id"], "decision": decision})
+    return asked
 
 
 def _keyed_backend(factory: BackendFactory, fake: FakeOpenAI, env: dict[str, str] | None = None) -> Backend:
@@ -88,17 +87,12 @@ async def test_a_detached_child_dies_with_a_backend_killed_by_sigkill(
     sid = await create_session(rpc, cwd=str(tmp_path))
     receipt = await submit(rpc, sid, "detach and wait")
     await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
-    deadline = time.monotonic() + 10
-    while len(_running("sleep 62.7")) < 2 and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert len(_running("sleep 62.7")) >= 2  # the shells, the sleeps (and bwrap naming them)
+    # The shells, the sleeps (and bwrap, whose arguments name them).
+    assert len(await wait_running("sleep 62.7", 2)) >= 2
     backend.kill9()
     await rpc.wait_closed()
     # No restart: the sandbox's pid namespace ends with the backend, detached children too.
-    deadline = time.monotonic() + 5
-    while _running("sleep 62.7") and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert _running("sleep 62.7") == []
+    assert await wait_gone("sleep 62.7") == []
     assert not marker.exists()
 
 
@@ -120,21 +114,14 @@ async def test_network_and_leaving_the_sandbox_ask_plainly(
     try:
         sid = await create_session(rpc, cwd=str(session))
         receipt = await submit(rpc, sid, "work")
-        reasons = []
-        for _ in range(2):
-            request = await rpc.wait_event(lambda e: e["type"] == "approval.request" and "seq" in e
-                                           and e["data"]["approval"]["approval_id"] not in
-                                           [r[0] for r in reasons])
-            approval = request["data"]["approval"]
-            reasons.append((approval["approval_id"], approval["reason"], approval["summary"]))
-            await rpc.call("approval.respond", {"approval_id": approval["approval_id"], "decision": "once"})
+        asked = await answer(rpc, 2, "once")
         done = await wait_complete(rpc, receipt["admission_id"])
         assert done["data"]["status"] == "completed", done
     finally:
         await rpc.close()
-    assert "outside the sandbox" in reasons[0][1]
-    assert reasons[0][2].startswith("[no sandbox] ")
-    assert "network" in reasons[1][1]
+    assert "outside the sandbox" in asked[0]["reason"]
+    assert asked[0]["summary"].startswith("[no sandbox] ")
+    assert "network" in asked[1]["reason"]
     assert (session / "here.txt").read_text() == "ordinary\n"  # asked nothing
     assert not (outside / "in-sandbox").exists()  # read-only there
     assert (outside / "approved").exists()  # the person let it out
@@ -156,14 +143,7 @@ async def test_without_bubblewrap_everything_not_plainly_read_only_asks(
         assert "TURNKEY_BWRAP=none" in sandbox["reason"]
         sid = await create_session(rpc, cwd=str(tmp_path))
         receipt = await submit(rpc, sid, "work")
-        asked = []
-        for _ in range(2):
-            request = await rpc.wait_event(lambda e: e["type"] == "approval.request" and "seq" in e
-                                           and e["data"]["approval"]["approval_id"] not in
-                                           [a["approval_id"] for a in asked])
-            approval = request["data"]["approval"]
-            asked.append(approval)
-            await rpc.call("approval.respond", {"approval_id": approval["approval_id"], "decision": "deny"})
+        asked = await answer(rpc, 2, "deny")
         done = await wait_complete(rpc, receipt["admission_id"])
         assert done["data"]["status"] == "completed", done
         rows = [m for m in await transcript(rpc, sid) if m["role"] == "tool"]

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.procs import running, wait_gone, wait_running
 
 from .backend_proc import Backend, BackendFactory
 from .wire import (
@@ -203,20 +204,6 @@ async def test_tool_result_that_cannot_be_stored_never_reaches_the_model(
     assert not any("secret-result" in m["content"] for m in rows)
 
 
-def _processes_running(token: str) -> list[int]:
-    """Pids whose command line contains ``token``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if token in cmdline:
-                found.append(int(entry.name))
-    return found
-
-
 async def test_what_a_crashed_call_forked_is_killed_before_the_next_backend_is_ready(
     backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -231,17 +218,12 @@ async def test_what_a_crashed_call_forked_is_killed_before_the_next_backend_is_r
     sid = await create_session(rpc, cwd=str(tmp_path))
     receipt = await submit(rpc, sid, "fork and wait")
     await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
-    deadline = time.monotonic() + 10
-    while len(_processes_running("sleep 61.37")) < 2 and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    await wait_running("sleep 61.37", 2)
     backend.kill9()
     await rpc.wait_closed()
-    assert _processes_running("sleep 61.37"), "the forked subshell outlives the backend"
+    assert running("sleep 61.37"), "the forked subshell outlives the backend"
     backend.start()
-    deadline = time.monotonic() + 5
-    while _processes_running("sleep 61.37") and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert not _processes_running("sleep 61.37"), "recovery kills the crashed call's group"
+    assert not await wait_gone("sleep 61.37"), "recovery kills the crashed call's group"
     assert not list((backend.data_dir / "run" / "tools").iterdir())
 
 

@@ -7,17 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.tools import beneath
 from backend.tools.beneath import MagicLink, Place, locate
 
-
-@pytest.fixture(autouse=True, params=["kernel", "walk"])
-def resolver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs with openat2 (when this kernel has it) and with the walk."""
-    if request.param == "kernel" and not beneath.kernel_resolves():
-        pytest.skip("no openat2 on this kernel")
-    monkeypatch.setattr(beneath, "_kernel", request.param == "kernel")
-    return str(request.param)
+pytestmark = pytest.mark.usefixtures("resolver")  # openat2 and the walk alike
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from backend.tools import beneath
 from backend.tools.base import ToolContext
 from backend.tools.files import ReadFile, WriteFile
 
@@ -25,12 +24,7 @@ ROUNDS = 300
 READ, WRITE = ReadFile(), WriteFile()
 
 
-@pytest.fixture(autouse=True, params=["kernel", "walk"])
-def resolver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "kernel" and not beneath.kernel_resolves():
-        pytest.skip("no openat2 on this kernel")
-    monkeypatch.setattr(beneath, "_kernel", request.param == "kernel")
-    return str(request.param)
+pytestmark = pytest.mark.usefixtures("resolver")  # openat2 and the walk alike
 
 
 @contextmanager

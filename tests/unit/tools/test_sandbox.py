@@ -17,7 +17,6 @@ import shutil
 import socket
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import pytest
 from backend.tools.base import ToolContext
 from backend.tools.sandbox import ALLOWED_ENV, Sandbox, child_env, command_argv, probe
 from backend.tools.terminal import Terminal
+from tests.procs import wait_gone, wait_running
 
 # {D}: a folder with a file `keep` in it; each attack tries to delete, move, empty or change it.
 ATTACKS: dict[str, str] = {
@@ -198,37 +198,15 @@ async def terminal(tmp_path: Path) -> tuple[Terminal, ToolContext, Path]:
     return Terminal(box), ctx, data
 
 
-def _running(token: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if token in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-async def _wait_running(token: str, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while len(_running(token)) < count and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert len(_running(token)) >= count, f"{token} never started"
-
-
 async def test_an_interrupt_ends_detached_children_too(terminal: tuple[Terminal, ToolContext, Path]) -> None:
     tool, ctx, _ = terminal
     command = "setsid nohup sleep 73.17 >/dev/null 2>&1 & (trap '' HUP TERM; sleep 73.18) & sleep 73.19"
     task = asyncio.create_task(tool.run({"command": command, "timeout_s": 60}, ctx))
-    await _wait_running("sleep 73.1", 3)
+    assert len(await wait_running("sleep 73.1", 3)) >= 3, "the sleeps never started"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    deadline = time.monotonic() + 5
-    while _running("sleep 73.1") and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert _running("sleep 73.1") == []
+    assert await wait_gone("sleep 73.1") == []
 
 
 async def test_a_finished_command_leaves_nothing_running(
@@ -237,10 +215,7 @@ async def test_a_finished_command_leaves_nothing_running(
     tool, ctx, _ = terminal
     result = await tool.run({"command": "setsid sleep 74.5 >/dev/null 2>&1 & echo started"}, ctx)
     assert "started" in result.content
-    deadline = time.monotonic() + 5
-    while _running("sleep 74.5") and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert _running("sleep 74.5") == []
+    assert await wait_gone("sleep 74.5") == []
 
 
 class _Listener:
@@ -355,7 +330,4 @@ async def test_timeout_still_kills_the_whole_sandbox(terminal: tuple[Terminal, T
     tool, ctx, _ = terminal
     result = await tool.run({"command": "(trap '' TERM; sleep 75.5) & sleep 75.5", "timeout_s": 1}, ctx)
     assert result.meta.get("timed_out") is True
-    deadline = time.monotonic() + 5
-    while _running("sleep 75.5") and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert _running("sleep 75.5") == []
+    assert await wait_gone("sleep 75.5") == []

@@ -1,0 +1,37 @@
+"""Processes seen through /proc, for tests of what a command leaves running."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+
+def running(token: str) -> list[int]:
+    """Pids whose command line contains ``token`` (bwrap's own, which names the command, too)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if token in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+async def wait_running(token: str, count: int, timeout: float = 10.0) -> list[int]:
+    """Polls until at least ``count`` such processes run (or the time is up); returns them."""
+    deadline = time.monotonic() + timeout
+    while len(found := running(token)) < count and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return found
+
+
+async def wait_gone(token: str, timeout: float = 5.0) -> list[int]:
+    """Polls until no such process runs (or the time is up); returns what still runs."""
+    deadline = time.monotonic() + timeout
+    while (found := running(token)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return found
