@@ -65,7 +65,6 @@ class Backend:
         self._lock_fd: int | None = None
         self.listener: Listener | None = None
         self.authority: SessionAuthority | None = None
-        self.sandbox: sandbox.Sandbox | None = None
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -84,8 +83,8 @@ class Backend:
         found = await sandbox.probe()  # one empty command in the full profile: a few ms
         if not found.available:
             log.warning("commands run without a sandbox: %s", found.reason)
-        self.sandbox = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
-        registry.use_sandbox(self.sandbox)
+        box = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
+        registry.use_sandbox(box)
         procs = ProcessTable(self.data_dir)
         procs.kill_orphans()  # before READY: a crashed turn's commands stop here
         executor = Executor(self.db, approvals, checkpoints, self.data_dir, procs)
@@ -96,7 +95,7 @@ class Backend:
         auth = Authenticator(self.db, token)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
                           self.request_stop_soon, approvals, checkpoints, self.secrets,
-                          self.providers, compressor, auth, procs, self.sandbox)
+                          self.providers, compressor, auth, procs, box)
         self.listener = Listener(
             Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,

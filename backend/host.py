@@ -34,12 +34,18 @@ def process_start(pid: int) -> str:
     """The process's start time in clock ticks since boot ("" when it does not exist or
     the platform cannot tell), to tell a live holder from a reused pid."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat_fields(pid)
     except OSError:
         return ""
-    # The command name (field 2) may hold spaces and parentheses; fields after the last ")".
-    fields = stat[stat.rfind(")") + 2:].split()
     return fields[19] if len(fields) > 19 else ""
+
+
+def stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat from its third field on (state, ppid, pgrp, session, ...): the command
+    name (field 2) may hold spaces and parentheses, so they start after the last ")".
+    Raises OSError when the process is gone or unreadable."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rfind(")") + 2:].split()
 
 
 _user_umask: int | None = None

@@ -40,7 +40,7 @@ from backend.tools import registry
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.procs import ProcessTable
-from backend.tools.sandbox import KIND, Sandbox
+from backend.tools.sandbox import Sandbox
 from shared import protocol as p
 
 log = logging.getLogger("rpc")
@@ -57,8 +57,7 @@ class Methods:
         self, db: Database, authority: SessionAuthority, hub: Hub, config: ConfigFile,
         epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
         checkpoints: Checkpoints, secrets: Secrets, providers: Providers, compressor: Compressor,
-        auth: Authenticator, procs: ProcessTable,
-        sandbox: Sandbox | None = None,
+        auth: Authenticator, procs: ProcessTable, sandbox: Sandbox,
     ) -> None:
         self.auth = auth
         self.procs = procs
@@ -128,7 +127,7 @@ class Methods:
                 scopes=[s for s in p.ALL_SCOPES if s in conn.principal.scopes],
             ),
             capabilities={"methods": sorted(p.METHODS), "events": sorted(p.EVENTS),
-                          "provider": self._provider_summary(), "sandbox": self._sandbox_summary()},
+                          "provider": self._provider_summary(), "sandbox": self.sandbox.summary()},
         )
 
     async def shutdown(self, conn: Connection, params: p.NoParams) -> Reply:
@@ -506,19 +505,6 @@ class Methods:
                                     latency_ms=result.latency_ms, error=error)
 
     # --- helpers ----------------------------------------------------------------
-
-    def _sandbox_summary(self) -> dict[str, Any]:
-        """How commands run: `active` false says why (`reason`), once, for the app and the CLI."""
-        box = self.sandbox
-        if box is None:
-            return {"active": False, "kind": "none", "network": False,
-                    "reason": "the sandbox was not set up"}
-        why = box.why_off()
-        out: dict[str, Any] = {"active": why is None, "kind": KIND if why is None else "none",
-                               "network": box.network}
-        if why is not None:
-            out["reason"] = why
-        return out
 
     def _provider_summary(self) -> dict[str, Any]:
         """What turns will use, so a front-end can say so (and warn about the tiny model)."""

@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.host import stat_fields
+
 PROC = Path("/proc")
 MAX_DEPTH = 4096  # ancestry is a tree; this only bounds a walk through a corrupt view
 Address = tuple[str, int]
@@ -128,11 +130,9 @@ def _pid_namespace(pid: int) -> str:
 def _stat(pid: int) -> tuple[int, int, int]:
     """(parent pid, process group, session) of a live process."""
     try:
-        text = (PROC / str(pid) / "stat").read_text()
+        fields = stat_fields(pid)
     except OSError:
         raise PeerUnknown(f"process {pid} went away while it was being looked at") from None
-    # The command name (field 2) may hold spaces and parentheses: fields after the last ")".
-    fields = text[text.rfind(")") + 2:].split()
     return int(fields[1]), int(fields[2]), int(fields[3])
 
 

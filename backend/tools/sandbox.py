@@ -176,6 +176,13 @@ class Sandbox:
             return "the sandbox is switched off in config.toml ([sandbox] enabled = false)"
         return None
 
+    def summary(self) -> dict[str, object]:
+        """`initialize`'s `capabilities.sandbox`: `active` false says why (`reason`)."""
+        why = self.why_off()
+        if why is None:
+            return {"active": True, "kind": KIND, "network": self.network}
+        return {"active": False, "kind": "none", "network": self.network, "reason": why}
+
     def argv(self, command: str, *, workdir: Path, session_dir: Path, env: Mapping[str, str],
              network: bool) -> list[str]:
         assert self.probe.bwrap is not None, "argv() of an unavailable sandbox"
