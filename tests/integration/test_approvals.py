@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from backend.tools.policy import classify_command
+from backend.tools.commands import classify_command
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend, BackendFactory

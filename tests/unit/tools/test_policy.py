@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from backend.tools import policy
-from backend.tools.policy import classify_command, command_guard, command_prefix, file_guard, rule_allows
+from backend.tools.commands import classify_command, command_prefix
+from backend.tools.policy import command_guard, file_guard, rule_allows
 
 HOME = str(Path.home())
 
