@@ -30,9 +30,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.errors import ErrorCode
+
 
 class TurnkeyError(Exception):
-    code = -32603
+    code: int = ErrorCode.INTERNAL
 
     def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -45,19 +47,19 @@ class CallerError(TurnkeyError):
 
 
 class ParseError(CallerError):
-    code = -32700
+    code = ErrorCode.PARSE_ERROR
 
 
 class InvalidRequest(CallerError):
-    code = -32600
+    code = ErrorCode.INVALID_REQUEST
 
 
 class MethodNotFound(CallerError):
-    code = -32601
+    code = ErrorCode.METHOD_NOT_FOUND
 
 
 class InvalidParams(CallerError):
-    code = -32602
+    code = ErrorCode.INVALID_PARAMS
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message, {"field": field})
@@ -65,15 +67,15 @@ class InvalidParams(CallerError):
 
 
 class NotInitialized(CallerError):
-    code = -32002
+    code = ErrorCode.NOT_INITIALIZED
 
 
 class Forbidden(CallerError):
-    code = -32003
+    code = ErrorCode.FORBIDDEN
 
 
 class NotFound(CallerError):
-    code = -32004
+    code = ErrorCode.NOT_FOUND
 
     def __init__(self, kind: str, ident: str) -> None:
         super().__init__(f"{kind} {ident!r} not found", {"kind": kind})
@@ -81,21 +83,21 @@ class NotFound(CallerError):
 
 
 class SessionBusy(CallerError):
-    code = -32009
+    code = ErrorCode.SESSION_BUSY
 
 
 class AdmissionConflict(CallerError):
-    code = -32010
+    code = ErrorCode.ADMISSION_CONFLICT
 
 
 class AdmissionState(CallerError):
-    code = -32012
+    code = ErrorCode.ADMISSION_STATE
 
 
 class ApprovalClosed(CallerError):
     """The approval was already decided or expired."""
 
-    code = -32013
+    code = ErrorCode.APPROVAL_CLOSED
 
 
 class EnvironmentFault(TurnkeyError):
@@ -107,7 +109,7 @@ class Overloaded(EnvironmentFault):
 
 
 class StoreUnavailable(EnvironmentFault):
-    code = -32603
+    code = ErrorCode.INTERNAL
 
 
 class StoreRefused(EnvironmentFault):

@@ -6,6 +6,12 @@ highest seq seen per subscribed session, and after a reconnect re-subscribes
 with `since_seq` so each event is delivered exactly once.  If the backend says
 the replay is truncated, a `client.resync` event tells the front-end to reload
 that session with `session.resume`.
+
+Calls and events are typed: `await client.call(SessionCreate(title="x"))` answers a
+`SessionResult`, and each handler receives an `Incoming` whose `data` is the struct
+`EVENTS` names for its type (or, for the client's own events, `ClientState` and
+`Resync`).  `call("method", {...})` with a plain dict stays for tests that probe the
+wire itself.
 """
 
 from __future__ import annotations
@@ -18,18 +24,67 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
+import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from shared import codec
-from shared.protocol import PROTOCOL_VERSION
+from shared import protocol as p
+from shared.errors import ErrorCode
+from shared.methods import Initialize, Request, SessionSubscribe, result_type
 
 log = logging.getLogger("client")
 
+R = TypeVar("R")
+
 RESYNC = "client.resync"
+STATE = "client.state"
 BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
+
+ConnectionState = Literal["disconnected", "connected", "reconnecting", "closed"]
+
+
+class ClientState(p.Wire):
+    """`client.state`: the connection dropped ("reconnecting") or is back ("connected")."""
+
+    state: ConnectionState
+
+
+class Resync(p.Wire):
+    """`client.resync`: events of this session were lost beyond replay; reload it with
+    `session.resume`.  `latest_seq` is where following resumes."""
+
+    latest_seq: int
+
+
+class UnknownEvent(p.Wire):
+    """An event type this client does not know (a newer backend's), kept as sent."""
+
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One event as a front-end receives it: `data` is the struct `EVENTS[type]` names, or
+    ClientState / Resync for the client's own, or UnknownEvent."""
+
+    type: str
+    session_id: str
+    data: p.Wire
+    seq: int | None = None
+    turn_id: str | None = None
+    admission_id: str | None = None
+    ts: str = ""
+
+    @classmethod
+    def decode(cls, raw: dict[str, Any]) -> Incoming:
+        """Raises msgspec.ValidationError when a known event's data does not match its type."""
+        env = msgspec.convert(raw, p.Event)
+        kind = p.EVENTS.get(env.type)
+        data: p.Wire = UnknownEvent(data=env.data) if kind is None else msgspec.convert(env.data, kind)
+        return cls(env.type, env.session_id, data, env.seq, env.turn_id, env.admission_id, env.ts)
 
 
 class RpcError(Exception):
@@ -65,7 +120,7 @@ class BackendInfo:
             return None
 
 
-EventHandler = Callable[[dict[str, Any]], None]
+EventHandler = Callable[[Incoming], None]
 
 
 class Client:
@@ -77,8 +132,8 @@ class Client:
         self.reconnect = reconnect
         self.watermarks: dict[str, int] = {}
         self.handlers: list[EventHandler] = []
-        self.state = "disconnected"
-        self.server: dict[str, Any] = {}
+        self.state: ConnectionState = "disconnected"
+        self.server: p.InitializeResult | None = None
         self._ws: ClientConnection | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Any]] = {}
@@ -115,27 +170,42 @@ class Client:
         except (OSError, InvalidStatus, TimeoutError) as exc:
             raise BackendNotFound(f"the backend on port {info.port} does not answer: {exc}") from exc
         self._ws = ws
-        init = await self._request(ws, "initialize", {
-            "client": {"name": self.name, "version": self.version}, "protocol": PROTOCOL_VERSION,
-        })
-        self.server = init
+        self.server = await self._request(ws, Initialize(
+            client=p.ClientInfo(name=self.name, version=self.version), protocol=p.PROTOCOL_VERSION,
+        ))
 
-    async def _request(self, ws: ClientConnection, method: str, params: dict[str, Any]) -> Any:
+    async def _request(self, ws: ClientConnection, request: Request[R]) -> R:
         """A call on a connection whose reader is not running yet (the handshake)."""
         rid = next(self._ids)
-        await ws.send(codec.encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+        await ws.send(codec.encode({"jsonrpc": "2.0", "id": rid, "method": request.method,
+                                    "params": msgspec.to_builtins(request)}))
         while True:
             msg = codec.decode(await ws.recv())
             if msg.get("id") == rid:
-                return _result(msg)
+                return _typed(request, _result(msg))
             if msg.get("method") == "event":
                 self._on_event(msg["params"])
 
     # --- calls -------------------------------------------------------------------
 
-    async def call(self, method: str, params: dict[str, Any] | None = None,
+    @overload
+    async def call(self, request: Request[R], *, timeout: float | None = 60.0) -> R: ...
+
+    @overload
+    async def call(self, request: str, params: dict[str, Any] | None = None, *,
+                   timeout: float | None = 60.0) -> Any: ...
+
+    async def call(self, request: Request[Any] | str, params: dict[str, Any] | None = None, *,
                    timeout: float | None = 60.0) -> Any:
-        """Sends a request and waits for its result; raises RpcError or ConnectionLost."""
+        """Sends a request and waits for its result; raises RpcError or ConnectionLost.
+
+        A `Request` answers its typed result; a method name with a params dict (for tests
+        of the wire itself) answers the decoded JSON."""
+        if isinstance(request, str):
+            return await self._send(request, params or {}, timeout)
+        return _typed(request, await self._send(request.method, msgspec.to_builtins(request), timeout))
+
+    async def _send(self, method: str, params: dict[str, Any], timeout: float | None) -> Any:
         await asyncio.wait_for(self._connected.wait(), timeout)
         ws = self._ws
         assert ws is not None
@@ -144,7 +214,7 @@ class Client:
         self._pending[rid] = fut
         try:
             await ws.send(codec.encode(
-                {"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}
+                {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
             ))
             return await asyncio.wait_for(fut, timeout)
         except ConnectionClosed as exc:
@@ -152,13 +222,10 @@ class Client:
         finally:
             self._pending.pop(rid, None)
 
-    async def subscribe(self, session_id: str, since_seq: int | None = None) -> dict[str, Any]:
+    async def subscribe(self, session_id: str, since_seq: int | None = None) -> p.EventsResult:
         """Follows a session from `since_seq` (default: its watermark, or from now)."""
         mark = since_seq if since_seq is not None else self.watermarks.get(session_id)
-        params: dict[str, Any] = {"session_id": session_id}
-        if mark is not None:
-            params["since_seq"] = mark
-        result: dict[str, Any] = await self.call("session.subscribe", params)
+        result = await self.call(SessionSubscribe(session_id=session_id, since_seq=mark))
         self._apply_replay(session_id, mark, result)
         return result
 
@@ -168,27 +235,31 @@ class Client:
 
     # --- events ------------------------------------------------------------------
 
-    def _apply_replay(self, session_id: str, mark: int | None, result: dict[str, Any]) -> None:
-        if result.get("truncated"):
-            self.watermarks[session_id] = int(result["latest_seq"])
-            self._dispatch({"session_id": session_id, "type": RESYNC, "data": result})
+    def _apply_replay(self, session_id: str, mark: int | None, result: p.EventsResult) -> None:
+        if result.truncated:
+            self.watermarks[session_id] = result.latest_seq
+            self._dispatch(Incoming(RESYNC, session_id, Resync(latest_seq=result.latest_seq)))
             return
         self.watermarks.setdefault(session_id, mark or 0)
-        for event in result.get("events", []):
-            self._on_event(event)
+        for event in result.events:
+            self._on_event(msgspec.to_builtins(event))
         if mark is None:
-            self.watermarks[session_id] = max(self.watermarks[session_id], int(result["latest_seq"]))
+            self.watermarks[session_id] = max(self.watermarks[session_id], result.latest_seq)
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        seq = event.get("seq")
-        if seq is not None:
-            sid = event["session_id"]
-            if seq <= self.watermarks.get(sid, 0):
+    def _on_event(self, raw: dict[str, Any]) -> None:
+        try:
+            event = Incoming.decode(raw)
+        except msgspec.ValidationError as exc:
+            log.warning("dropped an event that does not match the protocol: %s", exc)
+            return
+        if event.seq is not None:
+            sid = event.session_id
+            if event.seq <= self.watermarks.get(sid, 0):
                 return  # already seen: a replay overlapping live delivery
-            self.watermarks[sid] = seq
+            self.watermarks[sid] = event.seq
         self._dispatch(event)
 
-    def _dispatch(self, event: dict[str, Any]) -> None:
+    def _dispatch(self, event: Incoming) -> None:
         for handler in list(self.handlers):
             try:
                 handler(event)
@@ -226,7 +297,7 @@ class Client:
 
     async def _reconnect(self) -> None:
         self.state = "reconnecting"
-        self._dispatch({"session_id": "", "type": "client.state", "data": {"state": self.state}})
+        self._dispatch(Incoming(STATE, "", ClientState(state=self.state)))
         for attempt in itertools.count():
             if self._closing:
                 return
@@ -242,21 +313,31 @@ class Client:
         # Replay each followed session from its watermark before reading live frames.
         for sid, mark in list(self.watermarks.items()):
             try:
-                result = await self._request(ws, "session.subscribe",
-                                             {"session_id": sid, "since_seq": mark})
+                result = await self._request(ws, SessionSubscribe(session_id=sid, since_seq=mark))
             except RpcError as exc:
-                if exc.code == -32004:
+                if exc.code == ErrorCode.NOT_FOUND:
                     self.watermarks.pop(sid, None)
                     continue
                 raise
             self._apply_replay(sid, mark, result)
         # Only now may calls go out: until here this task alone reads the connection.
         self._mark_connected()
-        self._dispatch({"session_id": "", "type": "client.state", "data": {"state": self.state}})
+        self._dispatch(Incoming(STATE, "", ClientState(state=self.state)))
 
     def _mark_connected(self) -> None:
         self.state = "connected"
         self._connected.set()
+
+
+def _typed(request: Request[R], raw: Any) -> R:
+    """The result decoded as the request's method answers; a result that does not match
+    is the backend breaking the contract, reported as such."""
+    try:
+        decoded: R = msgspec.convert(raw, result_type(type(request)))
+    except msgspec.ValidationError as exc:
+        raise RpcError(ErrorCode.INTERNAL, f"{request.method} answered outside the protocol: {exc}") \
+            from None
+    return decoded
 
 
 def _result(msg: dict[str, Any]) -> Any:

@@ -3,7 +3,7 @@
 The backend decodes params with these types and encodes results and events
 from them; the client uses the same types; `shared/schema.py` derives the
 shipped JSON Schema from them.  Adding a method means adding its params and
-result here and one row in `METHODS`.
+result here and its request and row in `shared/methods.py`.
 """
 
 from __future__ import annotations
@@ -317,12 +317,39 @@ class TokenIdParams(Params):
 # --- results ---------------------------------------------------------------
 
 
+class ProviderSummary(Wire):
+    """What turns will use.  `offline_default`: nothing is configured and the small bundled
+    model answers, so a front-end should say so."""
+
+    configured: bool
+    name: str | None = None
+    model: str | None = None
+    kind: str | None = None
+    offline_default: bool = False
+
+
+class SandboxSummary(Wire):
+    """How terminal commands run.  `active` false says why in `reason`."""
+
+    active: bool
+    kind: str  # "bubblewrap", or "none"
+    network: bool
+    reason: str | None = None
+
+
+class Capabilities(Wire):
+    methods: list[str]
+    events: list[str]
+    provider: ProviderSummary
+    sandbox: SandboxSummary
+
+
 class InitializeResult(Wire):
     server: ServerInfo
     protocol: int
     epoch: int
     principal: Principal
-    capabilities: dict[str, Any]
+    capabilities: Capabilities
 
 
 class SessionResult(Wire):
@@ -361,7 +388,15 @@ class ResumeResult(Wire):
     truncated: bool
     pending_approvals: list[Approval]
     queue: list[Receipt]
-    active_turn: dict[str, Any] | None = None
+    active_turn: ActiveTurn | None = None
+
+
+class ActiveTurn(Wire):
+    """The running turn, with the text its current assistant message has streamed so far."""
+
+    turn_id: str
+    admission_id: str
+    text: str
 
 
 class ReceiptResult(Wire):
@@ -459,61 +494,6 @@ class TokenInfo(msgspec.Struct, kw_only=True):
 
 class TokensResult(Wire):
     tokens: list[TokenInfo]
-
-
-ConfigResult = dict[str, Any]
-"""config.get and config.set return the effective config itself (secrets as "set"/"unset")."""
-
-
-class MethodSpec(msgspec.Struct, frozen=True):
-    params: type[Params]
-    result: Any  # a Wire subclass, or a plain type such as ConfigResult
-    scope: Scope | None
-    # Params whose values must never be logged or echoed in an error (dispatch redacts them).
-    secret: tuple[str, ...] = ()
-    # String params whose lone surrogates are replaced (U+FFFD) by the handler; in any other
-    # string a lone surrogate is invalid params.
-    cleaned: tuple[str, ...] = ()
-    # Only the owner's token (backend.json) may call it, whatever scopes another token has.
-    owner_only: bool = False
-
-
-METHODS: dict[str, MethodSpec] = {
-    "initialize": MethodSpec(InitializeParams, InitializeResult, None),
-    "session.create": MethodSpec(SessionCreateParams, SessionResult, "submit"),
-    "session.list": MethodSpec(SessionListParams, SessionListResult, "read"),
-    "session.get": MethodSpec(SessionIdParams, SessionResult, "read"),
-    "session.update": MethodSpec(SessionUpdateParams, SessionResult, "submit"),
-    "session.delete": MethodSpec(SessionDeleteParams, DeletedResult, "admin"),
-    "session.messages": MethodSpec(SessionMessagesParams, MessagesResult, "read"),
-    "session.resume": MethodSpec(SessionSinceParams, ResumeResult, "read"),
-    "session.subscribe": MethodSpec(SessionSinceParams, EventsResult, "read"),
-    "session.unsubscribe": MethodSpec(SessionIdParams, EmptyResult, "read"),
-    "session.events.since": MethodSpec(EventsSinceParams, EventsResult, "read"),
-    "prompt.submit": MethodSpec(PromptSubmitParams, ReceiptResult, "submit", cleaned=("text",)),
-    "admission.get": MethodSpec(AdmissionIdParams, ReceiptResult, "read"),
-    "admission.list": MethodSpec(AdmissionListParams, ReceiptsResult, "read"),
-    "admission.cancel": MethodSpec(AdmissionIdParams, ReceiptResult, "submit"),
-    "admission.resolve": MethodSpec(AdmissionResolveParams, ReceiptResult, "submit"),
-    "turn.interrupt": MethodSpec(SessionIdParams, InterruptResult, "submit"),
-    "session.undo": MethodSpec(SessionUndoParams, UndoResult, "submit"),
-    "session.compress": MethodSpec(SessionCompressParams, CompressResult, "submit"),
-    "session.usage": MethodSpec(SessionIdParams, SessionUsageResult, "read"),
-    "approval.list": MethodSpec(ApprovalListParams, ApprovalsResult, "read"),
-    "approval.respond": MethodSpec(ApprovalRespondParams, ApprovalResult, "approve"),
-    "rules.list": MethodSpec(NoParams, RulesResult, "read"),
-    "rules.delete": MethodSpec(RuleDeleteParams, EmptyResult, "approve"),
-    "config.get": MethodSpec(NoParams, ConfigResult, "admin"),
-    "config.set": MethodSpec(ConfigSetParams, ConfigResult, "admin"),
-    "secret.set": MethodSpec(SecretSetParams, SecretSetResult, "admin", secret=("value",)),
-    "provider.test": MethodSpec(ProviderTestParams, ProviderTestResult, "admin"),
-    # A minted admin token must not mint more: a token handed to a script cannot outlive
-    # its revocation through tokens it made.
-    "token.create": MethodSpec(TokenCreateParams, TokenCreateResult, "admin", owner_only=True),
-    "token.revoke": MethodSpec(TokenIdParams, EmptyResult, "admin"),
-    "token.list": MethodSpec(NoParams, TokensResult, "admin"),
-    "shutdown": MethodSpec(NoParams, EmptyResult, "admin"),
-}
 
 
 # --- event data ------------------------------------------------------------

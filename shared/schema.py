@@ -1,7 +1,9 @@
-"""Generates the machine-readable protocol description from the typed definitions.
+"""Generates what is derived from the typed definitions: the machine-readable protocol
+description (shared/protocol.schema.json) and the methods table in shared/PROTOCOL.md
+(between its `<!-- methods:begin -->` and `<!-- methods:end -->` lines).
 
-`python -m shared.schema` rewrites shared/protocol.schema.json;
-`python -m shared.schema --check` fails when the file and the code drift.
+`python -m shared.schema` rewrites both; `python -m shared.schema --check` fails when
+either has drifted from the code.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from typing import Any
 
 import msgspec
 
-from shared.protocol import EVENTS, METHODS, PROTOCOL_VERSION, Event
+from shared.methods import METHODS
+from shared.protocol import EVENTS, PROTOCOL_VERSION, Event
 
 SCHEMA_PATH = Path(__file__).with_name("protocol.schema.json")
+PROTOCOL_MD = Path(__file__).with_name("PROTOCOL.md")
 REF = "#/components/schemas/{name}"
+BEGIN, END = "<!-- methods:begin -->", "<!-- methods:end -->"
 
 
 def build() -> dict[str, Any]:
@@ -52,19 +57,44 @@ def render() -> str:
     return json.dumps(build(), indent=2, sort_keys=True) + "\n"
 
 
+def methods_table() -> str:
+    """The methods table of PROTOCOL.md, one row a method in METHODS' order."""
+    rows = [
+        "| method | scope | request (`shared/methods.py`) | result |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, spec in METHODS.items():
+        scope = f"`{spec.scope}`" if spec.scope else "any connection"
+        if spec.owner_only:
+            scope += ", owner's token only"
+        notes = f" (secret: {', '.join(spec.secret)})" if spec.secret else ""
+        result = getattr(spec.result, "__name__", str(spec.result))
+        rows.append(f"| `{name}` | {scope} | `{spec.params.__name__}`{notes} | `{result}` |")
+    return "\n".join(rows) + "\n"
+
+
+def with_methods_table(doc: str) -> str:
+    """`doc` with the text between the markers replaced by the generated table."""
+    start, end = doc.find(BEGIN), doc.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"{PROTOCOL_MD.name} lacks the {BEGIN} ... {END} lines")
+    return doc[: start + len(BEGIN)] + "\n" + methods_table() + doc[end:]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.schema")
-    parser.add_argument("--check", action="store_true", help="fail if the file is out of date")
+    parser.add_argument("--check", action="store_true", help="fail if a file is out of date")
     args = parser.parse_args(argv)
-    text = render()
+    wanted = {SCHEMA_PATH: render(), PROTOCOL_MD: with_methods_table(PROTOCOL_MD.read_text())}
+    stale = [path for path, text in wanted.items()
+             if (path.read_text() if path.exists() else "") != text]
     if args.check:
-        current = SCHEMA_PATH.read_text() if SCHEMA_PATH.exists() else ""
-        if current != text:
-            print(f"{SCHEMA_PATH} is out of date; run: python -m shared.schema", file=sys.stderr)
-            return 1
-        return 0
-    SCHEMA_PATH.write_text(text)
-    print(f"wrote {SCHEMA_PATH}")
+        for path in stale:
+            print(f"{path} is out of date; run: python -m shared.schema", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(wanted[path])
+        print(f"wrote {path}")
     return 0
 
 

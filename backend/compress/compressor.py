@@ -30,7 +30,7 @@ from backend.compress.model import Call, Entry
 from backend.compress.plan import Plan, plan
 from backend.compress.prune import prune
 from backend.compress.summary import fallback_summary, fit, summary_messages, wrap
-from backend.config import Compression, ConfigFile
+from backend.config import ConfigFile
 from backend.errors import ProviderError
 from backend.host import boot_token, process_start
 from backend.ids import new_id
@@ -42,6 +42,7 @@ from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.turn.call import measure, price
 from backend.turn.lease import provably_dead
+from shared.config import Compression
 from shared.protocol import SessionEvent, Usage
 
 log = logging.getLogger("compress")

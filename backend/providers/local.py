@@ -28,11 +28,11 @@ from pathlib import Path
 import httpx
 import msgspec
 
-from backend.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 from backend.errors import ProviderError
 from backend.host import die_with_parent, secretless_env
 from backend.providers.base import ChatRequest, Chunk, TextChunk, UsageChunk, WireMessage
 from backend.providers.openai import OpenAIChat
+from shared.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 
 log = logging.getLogger("providers")
 

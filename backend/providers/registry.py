@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.config import Config, ProviderConfig, api_key
+from backend.config import api_key
 from backend.errors import ProviderError
 from backend.providers.anthropic import AnthropicChat
 from backend.providers.base import ChatProvider
@@ -26,6 +26,7 @@ from backend.providers.local import (
 )
 from backend.providers.openai import OpenAIChat
 from backend.secrets import Secrets
+from shared.config import PROVIDER_KINDS, Config, ProviderConfig
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,6 @@ class Link:
 
 
 log = logging.getLogger("providers")
-
-DEFAULT_BASE_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com/v1",
-}
-
 
 class Providers:
     def __init__(self, secrets: Secrets, data_dir: Path) -> None:
@@ -103,7 +98,7 @@ class Providers:
         return provider
 
     def _build(self, name: str, cfg: ProviderConfig, key: str | None) -> ChatProvider:
-        base_url = cfg.base_url or DEFAULT_BASE_URLS.get(cfg.kind, "")
+        base_url = cfg.base_url or PROVIDER_KINDS[cfg.kind].base_url or ""
         if cfg.kind == "openai":
             return OpenAIChat(name, base_url, cfg.model, key, cfg.request_timeout_s,
                               cfg.max_tokens_field)

@@ -25,13 +25,14 @@ from websockets.exceptions import ConnectionClosed
 
 from backend.server import memory, rpc
 from shared import codec
+from shared.errors import CloseCode
 from shared.protocol import Event, Scope
 
 log = logging.getLogger("rpc")
 
 MAX_OUTBOX = 20_000
 OWNER_ID = "owner"  # the token_id of backend.json's token; minted ids start with "tok_"
-REVOKED = 1008  # WebSocket close code "policy violation"
+REVOKED = CloseCode.POLICY_VIOLATION
 MAX_OUTBOX_BYTES = 64 * 1024 * 1024  # one frame bigger than this still goes out alone
 CLOSE_GRACE_S = 2.0
 
@@ -167,7 +168,8 @@ class Connection:
         try:
             if self.ws.transport.get_write_buffer_size() == 0:  # a close frame can go out
                 await asyncio.wait_for(
-                    self.ws.close(1013, "too far behind; reconnect and replay from your last seq"),
+                    self.ws.close(CloseCode.TRY_AGAIN_LATER,
+                                  "too far behind; reconnect and replay from your last seq"),
                     CLOSE_GRACE_S,
                 )
         except TimeoutError:

@@ -25,7 +25,7 @@ from backend.server.connection import Connection, Reply
 from backend.server.methods import Methods
 from shared import logs
 from shared.codec import ParamsError, convert
-from shared.protocol import METHODS
+from shared.methods import METHODS
 
 log = logging.getLogger("rpc")
 

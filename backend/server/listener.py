@@ -17,6 +17,7 @@ from backend.server.auth import Authenticator
 from backend.server.connection import CLOSE_GRACE_S, Connection, Principal
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
+from shared.errors import CloseCode
 
 log = logging.getLogger("rpc")
 
@@ -96,7 +97,7 @@ class Listener:
     async def _handle(self, ws: ServerConnection) -> None:
         principal = self._accepted.pop(ws, None)
         if principal is None:  # every upgrade passes _authorize first
-            await ws.close(1011, "no principal")
+            await ws.close(CloseCode.INTERNAL, "no principal")
             return
         conn = Connection(ws, principal)
         conn.start()
@@ -110,7 +111,8 @@ class Listener:
         try:
             async for message in ws:
                 if isinstance(message, bytes):
-                    await ws.close(1003, "binary frames are not supported; send JSON text")
+                    await ws.close(CloseCode.UNSUPPORTED_DATA,
+                                   "binary frames are not supported; send JSON text")
                     break
                 await slots.acquire()
                 # Requests run concurrently but start in arrival order, so pipelined

@@ -42,6 +42,8 @@ from backend.tools.checkpoints import Checkpoints
 from backend.tools.procs import ProcessTable
 from backend.tools.sandbox import Sandbox
 from shared import protocol as p
+from shared.config import ConfigView
+from shared.methods import METHODS
 
 log = logging.getLogger("rpc")
 
@@ -74,41 +76,11 @@ class Methods:
         self.config = config
         self.epoch = epoch
         self.request_shutdown = request_shutdown
+        # Each method's handler is the method named like it ("session.events.since":
+        # session_events_since), so the table is METHODS itself.
         self.handlers: dict[str, Handler] = {
-            "initialize": self.initialize,
-            "session.create": self.session_create,
-            "session.list": self.session_list,
-            "session.get": self.session_get,
-            "session.update": self.session_update,
-            "session.delete": self.session_delete,
-            "session.messages": self.session_messages,
-            "session.resume": self.session_resume,
-            "session.subscribe": self.session_subscribe,
-            "session.unsubscribe": self.session_unsubscribe,
-            "session.events.since": self.events_since,
-            "prompt.submit": self.prompt_submit,
-            "admission.get": self.admission_get,
-            "admission.list": self.admission_list,
-            "admission.cancel": self.admission_cancel,
-            "admission.resolve": self.admission_resolve,
-            "turn.interrupt": self.turn_interrupt,
-            "session.undo": self.session_undo,
-            "session.compress": self.session_compress,
-            "session.usage": self.session_usage,
-            "approval.list": self.approval_list,
-            "approval.respond": self.approval_respond,
-            "rules.list": self.rules_list,
-            "rules.delete": self.rules_delete,
-            "config.get": self.config_get,
-            "config.set": self.config_set,
-            "secret.set": self.secret_set,
-            "provider.test": self.provider_test,
-            "token.create": self.token_create,
-            "token.revoke": self.token_revoke,
-            "token.list": self.token_list,
-            "shutdown": self.shutdown,
+            name: getattr(self, handler_name(name)) for name in METHODS
         }
-        assert set(self.handlers) == set(p.METHODS), "every protocol method has a handler"
 
     # --- connection ---------------------------------------------------------------
 
@@ -126,8 +98,9 @@ class Methods:
                 token_id=conn.principal.token_id,
                 scopes=[s for s in p.ALL_SCOPES if s in conn.principal.scopes],
             ),
-            capabilities={"methods": sorted(p.METHODS), "events": sorted(p.EVENTS),
-                          "provider": self._provider_summary(), "sandbox": self.sandbox.summary()},
+            capabilities=p.Capabilities(
+                methods=sorted(METHODS), events=sorted(p.EVENTS),
+                provider=self._provider_summary(), sandbox=self.sandbox.summary()),
         )
 
     async def shutdown(self, conn: Connection, params: p.NoParams) -> Reply:
@@ -275,7 +248,7 @@ class Methods:
         self.hub.unsubscribe(conn, params.session_id)
         return p.EmptyResult()
 
-    async def events_since(self, conn: Connection, params: p.EventsSinceParams) -> p.EventsResult:
+    async def session_events_since(self, conn: Connection, params: p.EventsSinceParams) -> p.EventsResult:
         def read(tx: Tx) -> p.EventsResult:
             _must_exist(tx, params.session_id)
             latest = events.latest_seq(tx, params.session_id)
@@ -401,10 +374,10 @@ class Methods:
 
     # --- config -----------------------------------------------------------------
 
-    async def config_get(self, conn: Connection, params: p.NoParams) -> dict[str, Any]:
+    async def config_get(self, conn: Connection, params: p.NoParams) -> ConfigView:
         return self.config.effective(self.secrets.get)
 
-    async def config_set(self, conn: Connection, params: p.ConfigSetParams) -> dict[str, Any]:
+    async def config_set(self, conn: Connection, params: p.ConfigSetParams) -> ConfigView:
         old = msgspec.to_builtins(self.config.config)
         new = msgspec.to_builtins(self.config.preview(params.patch))
         loosened = loosening.loosened(old, new)
@@ -506,15 +479,15 @@ class Methods:
 
     # --- helpers ----------------------------------------------------------------
 
-    def _provider_summary(self) -> dict[str, Any]:
+    def _provider_summary(self) -> p.ProviderSummary:
         """What turns will use, so a front-end can say so (and warn about the tiny model)."""
         chosen = self.providers.default(self.config.config)
         if chosen is None:
-            return {"configured": False}
+            return p.ProviderSummary(configured=False)
         name, cfg = chosen
         offline = name == LOCAL_NAME and cfg is LOCAL_DEFAULT
-        return {"configured": not offline, "name": name, "model": cfg.model, "kind": cfg.kind,
-                "offline_default": offline}
+        return p.ProviderSummary(configured=not offline, name=name, model=cfg.model, kind=cfg.kind,
+                                 offline_default=offline)
 
     async def _session(self, session_id: str) -> p.Session:
         session = await self.db.read(lambda tx: sessions.get(tx, session_id))
@@ -531,15 +504,19 @@ class Methods:
             self.hub.unsubscribe(conn, sid)
             raise
 
-    def _active_turn(self, tx: Tx, session_id: str) -> dict[str, Any] | None:
+    def _active_turn(self, tx: Tx, session_id: str) -> p.ActiveTurn | None:
         """The running turn, with the text streamed so far of its current assistant message (read
         in the snapshot's transaction, so it matches `latest_seq`: a window opened mid-stream
         shows it and appends the deltas that follow)."""
         claim = self.authority.running(session_id)
         if claim is None:
             return None
-        return {"turn_id": claim.turn_id, "admission_id": claim.admission_id,
-                "text": events.turn_text(tx, session_id, claim.turn_id)}
+        return p.ActiveTurn(turn_id=claim.turn_id, admission_id=claim.admission_id,
+                            text=events.turn_text(tx, session_id, claim.turn_id))
+
+
+def handler_name(method: str) -> str:
+    return method.replace(".", "_")
 
 
 def _replay(tx: Tx, sid: str, since: int | None, latest: int) -> tuple[list[p.Event], bool]:

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.protocol import SandboxSummary
+
 log = logging.getLogger("tools")
 
 BWRAP_ENV = "TURNKEY_BWRAP"  # another bwrap to use; "none" turns the sandbox off (tests, bad hosts)
@@ -176,12 +178,12 @@ class Sandbox:
             return "the sandbox is switched off in config.toml ([sandbox] enabled = false)"
         return None
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> SandboxSummary:
         """`initialize`'s `capabilities.sandbox`: `active` false says why (`reason`)."""
         why = self.why_off()
         if why is None:
-            return {"active": True, "kind": KIND, "network": self.network}
-        return {"active": False, "kind": "none", "network": self.network, "reason": why}
+            return SandboxSummary(active=True, kind=KIND, network=self.network)
+        return SandboxSummary(active=False, kind="none", network=self.network, reason=why)
 
     def argv(self, command: str, *, workdir: Path, session_dir: Path, env: Mapping[str, str],
              network: bool) -> list[str]:

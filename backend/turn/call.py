@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from backend.config import ProviderConfig
 from backend.providers.base import (
     ChatProvider,
     ChatRequest,
@@ -16,6 +15,7 @@ from backend.providers.base import (
 )
 from backend.race import unless_stopped
 from backend.turn.stream import DeltaWriter
+from shared.config import ProviderConfig
 from shared.protocol import Usage
 
 CHARS_PER_TOKEN = 4

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from backend.compress.tokens import request_chars
-from backend.config import ProviderConfig
 from backend.providers.base import ChatRequest
+from shared.config import ProviderConfig
 
 CHARS_PER_TOKEN = 4
 SAFETY_TOKENS = 256  # estimates are rough; leave room for the provider's own framing

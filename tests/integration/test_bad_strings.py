@@ -9,7 +9,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared.protocol import CWD_MAX, ID_MAX, METHODS, MODEL_MAX, TITLE_MAX
+from shared.methods import METHODS
+from shared.protocol import CWD_MAX, ID_MAX, MODEL_MAX, TITLE_MAX
 from tests.fakes.openai_server import FakeOpenAI
 
 from .backend_proc import Backend

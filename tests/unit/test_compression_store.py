@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from backend.compress.compressor import Compressor
-from backend.config import ConfigFile, ProviderConfig
+from backend.config import ConfigFile
 from backend.host import boot_token, process_start
 from backend.ids import new_id
 from backend.providers.base import ChatRequest, TextChunk, UsageChunk
@@ -24,6 +24,7 @@ from backend.secrets import Secrets
 from backend.store import admissions, messages, sessions
 from backend.store import compression as store
 from backend.store.db import Database, Tx
+from shared.config import ProviderConfig
 
 OTHER_BOOT = "00000000-0000-0000-0000-000000000000/pid:[4026531836]"  # another machine or namespace
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import ProviderConfig
 from backend.errors import ProviderError
 from backend.providers import local
 from backend.providers.base import ChatRequest, DoneChunk, TextChunk, UsageChunk, WireMessage
@@ -18,6 +17,7 @@ from backend.providers.local import (
     chatml_prompt,
     local_available,
 )
+from shared.config import ProviderConfig
 
 needs_model = pytest.mark.skipif(
     not local_available(),

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from backend.authority.loosening import loosened
-from backend.config import Config, ConfigFile, validate
+from backend.config import ConfigFile
 from backend.errors import Forbidden
 from backend.secrets import Secrets
 from backend.server import peer
@@ -19,6 +19,7 @@ from backend.server.auth import OWNER
 from backend.server.connection import Connection, Principal
 from backend.server.methods import Methods
 from backend.tools.procs import ProcessTable
+from shared.config import Config, validate
 from shared.protocol import ConfigSetParams
 
 

@@ -1,7 +1,14 @@
-"""The shipped schema is generated from the typed definitions; drift fails here."""
+"""The shipped schema and PROTOCOL.md's methods table are generated from the typed
+definitions, and the backend's handler table is METHODS itself; drift fails here."""
 
+import inspect
+import typing
+
+from backend.server.connection import Reply
+from backend.server.methods import Methods, handler_name
 from shared import schema
-from shared.protocol import CWD_MAX, EVENTS, ID_MAX, METHODS, MODEL_MAX, TITLE_MAX
+from shared.methods import METHODS
+from shared.protocol import CWD_MAX, EVENTS, ID_MAX, MODEL_MAX, TITLE_MAX
 
 
 def test_schema_file_matches_the_code() -> None:
@@ -10,11 +17,33 @@ def test_schema_file_matches_the_code() -> None:
     )
 
 
+def test_protocol_md_methods_table_matches_the_code() -> None:
+    doc = schema.PROTOCOL_MD.read_text()
+    assert schema.with_methods_table(doc) == doc, (
+        "the methods table in shared/PROTOCOL.md is stale: run python -m shared.schema"
+    )
+    for name in METHODS:
+        assert f"| `{name}` |" in doc
+
+
+def test_every_method_has_a_handler_taking_its_params() -> None:
+    for name, spec in METHODS.items():
+        handler = getattr(Methods, handler_name(name), None)
+        assert handler is not None, f"{name}: no Methods.{handler_name(name)}"
+        hints = typing.get_type_hints(handler)
+        params = list(inspect.signature(handler).parameters)[2]  # self, conn, params
+        assert issubclass(spec.params, hints[params]), (
+            f"{name}: the handler takes {hints[params].__name__}, the request is {spec.params.__name__}"
+        )
+        # Reply: a result with work to do after it is sent (its type is checked by dispatch).
+        assert hints["return"] in (spec.result, Reply), f"{name}: returns {hints['return']}"
+
+
 def test_schema_lists_every_method_and_event() -> None:
     built = schema.build()
     assert set(built["methods"]) == set(METHODS)
     assert set(built["events"]) == set(EVENTS)
-    submit = built["components"]["schemas"]["PromptSubmitParams"]
+    submit = built["components"]["schemas"]["PromptSubmit"]
     assert set(submit["required"]) == {"session_id", "request_id", "text"}
     assert submit["additionalProperties"] is False, "unknown params must be refused"
 
@@ -27,12 +56,12 @@ def test_schema_carries_the_string_bounds() -> None:
         [string] = [t for t in prop.get("anyOf", [prop]) if t.get("type") == "string"]
         return int(string["maxLength"])
 
-    assert max_length("SessionCreateParams", "title") == TITLE_MAX
-    assert max_length("SessionUpdateParams", "title") == TITLE_MAX
-    assert max_length("SessionCreateParams", "model") == MODEL_MAX
-    assert max_length("SessionUpdateParams", "model") == MODEL_MAX
-    assert max_length("SessionCreateParams", "cwd") == CWD_MAX
-    assert max_length("SessionIdParams", "session_id") == ID_MAX
+    assert max_length("SessionCreate", "title") == TITLE_MAX
+    assert max_length("SessionUpdate", "title") == TITLE_MAX
+    assert max_length("SessionCreate", "model") == MODEL_MAX
+    assert max_length("SessionUpdate", "model") == MODEL_MAX
+    assert max_length("SessionCreate", "cwd") == CWD_MAX
+    assert max_length("SessionGet", "session_id") == ID_MAX
 
 
 def test_every_method_but_initialize_needs_a_scope() -> None:

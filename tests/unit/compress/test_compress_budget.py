@@ -21,7 +21,7 @@ from backend.compress.compressor import (
     summary_chars,
 )
 from backend.compress.summary import SECTIONS, fit, wrap
-from backend.config import ConfigFile, ProviderConfig
+from backend.config import ConfigFile
 from backend.errors import ProviderError
 from backend.ids import new_id
 from backend.providers.base import ChatRequest, TextChunk
@@ -29,6 +29,7 @@ from backend.providers.registry import Link, Providers
 from backend.secrets import Secrets
 from backend.store import messages, sessions
 from backend.store.db import Database, Tx
+from shared.config import ProviderConfig
 
 WINDOW = 4000
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from backend.config import ProviderConfig
 from backend.providers.base import ChatRequest, WireMessage
 from backend.turn.preflight import SAFETY_TOKENS, estimate_tokens, preflight
+from shared.config import ProviderConfig
 
 
 def request(chars: int) -> ChatRequest:

@@ -1,0 +1,219 @@
+"""The configuration's schema: every setting, its bounds, default and label, and what
+`config.get` answers.
+
+Both sides read it from here: the backend validates DIR/config.toml and `config.set`
+patches with `validate`; front-ends build their settings forms from the same fields
+(`label`, `default`) and kinds (`PROVIDER_KINDS`) instead of declaring them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from shared.codec import ParamsError, convert
+from shared.protocol import ModelName
+
+DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+DEFAULT_CONTEXT_WINDOW = 128_000
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+Price = Annotated[float, msgspec.Meta(ge=0)]
+Fraction = Annotated[float, msgspec.Meta(gt=0, le=1)]
+Seconds = Annotated[float, msgspec.Meta(gt=0)]
+EnvName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+ProviderKind = Literal["openai", "anthropic", "local"]
+ApprovalMode = Literal["ask", "smart", "off"]
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    label: str
+    base_url: str | None  # what a provider of this kind calls when `base_url` is unset
+    base_url_hint: str | None = None  # shown instead of a URL when the kind needs none
+
+
+PROVIDER_KINDS: dict[ProviderKind, KindInfo] = {
+    "openai": KindInfo("OpenAI-compatible (Chat Completions)", "https://api.openai.com/v1"),
+    "anthropic": KindInfo("Anthropic (Messages)", "https://api.anthropic.com/v1"),
+    "local": KindInfo("Local model (run by Turnkey)", None,
+                      "not used: Turnkey starts the local model server itself"),
+}
+
+APPROVAL_MODES: dict[ApprovalMode, str] = {
+    "smart": "Smart: ask for risky commands and for file changes outside the session folder",
+    "ask": "Ask: ask before every command and every file change",
+    "off": "Off: never ask (commands that are always refused stay refused)",
+}
+
+
+class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    pass
+
+
+class ProviderConfig(Strict, kw_only=True, frozen=True):
+    model: Annotated[ModelName, msgspec.Meta(title="Model")]  # a new session's model when it names none
+    kind: Annotated[ProviderKind, msgspec.Meta(title="Kind")] = "openai"
+    base_url: Annotated[str, msgspec.Meta(title="Base URL")] | None = None  # None: the kind's
+    context_window: Annotated[int, msgspec.Meta(ge=1, title="Context window (tokens)")] = \
+        DEFAULT_CONTEXT_WINDOW
+    api_key_env: Annotated[str, msgspec.Meta(title="Key variable")] | None = None
+    api_key_secret: Annotated[str, msgspec.Meta(title="Key name")] | None = None
+    input_usd_per_mtok: Annotated[
+        float, msgspec.Meta(ge=0, title="Input price (USD / million tokens)")] = 0.0
+    output_usd_per_mtok: Annotated[
+        float, msgspec.Meta(ge=0, title="Output price (USD / million tokens)")] = 0.0
+    # Cache reads; None: the input price.
+    cached_input_usd_per_mtok: Annotated[
+        float, msgspec.Meta(ge=0, title="Cached-input price (USD / million tokens)")] | None = None
+    request_timeout_s: Seconds = 600.0
+    max_output_tokens: Annotated[int, msgspec.Meta(ge=1, title="Max output tokens")] = 4096
+    # OpenAI-compatible only: the field that carries the answer's budget.  None sends none
+    # (OpenAI's newer models refuse `max_tokens`; many local servers know only it).
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    model_path: str | None = None  # kind "local": a GGUF file (default: the bundled model)
+    tools: bool = True  # offer the built-in tools (a tiny local model cannot use them)
+
+
+class Approvals(Strict, frozen=True):
+    mode: Annotated[ApprovalMode, msgspec.Meta(title="Approval mode")] = "smart"
+    timeout_s: Seconds = 300
+
+
+class Limits(Strict, frozen=True):
+    max_iterations: Positive = 90
+    turn_timeout_s: Seconds = 3600
+    tool_batch_deadline_s: Seconds = 420
+    spill_chars: Positive = 100_000
+    # The liveness watchdog: a turn with no progress (no delta from the model, no tool
+    # running or finishing) for this long is interrupted, even while its lease refresher
+    # runs.  Time spent waiting for a person's approval does not count; a quiet tool is
+    # bounded by its own timeout and tool_batch_deadline_s instead.
+    stall_timeout_s: Seconds = 900
+
+
+class Lease(Strict, frozen=True):
+    """The per-session turn lease (backend/turn/lease.py)."""
+
+    ttl_s: Seconds = 300
+    refresh_s: Seconds = 60
+    wait_s: Seconds = 1800
+
+
+class Compression(Strict, frozen=True):
+    enabled: bool = True  # false: never compress automatically (session.compress still does)
+    threshold: Fraction = 0.50
+    protect_first_n: NonNegative = 3
+    tail_tokens_min: Positive = 10_000
+    tail_tokens_max: Positive = 25_000
+    rotate: bool = False
+
+
+class Sandbox(Strict, frozen=True):
+    """How terminal commands are sandboxed (backend/tools/sandbox.py)."""
+
+    enabled: bool = True  # false: no sandbox; `smart` then asks for every command not plainly read-only
+    network: bool = False  # true: commands reach the network without asking
+    env: list[EnvName] = []  # more variables commands may see (never a provider key's)
+
+
+class Config(Strict, frozen=True):
+    default_provider: Annotated[str, msgspec.Meta(title="Default provider")] | None = None
+    fallback_providers: Annotated[list[str], msgspec.Meta(title="Fallback providers")] = []
+    auxiliary_provider: Annotated[str, msgspec.Meta(title="Auxiliary provider")] | None = None
+    idle_exit_minutes: Annotated[float, msgspec.Meta(ge=0)] = 0  # fractions allowed
+    allowed_origins: list[str] = []
+    max_frame_bytes: Annotated[int, msgspec.Meta(ge=1024)] = DEFAULT_MAX_FRAME_BYTES
+    providers: dict[str, ProviderConfig] = {}
+    approvals: Approvals = Approvals()
+    limits: Limits = Limits()
+    lease: Lease = Lease()
+    compression: Compression = Compression()
+    sandbox: Sandbox = Sandbox()
+
+    def provider(self, name: str | None = None) -> tuple[str, ProviderConfig] | None:
+        """The named provider, or the default one; None when nothing is configured."""
+        name = name or self.default_provider
+        if name is None and len(self.providers) == 1:
+            name = next(iter(self.providers))
+        if name is None or name not in self.providers:
+            return None
+        return name, self.providers[name]
+
+
+# --- what config.get and config.set answer -----------------------------------------
+
+KeyState = Literal["set", "unset"]
+
+
+class ProviderView(ProviderConfig, forbid_unknown_fields=False, frozen=True):
+    """A provider as `config.get` shows it: whether its key is set, never the key."""
+
+    api_key: KeyState = "unset"
+
+
+class ConfigView(Config, forbid_unknown_fields=False, frozen=True):
+    """The effective config (defaults filled in) as `config.get` and `config.set` answer it.
+    Unknown fields are ignored, so an older front-end reads a newer backend's answer."""
+
+    providers: dict[str, ProviderView] = {}  # type: ignore[assignment]
+
+
+def validate(raw: dict[str, Any]) -> Config:
+    """Raises ParamsError naming the first bad field (dotted path)."""
+    # msgspec elides dict keys in error paths ("providers[...]"), so providers are
+    # checked one by one first to name the provider in the field path.
+    providers = raw.get("providers")
+    if isinstance(providers, dict):
+        for name, table in providers.items():
+            try:
+                convert(table, ProviderConfig)
+            except ParamsError as exc:
+                field = ".".join(f for f in ("providers", str(name), exc.field) if f)
+                raise ParamsError(field, exc.message) from None
+    cfg = convert(raw, Config)
+    for i, name in enumerate(cfg.fallback_providers):
+        if name not in cfg.providers:
+            raise ParamsError(f"fallback_providers.{i}", f"no provider named {name!r}")
+    for key in ("default_provider", "auxiliary_provider"):
+        name = getattr(cfg, key)
+        if name is not None and name not in cfg.providers:
+            raise ParamsError(key, f"no provider named {name!r}; add [providers.{name}]")
+    return cfg
+
+
+# --- fields for forms -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    label: str
+    default: Any  # None when the field has none (or its default is None)
+
+
+def fields(struct: type[msgspec.Struct]) -> dict[str, Field]:
+    """A config table's fields, in declaration order, with their labels and defaults."""
+    info = msgspec.inspect.type_info(struct)
+    assert isinstance(info, msgspec.inspect.StructType)
+    out: dict[str, Field] = {}
+    for f in info.fields:
+        default = None if f.default is msgspec.NODEFAULT else f.default
+        out[f.name] = Field(f.name, _title(f.type) or f.name.replace("_", " ").capitalize(), default)
+    return out
+
+
+def _title(kind: msgspec.inspect.Type) -> str | None:
+    if isinstance(kind, msgspec.inspect.Metadata):
+        title = (kind.extra_json_schema or {}).get("title")
+        return str(title) if title else _title(kind.type)
+    if isinstance(kind, msgspec.inspect.UnionType):
+        for member in kind.types:
+            found = _title(member)
+            if found:
+                return found
+    return None

@@ -1,0 +1,245 @@
+"""Every method of the wire protocol: its request type, its result type, and who may call it.
+
+`METHODS` is the one table.  The backend's dispatcher decodes params with it and
+checks scopes against it, the handler table (backend/server/methods.py) must cover
+exactly its names, the schema (shared/schema.py) and the methods table in
+shared/PROTOCOL.md are generated from it, and clients call through it:
+
+    result = await client.call(SessionCreate(title="notes"))   # -> SessionResult
+
+Each request type is the method's params with the method's name and result bound to
+it.  Adding a method: its params and result in shared/protocol.py, a request class
+and a `spec(...)` row here, a handler in backend/server/methods.py, then
+`python -m shared.schema` to regenerate what is derived from the table.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, ClassVar, Generic, TypeVar
+
+import msgspec
+
+from shared import protocol as p
+from shared.config import ConfigView
+
+R = TypeVar("R")
+
+
+class Request(p.Params, Generic[R]):
+    """A call of `method` whose answer decodes as R."""
+
+    method: ClassVar[str]
+
+
+def result_type(request: type[Request[Any]]) -> Any:
+    """R of a request class: the type its method answers with."""
+    for base in getattr(request, "__orig_bases__", ()):
+        if typing.get_origin(base) is Request:
+            return typing.get_args(base)[0]
+    for parent in request.__mro__[1:]:
+        if isinstance(parent, type) and issubclass(parent, Request) and parent is not Request:
+            return result_type(parent)
+    raise TypeError(f"{request.__name__} does not name its result: subclass Request[Result]")
+
+
+# --- the requests ---------------------------------------------------------------------
+
+
+class Initialize(p.InitializeParams, Request[p.InitializeResult]):
+    method = "initialize"
+
+
+class SessionCreate(p.SessionCreateParams, Request[p.SessionResult]):
+    method = "session.create"
+
+
+class SessionList(p.SessionListParams, Request[p.SessionListResult]):
+    method = "session.list"
+
+
+class SessionGet(p.SessionIdParams, Request[p.SessionResult]):
+    method = "session.get"
+
+
+class SessionUpdate(p.SessionUpdateParams, Request[p.SessionResult]):
+    method = "session.update"
+
+
+class SessionDelete(p.SessionDeleteParams, Request[p.DeletedResult]):
+    method = "session.delete"
+
+
+class SessionMessages(p.SessionMessagesParams, Request[p.MessagesResult]):
+    method = "session.messages"
+
+
+class SessionResume(p.SessionSinceParams, Request[p.ResumeResult]):
+    method = "session.resume"
+
+
+class SessionSubscribe(p.SessionSinceParams, Request[p.EventsResult]):
+    method = "session.subscribe"
+
+
+class SessionUnsubscribe(p.SessionIdParams, Request[p.EmptyResult]):
+    method = "session.unsubscribe"
+
+
+class EventsSince(p.EventsSinceParams, Request[p.EventsResult]):
+    method = "session.events.since"
+
+
+class PromptSubmit(p.PromptSubmitParams, Request[p.ReceiptResult]):
+    method = "prompt.submit"
+
+
+class AdmissionGet(p.AdmissionIdParams, Request[p.ReceiptResult]):
+    method = "admission.get"
+
+
+class AdmissionList(p.AdmissionListParams, Request[p.ReceiptsResult]):
+    method = "admission.list"
+
+
+class AdmissionCancel(p.AdmissionIdParams, Request[p.ReceiptResult]):
+    method = "admission.cancel"
+
+
+class AdmissionResolve(p.AdmissionResolveParams, Request[p.ReceiptResult]):
+    method = "admission.resolve"
+
+
+class TurnInterrupt(p.SessionIdParams, Request[p.InterruptResult]):
+    method = "turn.interrupt"
+
+
+class SessionUndo(p.SessionUndoParams, Request[p.UndoResult]):
+    method = "session.undo"
+
+
+class SessionCompress(p.SessionCompressParams, Request[p.CompressResult]):
+    method = "session.compress"
+
+
+class SessionUsage(p.SessionIdParams, Request[p.SessionUsageResult]):
+    method = "session.usage"
+
+
+class ApprovalList(p.ApprovalListParams, Request[p.ApprovalsResult]):
+    method = "approval.list"
+
+
+class ApprovalRespond(p.ApprovalRespondParams, Request[p.ApprovalResult]):
+    method = "approval.respond"
+
+
+class RulesList(p.NoParams, Request[p.RulesResult]):
+    method = "rules.list"
+
+
+class RulesDelete(p.RuleDeleteParams, Request[p.EmptyResult]):
+    method = "rules.delete"
+
+
+class ConfigGet(p.NoParams, Request[ConfigView]):
+    """The effective config: defaults filled in, keys only as "set"/"unset"."""
+
+    method = "config.get"
+
+
+class ConfigSet(p.ConfigSetParams, Request[ConfigView]):
+    """Merges `patch` (null deletes a key) and answers the effective config."""
+
+    method = "config.set"
+
+
+class SecretSet(p.SecretSetParams, Request[p.SecretSetResult]):
+    method = "secret.set"
+
+
+class ProviderTest(p.ProviderTestParams, Request[p.ProviderTestResult]):
+    method = "provider.test"
+
+
+class TokenCreate(p.TokenCreateParams, Request[p.TokenCreateResult]):
+    method = "token.create"
+
+
+class TokenRevoke(p.TokenIdParams, Request[p.EmptyResult]):
+    method = "token.revoke"
+
+
+class TokenList(p.NoParams, Request[p.TokensResult]):
+    method = "token.list"
+
+
+class Shutdown(p.NoParams, Request[p.EmptyResult]):
+    method = "shutdown"
+
+
+# --- the table --------------------------------------------------------------------------
+
+
+class MethodSpec(msgspec.Struct, frozen=True):
+    params: type[Request[Any]]
+    scope: p.Scope | None  # None: any connection (initialize)
+    # Params whose values must never be logged or echoed in an error (dispatch redacts them).
+    secret: tuple[str, ...] = ()
+    # String params whose lone surrogates are replaced (U+FFFD) by the handler; in any other
+    # string a lone surrogate is invalid params.
+    cleaned: tuple[str, ...] = ()
+    # Only the owner's token (backend.json) may call it, whatever scopes another token has.
+    owner_only: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.params.method
+
+    @property
+    def result(self) -> Any:
+        return result_type(self.params)
+
+
+def _table(*specs: MethodSpec) -> dict[str, MethodSpec]:
+    table = {s.name: s for s in specs}
+    assert len(table) == len(specs), "a method is listed twice"
+    return table
+
+
+METHODS: dict[str, MethodSpec] = _table(
+    MethodSpec(Initialize, None),
+    MethodSpec(SessionCreate, "submit"),
+    MethodSpec(SessionList, "read"),
+    MethodSpec(SessionGet, "read"),
+    MethodSpec(SessionUpdate, "submit"),
+    MethodSpec(SessionDelete, "admin"),
+    MethodSpec(SessionMessages, "read"),
+    MethodSpec(SessionResume, "read"),
+    MethodSpec(SessionSubscribe, "read"),
+    MethodSpec(SessionUnsubscribe, "read"),
+    MethodSpec(EventsSince, "read"),
+    MethodSpec(PromptSubmit, "submit", cleaned=("text",)),
+    MethodSpec(AdmissionGet, "read"),
+    MethodSpec(AdmissionList, "read"),
+    MethodSpec(AdmissionCancel, "submit"),
+    MethodSpec(AdmissionResolve, "submit"),
+    MethodSpec(TurnInterrupt, "submit"),
+    MethodSpec(SessionUndo, "submit"),
+    MethodSpec(SessionCompress, "submit"),
+    MethodSpec(SessionUsage, "read"),
+    MethodSpec(ApprovalList, "read"),
+    MethodSpec(ApprovalRespond, "approve"),
+    MethodSpec(RulesList, "read"),
+    MethodSpec(RulesDelete, "approve"),
+    MethodSpec(ConfigGet, "admin"),
+    MethodSpec(ConfigSet, "admin"),
+    MethodSpec(SecretSet, "admin", secret=("value",)),
+    MethodSpec(ProviderTest, "admin"),
+    # A minted admin token must not mint more: a token handed to a script cannot outlive
+    # its revocation through tokens it made.
+    MethodSpec(TokenCreate, "admin", owner_only=True),
+    MethodSpec(TokenRevoke, "admin"),
+    MethodSpec(TokenList, "admin"),
+    MethodSpec(Shutdown, "admin"),
+)
