@@ -102,7 +102,7 @@ async def _smoke_check(controller: Controller, started: float, report: dict[str,
         connected=controller.link.current == "connected",
         connected_s=round(time.monotonic() - started, 3),  # since run() began
         connected_after_exec_s=_process_age_s(),  # since the process began (imports included)
-        protocol=controller.link.server.get("protocol"),
+        protocol=controller.link.server.protocol if controller.link.server else None,
         backend_pid=info.pid if info else None,
         backend_executable=_executable(info.pid) if info else None,
         executable=sys.executable,

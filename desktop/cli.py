@@ -16,12 +16,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from shared.client import BackendNotFound, Client, RpcError
+from shared import protocol as p
+from shared.client import BackendNotFound, Client, ClientState, Incoming, RpcError
 from shared.launcher import running, start_backend, stop_backend
+from shared.methods import (
+    ApprovalRespond,
+    PromptSubmit,
+    ProviderTest,
+    SecretSet,
+    SessionCreate,
+    SessionList,
+    TurnInterrupt,
+)
 from shared.paths import default_data_dir
 
 PROVIDER_TEST_WAIT_S = 90.0  # the backend bounds a test at 60 s
-DECISIONS = {"o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny"}
+DECISIONS: dict[str, p.Decision] = {
+    "o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny",
+}
 
 
 async def ensure_client(data_dir: Path) -> Client:
@@ -44,96 +56,93 @@ class Chat:
         self.waiting: str | None = None  # admission id whose message.complete ends the turn
         self.done = asyncio.Event()
         self.shown = ""
-        self.result: dict[str, Any] = {}
+        self.ended: str = "completed"  # how the last turn ended: a TurnStatus, or an Outcome
         self._tasks: set[asyncio.Future[Any]] = set()
         self._asked: set[str] = set()
         client.handlers.append(self._on_event)
 
-    def _on_event(self, ev: dict[str, Any]) -> None:
-        if ev.get("type") == "client.state":
-            state = ev["data"]["state"]
-            print(f"\n[{state}]" if state == "reconnecting" else "", end="", file=sys.stderr)
+    def _on_event(self, ev: Incoming) -> None:
+        data = ev.data
+        if isinstance(data, ClientState):
+            print("\n[reconnecting]" if data.state == "reconnecting" else "", end="", file=sys.stderr)
             return
-        if ev.get("session_id") != self.session_id or self.waiting is None:
+        if ev.session_id != self.session_id or self.waiting is None:
             return
-        kind, data = ev["type"], ev.get("data", {})
-        if kind.startswith("approval.") and ev.get("seq") is not None:  # the stored copy, once
-            self._on_approval(kind, data["approval"])
+        if isinstance(data, p.ApprovalEvent) and ev.seq is not None:  # the stored copy, once
+            self._on_approval(ev.type, data.approval)
             return
-        if ev.get("admission_id") != self.waiting:
+        if ev.admission_id != self.waiting:
             return
-        if kind == "tool.start":
-            print(f"\n[{data['name']}] {data['summary']}", file=sys.stderr, flush=True)
-        elif kind == "tool.complete":
-            ms = data.get("duration_ms", 0)
-            print(f"[{data['name']} {data['status']}, {ms} ms] {data['summary']}", file=sys.stderr)
-        elif kind == "provider.retry":
-            print(f"\n[retrying in {data['delay_s']:g} s (attempt {data['attempt']}): "
-                  f"{data['reason']}]", file=sys.stderr)
-        elif kind == "provider.fallback":
-            print(f"\n[switching from {data['from']} to {data['to']}: {data['reason']}]",
+        if isinstance(data, p.ToolStart):
+            print(f"\n[{data.name}] {data.summary}", file=sys.stderr, flush=True)
+        elif isinstance(data, p.ToolComplete):
+            print(f"[{data.name} {data.status}, {data.duration_ms} ms] {data.summary}", file=sys.stderr)
+        elif isinstance(data, p.ProviderRetry):
+            print(f"\n[retrying in {data.delay_s:g} s (attempt {data.attempt}): {data.reason}]",
                   file=sys.stderr)
-        elif kind == "lease.waiting":
-            print(f"[waiting: another Turnkey process (pid {data['holder_pid']}) is running this "
+        elif isinstance(data, p.ProviderFallback):
+            print(f"\n[switching from {data.from_} to {data.to}: {data.reason}]", file=sys.stderr)
+        elif isinstance(data, p.LeaseWaiting):
+            print(f"[waiting: another Turnkey process (pid {data.holder_pid}) is running this "
                   "session]", file=sys.stderr)
-        elif kind == "message.delta":
-            self.shown += data["text"]
-            print(data["text"], end="", flush=True)
-        elif kind == "message.complete":
-            final = data["text"]
+        elif isinstance(data, p.TextDelta):
+            self.shown += data.text
+            print(data.text, end="", flush=True)
+        elif isinstance(data, p.MessageComplete):
+            final = data.text
             # The final text is the truth; mend the screen if the stream differed.
             if final.startswith(self.shown):
                 print(final[len(self.shown):], end="")
             else:
                 print(f"\n{final}", end="")
             print()
-            if data["status"] != "completed":
-                reason = data.get("failure_reason") or data["status"]
-                print(f"[{data['status']}: {reason}]", file=sys.stderr)
-            self.result = data
+            if data.status != "completed":
+                print(f"[{data.status}: {data.failure_reason or data.status}]", file=sys.stderr)
+            self.ended = data.status
             self.done.set()
-        elif kind == "admission.settled" and data["receipt"].get("outcome") == "cancelled":
+        elif isinstance(data, p.AdmissionEvent) and data.receipt.outcome == "cancelled":
             print("[cancelled]", file=sys.stderr)
+            self.ended = "cancelled"
             self.done.set()
 
-    async def send(self, text: str) -> dict[str, Any]:
+    async def send(self, text: str) -> str:
+        """Sends `text` and streams its turn; returns how it ended ("completed", ...)."""
         self.done.clear()
         self.shown = ""
         self.waiting = None
-        answer = await self.client.call("prompt.submit", {
-            "session_id": self.session_id, "request_id": uuid.uuid4().hex, "text": text,
-        })
-        receipt: dict[str, Any] = answer["receipt"]
-        self.waiting = receipt["admission_id"]
-        if receipt["status"] == "terminal":  # settled before we started listening
-            return receipt
-        if receipt.get("position", 1) > 1:
-            print(f"[queued at position {receipt['position']}]", file=sys.stderr)
+        answer = await self.client.call(PromptSubmit(
+            session_id=self.session_id, request_id=uuid.uuid4().hex, text=text))
+        receipt = answer.receipt
+        self.waiting = receipt.admission_id
+        if receipt.status == "terminal":  # settled before we started listening
+            return receipt.outcome or "completed"
+        if (receipt.position or 1) > 1:
+            print(f"[queued at position {receipt.position}]", file=sys.stderr)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, self._interrupt)
         try:
             await self.done.wait()
         finally:
             loop.remove_signal_handler(signal.SIGINT)
-        return self.result
+        return self.ended
 
-    def _on_approval(self, kind: str, approval: dict[str, Any]) -> None:
+    def _on_approval(self, kind: str, approval: p.Approval) -> None:
         if kind == "approval.resolved":
-            if approval["approval_id"] in self._asked and approval["status"] == "expired":
+            if approval.approval_id in self._asked and approval.status == "expired":
                 print("[approval expired: not run]", file=sys.stderr)
             return
-        if kind != "approval.request" or approval["approval_id"] in self._asked:
+        if kind != "approval.request" or approval.approval_id in self._asked:
             return
-        self._asked.add(approval["approval_id"])
+        self._asked.add(approval.approval_id)
         task = asyncio.ensure_future(self._ask(approval))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _ask(self, approval: dict[str, Any]) -> None:
+    async def _ask(self, approval: p.Approval) -> None:
         """Asks on the terminal; no answer (no terminal, end of input) leaves the request to
         time out as denied, or to be answered in another window."""
-        print(f"\n[approval needed] {approval['tool']}: {approval['summary']}\n"
-              f"  why: {approval['reason']}  (expires {approval['expires_at'][11:19]} UTC)",
+        print(f"\n[approval needed] {approval.tool}: {approval.summary}\n"
+              f"  why: {approval.reason}  (expires {approval.expires_at[11:19]} UTC)",
               file=sys.stderr)
         print("  allow [o]nce, for this [s]ession, [a]lways, or [d]eny? ", end="", file=sys.stderr,
               flush=True)
@@ -144,14 +153,13 @@ class Chat:
             return
         decision = DECISIONS.get(answer.strip().lower()[:1], "deny")
         try:
-            await self.client.call("approval.respond",
-                                   {"approval_id": approval["approval_id"], "decision": decision})
+            await self.client.call(ApprovalRespond(approval_id=approval.approval_id, decision=decision))
         except RpcError as exc:
             print(f"  [{exc.message}]", file=sys.stderr)
 
     def _interrupt(self) -> None:
         print("\n[interrupting]", file=sys.stderr)
-        task = asyncio.ensure_future(self.client.call("turn.interrupt", {"session_id": self.session_id}))
+        task = asyncio.ensure_future(self.client.call(TurnInterrupt(session_id=self.session_id)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -178,29 +186,24 @@ NO_SANDBOX_NOTE = (
 
 async def chat(data_dir: Path, session_id: str | None, text: str | None, cwd: Path) -> int:
     client = await ensure_client(data_dir)
-    capabilities = client.server.get("capabilities", {})
-    provider = capabilities.get("provider", {})
-    if provider.get("offline_default"):
-        print(OFFLINE_NOTE.format(model=provider.get("model", "")), file=sys.stderr)
-    sandbox = capabilities.get("sandbox", {})
-    if sandbox and not sandbox.get("active"):
-        print(NO_SANDBOX_NOTE.format(reason=sandbox.get("reason", "unknown")), file=sys.stderr)
+    assert client.server is not None, "connect() initializes"
+    capabilities = client.server.capabilities
+    if capabilities.provider.offline_default:
+        print(OFFLINE_NOTE.format(model=capabilities.provider.model or ""), file=sys.stderr)
+    if not capabilities.sandbox.active:
+        print(NO_SANDBOX_NOTE.format(reason=capabilities.sandbox.reason or "unknown"), file=sys.stderr)
     try:
         if session_id is None:
             title = (text or "").strip().splitlines()[0][:60] if text and text.strip() else None
-            params: dict[str, Any] = {"cwd": str(cwd)}
-            if title:
-                params["title"] = title
-            session = await client.call("session.create", params)
-            session_id = session["session"]["session_id"]
+            created = await client.call(SessionCreate(cwd=str(cwd), title=title))
+            session_id = created.session.session_id
             print(f"[session {session_id}]", file=sys.stderr)
         else:
             await client.subscribe(session_id)
         client.follow(session_id)
         chat = Chat(client, session_id)
         if text is not None:
-            result = await chat.send(text)
-            return 0 if result.get("status", "completed") == "completed" else 1
+            return 0 if await chat.send(text) == "completed" else 1
         print("Type a message; Enter sends, Ctrl-C interrupts a turn, Ctrl-D quits.", file=sys.stderr)
         while True:
             try:
@@ -220,11 +223,11 @@ async def chat(data_dir: Path, session_id: str | None, text: str | None, cwd: Pa
 async def sessions(data_dir: Path, limit: int) -> int:
     client = await ensure_client(data_dir)
     try:
-        result = await client.call("session.list", {"limit": limit})
+        result = await client.call(SessionList(limit=limit))
     finally:
         await client.close()
-    for s in result["sessions"]:
-        print(f"{s['session_id']}  {s['status']:<8} {s['updated_at'][:19]}  {s['title']}")
+    for s in result.sessions:
+        print(f"{s.session_id}  {s.status:<8} {s.updated_at[:19]}  {s.title}")
     return 0
 
 
@@ -241,36 +244,34 @@ def read_secret(name: str) -> str:
 async def secret_set(data_dir: Path, name: str, value: str) -> int:
     client = await ensure_client(data_dir)
     try:
-        result = await client.call("secret.set", {"name": name, "value": value})
+        result = await client.call(SecretSet(name=name, value=value))
     except RpcError as exc:
         print(f"turnkey: {exc.message}", file=sys.stderr)
         return 1
     finally:
         await client.close()
-    where = "the system keyring" if result["stored"] == "keyring" else "a file"
+    where = "the system keyring" if result.stored == "keyring" else "a file"
     print(f"stored {name!r} in {where}")
-    if result.get("warning"):
-        print(f"warning: {result['warning']}", file=sys.stderr)
+    if result.warning:
+        print(f"warning: {result.warning}", file=sys.stderr)
     return 0
 
 
 async def provider_test(data_dir: Path, name: str | None) -> int:
     client = await ensure_client(data_dir)
     try:
-        params = {"provider": name} if name else {}
-        result = await client.call("provider.test", params, timeout=PROVIDER_TEST_WAIT_S)
+        result = await client.call(ProviderTest(provider=name or None), timeout=PROVIDER_TEST_WAIT_S)
     except RpcError as exc:
         print(f"turnkey: {exc.message}", file=sys.stderr)
         return 1
     finally:
         await client.close()
-    what = f"{result['provider'] or '(no provider)'} ({result['model'] or 'no model'})"
-    if result["ok"]:
-        print(f"ok: {what} answered in {result['latency_ms']} ms")
+    what = f"{result.provider or '(no provider)'} ({result.model or 'no model'})"
+    if result.ok:
+        print(f"ok: {what} answered in {result.latency_ms} ms")
         return 0
-    error = result.get("error") or {}
-    print(f"failed: {what} after {result['latency_ms']} ms: {error.get('kind')}: "
-          f"{error.get('message')}")
+    kind, message = (result.error.kind, result.error.message) if result.error else ("", "")
+    print(f"failed: {what} after {result.latency_ms} ms: {kind}: {message}")
     return 1
 
 

@@ -19,22 +19,23 @@ import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
 from desktop.qt.compat import emit
-from shared.client import BackendNotFound, Client
+from shared import protocol as p
+from shared.client import RESYNC, STATE, BackendNotFound, Client, ClientState, Incoming, Resync
 from shared.launcher import running, start_backend
+from shared.methods import Request, SessionResume, SessionUnsubscribe
 
 log = logging.getLogger("desktop.link")
 
-RESYNC = "client.resync"
-STATE = "client.state"
+R = TypeVar("R")
 
 
 class Link(QObject):
-    received = Signal(object)  # every event dict, as the shared client delivers it
+    received = Signal(object)  # every event (an Incoming), as the shared client delivers it
     state = Signal(str)  # connecting, connected, reconnecting, starting, failed
     failed = Signal(str)  # a message for the user when the backend cannot be reached
 
@@ -51,8 +52,11 @@ class Link(QObject):
         self._starting: asyncio.Task[None] | None = None
 
     @property
-    def server(self) -> dict[str, Any]:
+    def server(self) -> p.InitializeResult | None:
         return self.client.server
+
+    def _epoch(self) -> int | None:
+        return self.client.server.epoch if self.client.server is not None else None
 
     async def start(self) -> None:
         """Connects, starting the backend first (detached) when nothing answers."""
@@ -63,7 +67,7 @@ class Link(QObject):
             self._set("starting")
             await start_backend(self.data_dir)
             await self.client.connect()
-        self.epoch = self.client.server.get("epoch")
+        self.epoch = self._epoch()
         self._set("connected")
 
     async def close(self) -> None:
@@ -74,18 +78,17 @@ class Link(QObject):
                     await task
         await self.client.close()
 
-    async def call(self, method: str, params: dict[str, Any] | None = None,
-                   timeout: float | None = 60.0) -> Any:
-        return await self.client.call(method, params, timeout=timeout)
+    async def call(self, request: Request[R], timeout: float | None = 60.0) -> R:
+        return await self.client.call(request, timeout=timeout)
 
     # --- sessions ----------------------------------------------------------------
 
-    async def open_session(self, session_id: str) -> dict[str, Any]:
+    async def open_session(self, session_id: str) -> p.ResumeResult:
         """`session.resume` for a window: the snapshot, and this connection follows the session."""
-        result: dict[str, Any] = await self.call("session.resume", {"session_id": session_id})
+        result = await self.call(SessionResume(session_id=session_id))
         self.follows[session_id] = self.follows.get(session_id, 0) + 1
         marks = self.client.watermarks
-        marks[session_id] = max(marks.get(session_id, 0), int(result["latest_seq"]))
+        marks[session_id] = max(marks.get(session_id, 0), result.latest_seq)
         return result
 
     async def close_session(self, session_id: str) -> None:
@@ -96,21 +99,22 @@ class Link(QObject):
         self.follows.pop(session_id, None)
         self.client.watermarks.pop(session_id, None)
         with contextlib.suppress(Exception):
-            await self.call("session.unsubscribe", {"session_id": session_id}, timeout=5)
+            await self.call(SessionUnsubscribe(session_id=session_id), timeout=5)
 
     # --- events ------------------------------------------------------------------
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        if event.get("type") == STATE:
-            state = event["data"]["state"]
+    def _on_event(self, event: Incoming) -> None:
+        if event.type == STATE and isinstance(event.data, ClientState):
+            state = event.data.state
             self._set(state)
-            epoch = self.client.server.get("epoch")
+            epoch = self._epoch()
             if state == "connected" and epoch != self.epoch:
                 # A new backend process: start-up recovery changed rows without events (calls
                 # that were running are now `unknown`), so every open window reloads.
                 self.epoch = epoch
                 for sid in list(self.follows):
-                    emit(self.received, {"session_id": sid, "type": RESYNC, "data": {"epoch": epoch}})
+                    mark = self.client.watermarks.get(sid, 0)
+                    emit(self.received, Incoming(RESYNC, sid, Resync(latest_seq=mark)))
             if state == "reconnecting" and self.restart_after_s is not None \
                     and (self._watch is None or self._watch.done()):
                 self._watch = asyncio.ensure_future(self._restart_if_gone())

@@ -28,7 +28,11 @@ from PySide6.QtWidgets import (
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.transcript_view import esc
-from desktop.state.sessions import SessionList, ago, cost, status_label
+from desktop.state.sessions import SessionRows, ago, cost, status_label
+from shared import protocol as p
+from shared.client import ClientState, Incoming, RpcError
+from shared.errors import ErrorCode
+from shared.methods import SessionCreate, SessionDelete, SessionList, SessionUpdate
 
 if TYPE_CHECKING:
     from desktop.link import Link
@@ -43,7 +47,7 @@ PAGE = 100
 class SessionTableModel(QAbstractTableModel):
     rename = Signal(str, str)  # session_id, new title
 
-    def __init__(self, sessions: SessionList) -> None:
+    def __init__(self, sessions: SessionRows) -> None:
         super().__init__()
         self.sessions = sessions
         self.more: Any = None  # set by the browser: loads the next page
@@ -76,21 +80,21 @@ class SessionTableModel(QAbstractTableModel):
         col = index.column()
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
             if col == 0:
-                return s.get("title") or "New session"
+                return s.title or "New session"
             if col == 1:
-                return status_label(s.get("status", "idle"))
+                return status_label(s.status)
             if col == 2:
-                return s.get("model", "")
+                return s.model
             if col == 3:
-                return ago(s.get("updated_at"))
+                return ago(s.updated_at)
             return cost(s)
         if role == Qt.ItemDataRole.ForegroundRole and col == 1:
-            color = STATUS_COLORS.get(s.get("status", ""))
+            color = STATUS_COLORS.get(s.status)
             return QColor(color) if color else None
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{s.get('cwd', '')}\n{s.get('message_count', 0)} messages"
+            return f"{s.cwd}\n{s.message_count} messages"
         if role == Qt.ItemDataRole.UserRole:
-            return s["session_id"]
+            return s.session_id
         return None
 
     def flags(self, index: Index) -> Qt.ItemFlag:
@@ -103,7 +107,7 @@ class SessionTableModel(QAbstractTableModel):
         title = str(value).strip()
         if not title:
             return False
-        emit(self.rename, self.sessions.rows[index.row()]["session_id"], title)
+        emit(self.rename, self.sessions.rows[index.row()].session_id, title)
         return True
 
     def canFetchMore(self, parent: Index) -> bool:
@@ -157,7 +161,7 @@ class BrowserWindow(QMainWindow):
         super().__init__()
         self.link = link
         self.default_folder = default_folder
-        self.sessions = SessionList()
+        self.sessions = SessionRows()
         self.model = SessionTableModel(self.sessions)
         self.model.more = self._load_more
         self.model.rename.connect(self.rename)
@@ -275,13 +279,10 @@ class BrowserWindow(QMainWindow):
 
     async def _reload(self) -> None:
         query = self.search.text().strip()
-        params: dict[str, Any] = {"limit": PAGE}
-        if query:
-            params["query"] = query
-        result = await self.link.call("session.list", params)
+        result = await self.link.call(SessionList(limit=PAGE, query=query or None))
         if query != self.search.text().strip():
             return  # typed on meanwhile; the newer search wins
-        self.sessions.load(result["sessions"], result.get("next_cursor"), query)
+        self.sessions.load(result.sessions, result.next_cursor, query)
         self._update_empty()
 
     def _load_more(self) -> None:
@@ -291,11 +292,9 @@ class BrowserWindow(QMainWindow):
 
         async def more() -> None:
             try:
-                params: dict[str, Any] = {"limit": PAGE, "cursor": self.sessions.next_cursor}
-                if self.sessions.query:
-                    params["query"] = self.sessions.query
-                result = await self.link.call("session.list", params)
-                self.sessions.extend(result["sessions"], result.get("next_cursor"))
+                result = await self.link.call(SessionList(
+                    limit=PAGE, cursor=self.sessions.next_cursor, query=self.sessions.query or None))
+                self.sessions.extend(result.sessions, result.next_cursor)
             finally:
                 self._loading_more = False
 
@@ -309,12 +308,12 @@ class BrowserWindow(QMainWindow):
         elif none:
             self.empty.setText("No sessions yet. Press Ctrl+N to start one.")
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        if event.get("type") in ("session.created", "session.updated", "session.deleted") \
-                and (event.get("seq") is None or event.get("type") != "session.updated"):
+    def _on_event(self, event: Incoming) -> None:
+        if event.type in ("session.created", "session.updated", "session.deleted") \
+                and (event.seq is None or event.type != "session.updated"):
             self.sessions.apply(event)
             self._update_empty()
-        elif event.get("type") == "client.state" and event["data"].get("state") == "connected":
+        elif isinstance(event.data, ClientState) and event.data.state == "connected":
             self.reload()  # what changed while we were away
 
     def _on_link_state(self, state: str) -> None:
@@ -346,15 +345,13 @@ class BrowserWindow(QMainWindow):
 
     def create_session(self, title: str, folder: str) -> None:
         async def go() -> None:
-            params: dict[str, Any] = {}
-            if title:
-                params["title"] = title
             if folder:
-                params["cwd"] = folder
                 self.default_folder = folder
-            result = await self.link.call("session.create", params)
-            self.sessions.apply({"type": "session.created", "data": result})
-            emit(self.open_requested, result["session"]["session_id"])
+            result = await self.link.call(SessionCreate(title=title or None, cwd=folder or None))
+            session = result.session
+            self.sessions.apply(Incoming("session.created", session.session_id,
+                                         p.SessionEvent(session=session)))
+            emit(self.open_requested, session.session_id)
 
         spawn(go(), self.show_message)
 
@@ -364,15 +361,14 @@ class BrowserWindow(QMainWindow):
             self.table.edit(rows[0])
 
     def rename(self, session_id: str, title: str) -> None:
-        spawn(self.link.call("session.update", {"session_id": session_id, "title": title}),
-              self.show_message)
+        spawn(self.link.call(SessionUpdate(session_id=session_id, title=title)), self.show_message)
 
     def delete_selected(self) -> None:
         sid = self.selected_id()
         if not sid:
             return
         i = self.sessions.index(sid)
-        title = self.sessions.rows[i].get("title") if i is not None else sid
+        title = self.sessions.rows[i].title if i is not None else sid
         box = QMessageBox(QMessageBox.Icon.Warning, "Delete session",
                           f"Delete “{title}” and its whole transcript? This cannot be undone.",
                           QMessageBox.StandardButton.Cancel, self)
@@ -384,12 +380,10 @@ class BrowserWindow(QMainWindow):
 
     def delete(self, session_id: str, force: bool = False) -> None:
         async def go() -> None:
-            from shared.client import RpcError
-
             try:
-                await self.link.call("session.delete", {"session_id": session_id, "force": force})
+                await self.link.call(SessionDelete(session_id=session_id, force=force))
             except RpcError as exc:
-                if exc.code == -32009:
+                if exc.code == ErrorCode.SESSION_BUSY:
                     self.show_message("That session is working right now. Stop it first, or delete "
                                       "again to interrupt it and delete.")
                     self._force_next = session_id

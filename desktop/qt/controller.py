@@ -26,6 +26,9 @@ from desktop.qt.browser import BrowserWindow
 from desktop.qt.compat import emit
 from desktop.qt.session_window import SessionWindow
 from desktop.qt.tray import Notifier, window_icon
+from shared import protocol as p
+from shared.client import Incoming
+from shared.methods import SessionList
 
 log = logging.getLogger("desktop")
 LAYOUT = "desktop.json"
@@ -79,13 +82,14 @@ class Controller(QObject):
     async def _connect(self, reopen: list[dict[str, Any]]) -> None:
         await self.link.start()
         self.browser.reload()
-        sandbox = self.link.server.get("capabilities", {}).get("sandbox", {})
-        if sandbox and not sandbox.get("active"):
-            self.browser.show_sandbox_warning(sandbox.get("reason", ""))
+        server = self.link.server
+        sandbox = server.capabilities.sandbox if server is not None else None
+        if sandbox is not None and not sandbox.active:
+            self.browser.show_sandbox_warning(sandbox.reason or "")
         # The tray's state from what is running now; broadcasts keep it current from here.
-        listing = await self.link.call("session.list", {"limit": 500})
-        for session in listing["sessions"]:
-            self.statuses.setdefault(session["session_id"], session.get("status", "idle"))
+        listing = await self.link.call(SessionList(limit=500))
+        for session in listing.sessions:
+            self.statuses.setdefault(session.session_id, session.status)
         self._tray_state()
         for entry in reopen:
             win = self.open_session(entry["session_id"], new_window=True)
@@ -185,29 +189,28 @@ class Controller(QObject):
                 return win
         return None
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        kind, data = event.get("type"), event.get("data") or {}
-        if event.get("seq") is not None:
+    def _on_event(self, event: Incoming) -> None:
+        if event.seq is not None:
             return  # the stored copies are for session windows
-        if kind == "approval.request":
-            approval = data["approval"]
-            sid = approval["session_id"]
-            if self._visible_window(sid) is None:
+        data = event.data
+        if event.type == "approval.request" and isinstance(data, p.ApprovalEvent):
+            approval = data.approval
+            if self._visible_window(approval.session_id) is None:
                 self.notifier.notify(
                     "Turnkey needs your approval",
-                    f"{approval.get('tool', 'A tool')}: {approval.get('summary', '')}\n"
-                    f"{approval.get('reason', '')}", sid, approval["approval_id"])
-        elif kind == "approval.resolved":
-            if self.browser.banner_target[1] == data["approval"]["approval_id"]:
+                    f"{approval.tool}: {approval.summary}\n{approval.reason}",
+                    approval.session_id, approval.approval_id)
+        elif event.type == "approval.resolved" and isinstance(data, p.ApprovalEvent):
+            if self.browser.banner_target[1] == data.approval.approval_id:
                 self.browser.banner.hide()  # answered somewhere: the fallback banner goes too
-        elif kind == "session.updated":
-            session = data["session"]
-            sid, status = session["session_id"], session.get("status", "idle")
+        elif event.type == "session.updated" and isinstance(data, p.SessionEvent):
+            session = data.session
+            sid, status = session.session_id, session.status
             before = self.statuses.get(sid)
             self.statuses[sid] = status
             if before in ("running", "waiting_approval") and status == "idle" \
                     and self._visible_window(sid) is None:
-                self.notifier.notify("Turn finished", session.get("title") or "A session finished", sid)
+                self.notifier.notify("Turn finished", session.title or "A session finished", sid)
         self._tray_state()
 
     def _tray_state(self) -> None:

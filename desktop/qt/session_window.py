@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence, QShortcut
@@ -28,7 +29,17 @@ from desktop.qt.compat import emit
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
 from desktop.state.session import SessionState
 from desktop.state.sessions import status_label
-from shared.client import ConnectionLost
+from shared import protocol as p
+from shared.client import RESYNC, ConnectionLost, Incoming, RpcError
+from shared.errors import ErrorCode
+from shared.methods import (
+    AdmissionCancel,
+    ApprovalRespond,
+    PromptSubmit,
+    SessionMessages,
+    SessionResume,
+    TurnInterrupt,
+)
 
 if TYPE_CHECKING:
     from desktop.link import Link
@@ -36,8 +47,10 @@ if TYPE_CHECKING:
 PAGE = 100
 SUBMIT_ATTEMPTS = 5
 RECONCILE_PAGES = 20  # a turn longer than this many pages keeps its live items
-DECISIONS = (("once", "Allow once"), ("session", "Allow for this session"),
-             ("always", "Always allow"), ("deny", "Deny"))
+DECISIONS: tuple[tuple[p.Decision, str], ...] = (
+    ("once", "Allow once"), ("session", "Allow for this session"), ("always", "Always allow"),
+    ("deny", "Deny"),
+)
 
 
 class Composer(QPlainTextEdit):
@@ -67,19 +80,18 @@ class Composer(QPlainTextEdit):
 class ApprovalCard(QFrame):
     """One pending approval with its four answers and the time left."""
 
-    def __init__(self, approval: dict[str, Any], answer: Any) -> None:
+    def __init__(self, approval: p.Approval, answer: Callable[[str, p.Decision], None]) -> None:
         super().__init__()
         self.approval = approval
         self.setObjectName("approvalCard")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setStyleSheet("#approvalCard { border: 2px solid #d68a00; border-radius: 6px; }")
         box = QVBoxLayout(self)
-        tool = approval.get("tool", "tool")
-        title = QLabel(f"<b>{esc(tool)}</b> needs your approval")
-        what = QLabel(f"<code>{esc(approval.get('summary', ''))}</code>")
+        title = QLabel(f"<b>{esc(approval.tool)}</b> needs your approval")
+        what = QLabel(f"<code>{esc(approval.summary)}</code>")
         what.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         what.setWordWrap(True)
-        why = QLabel(esc(approval.get("reason", "")))
+        why = QLabel(esc(approval.reason))
         why.setWordWrap(True)
         self.left = QLabel()
         self.left.setStyleSheet("color: #8a8f98")
@@ -87,7 +99,7 @@ class ApprovalCard(QFrame):
         self.buttons: dict[str, QPushButton] = {}
         for decision, text in DECISIONS:
             b = QPushButton(text)
-            b.clicked.connect(lambda _=False, d=decision: answer(approval["approval_id"], d))
+            b.clicked.connect(lambda _=False, d=decision: answer(approval.approval_id, d))
             self.buttons[decision] = b
             row.addWidget(b)
         row.addStretch(1)
@@ -100,11 +112,8 @@ class ApprovalCard(QFrame):
     def tick(self) -> None:
         from datetime import datetime
 
-        expires = self.approval.get("expires_at")
-        if not expires:
-            return
         try:
-            end = datetime.fromisoformat(expires.replace("Z", "+00:00"))
+            end = datetime.fromisoformat(self.approval.expires_at.replace("Z", "+00:00"))
         except ValueError:
             return
         left = int((end - datetime.now(UTC)).total_seconds())
@@ -116,15 +125,15 @@ class ApprovalCard(QFrame):
 
 
 class QueueRow(QFrame):
-    def __init__(self, receipt: dict[str, Any], cancel: Any) -> None:
+    def __init__(self, receipt: p.Receipt, text: str, cancel: Callable[[str], None]) -> None:
         super().__init__()
         row = QHBoxLayout(self)
         row.setContentsMargins(6, 2, 6, 2)
-        text = (receipt.get("text") or "").strip().splitlines()
-        label = QLabel(f"Queued: {esc((text[0] if text else '')[:120])}")
+        lines = text.strip().splitlines()
+        label = QLabel(f"Queued: {esc((lines[0] if lines else '')[:120])}")
         label.setStyleSheet("color: #8a8f98")
         self.cancel = QPushButton("Cancel")
-        self.cancel.clicked.connect(lambda: cancel(receipt["admission_id"]))
+        self.cancel.clicked.connect(lambda: cancel(receipt.admission_id))
         row.addWidget(label, 1)
         row.addWidget(self.cancel)
 
@@ -222,7 +231,7 @@ class SessionWindow(QMainWindow):
 
     async def _reload(self) -> None:
         self.state.reset()
-        result = await self.link.call("session.resume", {"session_id": self.session_id})
+        result = await self.link.call(SessionResume(session_id=self.session_id))
         self.state.load(result)
         self.view.scrollToBottom()
         self.refresh()
@@ -255,11 +264,11 @@ class SessionWindow(QMainWindow):
 
     async def _fetch_older(self, before_id: str) -> None:
         try:
-            page = await self.link.call("session.messages", {
-                "session_id": self.session_id, "before_id": before_id, "limit": PAGE})
+            page = await self.link.call(SessionMessages(
+                session_id=self.session_id, before_id=before_id, limit=PAGE))
             bar = self.view.verticalScrollBar()
             keep = bar.maximum() - bar.value()
-            self.state.transcript.prepend(page["messages"], bool(page["has_more"]))
+            self.state.transcript.prepend(page.messages, page.has_more)
             self.view.doItemsLayout()
             bar.setValue(bar.maximum() - keep)  # the same messages stay under the reader's eyes
         finally:
@@ -280,23 +289,21 @@ class SessionWindow(QMainWindow):
 
     # --- events --------------------------------------------------------------------
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "client.resync" and event.get("session_id") == self.session_id:
+    def _on_event(self, event: Incoming) -> None:
+        mine = event.session_id == self.session_id
+        if event.type == RESYNC and mine:
             spawn(self._reload(), self._show_error)
             return
-        if kind == "session.deleted" and event.get("session_id") == self.session_id:
+        if isinstance(event.data, p.SessionDeletedEvent) and mine:
             self.banner.setText("This session was deleted.")
             self.banner.show()
             self.composer.setEnabled(False)
             return
-        if kind == "compression.complete" and event.get("session_id") == self.session_id:
-            child = (event.get("data") or {}).get("child_session_id")
-            if child:
-                spawn(self._continue_in(child), self._show_error)
+        if isinstance(event.data, p.CompressionComplete) and mine and event.data.child_session_id:
+            spawn(self._continue_in(event.data.child_session_id), self._show_error)
         follow = self._at_bottom
         self.state.apply(event)
-        if follow and event.get("type") in ("message.delta", "tool.progress", "tool.start"):
+        if follow and isinstance(event.data, p.TextDelta | p.ToolProgress | p.ToolStart):
             self.view.scrollToBottom()
 
     def _on_link_state(self, state: str) -> None:
@@ -307,16 +314,17 @@ class SessionWindow(QMainWindow):
 
     async def _reconcile(self, turn_id: str) -> None:
         """The finished turn as stored, in place of what was streamed."""
-        params: dict[str, Any] = {"session_id": self.session_id, "limit": PAGE}
-        rows: list[dict[str, Any]] = []
+        request = SessionMessages(session_id=self.session_id, limit=PAGE)
+        rows: list[p.Message] = []
         for _ in range(RECONCILE_PAGES):  # back to the turn's first row (its prompt)
-            page = await self.link.call("session.messages", params)
-            rows = page["messages"] + rows
-            if not page["has_more"] or not rows or any(
-                    m.get("turn_id") == turn_id and m.get("role") == "user" for m in page["messages"]) \
-                    or rows[0].get("turn_id") != turn_id:
+            page = await self.link.call(request)
+            rows = page.messages + rows
+            if not page.has_more or not rows or any(
+                    m.turn_id == turn_id and m.role == "user" for m in page.messages) \
+                    or rows[0].turn_id != turn_id:
                 break
-            params["before_id"] = rows[0]["message_id"]
+            request = SessionMessages(session_id=self.session_id, limit=PAGE,
+                                      before_id=rows[0].message_id)
         follow = self._at_bottom
         self.state.transcript.reconcile_turn(turn_id, rows)
         if follow:
@@ -334,22 +342,22 @@ class SessionWindow(QMainWindow):
     async def _submit(self, text: str) -> None:
         # The same request id on every attempt: if the connection drops after the backend took
         # the prompt, sending it again returns the first receipt instead of running it twice.
-        params = {"session_id": self.session_id, "request_id": str(uuid.uuid4()), "text": text}
+        request = PromptSubmit(session_id=self.session_id, request_id=str(uuid.uuid4()), text=text)
         for attempt in range(SUBMIT_ATTEMPTS):
             try:
-                result = await self.link.call("prompt.submit", params)
+                result = await self.link.call(request)
                 break
             except ConnectionLost:
                 if attempt == SUBMIT_ATTEMPTS - 1:
                     raise
                 await asyncio.sleep(0.2)  # the next call waits for the reconnection itself
-        receipt = result["receipt"]
-        self.state.prompts.setdefault(receipt["admission_id"], text)
-        if receipt.get("status") == "queued" and self.state.busy:
-            self.state.queue.setdefault(receipt["admission_id"], {**receipt, "text": text})
+        receipt = result.receipt
+        self.state.prompts.setdefault(receipt.admission_id, text)
+        if receipt.status == "queued" and self.state.busy:
+            self.state.queue.setdefault(receipt.admission_id, receipt)
         self._refresh_soon()
 
-    def _submit_failed(self, text: str) -> Any:
+    def _submit_failed(self, text: str) -> Callable[[str], None]:
         def failed(message: str) -> None:
             if not self.composer.toPlainText().strip():
                 self.composer.setPlainText(text)  # the words are not lost
@@ -358,21 +366,19 @@ class SessionWindow(QMainWindow):
 
     def interrupt(self) -> None:
         if self.state.busy:
-            spawn(self.link.call("turn.interrupt", {"session_id": self.session_id}), self._show_error)
+            spawn(self.link.call(TurnInterrupt(session_id=self.session_id)), self._show_error)
 
-    def answer(self, approval_id: str, decision: str) -> None:
+    def answer(self, approval_id: str, decision: p.Decision) -> None:
         card = self.cards.get(approval_id)
         if card is not None:
             card.busy(True)
 
         async def go() -> None:
             try:
-                await self.link.call("approval.respond", {"approval_id": approval_id, "decision": decision})
+                await self.link.call(ApprovalRespond(approval_id=approval_id, decision=decision))
             except Exception as exc:
-                from shared.client import RpcError
-
-                if isinstance(exc, RpcError) and exc.code == -32013:  # answered elsewhere or expired
-                    self.state.approvals.pop(approval_id, None)
+                if isinstance(exc, RpcError) and exc.code == ErrorCode.APPROVAL_CLOSED:
+                    self.state.approvals.pop(approval_id, None)  # answered elsewhere, or expired
                     self.refresh()
                     return
                 if card is not None:
@@ -383,7 +389,7 @@ class SessionWindow(QMainWindow):
 
     def cancel(self, admission_id: str) -> None:
         async def go() -> None:
-            await self.link.call("admission.cancel", {"admission_id": admission_id})
+            await self.link.call(AdmissionCancel(admission_id=admission_id))
             self.state.queue.pop(admission_id, None)
             self.refresh()
 
@@ -424,12 +430,13 @@ class SessionWindow(QMainWindow):
     def refresh(self) -> None:
         s = self.state
         self.setWindowTitle(f"{s.title} — Turnkey")
-        folder = str(s.session.get("cwd") or "")
+        folder = s.session.cwd if s.session else ""
         home = str(Path.home())
         if folder.startswith(home):
             folder = "~" + folder[len(home):]
+        model = s.session.model if s.session else ""
         self.header.setText(f"<b>{esc(s.title)}</b> &nbsp;<span style='color:#8a8f98'>"
-                            f"{esc(folder)} · {esc(s.session.get('model') or '')}</span>")
+                            f"{esc(folder)} · {esc(model)}</span>")
         link_state = self.link.current
         self.conn_label.setText("" if link_state == "connected" else f"⟳ {link_state}…")
         self.conn_label.setStyleSheet("color: #d68a00")
@@ -456,8 +463,7 @@ class SessionWindow(QMainWindow):
             row.deleteLater()
         for adm, receipt in s.queue.items():
             if adm not in self.queue_rows:
-                text = receipt.get("text") or s.prompts.get(adm, "")
-                row = QueueRow({**receipt, "text": text}, self.cancel)
+                row = QueueRow(receipt, receipt.text or s.prompts.get(adm, ""), self.cancel)
                 self.queue_rows[adm] = row
                 self.queue_box.addWidget(row)
 

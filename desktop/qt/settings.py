@@ -14,7 +14,7 @@ they are in config.toml.  Removing a provider is the same mechanism
 (`default_provider`, `auxiliary_provider`, `fallback_providers`) that would
 otherwise make the backend refuse the patch.
 
-Errors are the backend's: `config.set` answers -32602 with `data.field` (a
+Errors are the backend's: `config.set` answers INVALID_PARAMS (-32602) with `data.field` (a
 dotted path such as `patch.providers.main.context_window`); the dialog names
 the field with its label, rewords msgspec's phrasing, and marks the widget.
 An API key is never shown back: the field is a password field, it is
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import shiboken6
 from PySide6.QtCore import Qt, QUrl, Signal
@@ -52,50 +52,51 @@ from PySide6.QtWidgets import (
 from desktop.qt.aio import describe, spawn
 from desktop.qt.compat import emit
 from desktop.state.settings import (
-    APPROVAL_MODES,
-    DEFAULT_BASE_URLS,
     INT_FIELDS,
-    KIND_LABELS,
-    KINDS,
     LABELS,
-    LOCAL_URL_HINT,
     PRICE_FIELDS,
     TEST_KINDS,
     TEXT_FIELDS,
+    base_url_hint,
     number,
+    placeholder,
     reworded,
     same,
     shown,
 )
+from shared import protocol as p
 from shared.client import RpcError
+from shared.config import APPROVAL_MODES, PROVIDER_KINDS, ConfigView, ProviderKind, ProviderView
+from shared.errors import ErrorCode
+from shared.methods import ConfigGet, ConfigSet, ProviderTest, Request, SecretSet
 
 PROBLEM_STYLE = "border: 1px solid #c62828;"
-NEW_ITEM = "(new provider)"
 TEST_TIMEOUT_S = 90.0  # provider.test waits up to 60 s for the provider itself
+
+R = TypeVar("R")
 
 
 class Rpc(Protocol):
     """What the dialog needs of `desktop.link.Link` (a structural type, so this module does
     not import the link and its process plumbing)."""
 
-    async def call(self, method: str, params: dict[str, Any] | None = None,
-                   timeout: float | None = 60.0) -> Any: ...
+    async def call(self, request: Request[R], timeout: float | None = 60.0) -> R: ...
 
 
 class SettingsDialog(QDialog):
     """Settings for one backend (the one `link` talks to, whose data folder is `data_dir`)."""
 
-    loaded = Signal(dict)  # the effective config, after config.get or config.set
-    saved = Signal(dict)  # the effective config config.set returned (provider, removal, mode)
-    key_saved = Signal(dict)  # secret.set's result: {stored, warning?} (never the key)
-    tested = Signal(dict)  # provider.test's result (an RPC failure as ok false, kind "rpc")
+    loaded = Signal(object)  # the effective config (ConfigView), after config.get or config.set
+    saved = Signal(object)  # the ConfigView config.set returned (provider, removal, mode)
+    key_saved = Signal(object)  # secret.set's SecretSetResult (never the key)
+    tested = Signal(object)  # provider.test's result (an RPC failure as ok false, kind "rpc")
     failed = Signal(str)  # any error shown to the person, in the words shown
 
     def __init__(self, link: Rpc, data_dir: Path, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.link = link
         self.data_dir = data_dir
-        self.config: dict[str, Any] | None = None
+        self.config: ConfigView | None = None
         self.current: str | None = None  # the provider shown in the form; None: a new one
         self.busy: set[str] = set()  # operations in flight: load, save, key, test, mode
         self.last_error_field: str | None = None  # the backend's data.field of the last error
@@ -135,18 +136,16 @@ class SettingsDialog(QDialog):
         self.name_edit.setReadOnly(True)
         form.addRow(LABELS["name"], self.name_edit)
         self.kind_combo = QComboBox()
-        for kind in KINDS:
-            self.kind_combo.addItem(KIND_LABELS[kind], kind)
+        for kind, info in PROVIDER_KINDS.items():
+            self.kind_combo.addItem(info.label, kind)
         self.kind_combo.currentIndexChanged.connect(self._on_kind_changed)
         form.addRow(LABELS["kind"], self.kind_combo)
         self.fields: dict[str, QLineEdit] = {}
         for key in ("base_url", "model", *INT_FIELDS, *PRICE_FIELDS, "api_key_secret"):
             edit = QLineEdit()
             self.fields[key] = edit
+            edit.setPlaceholderText(placeholder(key))
             form.addRow(LABELS[key], edit)
-        self.fields["cached_input_usd_per_mtok"].setPlaceholderText("same as the input price")
-        self.fields["context_window"].setPlaceholderText("128000")
-        self.fields["max_output_tokens"].setPlaceholderText("4096")
         self.default_check = QCheckBox("Use for new turns (the default provider)")
         form.addRow("", self.default_check)
         right.addLayout(form)
@@ -213,10 +212,10 @@ class SettingsDialog(QDialog):
         general = QGroupBox("Approvals")
         genlay = QFormLayout(general)
         self.approval_combo = QComboBox()
-        for mode, label in APPROVAL_MODES:
+        for mode, label in APPROVAL_MODES.items():
             self.approval_combo.addItem(label, mode)
         self.approval_combo.activated.connect(self._on_approval_chosen)  # the person's choice only
-        genlay.addRow("Approval mode", self.approval_combo)
+        genlay.addRow(LABELS["mode"], self.approval_combo)
         self.approval_label = QLabel()
         self.approval_label.setWordWrap(True)
         genlay.addRow("", self.approval_label)
@@ -244,12 +243,12 @@ class SettingsDialog(QDialog):
         self._run("load", self._load(refill), self._show_status_error)
 
     async def _load(self, refill: bool) -> None:
-        config = await self.link.call("config.get", {})
+        config = await self.link.call(ConfigGet())
         if self._alive():
             self.status_label.setText(f"Settings of the Turnkey service for {self.data_dir}")
             self._apply(config, refill)
 
-    def _apply(self, config: dict[str, Any], refill: bool = True) -> None:
+    def _apply(self, config: ConfigView, refill: bool = True) -> None:
         """Shows `config` (the effective one).  `refill` False keeps the form as the person
         left it (unsaved edits, a new provider) and updates only the list and key status."""
         self.config = config
@@ -274,8 +273,7 @@ class SettingsDialog(QDialog):
             self._show_current()
         elif self.current is not None:
             self._show_key_status(self.current, providers[self.current])
-        mode = (config.get("approvals") or {}).get("mode", "smart")
-        index = self.approval_combo.findData(mode)
+        index = self.approval_combo.findData(config.approvals.mode)
         if index >= 0:
             self.approval_combo.setCurrentIndex(index)
         self.approval_combo.setEnabled("mode" not in self.busy)
@@ -284,17 +282,13 @@ class SettingsDialog(QDialog):
             self.status_label.setText("No provider is configured yet: add one.")
         emit(self.loaded, config)
 
-    def providers(self) -> dict[str, dict[str, Any]]:
-        return dict((self.config or {}).get("providers") or {})
+    def providers(self) -> dict[str, ProviderView]:
+        return dict(self.config.providers) if self.config is not None else {}
 
     def default_provider(self) -> str | None:
         """The provider turns use: `default_provider`, or the only one configured."""
-        cfg = self.config or {}
-        name = cfg.get("default_provider")
-        providers = self.providers()
-        if name is None and len(providers) == 1:
-            name = next(iter(providers))
-        return name if name in providers else None
+        chosen = self.config.provider() if self.config is not None else None
+        return chosen[0] if chosen is not None else None
 
     @staticmethod
     def _item_text(name: str, default: str | None) -> str:
@@ -316,7 +310,7 @@ class SettingsDialog(QDialog):
         prov = self.providers().get(self.current or "")
         if prov is None:
             self.current = None
-            self._fill_form("", {})
+            self._fill_form("", None)
             self._set_form_enabled(False)
             self.key_status_label.setText("")
             return
@@ -326,25 +320,23 @@ class SettingsDialog(QDialog):
         self.name_edit.setReadOnly(True)
         self._show_key_status(self.current, prov)
 
-    def _fill_form(self, name: str, prov: dict[str, Any]) -> None:
+    def _fill_form(self, name: str, prov: ProviderView | None) -> None:
         self.name_edit.setText(name)
-        kind = prov.get("kind", "openai")
-        index = self.kind_combo.findData(kind)
+        index = self.kind_combo.findData(prov.kind if prov is not None else "openai")
         self.kind_combo.setCurrentIndex(max(index, 0))
         for key, edit in self.fields.items():
-            edit.setText(shown(prov.get(key)))
+            edit.setText(shown(getattr(prov, key)) if prov is not None else "")
         self.fields["api_key_secret"].setPlaceholderText(name or "the provider's name")
         self.default_check.setChecked(bool(name) and name == self.default_provider())
         self._on_kind_changed()
 
     def _on_kind_changed(self, _index: int = 0) -> None:
-        kind = self.kind_combo.currentData()
+        kind: ProviderKind = self.kind_combo.currentData() or "openai"
         url = self.fields["base_url"]
-        if kind == "local":
-            url.setPlaceholderText(LOCAL_URL_HINT)
+        url.setPlaceholderText(base_url_hint(kind))
+        if PROVIDER_KINDS[kind].base_url is None:
             url.setEnabled(bool(url.text()))  # a stale URL stays visible so it can be cleared
         else:
-            url.setPlaceholderText(DEFAULT_BASE_URLS.get(kind, ""))
             url.setEnabled(self.name_edit.isEnabled())
 
     def _set_form_enabled(self, on: bool) -> None:
@@ -359,15 +351,13 @@ class SettingsDialog(QDialog):
         if on:
             self._on_kind_changed()
 
-    def _show_key_status(self, name: str, prov: dict[str, Any]) -> None:
-        status = prov.get("api_key", "unset")
-        secret = prov.get("api_key_secret") or name
-        words = "a key is set" if status == "set" else "no key is set"
+    def _show_key_status(self, name: str, prov: ProviderView) -> None:
+        secret = prov.api_key_secret or name
+        words = "a key is set" if prov.api_key == "set" else "no key is set"
         text = f"Key status: {words}. This provider's key is kept under the name “{secret}”."
-        env = prov.get("api_key_env")
-        if env:
-            text += f" The environment variable {env}, when set, is used instead."
-        if not prov.get("api_key_secret"):
+        if prov.api_key_env:
+            text += f" The environment variable {prov.api_key_env}, when set, is used instead."
+        if not prov.api_key_secret:
             text += " Saving a key also sets this provider's key name to its own name."
         self.key_status_label.setText(text)
 
@@ -391,7 +381,7 @@ class SettingsDialog(QDialog):
         self.provider_list.setCurrentRow(-1)
         self.provider_list.blockSignals(False)
         self.current = None
-        self._fill_form(name, {})
+        self._fill_form(name, None)
         self.test_result_label.setText("")
         self.key_result_label.setText("")
         self._set_form_enabled(True)
@@ -421,9 +411,9 @@ class SettingsDialog(QDialog):
         if old is None:  # a new provider: everything filled in
             table = {k: v for k, v in values.items() if v is not None}
         else:
-            table = {k: v for k, v in values.items() if not same(v, old.get(k))}
+            table = {k: v for k, v in values.items() if not same(v, getattr(old, k))}
         patch: dict[str, Any] = {"providers": {name: table}} if table or old is None else {}
-        was_default = (self.config or {}).get("default_provider") == name
+        was_default = self.config is not None and self.config.default_provider == name
         if self.default_check.isChecked() and not was_default:
             patch["default_provider"] = name
         elif not self.default_check.isChecked() and was_default:
@@ -447,7 +437,7 @@ class SettingsDialog(QDialog):
 
     async def _save(self, patch: dict[str, Any], select: str | None, done: str) -> None:
         try:
-            config = await self.link.call("config.set", {"patch": patch})
+            config = await self.link.call(ConfigSet(patch=patch))
         except RpcError as exc:
             if self._alive():
                 self._show_rpc_error(exc)
@@ -477,12 +467,13 @@ class SettingsDialog(QDialog):
         if "save" in self.busy:
             return
         self._clear_problem()
-        cfg = self.config or {}
         patch: dict[str, Any] = {"providers": {name: None}}
-        for key in ("default_provider", "auxiliary_provider"):
-            if cfg.get(key) == name:
-                patch[key] = None
-        fallbacks = list(cfg.get("fallback_providers") or [])
+        cfg = self.config
+        if cfg is not None and cfg.default_provider == name:
+            patch["default_provider"] = None
+        if cfg is not None and cfg.auxiliary_provider == name:
+            patch["auxiliary_provider"] = None
+        fallbacks = list(cfg.fallback_providers) if cfg is not None else []
         if name in fallbacks:
             patch["fallback_providers"] = [f for f in fallbacks if f != name]
         self._run("save", self._save(patch, None, f"Removed “{name}”."), self._show_form_error)
@@ -491,8 +482,8 @@ class SettingsDialog(QDialog):
 
     def secret_name(self, name: str) -> str:
         """The name a provider's key is stored under: its api_key_secret, else its own name."""
-        prov = self.providers().get(name) or {}
-        return str(prov.get("api_key_secret") or name)
+        prov = self.providers().get(name)
+        return (prov.api_key_secret if prov is not None else None) or name
 
     def save_key(self) -> None:
         """Save key: `secret.set {name, value}`; the field is cleared once stored."""
@@ -503,7 +494,8 @@ class SettingsDialog(QDialog):
         if not value.strip():
             self.key_result_label.setText("Paste a key first.")
             return
-        link_name = not (self.providers().get(name) or {}).get("api_key_secret")
+        prov = self.providers().get(name)
+        link_name = prov is None or not prov.api_key_secret
         self.key_button.setEnabled(False)
         self.key_result_label.setText("Storing the key…")
         self._run("key", self._save_key(name, self.secret_name(name), value, link_name),
@@ -511,7 +503,7 @@ class SettingsDialog(QDialog):
 
     async def _save_key(self, provider: str, secret: str, value: str, link_name: bool) -> None:
         try:
-            result = await self.link.call("secret.set", {"name": secret, "value": value})
+            result = await self.link.call(SecretSet(name=secret, value=value))
         except RpcError as exc:
             if self._alive():
                 self._show_key_error(self._rpc_words(exc))
@@ -519,17 +511,17 @@ class SettingsDialog(QDialog):
         if not self._alive():
             return
         self.key_edit.clear()
-        where = "the system keyring" if result.get("stored") == "keyring" else "a file"
+        where = "the system keyring" if result.stored == "keyring" else "a file"
         text = f"Key stored in {where} under the name “{secret}”."
-        if result.get("warning"):
-            text += f" Warning: {result['warning']}."
+        if result.warning:
+            text += f" Warning: {result.warning}."
         self.key_result_label.setText(text)
-        emit(self.key_saved, dict(result))
+        emit(self.key_saved, result)
         # The backend uses a stored key only for providers whose api_key_secret names it.
         if link_name:
             patch = {"providers": {provider: {"api_key_secret": secret}}}
             try:
-                config = await self.link.call("config.set", {"patch": patch})
+                config = await self.link.call(ConfigSet(patch=patch))
             except RpcError as exc:
                 if self._alive():
                     self._show_rpc_error(exc)
@@ -558,36 +550,35 @@ class SettingsDialog(QDialog):
         self.test_result_label.setText(text)
 
         def failed(words: str) -> None:
-            self._show_test({"ok": False, "provider": name, "model": "", "latency_ms": 0,
-                             "error": {"kind": "rpc", "message": words}})
+            self._show_test(p.ProviderTestResult(
+                ok=False, provider=name, model="", latency_ms=0,
+                error=p.ProviderFailure(kind="rpc", message=words)))
 
         self._run("test", self._test(name, failed), failed)
 
     async def _test(self, name: str, failed: Callable[[str], None]) -> None:
         try:
-            result = await self.link.call("provider.test", {"provider": name},
-                                          timeout=TEST_TIMEOUT_S)
+            result = await self.link.call(ProviderTest(provider=name), timeout=TEST_TIMEOUT_S)
         except RpcError as exc:
             failed(self._rpc_words(exc))
             return
         self._show_test(result)
 
-    def _show_test(self, result: dict[str, Any]) -> None:
+    def _show_test(self, result: p.ProviderTestResult) -> None:
         if not self._alive():
             return
-        name = result.get("provider") or "the provider"
-        if result.get("ok"):
-            text = (f"OK: “{name}” ({result.get('model')}) answered in "
-                    f"{result.get('latency_ms')} ms.")
+        name = result.provider or "the provider"
+        if result.ok:
+            text = f"OK: “{name}” ({result.model}) answered in {result.latency_ms} ms."
             self.test_result_label.setStyleSheet("color: #2e7d32;")
         else:
-            error = result.get("error") or {}
-            kind = TEST_KINDS.get(str(error.get("kind")), "")
-            message = str(error.get("message") or "unknown error")
+            error = result.error
+            kind = TEST_KINDS.get(error.kind, "") if error is not None else ""
+            message = (error.message if error is not None else "") or "unknown error"
             text = f"Failed: “{name}”: {kind + ': ' if kind else ''}{message}"
             self.test_result_label.setStyleSheet("color: #c62828;")
         self.test_result_label.setText(text)
-        emit(self.tested, dict(result))
+        emit(self.tested, result)
 
     # --- approval mode -----------------------------------------------------------------
 
@@ -605,7 +596,7 @@ class SettingsDialog(QDialog):
 
     async def _set_mode(self, mode: str) -> None:
         try:
-            config = await self.link.call("config.set", {"patch": {"approvals": {"mode": mode}}})
+            config = await self.link.call(ConfigSet(patch={"approvals": {"mode": mode}}))
         except RpcError as exc:
             if self._alive():
                 self._show_mode_error(self._rpc_words(exc))
@@ -658,10 +649,10 @@ class SettingsDialog(QDialog):
 
     def _rpc_words(self, exc: RpcError) -> str:
         field = str(exc.data.get("field") or "")
-        return reworded(field, exc.message) if exc.code == -32602 else describe(exc)
+        return reworded(field, exc.message) if exc.code == ErrorCode.INVALID_PARAMS else describe(exc)
 
     def _show_rpc_error(self, exc: RpcError) -> None:
-        field = str(exc.data.get("field") or "") if exc.code == -32602 else ""
+        field = str(exc.data.get("field") or "") if exc.code == ErrorCode.INVALID_PARAMS else ""
         self.last_error_field = field or None
         key = field.rsplit(".", 1)[-1] if field else ""
         self._show_problem(key, self._rpc_words(exc), exc.message)
@@ -703,7 +694,7 @@ class SettingsDialog(QDialog):
     def _show_mode_error(self, words: str) -> None:
         self.approval_label.setText(f"Not saved: {words}")
         if self.config is not None:  # back to what the backend has
-            index = self.approval_combo.findData(self.config.get("approvals", {}).get("mode"))
+            index = self.approval_combo.findData(self.config.approvals.mode)
             if index >= 0:
                 self.approval_combo.setCurrentIndex(index)
         emit(self.failed, words)

@@ -137,10 +137,6 @@ class TranscriptDelegate(QStyledItemDelegate):
                 body += " ▍"
             doc.setMarkdown(body or (" " if isinstance(item, AssistantItem) else ""))
             _shade_code(doc, dark)
-            if isinstance(item, AssistantItem) and item.reasoning:
-                cursor = QTextCursor(doc)
-                cursor.movePosition(QTextCursor.MoveOperation.Start)
-                cursor.insertHtml(f'<p style="color:#8a8f98"><i>{esc(item.reasoning[-600:])}</i></p><br>')
         elif isinstance(item, ToolItem):
             doc.setHtml(tool_html(item, dark))
         elif isinstance(item, NoteItem):

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+
+from shared import protocol as p
+from shared.client import Incoming
 
 STATUS_LABELS = {
     "idle": "Idle",
@@ -17,58 +19,57 @@ STATUS_LABELS = {
 
 
 @dataclass
-class SessionList:
+class SessionRows:
     """Sessions most recent first; `query` set means search results (ranked by the backend)."""
 
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[p.Session] = field(default_factory=list)
     query: str = ""
     next_cursor: str | None = None
     on_reset: Callable[[], None] = lambda: None
     on_row: Callable[[int], None] = lambda index: None
 
-    def load(self, sessions: list[dict[str, Any]], next_cursor: str | None, query: str = "") -> None:
+    def load(self, sessions: list[p.Session], next_cursor: str | None, query: str = "") -> None:
         self.rows = list(sessions)
         self.next_cursor = next_cursor
         self.query = query
         self.on_reset()
 
-    def extend(self, sessions: list[dict[str, Any]], next_cursor: str | None) -> None:
-        known = {r["session_id"] for r in self.rows}
-        self.rows.extend(s for s in sessions if s["session_id"] not in known)
+    def extend(self, sessions: list[p.Session], next_cursor: str | None) -> None:
+        known = {r.session_id for r in self.rows}
+        self.rows.extend(s for s in sessions if s.session_id not in known)
         self.next_cursor = next_cursor
         self.on_reset()
 
     def index(self, session_id: str) -> int | None:
         for i, row in enumerate(self.rows):
-            if row["session_id"] == session_id:
+            if row.session_id == session_id:
                 return i
         return None
 
-    def apply(self, event: dict[str, Any]) -> None:
-        kind, data = event.get("type"), event.get("data") or {}
-        if kind == "session.created" and not self.query:
-            session = data["session"]
-            if self.index(session["session_id"]) is None:
-                self.rows.insert(0, session)
+    def apply(self, event: Incoming) -> None:
+        data = event.data
+        if event.type == "session.created" and isinstance(data, p.SessionEvent) and not self.query:
+            if self.index(data.session.session_id) is None:
+                self.rows.insert(0, data.session)
                 self.on_reset()
-        elif kind == "session.updated":
-            session = data["session"]
-            i = self.index(session["session_id"])
+        elif event.type == "session.updated" and isinstance(data, p.SessionEvent):
+            session = data.session
+            i = self.index(session.session_id)
             if i is None:
                 if not self.query:  # an older session, beyond the loaded page, came back to life
                     self.rows.insert(0, session)
-                    self.rows.sort(key=lambda r: r.get("updated_at") or "", reverse=True)
+                    self.rows.sort(key=lambda r: r.updated_at, reverse=True)
                     self.on_reset()
                 return
             old = self.rows[i]
-            self.rows[i] = {**old, **session}
-            if not self.query and session.get("updated_at") != old.get("updated_at"):
-                self.rows.sort(key=lambda r: r.get("updated_at") or "", reverse=True)
+            self.rows[i] = session
+            if not self.query and session.updated_at != old.updated_at:
+                self.rows.sort(key=lambda r: r.updated_at, reverse=True)
                 self.on_reset()
             else:
                 self.on_row(i)
-        elif kind == "session.deleted":
-            i = self.index(data.get("session_id") or event.get("session_id", ""))
+        elif isinstance(data, p.SessionDeletedEvent):
+            i = self.index(data.session_id)
             if i is not None:
                 del self.rows[i]
                 self.on_reset()
@@ -98,7 +99,6 @@ def ago(stamp: str | None, now: datetime | None = None) -> str:
     return when.astimezone().strftime("%Y-%m-%d")
 
 
-def cost(session: dict[str, Any]) -> str:
-    usage = session.get("usage") or {}
-    value = float(usage.get("cost_usd") or 0)
+def cost(session: p.Session) -> str:
+    value = session.usage.cost_usd
     return f"${value:.2f}" if value >= 0.01 or value == 0 else "<$0.01"

@@ -7,46 +7,36 @@ import math
 import re
 from typing import Any
 
-KINDS = ("openai", "anthropic", "local")
-KIND_LABELS = {
-    "openai": "OpenAI-compatible (Chat Completions)",
-    "anthropic": "Anthropic (Messages)",
-    "local": "Local model (run by Turnkey)",
-}
-# What the backend uses when base_url is not set (backend/providers/registry.py DEFAULT_BASE_URLS).
-DEFAULT_BASE_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com/v1",
-}
-LOCAL_URL_HINT = "not used: Turnkey starts the local model server itself"
+from shared.config import PROVIDER_KINDS, Approvals, Config, ProviderConfig, ProviderKind, fields
 
-APPROVAL_MODES = (
-    ("smart", "Smart: ask for risky commands and for file changes outside the session folder"),
-    ("ask", "Ask: ask before every command and every file change"),
-    ("off", "Off: never ask (commands that are always refused stay refused)"),
-)
-
-# Form fields: config key -> label.  Order is the form's order.
+# The form shows these provider settings, in this order; their labels and defaults come from
+# the config schema (shared/config.py), as do the kinds and the approval modes.
 TEXT_FIELDS = ("base_url", "model", "api_key_secret")
 INT_FIELDS = ("context_window", "max_output_tokens")
 PRICE_FIELDS = ("input_usd_per_mtok", "output_usd_per_mtok", "cached_input_usd_per_mtok")
-LABELS = {
+PROVIDER_FIELDS = fields(ProviderConfig)
+
+# Labels of every setting the form shows or an error can name, by its last key.
+LABELS: dict[str, str] = {
     "name": "Name",
-    "kind": "Kind",
-    "base_url": "Base URL",
-    "model": "Model",
-    "context_window": "Context window (tokens)",
-    "max_output_tokens": "Max output tokens",
-    "input_usd_per_mtok": "Input price (USD / million tokens)",
-    "output_usd_per_mtok": "Output price (USD / million tokens)",
-    "cached_input_usd_per_mtok": "Cached-input price (USD / million tokens)",
-    "api_key_secret": "Key name",
-    "default_provider": "Default provider",
-    "auxiliary_provider": "Auxiliary provider",
-    "fallback_providers": "Fallback providers",
-    "mode": "Approval mode",
     "value": "API key",
+    **{k: f.label for k, f in fields(Approvals).items()},
+    **{k: f.label for k, f in fields(Config).items()},
+    **{k: f.label for k, f in PROVIDER_FIELDS.items()},
 }
+
+
+def placeholder(key: str) -> str:
+    """What an empty field means: the schema's default, in words where a number would mislead."""
+    if key == "cached_input_usd_per_mtok":
+        return "same as the input price"
+    default = PROVIDER_FIELDS[key].default
+    return "" if default is None or key == "kind" else shown(default)
+
+
+def base_url_hint(kind: ProviderKind) -> str:
+    info = PROVIDER_KINDS[kind]
+    return info.base_url or info.base_url_hint or ""
 
 
 TEST_KINDS = {

@@ -19,6 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from shared import protocol as p
+from shared.client import Incoming
+
 PROGRESS_KEEP = 4000  # characters of live tool output kept for the card
 DONE_TOOL = frozenset({"ok", "error", "denied", "skipped", "interrupted", "unknown"})
 
@@ -43,7 +46,6 @@ class UserItem(Item):
 @dataclass(eq=False)
 class AssistantItem(Item):
     text: str = ""
-    reasoning: str = ""
     streaming: bool = False
 
 
@@ -96,45 +98,44 @@ def args_summary(name: str, arguments: dict[str, Any]) -> str:
     return f"{first[0]}={first[1]!s}"[:200]
 
 
-def items_from_messages(messages: Iterable[dict[str, Any]]) -> list[Item]:
+def items_from_messages(messages: Iterable[p.Message]) -> list[Item]:
     """Display items for durable rows, tool results folded into their call's card."""
     out: list[Item] = []
     cards: dict[str, ToolItem] = {}
     for m in messages:
-        role, turn = m.get("role"), m.get("turn_id")
-        if role == "user":
-            out.append(UserItem(m["message_id"], turn, text=m.get("content", "")))
-        elif role == "assistant":
-            if m.get("content"):
-                out.append(AssistantItem(m["message_id"], turn, text=m["content"]))
-            for call in m.get("tool_calls") or []:
-                card = ToolItem(f"call:{call['call_id']}", turn, call_id=call["call_id"],
-                                name=call.get("name", ""), arguments=call.get("arguments") or {})
+        turn = m.turn_id
+        if m.role == "user":
+            out.append(UserItem(m.message_id, turn, text=m.content))
+        elif m.role == "assistant":
+            if m.content:
+                out.append(AssistantItem(m.message_id, turn, text=m.content))
+            for call in m.tool_calls or []:
+                card = ToolItem(f"call:{call.call_id}", turn, call_id=call.call_id,
+                                name=call.name, arguments=call.arguments)
                 card.summary = args_summary(card.name, card.arguments)
                 cards[card.call_id] = card
                 out.append(card)
-        elif role == "tool":
-            cid = m.get("call_id") or ""
+        elif m.role == "tool":
+            cid = m.call_id or ""
             found = cards.get(cid)
             if found is None:  # its call is on an older page
-                found = ToolItem(f"call:{cid}", turn, call_id=cid, name=m.get("tool_name") or "")
+                found = ToolItem(f"call:{cid}", turn, call_id=cid, name=m.tool_name or "")
                 cards[cid] = found
                 out.append(found)
             _fill_result(found, m)
-        elif role == "system_note":
-            out.append(NoteItem(m["message_id"], turn, kind=m.get("note_kind") or "",
-                                text=m.get("content", "")))
+        elif m.role == "system_note":
+            out.append(NoteItem(m.message_id, turn, kind=m.note_kind or "", text=m.content))
     return out
 
 
-def _fill_result(card: ToolItem, m: dict[str, Any]) -> None:
-    meta = m.get("meta") or {}
-    card.status = m.get("status") or "ok"
-    card.output = m.get("content", "")
+def _fill_result(card: ToolItem, m: p.Message) -> None:
+    meta = m.meta or {}
+    card.status = m.status or "ok"
+    card.output = m.content
     card.diff = str(meta.get("diff") or "")
     card.duration_ms = meta.get("duration_ms", card.duration_ms)
     card.spilled_path = meta.get("spilled_path", card.spilled_path)
-    card.name = card.name or m.get("tool_name") or ""
+    card.name = card.name or m.tool_name or ""
     card.bump()
 
 
@@ -151,35 +152,34 @@ class Transcript:
 
     # --- loading -----------------------------------------------------------------
 
-    def load(self, messages: list[dict[str, Any]], has_more: bool,
-             active_turn: dict[str, Any] | None = None) -> None:
+    def load(self, messages: list[p.Message], has_more: bool,
+             active_turn: p.ActiveTurn | None = None) -> None:
         """Replaces everything with the last page (and the text streamed so far of a running turn)."""
         self._stream = None
         if self.items:
             self._remove(0, len(self.items))
         self.fetched_messages += len(messages)
         self.has_more = has_more
-        self.oldest_message_id = messages[0]["message_id"] if messages else None
+        self.oldest_message_id = messages[0].message_id if messages else None
         items = items_from_messages(messages)
         if active_turn is not None:
             for item in items:
-                if isinstance(item, ToolItem) and item.turn_id == active_turn.get("turn_id") \
+                if isinstance(item, ToolItem) and item.turn_id == active_turn.turn_id \
                         and item.status == "pending":
                     item.status = "running"
-            text = active_turn.get("text") or ""
-            if text:
-                self._stream = AssistantItem(f"stream:{active_turn['turn_id']}",
-                                             active_turn["turn_id"], text=text, streaming=True)
+            if active_turn.text:
+                self._stream = AssistantItem(f"stream:{active_turn.turn_id}", active_turn.turn_id,
+                                             text=active_turn.text, streaming=True)
                 items.append(self._stream)
         self._insert(0, items)
 
-    def prepend(self, messages: list[dict[str, Any]], has_more: bool) -> int:
+    def prepend(self, messages: list[p.Message], has_more: bool) -> int:
         """Adds an older page above; returns how many items were added at the top."""
         self.fetched_messages += len(messages)
         self.has_more = has_more
         if not messages:
             return 0
-        self.oldest_message_id = messages[0]["message_id"]
+        self.oldest_message_id = messages[0].message_id
         # Result cards at the top whose call is on this page: rebuild them with their call.
         head = 0
         while head < len(self.items):
@@ -201,12 +201,12 @@ class Transcript:
         self._insert(0, fresh)
         return len(fresh) - head
 
-    def reconcile_turn(self, turn_id: str, messages: list[dict[str, Any]]) -> None:
+    def reconcile_turn(self, turn_id: str, messages: list[p.Message]) -> None:
         """Swaps a finished turn's live items for the stored rows of that turn."""
-        rows = [m for m in messages if m.get("turn_id") == turn_id]
+        rows = [m for m in messages if m.turn_id == turn_id]
         if not rows:
             return
-        if messages[0].get("turn_id") == turn_id and rows[0].get("role") != "user":
+        if messages[0].turn_id == turn_id and rows[0].role != "user":
             # The page starts inside the turn (a turn longer than the page): replacing all the
             # turn's items with this tail would drop its first rows from the window for good
             # (paging only fetches rows older than oldest_message_id).  Keep the live items;
@@ -231,58 +231,52 @@ class Transcript:
 
     # --- events ------------------------------------------------------------------
 
-    def apply(self, event: dict[str, Any]) -> str | None:
+    def apply(self, event: Incoming) -> str | None:
         """Applies one live event; returns the turn id when a turn just finished."""
-        kind, data, turn = event.get("type"), event.get("data") or {}, event.get("turn_id")
-        if kind == "message.delta":
+        data, turn = event.data, event.turn_id
+        if isinstance(data, p.TextDelta):
             stream = self._streaming(turn)
-            stream.text += data.get("text", "")
+            stream.text += data.text
             self._touch(stream)
-        elif kind == "reasoning.delta":
-            stream = self._streaming(turn)
-            stream.reasoning += data.get("text", "")
-            self._touch(stream)
-        elif kind == "tool.start":
+        elif isinstance(data, p.ToolStart):
             self._end_stream()
-            card = self._card(data["call_id"], turn, data.get("name", ""))
-            card.arguments = data.get("arguments") or card.arguments
-            card.summary = data.get("summary") or args_summary(card.name, card.arguments)
+            card = self._card(data.call_id, turn, data.name)
+            card.arguments = data.arguments or card.arguments
+            card.summary = data.summary or args_summary(card.name, card.arguments)
             if card.status not in DONE_TOOL:
                 card.status = "running"
             self._touch(card)
-        elif kind == "tool.progress":
-            card = self._card(data["call_id"], turn, "")
-            card.progress = (card.progress + data.get("text", ""))[-PROGRESS_KEEP:]
+        elif isinstance(data, p.ToolProgress):
+            card = self._card(data.call_id, turn, "")
+            card.progress = (card.progress + data.text)[-PROGRESS_KEEP:]
             self._touch(card)
-        elif kind == "tool.complete":
-            card = self._card(data["call_id"], turn, data.get("name", ""))
-            card.status = data.get("status", "ok")
-            card.summary = data.get("summary") or card.summary
-            card.duration_ms = data.get("duration_ms")
-            card.spilled_path = data.get("spilled_path")
-            meta = data.get("meta") or {}
+        elif isinstance(data, p.ToolComplete):
+            card = self._card(data.call_id, turn, data.name)
+            card.status = data.status
+            card.summary = data.summary or card.summary
+            card.duration_ms = data.duration_ms
+            card.spilled_path = data.spilled_path
+            meta = data.meta or {}
             card.diff = str(meta.get("diff") or card.diff)
-            if data.get("output") and not card.output:
+            if data.output and not card.output:
                 # The start of the stored result, until the turn's rows replace it in full.
-                card.output = data["output"] + ("\n…" if data.get("output_truncated") else "")
+                card.output = data.output + ("\n…" if data.output_truncated else "")
             self._touch(card)
-        elif kind in ("approval.request", "approval.resolved"):
-            approval = data.get("approval") or {}
-            asked = self._find_card(approval.get("call_id", ""))
+        elif isinstance(data, p.ApprovalEvent):
+            asked = self._find_card(data.approval.call_id)
             if asked is not None and asked.status not in DONE_TOOL:
-                asked.status = "waiting_approval" if kind == "approval.request" else "running"
+                asked.status = "waiting_approval" if event.type == "approval.request" else "running"
                 self._touch(asked)
-        elif kind == "turn.started":
+        elif isinstance(data, p.TurnStarted):
             self._end_stream()
-        elif kind == "message.complete":
+        elif isinstance(data, p.MessageComplete):
             last = self._stream if self._stream and self._stream.turn_id == turn else None
-            text = data.get("text")
+            text = data.text
             if last is not None:
                 last.streaming = False
-                if text is not None:
-                    last.text = text  # the authoritative text, not our accumulation
+                last.text = text  # the authoritative text, not our accumulation
                 self._touch(last)
-            elif text and not (data.get("status") != "completed" and self._last_said(turn) == text):
+            elif text and not (data.status != "completed" and self._last_said(turn) == text):
                 # (Interrupted while its tools ran, a turn's last message is the one with the
                 # calls, already shown above their cards: not a new message to add.)
                 item = AssistantItem(f"stream:{turn}", turn, text=text)
@@ -368,5 +362,5 @@ class Transcript:
         self.listener.after_remove()
 
 
-def _call_ids(messages: list[dict[str, Any]]) -> set[str]:
-    return {c["call_id"] for m in messages for c in (m.get("tool_calls") or [])}
+def _call_ids(messages: list[p.Message]) -> set[str]:
+    return {c.call_id for m in messages for c in (m.tool_calls or [])}

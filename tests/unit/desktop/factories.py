@@ -1,8 +1,8 @@
-"""Builders for wire-shaped dicts (PROTOCOL.md §5, §6) and a listener that checks the Listener protocol.
+"""Builders of wire values (shared/protocol.py) and a listener that checks the Listener protocol.
 
-Messages, receipts, approvals, sessions and events come out as the plain dicts the
-desktop client receives from the backend, so the view-models under test see exactly
-what they would see live.
+Messages, receipts, approvals, sessions and events are built as the JSON the backend
+sends, then decoded the way the shared client decodes it (`msgspec.convert`,
+`Incoming.decode`), so the view-models under test see exactly what they would see live.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any
 
+import msgspec
+
 from desktop.state.transcript import Item, Transcript
+from shared import protocol as p
+from shared.client import Incoming
 
 SID = "sess-1"
 T0 = "2026-11-29T18:00:00.000Z"
@@ -25,26 +29,26 @@ def usage(inp: int = 0, out: int = 0, cached: int = 0, cost_usd: float = 0.0, **
 # --- messages ---------------------------------------------------------------------------
 
 
-def call(call_id: str, name: str = "terminal", **arguments: Any) -> dict[str, Any]:
-    return {"call_id": call_id, "name": name, "arguments": arguments}
+def call(call_id: str, name: str = "terminal", **arguments: Any) -> p.ToolCall:
+    return p.ToolCall(call_id=call_id, name=name, arguments=arguments)
 
 
 def message(message_id: str, role: str, content: str = "", *, turn_id: str | None = None,
-            session_id: str = SID, **extra: Any) -> dict[str, Any]:
+            session_id: str = SID, **extra: Any) -> p.Message:
     row: dict[str, Any] = {
         "message_id": message_id, "session_id": session_id, "role": role, "content": content,
         "compacted": False, "created_at": T0, "turn_id": turn_id,
     }
     row.update(extra)
-    return row
+    return msgspec.convert(row, p.Message, from_attributes=True)
 
 
-def user(message_id: str, text: str, turn_id: str | None = None, **extra: Any) -> dict[str, Any]:
+def user(message_id: str, text: str, turn_id: str | None = None, **extra: Any) -> p.Message:
     return message(message_id, "user", text, turn_id=turn_id, **extra)
 
 
 def assistant(message_id: str, text: str = "", turn_id: str | None = None,
-              calls: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+              calls: list[p.ToolCall] | None = None, **extra: Any) -> p.Message:
     if calls:
         extra["tool_calls"] = calls
     return message(message_id, "assistant", text, turn_id=turn_id, **extra)
@@ -52,13 +56,15 @@ def assistant(message_id: str, text: str = "", turn_id: str | None = None,
 
 def tool(message_id: str, call_id: str, content: str = "", turn_id: str | None = None, *,
          status: str = "ok", name: str = "terminal", meta: dict[str, Any] | None = None,
-         **extra: Any) -> dict[str, Any]:
+         **extra: Any) -> p.Message:
     return message(message_id, "tool", content, turn_id=turn_id, call_id=call_id, tool_name=name,
                    status=status, meta=meta, **extra)
 
 
-def note(message_id: str, kind: str, text: str, turn_id: str | None = None) -> dict[str, Any]:
-    return message(message_id, "system_note", text, turn_id=turn_id, note_kind=kind)
+def note(message_id: str, kind: str, text: str, turn_id: str | None = None,
+         session_id: str = SID) -> p.Message:
+    return message(message_id, "system_note", text, turn_id=turn_id, note_kind=kind,
+                   session_id=session_id)
 
 
 class Rows:
@@ -66,28 +72,26 @@ class Rows:
 
     def __init__(self, session_id: str = SID) -> None:
         self.session_id = session_id
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[p.Message] = []
         self._n = itertools.count(1)
 
     def _id(self) -> str:
         return f"m{next(self._n):06d}"
 
-    def user(self, text: str, turn_id: str | None = None) -> dict[str, Any]:
+    def user(self, text: str, turn_id: str | None = None) -> p.Message:
         return self._add(user(self._id(), text, turn_id, session_id=self.session_id))
 
     def assistant(self, text: str = "", turn_id: str | None = None,
-                  calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                  calls: list[p.ToolCall] | None = None) -> p.Message:
         return self._add(assistant(self._id(), text, turn_id, calls, session_id=self.session_id))
 
-    def tool(self, call_id: str, content: str = "", turn_id: str | None = None, **kw: Any) -> dict[str, Any]:
+    def tool(self, call_id: str, content: str = "", turn_id: str | None = None, **kw: Any) -> p.Message:
         return self._add(tool(self._id(), call_id, content, turn_id, session_id=self.session_id, **kw))
 
-    def note(self, kind: str, text: str, turn_id: str | None = None) -> dict[str, Any]:
-        row = note(self._id(), kind, text, turn_id)
-        row["session_id"] = self.session_id
-        return self._add(row)
+    def note(self, kind: str, text: str, turn_id: str | None = None) -> p.Message:
+        return self._add(note(self._id(), kind, text, turn_id, session_id=self.session_id))
 
-    def _add(self, row: dict[str, Any]) -> dict[str, Any]:
+    def _add(self, row: p.Message) -> p.Message:
         self.rows.append(row)
         return row
 
@@ -96,7 +100,7 @@ class Rows:
 
 
 def receipt(admission_id: str, status: str = "queued", *, text: str | None = None,
-            session_id: str = SID, **extra: Any) -> dict[str, Any]:
+            session_id: str = SID, **extra: Any) -> p.Receipt:
     r: dict[str, Any] = {
         "admission_id": admission_id, "session_id": session_id, "request_id": f"req-{admission_id}",
         "status": status, "duplicate": False, "created_at": T0,
@@ -104,36 +108,36 @@ def receipt(admission_id: str, status: str = "queued", *, text: str | None = Non
     if text is not None:
         r["text"] = text
     r.update(extra)
-    return r
+    return msgspec.convert(r, p.Receipt)
 
 
 def approval(approval_id: str, call_id: str, turn_id: str = "t1", status: str = "pending", *,
-             tool_name: str = "terminal", session_id: str = SID, **extra: Any) -> dict[str, Any]:
-    return {
+             tool_name: str = "terminal", session_id: str = SID, **extra: Any) -> p.Approval:
+    return msgspec.convert({
         "approval_id": approval_id, "session_id": session_id, "turn_id": turn_id, "call_id": call_id,
         "tool": tool_name, "summary": "rm -rf build", "reason": "recursive delete", "status": status,
         "created_at": T0, "expires_at": "2026-11-29T18:05:00.000Z", **extra,
-    }
+    }, p.Approval)
 
 
 def session(session_id: str = SID, *, updated_at: str = T0, status: str = "idle", title: str = "A session",
-            cost_usd: float = 0.0, **extra: Any) -> dict[str, Any]:
-    return {
+            cost_usd: float = 0.0, **extra: Any) -> p.Session:
+    return msgspec.convert({
         "session_id": session_id, "title": title, "cwd": "/home/me/project", "model": "some-model",
         "created_at": T0, "updated_at": updated_at, "status": status, "message_count": 0,
         "usage": usage(cost_usd=cost_usd), **extra,
-    }
+    }, p.Session)
 
 
-def resume(messages: list[dict[str, Any]] | None = None, *, latest_seq: int = 0, status: str = "idle",
-           session_info: dict[str, Any] | None = None, has_more: bool = False,
-           queue: list[dict[str, Any]] | None = None, pending_approvals: list[dict[str, Any]] | None = None,
-           active_turn: dict[str, Any] | None = None) -> dict[str, Any]:
+def resume(messages: list[p.Message] | None = None, *, latest_seq: int = 0, status: str = "idle",
+           session_info: p.Session | None = None, has_more: bool = False,
+           queue: list[p.Receipt] | None = None, pending_approvals: list[p.Approval] | None = None,
+           active_turn: dict[str, Any] | None = None) -> p.ResumeResult:
     """A `session.resume` result (without since_seq: no events, not truncated)."""
     result: dict[str, Any] = {
         "session": session_info or session(status=status),
         "status": status,
-        "messages": messages or [],
+        "messages": [msgspec.to_builtins(m) for m in messages or []],
         "has_more": has_more,
         "latest_seq": latest_seq,
         "events": [],
@@ -143,7 +147,7 @@ def resume(messages: list[dict[str, Any]] | None = None, *, latest_seq: int = 0,
     }
     if active_turn is not None:
         result["active_turn"] = active_turn
-    return result
+    return msgspec.convert(msgspec.to_builtins(result), p.ResumeResult)
 
 
 # --- events -----------------------------------------------------------------------------
@@ -151,16 +155,17 @@ def resume(messages: list[dict[str, Any]] | None = None, *, latest_seq: int = 0,
 
 def event(type_: str, data: dict[str, Any] | None = None, *, seq: int | None = None,
           turn_id: str | None = None, admission_id: str | None = None,
-          session_id: str = SID) -> dict[str, Any]:
+          session_id: str = SID) -> Incoming:
     """One event notification's params; `seq` None makes it an unsequenced broadcast copy."""
-    ev: dict[str, Any] = {"session_id": session_id, "type": type_, "ts": T0, "data": data or {}}
+    ev: dict[str, Any] = {"session_id": session_id, "type": type_, "ts": T0,
+                          "data": msgspec.to_builtins(data or {})}
     if seq is not None:
         ev["seq"] = seq
     if turn_id is not None:
         ev["turn_id"] = turn_id
     if admission_id is not None:
         ev["admission_id"] = admission_id
-    return ev
+    return Incoming.decode(ev)
 
 
 class Events:
@@ -171,42 +176,42 @@ class Events:
         self.seq = seq
 
     def _next(self, type_: str, data: dict[str, Any], turn: str | None = None,
-              admission: str | None = None) -> dict[str, Any]:
+              admission: str | None = None) -> Incoming:
         self.seq += 1
         return event(type_, data, seq=self.seq, turn_id=turn, admission_id=admission,
                      session_id=self.session_id)
 
-    def queued(self, admission_id: str, text: str | None = None, status: str = "queued") -> dict[str, Any]:
+    def queued(self, admission_id: str, text: str | None = None, status: str = "queued") -> Incoming:
         return self._next("admission.queued",
                           {"receipt": receipt(admission_id, status, text=text, session_id=self.session_id)},
                           admission=admission_id)
 
-    def settled(self, admission_id: str, outcome: str = "completed") -> dict[str, Any]:
+    def settled(self, admission_id: str, outcome: str = "completed") -> Incoming:
         r = receipt(admission_id, "terminal", outcome=outcome, session_id=self.session_id)
         return self._next("admission.settled", {"receipt": r}, admission=admission_id)
 
-    def started(self, turn: str, admission_id: str) -> dict[str, Any]:
+    def started(self, turn: str, admission_id: str) -> Incoming:
         return self._next("turn.started", {"turn_id": turn, "admission_id": admission_id, "model": "m"},
                           turn, admission_id)
 
-    def delta(self, turn: str, text: str) -> dict[str, Any]:
+    def delta(self, turn: str, text: str) -> Incoming:
         return self._next("message.delta", {"text": text}, turn)
 
-    def reasoning(self, turn: str, text: str) -> dict[str, Any]:
+    def reasoning(self, turn: str, text: str) -> Incoming:
         return self._next("reasoning.delta", {"text": text}, turn)
 
     def tool_start(self, turn: str, call_id: str, name: str = "terminal",
-                   summary: str = "", **arguments: Any) -> dict[str, Any]:
+                   summary: str = "", **arguments: Any) -> Incoming:
         return self._next("tool.start", {"call_id": call_id, "name": name, "arguments": arguments,
                                          "summary": summary}, turn)
 
-    def tool_progress(self, turn: str, call_id: str, text: str) -> dict[str, Any]:
+    def tool_progress(self, turn: str, call_id: str, text: str) -> Incoming:
         return self._next("tool.progress", {"call_id": call_id, "text": text}, turn)
 
     def tool_complete(self, turn: str, call_id: str, status: str = "ok", *, name: str = "terminal",
                       summary: str = "", duration_ms: int = 12, spilled_path: str | None = None,
                       meta: dict[str, Any] | None = None, output: str | None = None,
-                      output_truncated: bool = False) -> dict[str, Any]:
+                      output_truncated: bool = False) -> Incoming:
         data: dict[str, Any] = {"call_id": call_id, "name": name, "status": status, "summary": summary,
                                 "duration_ms": duration_ms}
         if output is not None:
@@ -219,25 +224,25 @@ class Events:
             data["meta"] = meta
         return self._next("tool.complete", data, turn)
 
-    def approval_request(self, turn: str, approval_id: str, call_id: str) -> dict[str, Any]:
+    def approval_request(self, turn: str, approval_id: str, call_id: str) -> Incoming:
         a = approval(approval_id, call_id, turn, session_id=self.session_id)
         return self._next("approval.request", {"approval": a}, turn)
 
     def approval_resolved(self, turn: str, approval_id: str, call_id: str,
-                          status: str = "allowed") -> dict[str, Any]:
+                          status: str = "allowed") -> Incoming:
         a = approval(approval_id, call_id, turn, status, session_id=self.session_id, decision="once")
         return self._next("approval.resolved", {"approval": a}, turn)
 
     def complete(self, turn: str, admission_id: str, text: str, status: str = "completed",
                  failure_reason: str | None = None,
-                 turn_usage: dict[str, Any] | None = None) -> dict[str, Any]:
+                 turn_usage: dict[str, Any] | None = None) -> Incoming:
         data: dict[str, Any] = {"admission_id": admission_id, "turn_id": turn, "text": text, "status": status,
                                 "usage": turn_usage or usage(10, 5, 0, 0.001)}
         if failure_reason is not None:
             data["failure_reason"] = failure_reason
         return self._next("message.complete", data, turn, admission_id)
 
-    def other(self, type_: str, data: dict[str, Any], turn: str | None = None) -> dict[str, Any]:
+    def other(self, type_: str, data: dict[str, Any], turn: str | None = None) -> Incoming:
         return self._next(type_, data, turn)
 
 

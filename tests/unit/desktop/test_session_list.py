@@ -1,4 +1,4 @@
-"""SessionList: the browser's rows kept current by session events; the small formatting helpers."""
+"""SessionRows: the browser's rows kept current by session events; the small formatting helpers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from desktop.state.sessions import STATUS_LABELS, SessionList, ago, cost, status_label
+from desktop.state.sessions import STATUS_LABELS, SessionRows, ago, cost, status_label
 from tests.unit.desktop.factories import event, session
 
 
@@ -24,15 +24,15 @@ class Notices:
         self.rows.append(index)
 
 
-def listing(*sessions: dict, query: str = "", cursor: str | None = None) -> tuple[SessionList, Notices]:
+def listing(*sessions: dict, query: str = "", cursor: str | None = None) -> tuple[SessionRows, Notices]:
     n = Notices()
-    sl = SessionList(on_reset=n.reset, on_row=n.row)
+    sl = SessionRows(on_reset=n.reset, on_row=n.row)
     sl.load(list(sessions), cursor, query)
     n.resets = 0
     return sl, n
 
 
-def ids(sl: SessionList) -> list[str]:
+def ids(sl: SessionRows) -> list[str]:
     return [r["session_id"] for r in sl.rows]
 
 
@@ -59,7 +59,7 @@ def deleted(sid: str) -> dict:
 
 def test_load_and_extend() -> None:
     n = Notices()
-    sl = SessionList(on_reset=n.reset)
+    sl = SessionRows(on_reset=n.reset)
     page = [session("s3", updated_at=at(3)), session("s2", updated_at=at(2))]
     sl.load(page, "cur-1")
     assert ids(sl) == ["s3", "s2"]
