@@ -24,6 +24,7 @@ import qasync  # noqa: E402, I001
 from desktop.qt.aio import settle  # noqa: E402
 from desktop.qt.controller import Controller, apply_palette  # noqa: E402
 from desktop.qt.tray import window_icon  # noqa: E402
+from shared.methods import ApprovalRespond, PromptSubmit, SessionCreate  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
 from tests.integration.backend_proc import Backend  # noqa: E402
 
@@ -95,13 +96,12 @@ async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
     await wait(lambda: ctl.link.current == "connected")
     link = ctl.link
     for title in ("Release notes for 0.4", "Profile the importer", "Why is CI slow?"):
-        s = await link.call("session.create", {"title": title, "cwd": str(project)})
+        made = await link.call(SessionCreate(title=title, cwd=str(project)))
         fake.script(Reply(deltas=[f"Here is a first look at “{title.lower()}”."]))
-        await link.call("prompt.submit", {"session_id": s["session"]["session_id"],
-                                          "request_id": "r1", "text": title})
+        await link.call(PromptSubmit(session_id=made.session.session_id, request_id="r1", text=title))
     await asyncio.sleep(1.0)
-    s = await link.call("session.create", {"title": "Fix the date parser", "cwd": str(project)})
-    sid = s["session"]["session_id"]
+    made = await link.call(SessionCreate(title="Fix the date parser", cwd=str(project)))
+    sid = made.session.session_id
     win = ctl.open_session(sid)
     win.resize(900, 980)
     await wait(lambda: win.state.loaded)
@@ -145,7 +145,7 @@ async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
     await asyncio.sleep(1.5)
     ctl.settings.grab().save(str(OUT / "settings.png"))
     # Answer, so the backend is not left waiting.
-    await link.call("approval.respond", {"approval_id": next(iter(win.cards)), "decision": "deny"})
+    await link.call(ApprovalRespond(approval_id=next(iter(win.cards)), decision="deny"))
     await asyncio.sleep(0.5)
     for w in list(ctl.windows):
         w.close()

@@ -24,7 +24,8 @@ from backend.ids import new_id
 from backend.store import admissions, approvals, events
 from backend.store.db import Database, Tx
 from backend.tools import policy
-from backend.tools.base import ApprovalMode, Guard
+from backend.tools.base import Guard
+from shared.config import ApprovalMode
 from shared.protocol import Approval, ApprovalEvent, ApprovalStatus, Decision
 
 log = logging.getLogger("tools")

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from shared.config import ApprovalMode
 from shared.paths import default_data_dir
 
 ResultStatus = Literal["ok", "error"]
 GuardKind = Literal["hardline", "dangerous"]
-ApprovalMode = Literal["ask", "smart", "off"]
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,12 @@ from backend.race import unless_stopped
 from backend.store import events, messages
 from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals
-from backend.tools.base import ApprovalMode, Guard, Tool, ToolContext, ToolResult
+from backend.tools.base import Guard, Tool, ToolContext, ToolResult
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.procs import ProcessTable
 from backend.tools.spill import spill
 from shared import logs
+from shared.config import ApprovalMode
 from shared.protocol import OUTPUT_PREVIEW_CHARS, ToolComplete, ToolProgress, ToolStart, ToolStatus
 
 log = logging.getLogger("tools")

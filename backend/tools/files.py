@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.tools import fileio, policy
-from backend.tools.base import ApprovalMode, Guard, ToolContext, ToolResult
+from backend.tools.base import Guard, ToolContext, ToolResult
 from backend.tools.checkpoints import MAX_CHECKPOINT_BYTES
 from backend.tools.filetool import (
     PATH,
@@ -33,6 +33,7 @@ from backend.tools.filetool import (
     schema,
     text,
 )
+from shared.config import ApprovalMode
 
 LINE_MAX_CHARS = 2_000
 READ_MAX_CHARS = 100_000

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.tools import fileio, policy
-from backend.tools.base import ApprovalMode, Guard, ToolContext, ToolResult
+from backend.tools.base import Guard, ToolContext, ToolResult
 from backend.tools.filetool import (
     FOLDER,
     SEALED_NOTE,
@@ -35,6 +35,7 @@ from backend.tools.filetool import (
     text,
 )
 from backend.tools.landing import Seal
+from shared.config import ApprovalMode
 
 SEARCH_MAX_MATCHES = 200
 SEARCH_MAX_CHARS = 50_000

@@ -21,9 +21,10 @@ from typing import Any, Literal
 
 from backend.tools import beneath, readonly
 from backend.tools import shellwords as sw
-from backend.tools.base import ApprovalMode, Guard
+from backend.tools.base import Guard
 from backend.tools.commands import classify_command, command_prefix, segments
 from backend.tools.landing import Landing, Seal, land
+from shared.config import ApprovalMode
 
 FILE_TOOLS = frozenset({"write_file", "patch"})
 ASK_MODE_REASON = "every command asks in ask mode"

@@ -21,8 +21,9 @@ from typing import Any
 
 from backend.host import die_with_parent, user_umask
 from backend.tools import policy
-from backend.tools.base import ApprovalMode, Guard, ResultStatus, ToolContext, ToolResult
+from backend.tools.base import Guard, ResultStatus, ToolContext, ToolResult
 from backend.tools.sandbox import Sandbox, unavailable
+from shared.config import ApprovalMode
 from shared.paths import default_data_dir
 
 DEFAULT_TIMEOUT_S = 120

@@ -41,7 +41,7 @@ class Reply:
 
     deltas: list[str] = field(default_factory=lambda: ["ok"])
     delay: float = 0.0  # seconds before each delta
-    usage: dict[str, int] | None = field(
+    usage: dict[str, Any] | None = field(
         default_factory=lambda: {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
     )
     status: int = 200
@@ -238,7 +238,7 @@ def _chunk(
     model: str,
     delta: dict[str, Any] | None,
     finish: str | None = None,
-    usage: dict[str, int] | None = None,
+    usage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
     return {

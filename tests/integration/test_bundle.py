@@ -14,16 +14,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import platformdirs
 import pytest
 
-from shared.client import Client
+from shared import protocol as p
+from shared.client import Client, Incoming
+from shared.methods import PromptSubmit, ProviderTest, SecretSet, SessionCreate, SessionMessages
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import REPO, Backend
 from .wire import terminal
+
+W = TypeVar("W", bound=p.Wire)
 
 pytestmark = pytest.mark.slow
 
@@ -67,27 +71,27 @@ async def test_the_bundled_backend_serves_a_turn_with_a_tool_call_to_the_shared_
     backend.start()
     print(f"\nbundled backend: READY after {time.monotonic() - started:.2f} s")
     client = Client(backend.data_dir, name="bundle-test")
-    seen: list[dict[str, Any]] = []
+    seen: list[Incoming] = []
     client.handlers.append(seen.append)
     try:
         await client.connect()
-        assert client.server["epoch"] == 1
-        sid = (await client.call("session.create", {"cwd": str(tmp_path)}))["session"]["session_id"]
+        assert client.server is not None
+        assert client.server.epoch == 1
+        sid = (await client.call(SessionCreate(cwd=str(tmp_path)))).session.session_id
         client.follow(sid)
         receipt = (await client.call(
-            "prompt.submit", {"session_id": sid, "request_id": "bundle-1", "text": "hello"}
-        ))["receipt"]
-        done = await _wait_event(seen, "message.complete", receipt["admission_id"])
-        assert done["data"]["status"] == "completed", done
-        assert done["data"]["text"] == "The bundle answered."
-        tool = await _wait_event(seen, "tool.complete", receipt["admission_id"])
-        assert tool["data"]["status"] == "ok"
-        assert "from-the-bundle" in tool["data"]["output"]
-        rows = (await client.call("session.messages", {"session_id": sid}))["messages"]
-        assert [r["role"] for r in rows] == ["user", "assistant", "tool", "assistant"]
+            PromptSubmit(session_id=sid, request_id="bundle-1", text="hello"))).receipt
+        done = await _wait_event(seen, p.MessageComplete, receipt.admission_id)
+        assert done.status == "completed", done
+        assert done.text == "The bundle answered."
+        tool = await _wait_event(seen, p.ToolComplete, receipt.admission_id)
+        assert tool.status == "ok"
+        assert "from-the-bundle" in (tool.output or "")
+        rows = (await client.call(SessionMessages(session_id=sid))).messages
+        assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
         # Keys: keyring (or the 0600 file where no keyring works) from the bundle too.
-        stored = await client.call("secret.set", {"name": "bundled", "value": "sk-bundle-secret"})
-        assert stored["stored"] in ("keyring", "file")
+        stored = await client.call(SecretSet(name="bundled", value="sk-bundle-secret"))
+        assert stored.stored in ("keyring", "file")
         # The tool's result went back to the model in the second request.
         assert "from-the-bundle" in json.dumps(fake_provider.snapshot()[-1].body["messages"][-1])
     finally:
@@ -169,16 +173,16 @@ def test_the_bundle_leaves_out_what_the_app_does_not_use(bundle: Path) -> None:
         assert wanted in files, f"{wanted} is missing from the bundle"
 
 
-async def _wait_event(seen: list[dict[str, Any]], kind: str, admission_id: str,
-                      timeout: float = 60.0) -> dict[str, Any]:
+async def _wait_event(seen: list[Incoming], kind: type[W], admission_id: str,
+                      timeout: float = 60.0) -> W:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for event in seen:
-            if event.get("type") == kind and event.get("admission_id") == admission_id:
-                return event
+            if isinstance(event.data, kind) and event.admission_id == admission_id:
+                return event.data
         await asyncio.sleep(0.02)
-    raise AssertionError(f"no {kind} for {admission_id} in {timeout} s; saw "
-                         f"{[e.get('type') for e in seen]}")
+    raise AssertionError(f"no {kind.__name__} for {admission_id} in {timeout} s; saw "
+                         f"{[e.type for e in seen]}")
 
 
 def test_install_puts_a_launcher_and_icons_in_place_and_the_installed_app_runs(
@@ -223,10 +227,11 @@ async def test_a_bundle_with_no_provider_says_how_to_add_one(bundle: Path, tmp_p
     client = Client(backend.data_dir, name="bundle-test")
     try:
         await client.connect()
-        result = await client.call("provider.test", {}, timeout=60)
+        result = await client.call(ProviderTest(), timeout=60)
     finally:
         await client.close()
     assert backend.terminate() == 0
-    assert result["ok"] is False
-    assert result["error"]["kind"] == "not_configured"
-    assert "File → Settings" in result["error"]["message"]
+    assert result.ok is False
+    assert result.error is not None
+    assert result.error.kind == "not_configured"
+    assert "File → Settings" in result.error.message

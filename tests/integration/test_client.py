@@ -16,7 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from shared.client import Client
+from shared import protocol as p
+from shared.client import Client, Incoming
+from shared.methods import EventsSince, PromptSubmit, SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend, config_toml
@@ -36,41 +38,39 @@ async def test_client_reconnects_after_restart_and_replays_exactly_once(
     release = threading.Event()
     fake_provider.script(Reply(deltas=[f"a{i} " for i in range(10)], hang_after=5, release=release))
     client = Client(backend.data_dir, name="test-client")
-    seen: list[dict[str, Any]] = []
+    seen: list[Incoming] = []
     client.handlers.append(seen.append)
     await client.connect()
     try:
-        sid = (await client.call("session.create", {}))["session"]["session_id"]
+        sid = (await client.call(SessionCreate())).session.session_id
         client.follow(sid)
-        receipt = (await client.call(
-            "prompt.submit", {"session_id": sid, "request_id": "r1", "text": "stream"}
-        ))["receipt"]
-        await wait_for(lambda: any(e.get("type") == "message.delta" for e in seen))
+        receipt = (await client.call(PromptSubmit(session_id=sid, request_id="r1", text="stream"))).receipt
+        await wait_for(lambda: any(isinstance(e.data, p.TextDelta) for e in seen))
 
         backend.kill9()
         release.set()
         backend.restart()
-        await wait_for(lambda: client.state == "connected" and client.server.get("epoch", 0) >= 2)
+        await wait_for(lambda: client.state == "connected" and client.server is not None
+                       and client.server.epoch >= 2)
 
         # The unknown turn holds the queue; a new prompt resolves it and runs.
         fake_provider.script(Reply(deltas=["after ", "restart"]))
-        second = (await client.call(
-            "prompt.submit", {"session_id": sid, "request_id": "r2", "text": "again"}
-        ))["receipt"]
+        second = (await client.call(PromptSubmit(session_id=sid, request_id="r2", text="again"))).receipt
         await wait_for(lambda: any(
-            e.get("type") == "message.complete" and e.get("admission_id") == second["admission_id"]
+            isinstance(e.data, p.MessageComplete) and e.admission_id == second.admission_id
             for e in seen
         ))
-        stored = (await client.call("session.events.since", {"session_id": sid, "since_seq": 0}))
-        mine = [e for e in seen if e.get("seq") is not None and e["session_id"] == sid]
-        assert [e["seq"] for e in mine] == [e["seq"] for e in stored["events"]], (
+        stored = await client.call(EventsSince(session_id=sid, since_seq=0))
+        mine = [e for e in seen if e.seq is not None and e.session_id == sid]
+        assert [e.seq for e in mine] == [e.seq for e in stored.events], (
             "the client saw every stored event exactly once, in order"
         )
-        settled = [e for e in mine if e["type"] == "admission.settled"
-                   and e["data"]["receipt"]["admission_id"] == receipt["admission_id"]]
+        settled = [e.data.receipt for e in mine if e.type == "admission.settled"
+                   and isinstance(e.data, p.AdmissionEvent)
+                   and e.data.receipt.admission_id == receipt.admission_id]
         assert settled
-        assert settled[0]["data"]["receipt"]["outcome"] == "interrupted"
-        assert client.watermarks[sid] == stored["latest_seq"]
+        assert settled[0].outcome == "interrupted"
+        assert client.watermarks[sid] == stored.latest_seq
     finally:
         await client.close()
 

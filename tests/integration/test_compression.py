@@ -339,8 +339,9 @@ async def test_kill9_during_a_summary_loses_nothing_and_the_next_compression_rec
             n += 1
             assert n < 10, "no compression started"
             receipt = await submit(rpc, sid, prompt(n))
+            aid = receipt["admission_id"]
             seen = await rpc.wait_event(
-                lambda e, aid=receipt["admission_id"]: e.get("admission_id") == aid
+                lambda e: e.get("admission_id") == aid  # noqa: B023  (awaited in this iteration)
                 and e["type"] in ("compression.start", "message.complete"), 60)
             if seen["type"] == "compression.start":
                 break

@@ -38,8 +38,10 @@ async def answer_requests(rpc: Rpc, sid: str) -> None:
     """A person who lets commands run (where no sandbox exists they ask) and says no to every
     file change that asks, until cancelled."""
     for answered in itertools.count():
-        await rpc.wait_until(lambda n=answered: len(requests(rpc, sid)) > n, timeout=3600,
-                             what="approval.request")
+        def asked(n: int = answered) -> bool:
+            return len(requests(rpc, sid)) > n
+
+        await rpc.wait_until(asked, timeout=3600, what="approval.request")
         approval = requests(rpc, sid)[answered]
         decision = "once" if approval["tool"] == "terminal" else "deny"
         await rpc.call("approval.respond", {"approval_id": approval["approval_id"], "decision": decision})

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from websockets.exceptions import InvalidStatus
 
+from shared.errors import ErrorCode
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend
@@ -28,9 +29,9 @@ from .wire import (
     wait_settled,
 )
 
-FORBIDDEN = -32003
+FORBIDDEN = ErrorCode.FORBIDDEN
 # One call per scope, with params that would be invalid: scope is checked before params.
-NEEDS = {
+NEEDS: dict[str, tuple[str, dict[str, Any]]] = {
     "read": ("session.list", {"limit": "many"}),
     "submit": ("prompt.submit", {"session_id": 1}),
     "approve": ("approval.respond", {"approval_id": "apr_x", "decision": "maybe"}),
@@ -201,7 +202,7 @@ async def test_revoking_closes_its_connections_with_1008_and_it_no_longer_connec
 
 async def test_token_params_are_checked(backend: Backend, connect: Connect) -> None:
     owner = await connect()
-    for params, field in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"scopes": [], "label": "x"}, "scopes"),
         ({"scopes": ["root"], "label": "x"}, "scopes.0"),
         ({"scopes": ["read", "sudo"], "label": "x"}, "scopes.1"),
@@ -212,7 +213,8 @@ async def test_token_params_are_checked(backend: Backend, connect: Connect) -> N
         ({"scopes": ["read"], "label": "x" * 101}, "label"),
         ({"scopes": ["read"], "label": "x", "principal": "owner"}, "principal"),
         ({"scopes": ["read"], "label": "x", "token_id": "owner"}, "token_id"),
-    ]:
+    ]
+    for params, field in cases:
         error = await error_of(owner, "token.create", params)
         assert (error.code, error.data.get("field")) == (-32602, field), f"{params}: {error}"
     assert (await owner.call("token.list", {}))["tokens"] == [], "nothing was minted"

@@ -57,6 +57,6 @@ def test_patch_merges_writes_0600_and_hides_keys(tmp_path: Path, monkeypatch: py
     assert on_disk["limits"] == {"turn_timeout_s": 60}
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     shown = cf.effective(lambda name: None)
-    assert shown["providers"]["main"]["api_key"] == "set"
+    assert shown.providers["main"].api_key == "set"
     assert "sk-secret" not in repr(shown) + path.read_text()
     assert ConfigFile(path).load() == cf.config, "what was written reads back the same"

@@ -95,12 +95,13 @@ def test_a_full_disk_drops_records_quietly_and_says_so_once_there_is_room(
     log = logging.getLogger("store")
     log.info("before")
     [handler] = [h for h in logging.getLogger().handlers if isinstance(h, logs.LogFile)]
+    assert handler.stream is not None
     handler.stream.close()
     with path.open("a") as f:
         f.write("half a li")  # the part of a record that fit before the disk filled
     reopen = handler._open
     monkeypatch.setattr(handler, "_open", FullDisk)
-    handler.stream = FullDisk()
+    handler.stream = FullDisk()  # type: ignore[assignment]  # the stream type is a file's
     for n in range(3):
         log.info("lost %d", n)
     assert "Logging error" not in capsys.readouterr().err, "no traceback for a full disk"

@@ -19,7 +19,7 @@ from backend.server.auth import OWNER
 from backend.server.connection import Connection, Principal
 from backend.server.methods import Methods
 from backend.tools.procs import ProcessTable
-from shared.config import Config, validate
+from shared.config import Config, ConfigView, validate
 from shared.protocol import ConfigSetParams
 
 
@@ -118,7 +118,7 @@ def _methods(tmp_path: Path) -> Methods:
     return methods
 
 
-async def _set(methods: Methods, principal: Principal, patch: dict[str, Any]) -> dict[str, Any]:
+async def _set(methods: Methods, principal: Principal, patch: dict[str, Any]) -> ConfigView:
     conn = cast(Connection, _Conn(principal))
     return await methods.config_set(conn, ConfigSetParams(patch=patch))
 
@@ -139,7 +139,7 @@ async def test_an_unknown_peer_is_refused_and_nothing_changes(
     assert methods.config.config.approvals.mode == "smart"
     assert not (tmp_path / "config.toml").exists()
     # What loosens nothing needs no peer.
-    assert (await _set(methods, OWNER, {"approvals": {"mode": "ask"}}))["approvals"]["mode"] == "ask"
+    assert (await _set(methods, OWNER, {"approvals": {"mode": "ask"}})).approvals.mode == "ask"
 
 
 async def test_the_owners_own_process_may_loosen_and_a_tool_call_may_not(
@@ -160,7 +160,7 @@ async def test_the_owners_own_process_may_loosen_and_a_tool_call_may_not(
     assert "process 7 is the shell of a running tool call" in refused.value.message
     assert methods.config.config.approvals.mode == "smart"
     assert seen[0][:2] == (_Ws.remote_address, _Ws.local_address), "client end, then ours"
-    assert (await _set(methods, OWNER, {"approvals": {"mode": "off"}}))["approvals"]["mode"] == "off"
+    assert (await _set(methods, OWNER, {"approvals": {"mode": "off"}})).approvals.mode == "off"
 
 
 async def test_only_the_owner_token_may_loosen(tmp_path: Path) -> None:
@@ -170,5 +170,4 @@ async def test_only_the_owner_token_may_loosen(tmp_path: Path) -> None:
     with pytest.raises(Forbidden, match="only the owner's token"):
         await _set(methods, admin, {"approvals": {"mode": None}})
     assert methods.config.config.approvals.mode == "ask"
-    assert (await _set(methods, admin, {"limits": {"max_iterations": 5}}))["limits"][
-        "max_iterations"] == 5
+    assert (await _set(methods, admin, {"limits": {"max_iterations": 5}})).limits.max_iterations == 5

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.tools.base import ApprovalMode, Guard, Tool, ToolContext, ToolResult
+from backend.tools.base import Guard, Tool, ToolContext, ToolResult
 from backend.tools.files import Patch, ReadFile, WriteFile
 from backend.tools.folders import ListDir, SearchFiles
+from shared.config import ApprovalMode
 
 READ, WRITE, PATCH, SEARCH, LIST = ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir()
 TOKEN = "owner-token-do-not-leak"

@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 from backend.tools import policy
+from backend.tools.base import Guard
 from backend.tools.commands import classify_command, command_prefix
 from backend.tools.policy import command_guard, file_guard, rule_allows
+from shared.config import ApprovalMode
 
 HOME = str(Path.home())
 
@@ -222,9 +224,9 @@ def test_command_guard_by_mode() -> None:
     assert smart is not None
     assert smart.kind == "dangerous"
     ask = command_guard("ls -la", "ask")
-    assert ask == policy.Guard("dangerous", "every command asks in ask mode", "ls -la")
+    assert ask == Guard("dangerous", "every command asks in ask mode", "ls -la")
     dangerous_in_ask = command_guard("echo start && rm -rf build", "ask")
-    assert dangerous_in_ask == policy.Guard("dangerous", "recursive delete", "rm -rf")
+    assert dangerous_in_ask == Guard("dangerous", "recursive delete", "rm -rf")
     hard_in_ask = command_guard("reboot", "ask")
     assert hard_in_ask is not None
     assert hard_in_ask.kind == "hardline"
@@ -234,7 +236,7 @@ CWD = Path("/work/project")
 DATA = Path("/nonexistent/turnkey-data")
 
 
-def _terminal(pattern: str, command: str, mode: policy.ApprovalMode = "smart") -> bool:
+def _terminal(pattern: str, command: str, mode: ApprovalMode = "smart") -> bool:
     return rule_allows("terminal", pattern, "terminal", {"command": command}, CWD, mode=mode)
 
 

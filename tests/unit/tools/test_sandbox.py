@@ -137,8 +137,8 @@ def _as_nobody(base: Path) -> dict[str, Any]:
         chunks.append(chunk)
     os.close(read_end)
     os.waitpid(pid, 0)
-    result: dict[str, Any] = json.loads(b"".join(chunks))
-    return result
+    answer: dict[str, Any] = json.loads(b"".join(chunks))
+    return answer
 
 
 @pytest.fixture
