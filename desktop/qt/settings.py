@@ -70,7 +70,6 @@ from desktop.state.settings import (
 from shared.client import RpcError
 
 PROBLEM_STYLE = "border: 1px solid #c62828;"
-NEW_ITEM = "(new provider)"
 TEST_TIMEOUT_S = 90.0  # provider.test waits up to 60 s for the provider itself
 
 

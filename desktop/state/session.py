@@ -16,8 +16,6 @@ from typing import Any
 
 from desktop.state.transcript import Listener, Transcript
 
-TERMINAL_STATUSES = ("idle", "unknown")
-
 
 @dataclass
 class Notice:
