@@ -1,4 +1,5 @@
-"""Builders for wire-shaped dicts (PROTOCOL.md §5, §6) and a listener that checks the Listener protocol.
+"""Builders for wire-shaped dicts (shared/PROTOCOL.md, "Objects" and "Events") and a listener
+that checks the Listener protocol.
 
 Messages, receipts, approvals, sessions and events come out as the plain dicts the
 desktop client receives from the backend, so the view-models under test see exactly
@@ -164,7 +165,7 @@ def event(type_: str, data: dict[str, Any] | None = None, *, seq: int | None = N
 
 
 class Events:
-    """Events of one session with consecutive seqs, shaped per PROTOCOL §6."""
+    """Events of one session with consecutive seqs, shaped per shared/PROTOCOL.md, "Events"."""
 
     def __init__(self, session_id: str = SID, seq: int = 0) -> None:
         self.session_id = session_id
