@@ -14,7 +14,6 @@
     │   ├── AdmissionState       -32012
     │   └── ApprovalClosed       -32013
     ├── EnvironmentFault         the world's fault: disk, provider, load
-    │   ├── Overloaded           -32020
     │   ├── StoreUnavailable     -32603 (store could not commit)
     │   ├── StoreRefused         the database cannot be used at all: the backend exits 2
     │   │   ├── StoreDamaged     not a SQLite database, damaged, or emptied
@@ -102,10 +101,6 @@ class ApprovalClosed(CallerError):
 
 class EnvironmentFault(TurnkeyError):
     pass
-
-
-class Overloaded(EnvironmentFault):
-    code = -32020
 
 
 class StoreUnavailable(EnvironmentFault):

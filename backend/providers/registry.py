@@ -83,6 +83,8 @@ class Providers:
         return chosen
 
     def primary(self, config: Config, config_path: Path) -> Link:
+        """The first link of `chain`: what a turn would call first (provider.test,
+        session.compress)."""
         return self.chain(config, config_path)[0]
 
     def get(self, name: str, cfg: ProviderConfig) -> ChatProvider:

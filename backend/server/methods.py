@@ -337,7 +337,7 @@ class Methods:
                               "the conversation to a new session under it; wait for the turn to "
                               "end or interrupt it first")
         try:
-            link = self.providers.chain(cfg, self.config.path)[0]
+            link = self.providers.primary(cfg, self.config.path)
         except ProviderError as exc:
             raise InvalidParams("session_id", f"no model to summarize with: {exc.message}") from exc
         tools = registry.specs() if link.cfg.tools else ()
@@ -460,7 +460,7 @@ class Methods:
         name, model = params.provider or "", ""
         try:
             if params.provider is None:
-                link = self.providers.chain(config, self.config.path)[0]
+                link = self.providers.primary(config, self.config.path)
             else:
                 cfg = config.providers[params.provider]
                 name, model = params.provider, cfg.model

@@ -69,12 +69,6 @@ def stale_pending(tx: Tx, epoch: int) -> list[sqlite3.Row]:
     return tx.all("SELECT * FROM approvals WHERE status = 'pending' AND epoch < ?", (epoch,))
 
 
-def has_pending(tx: Tx, session_id: str) -> bool:
-    return tx.one(
-        "SELECT 1 FROM approvals WHERE session_id = ? AND status = 'pending' LIMIT 1", (session_id,)
-    ) is not None
-
-
 def to_approval(r: sqlite3.Row) -> Approval:
     return Approval(
         approval_id=r["approval_id"], session_id=r["session_id"], turn_id=r["turn_id"],

@@ -3,8 +3,8 @@
 The first delta after a quiet spell is stored at once; while text keeps
 coming, it is gathered for at most `interval` (and while the previous event's
 commit is in flight), so a fast model does not turn every token into a row and
-a frame.  The interval is well under the contract's ~50 ms so that a delta
-reaches clients within the 10 ms budget (ARCHITECTURE §8); under load, commits
+a frame.  The interval is this short so that a delta reaches clients within the
+10 ms p99 budget (docs/ARCHITECTURE.md, "Budgets"); under load, commits
 take longer and batches grow by themselves.
 
 A batch is stored as as many events as it takes for no event's data to pass

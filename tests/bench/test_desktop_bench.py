@@ -1,4 +1,5 @@
-"""The desktop against §8's budgets: opening a 100k-message session, start-up, memory.
+"""The desktop against the budgets of docs/ARCHITECTURE.md ("Budgets"): opening a 100k-message
+session, start-up, memory.
 
 Real parts: the backend as a subprocess on a data dir holding a seeded 100k-message session
 (tests/desktop/seed.py), the desktop's Controller and windows offscreen on a qasync loop in

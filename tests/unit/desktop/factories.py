@@ -169,7 +169,7 @@ def event(type_: str, data: dict[str, Any] | None = None, *, seq: int | None = N
 
 
 class Events:
-    """Events of one session with consecutive seqs, shaped per PROTOCOL §6."""
+    """Events of one session with consecutive seqs, shaped per shared/PROTOCOL.md, "Events"."""
 
     def __init__(self, session_id: str = SID, seq: int = 0) -> None:
         self.session_id = session_id

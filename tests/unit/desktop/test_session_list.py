@@ -45,7 +45,7 @@ def created(sid: str, minute: int) -> dict:
 
 
 def updated(sid: str, minute: int, **fields: object) -> dict:
-    """`session.updated` carries the whole Session (PROTOCOL §5)."""
+    """`session.updated` carries the whole Session (shared/PROTOCOL.md, "Objects")."""
     whole = session(sid, updated_at=at(minute), **fields)
     return event("session.updated", {"session": whole}, session_id=sid)
 

@@ -1,0 +1,169 @@
+"""The import rule of docs/ARCHITECTURE.md ("Module map and the import rule"), checked.
+
+Every module of backend/, shared/ and desktop/ belongs to one layer.  A module may import
+modules of its own layer or of a lower one, never of a higher one; `desktop` may import
+only `shared` (and third-party code).  Imports inside functions count too: a deferred
+import is still a dependency.  The test reads the source with `ast`; nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("backend", "shared", "desktop")
+
+# Top to bottom.  A module's layer is the first entry that is its name or a prefix of it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("app", ("backend.app", "backend.__main__")),
+    ("server", ("backend.server",)),
+    ("authority", ("backend.authority",)),
+    ("turn", ("backend.turn",)),
+    ("compress", ("backend.compress",)),
+    ("tools", ("backend.tools",)),
+    ("providers", ("backend.providers",)),
+    ("store", ("backend.store",)),
+    # `backend` itself (backend/__init__.py) holds only __version__.
+    ("base", ("backend", "backend.config", "backend.errors", "backend.host", "backend.ids",
+              "backend.race", "backend.secrets")),
+    ("shared", ("shared",)),
+)
+RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
+
+# Imports that break the rule today, each named, with why it is allowed for now.
+# (importer module, imported module).
+ALLOWED: dict[tuple[str, str], str] = {
+    # compress -> turn (measure, price, provably_dead): being removed in issue 14.
+    ("backend.compress.compressor", "backend.turn.call"): "being removed in issue 14",
+    ("backend.compress.compressor", "backend.turn.lease"): "being removed in issue 14",
+}
+
+# The one way desktop reaches into the backend: `turnkey backend serve` runs the backend in
+# the same executable, which in the bundled app is the only Python there is.
+DESKTOP_MAY_IMPORT = ("backend.__main__",)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def layer_of(name: str) -> str | None:
+    """The layer of a module of ours, or None for third-party and standard-library code."""
+    if within(name, "desktop"):
+        return "desktop"
+    for layer, prefixes in LAYERS:
+        # The bare `backend` package is base; its submodules are placed by their own names.
+        if any(name == p if p == "backend" else within(name, p) for p in prefixes):
+            return layer
+    if within(name, "backend"):
+        raise AssertionError(f"{name} is in no layer: add it to LAYERS in {__file__}")
+    return None
+
+
+def imports(path: Path) -> list[tuple[str, int]]:
+    """Every module `path` imports, anywhere in the file, with its line number.
+    `from X import Y` counts as X.Y when that names one of our modules, else X."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package.pop()
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.append((sub if _is_module(sub) else target, node.lineno))
+    return found
+
+
+def _is_module(name: str) -> bool:
+    rel = ROOT.joinpath(*name.split("."))
+    return rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file()
+
+
+def sources() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+def violations() -> list[str]:
+    found = []
+    for path in sources():
+        importer = module_name(path)
+        mine = layer_of(importer)
+        assert mine is not None
+        for target, line in imports(path):
+            theirs = layer_of(target)
+            if theirs is None or (importer, target) in ALLOWED:
+                continue
+            where = f"{path.relative_to(ROOT)}:{line}: {importer} ({mine}) imports {target} ({theirs})"
+            if mine == "desktop":
+                if theirs not in ("desktop", "shared") and target not in DESKTOP_MAY_IMPORT:
+                    found.append(where)
+            elif theirs == "desktop" or RANK[theirs] < RANK[mine]:
+                found.append(where)
+    return found
+
+
+def test_every_import_goes_down_or_sideways() -> None:
+    bad = violations()
+    assert not bad, (
+        "imports against the layer rule of docs/ARCHITECTURE.md (a module may import its own "
+        "layer or a lower one; desktop only shared):\n  " + "\n  ".join(bad)
+    )
+
+
+def test_shared_imports_neither_backend_nor_desktop() -> None:
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: imports {target}"
+        for path in sorted((ROOT / "shared").rglob("*.py"))
+        for target, line in imports(path)
+        if within(target, "backend") or within(target, "desktop")
+    ]
+    assert not bad, "shared/ is the contract both sides import; it imports neither:\n  " + "\n  ".join(bad)
+
+
+def test_allow_list_is_not_stale() -> None:
+    """An allowed violation that is gone must leave the list, so it cannot come back unseen."""
+    present = {(module_name(p), t) for p in sources() for t, _ in imports(p)}
+    stale = sorted(f"{a} -> {b}" for a, b in ALLOWED if (a, b) not in present)
+    assert not stale, "remove these from ALLOWED in tests/unit/test_layers.py:\n  " + "\n  ".join(stale)
+
+
+@pytest.mark.parametrize(("name", "layer"), [
+    ("backend.app", "app"), ("backend.__main__", "app"), ("backend", "base"),
+    ("backend.server.methods", "server"), ("backend.store", "store"),
+    ("backend.config", "base"), ("shared.protocol", "shared"), ("desktop.qt.tray", "desktop"),
+    ("msgspec", None), ("sqlite3", None),
+])
+def test_layer_of(name: str, layer: str | None) -> None:
+    assert layer_of(name) == layer
+
+
+def test_front_ends_call_the_backend_through_typed_requests() -> None:
+    """desktop/ (the app and the CLI) sends `call(SomeRequest(...))`, never a method name and a
+    dict: a typo or a renamed field then fails mypy, not a person's click."""
+    bad = []
+    for path in sorted((ROOT / "desktop").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "call" and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: call({node.args[0].value!r}, ...)")
+    assert not bad, "untyped calls; use the request types of shared/methods.py:\n  " + "\n  ".join(bad)
