@@ -37,6 +37,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 from desktop.qt.aio import settle
 from desktop.qt.controller import Controller
 from desktop.qt.session_window import SessionWindow
+from shared import protocol as p
 from tests.bench.client import BenchClient, ms
 from tests.desktop.conftest import desk_backend, drive, qloop  # noqa: F401  (fixtures)
 from tests.desktop.seed import PAGE, SeededSession
@@ -155,11 +156,12 @@ def open_once(qtbot: Any, ctl: Controller, sid: str) -> tuple[SessionWindow, dic
     win = ctl.open_session(sid)
     load = win.state.load
 
-    def timed_load(resume: dict[str, Any]) -> None:
+    def timed_load(resume: p.ResumeResult) -> None:
         stamps["reply"] = time.perf_counter()
         load(resume)
         stamps["loaded"] = time.perf_counter()
 
+    # Wrapped on this one instance, as the window calls it (mypy forbids assigning to a method).
     win.state.load = timed_load  # type: ignore[method-assign]
     watch = PaintWatch(win.view.viewport(), lambda: win.model.rowCount() > 0)
     done = wait_done(qtbot, watch)

@@ -11,17 +11,26 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QSystemTrayIcon
 
 from desktop.qt.compat import emit
+from shared import protocol as p
+from shared.methods import ApprovalRespond, PromptSubmit, SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .conftest import drive
 
 
-def rows(controller: Any) -> list[dict[str, Any]]:
-    return controller.browser.sessions.rows
+def rows(controller: Any) -> list[p.Session]:
+    found: list[p.Session] = controller.browser.sessions.rows
+    return found
 
 
-def row_of(controller: Any, sid: str) -> dict[str, Any] | None:
-    return next((r for r in rows(controller) if r["session_id"] == sid), None)
+def row_of(controller: Any, sid: str) -> p.Session | None:
+    return next((r for r in rows(controller) if r.session_id == sid), None)
+
+
+def row(controller: Any, sid: str) -> p.Session:
+    found = row_of(controller, sid)
+    assert found is not None, f"{sid} is not listed"
+    return found
 
 
 def shown_status(controller: Any, sid: str) -> str:
@@ -41,24 +50,24 @@ def test_the_browser_follows_status_live_and_creates_renames_searches_and_delete
     win = controller.windows[0]
     sid = win.session_id
     qtbot.waitUntil(lambda: row_of(controller, sid) is not None and win.state.loaded, timeout=10_000)
-    assert row_of(controller, sid)["cwd"] == str(tmp_path)
+    assert row(controller, sid).cwd == str(tmp_path)
     # Live status from the backend's broadcasts, without the browser subscribing to the session.
     fake_provider.script(Reply(deltas=[f"w{i} " for i in range(12)], delay=0.1))
     win.composer.setPlainText("explain the tokenizer")
     win.send()
     qtbot.waitUntil(lambda: shown_status(controller, sid) == "Working", timeout=10_000)
     qtbot.waitUntil(lambda: shown_status(controller, sid) == "Idle", timeout=15_000)
-    assert row_of(controller, sid)["message_count"] == 2
+    assert row(controller, sid).message_count == 2
     # Rename through the table's editor path.
     index = browser.model.index(browser.sessions.index(sid), 0)
     assert browser.model.setData(index, "Parser rewrite", Qt.ItemDataRole.EditRole)
-    qtbot.waitUntil(lambda: row_of(controller, sid)["title"] == "Parser rewrite", timeout=10_000)
+    qtbot.waitUntil(lambda: row(controller, sid).title == "Parser rewrite", timeout=10_000)
     qtbot.waitUntil(lambda: win.windowTitle().startswith("Parser rewrite"), timeout=5_000)
     # A second session, then search over message text.
-    other = drive(qtbot, controller.link.call("session.create", {"title": "Unrelated"}))["session"]
-    qtbot.waitUntil(lambda: row_of(controller, other["session_id"]) is not None, timeout=10_000)
+    other = drive(qtbot, controller.link.call(SessionCreate(title="Unrelated"))).session
+    qtbot.waitUntil(lambda: row_of(controller, other.session_id) is not None, timeout=10_000)
     browser.search.setText("tokenizer")
-    qtbot.waitUntil(lambda: [r["session_id"] for r in rows(controller)] == [sid], timeout=10_000)
+    qtbot.waitUntil(lambda: [r.session_id for r in rows(controller)] == [sid], timeout=10_000)
     browser.search.clear()
     qtbot.waitUntil(lambda: len(rows(controller)) == 2, timeout=10_000)
     # Delete: the row goes, and the open window says so instead of pretending.
@@ -95,8 +104,8 @@ def test_an_approval_for_a_hidden_window_raises_a_tray_notification_that_opens_t
     controller = make_controller()
     assert controller.notifier.tray is not None
     victim = approval_turn(fake_provider, tmp_path)
-    created = drive(qtbot, controller.link.call("session.create", {"cwd": str(tmp_path)}))
-    sid = created["session"]["session_id"]
+    created = drive(qtbot, controller.link.call(SessionCreate(cwd=str(tmp_path))))
+    sid = created.session.session_id
     win = controller.open_session(sid)
     qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
     win.composer.setPlainText("clean up")
@@ -112,7 +121,7 @@ def test_an_approval_for_a_hidden_window_raises_a_tray_notification_that_opens_t
     qtbot.waitUntil(lambda: win.isVisible() and len(win.cards) == 1, timeout=10_000)
     # Answered somewhere else (another window, the CLI): the card here goes away.
     approval_id = next(iter(win.cards))
-    drive(qtbot, controller.link.call("approval.respond", {"approval_id": approval_id, "decision": "deny"}))
+    drive(qtbot, controller.link.call(ApprovalRespond(approval_id=approval_id, decision="deny")))
     qtbot.waitUntil(lambda: not win.cards, timeout=10_000)
     qtbot.waitUntil(lambda: win.state.status == "idle", timeout=15_000)
     assert victim.exists()
@@ -124,11 +133,11 @@ def test_without_a_tray_the_browser_shows_the_approval_and_a_click_opens_the_ses
 ) -> None:
     assert controller.notifier.tray is None  # offscreen has no tray
     approval_turn(fake_provider, tmp_path)
-    created = drive(qtbot, controller.link.call("session.create", {"cwd": str(tmp_path)}))
-    sid = created["session"]["session_id"]
-    receipt = drive(qtbot, controller.link.call("prompt.submit", {
-        "session_id": sid, "request_id": "r1", "text": "clean up"}))
-    assert receipt["receipt"]["admission_id"]
+    created = drive(qtbot, controller.link.call(SessionCreate(cwd=str(tmp_path))))
+    sid = created.session.session_id
+    receipt = drive(qtbot, controller.link.call(PromptSubmit(
+        session_id=sid, request_id="r1", text="clean up")))
+    assert receipt.receipt.admission_id
     banner = controller.browser.banner
     qtbot.waitUntil(lambda: banner.isVisible() and "approval" in banner.text(), timeout=15_000)
     assert not controller.windows
@@ -145,8 +154,6 @@ def test_help_opens_the_logs_folder_and_says_so_when_nothing_can(
 ) -> None:
     from PySide6.QtCore import QUrl
 
-    from desktop.qt import controller as controller_mod
-
     opened: list[QUrl] = []
     answer = [True]
 
@@ -154,7 +161,7 @@ def test_help_opens_the_logs_folder_and_says_so_when_nothing_can(
         opened.append(url)
         return answer[0]
 
-    monkeypatch.setattr(controller_mod.QDesktopServices, "openUrl", fake_open)
+    monkeypatch.setattr("desktop.qt.controller.QDesktopServices.openUrl", fake_open)
     logs_dir = controller.data_dir / "logs"
     help_menu = next(a.menu() for a in controller.browser.menuBar().actions() if a.text() == "&Help")
     assert controller.browser.logs_action in help_menu.actions()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from desktop.state.transcript import NoteItem, UserItem
+from shared.methods import SessionCreate
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.backend_proc import Backend
 from tests.integration.test_compression import Model, config, prompt
@@ -53,7 +54,7 @@ def test_a_window_shows_compression_and_keeps_following_the_conversation(
     ctl.start(restore=False)
     try:
         qtbot.waitUntil(lambda: ctl.link.current == "connected", timeout=15_000)
-        sid = drive(qtbot, ctl.link.call("session.create", {"cwd": str(tmp_path)}))["session"]["session_id"]
+        sid = drive(qtbot, ctl.link.call(SessionCreate(cwd=str(tmp_path)))).session.session_id
         win = ctl.open_session(sid)
         qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
         notices: list[str] = []

@@ -17,6 +17,7 @@ from PySide6.QtCore import Qt
 from desktop.qt.aio import settle
 from desktop.state.transcript import AssistantItem, UserItem
 from shared.launcher import alive
+from shared.methods import SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.backend_proc import config_toml
 
@@ -68,7 +69,7 @@ def test_the_app_starts_a_detached_backend_and_replaces_one_that_died(
         assert alive(second)
         # And it works: a turn through the replacement.
         fake_provider.script(Reply(deltas=["back"]))
-        sid = drive(qtbot, ctl.link.call("session.create", {}))["session"]["session_id"]
+        sid = drive(qtbot, ctl.link.call(SessionCreate())).session.session_id
         win = ctl.open_session(sid)
         qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
         win.composer.setPlainText("hello?")
@@ -87,7 +88,7 @@ def test_enter_sends_shift_enter_breaks_the_line_and_esc_interrupts(
     release = __import__("threading").Event()
     fake_provider.script(Reply(deltas=["thinking", " more"], hang_after=1, release=release),
                          Reply(deltas=["second"]))
-    sid = drive(qtbot, controller.link.call("session.create", {}))["session"]["session_id"]
+    sid = drive(qtbot, controller.link.call(SessionCreate())).session.session_id
     win = controller.open_session(sid)
     qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
     win.composer.setFocus()

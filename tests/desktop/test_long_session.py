@@ -17,8 +17,11 @@ import pytest
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import QApplication
 
+from desktop.qt.controller import Controller
 from desktop.qt.session_window import SessionWindow
 from desktop.state.transcript import ToolItem
+from shared import protocol as p
+from shared.methods import SessionGet, SessionList, SessionMessages
 from tests.integration.backend_proc import REPO, Backend
 
 from .conftest import drive
@@ -48,23 +51,23 @@ def seed(desk_backend: Backend) -> Seed:
 
 
 @pytest.fixture
-def controller_after(make_controller: Any) -> Callable[[], Any]:
+def controller_after(make_controller: Any) -> Callable[[], Controller]:
     """A controller made when the test asks (after seeding), not before."""
     return lambda: make_controller()
 
 
-def page_items(messages: list[dict[str, Any]]) -> int:
+def page_items(messages: list[p.Message]) -> int:
     """How many display rows a page of messages should make, counted independently of
     `items_from_messages`: one per user row, per assistant row with text, per tool call, per
     note, and one per result whose call is not on the page."""
-    calls = {c["call_id"] for m in messages for c in (m.get("tool_calls") or [])}
+    calls = {c.call_id for m in messages for c in (m.tool_calls or [])}
     n = 0
     for m in messages:
-        if m["role"] in ("user", "system_note"):
+        if m.role in ("user", "system_note"):
             n += 1
-        elif m["role"] == "assistant":
-            n += bool(m["content"]) + len(m.get("tool_calls") or [])
-        elif m["role"] == "tool" and m["call_id"] not in calls:
+        elif m.role == "assistant":
+            n += bool(m.content) + len(m.tool_calls or [])
+        elif m.role == "tool" and m.call_id not in calls:
             n += 1
     return n
 
@@ -80,63 +83,63 @@ def row_rect(win: SessionWindow, key: str) -> QRect:
 
 
 def test_a_seeded_session_reads_back_through_the_backend(
-    qtbot: Any, seed: Seed, controller_after: Callable[[], Any]
+    qtbot: Any, seed: Seed, controller_after: Callable[[], Controller]
 ) -> None:
     n = 2_500
     seeded = seed(n)
     link = controller_after().link
-    session = drive(qtbot, link.call("session.get", {"session_id": seeded.session_id}))["session"]
-    assert session["message_count"] == n
-    assert session["status"] == "idle"
-    assert session["usage"]["input_tokens"] > 0
+    session = drive(qtbot, link.call(SessionGet(session_id=seeded.session_id))).session
+    assert session.message_count == n
+    assert session.status == "idle"
+    assert session.usage.input_tokens > 0
     # Every row, newest page first, 1000 at a time: contiguous ids, in order, nothing twice.
-    rows: list[dict[str, Any]] = []
+    rows: list[p.Message] = []
     before: str | None = None
     while True:
-        params: dict[str, Any] = {"session_id": seeded.session_id, "limit": 1000}
-        if before:
-            params["before_id"] = before
-        page = drive(qtbot, link.call("session.messages", params))
-        rows[:0] = page["messages"]
-        if not page["has_more"]:
+        page = drive(qtbot, link.call(SessionMessages(session_id=seeded.session_id, limit=1000,
+                                                      before_id=before)))
+        rows[:0] = page.messages
+        if not page.has_more:
             break
-        before = page["messages"][0]["message_id"]
-    assert [m["message_id"] for m in rows] == [seeded.message_id(i) for i in range(n)]
-    assert [m["created_at"] for m in rows] == sorted(m["created_at"] for m in rows)
-    roles = Counter(m["role"] for m in rows)
+        before = page.messages[0].message_id
+    assert [m.message_id for m in rows] == [seeded.message_id(i) for i in range(n)]
+    assert [m.created_at for m in rows] == sorted(m.created_at for m in rows)
+    roles = Counter(m.role for m in rows)
     assert set(roles) == {"user", "assistant", "tool", "system_note"}, roles
     # Turns: each starts with its user row; every result answers an earlier call of its turn,
     # exactly once; every call has its result.
     open_calls: dict[str, str] = {}
-    all_calls = [c["call_id"] for m in rows for c in (m.get("tool_calls") or [])]
+    all_calls = [c.call_id for m in rows for c in (m.tool_calls or [])]
     assert len(all_calls) == len(set(all_calls)), "call ids are unique"
     turn: str | None = None
     for m in rows:
-        if m["role"] == "user":
-            assert m["turn_id"] != turn
+        if m.role == "user":
+            assert m.turn_id != turn
             assert not open_calls
-            turn = m["turn_id"]
-        assert m["turn_id"] == turn, m
-        for call in m.get("tool_calls") or []:
-            open_calls[call["call_id"]] = call["name"]
-            assert call["arguments"]
-        if m["role"] == "tool":
-            assert open_calls.pop(m["call_id"]) == m["tool_name"]
-            assert m["status"] in ("ok", "error")
-            assert m["meta"]["duration_ms"] >= 0
+            turn = m.turn_id
+        assert m.turn_id == turn, m
+        for call in m.tool_calls or []:
+            open_calls[call.call_id] = call.name
+            assert call.arguments
+        if m.role == "tool":
+            assert m.call_id is not None
+            assert open_calls.pop(m.call_id) == m.tool_name
+            assert m.status in ("ok", "error")
+            assert m.meta is not None
+            assert m.meta["duration_ms"] >= 0
     assert not open_calls
-    assert any("```" in m["content"] for m in rows if m["role"] == "assistant")
+    assert any("```" in m.content for m in rows if m.role == "assistant")
     # The layout paging tests rely on: the newest page opens with the split call's results.
     newest = rows[-PAGE:]
-    assert [m["call_id"] for m in newest[:2]] == seeded.split_call_ids
-    assert [c["call_id"] for c in rows[-PAGE - 1]["tool_calls"]] == seeded.split_call_ids
+    assert [m.call_id for m in newest[:2]] == seeded.split_call_ids
+    assert [c.call_id for c in rows[-PAGE - 1].tool_calls or []] == seeded.split_call_ids
     # The full-text index was kept in sync: a search finds the session by message text.
-    found = drive(qtbot, link.call("session.list", {"query": "nested loop"}))["sessions"]
-    assert [s["session_id"] for s in found] == [seeded.session_id]
+    found = drive(qtbot, link.call(SessionList(query="nested loop"))).sessions
+    assert [s.session_id for s in found] == [seeded.session_id]
 
 
 def test_a_100k_message_session_opens_with_one_page_and_pages_up_one_at_a_time(
-    qtbot: Any, qapp: QApplication, seed: Seed, controller_after: Callable[[], Any]
+    qtbot: Any, qapp: QApplication, seed: Seed, controller_after: Callable[[], Controller]
 ) -> None:
     seeded = seed(LONG)
     controller = controller_after()
@@ -152,12 +155,11 @@ def test_a_100k_message_session_opens_with_one_page_and_pages_up_one_at_a_time(
     assert t.fetched_messages == PAGE
     assert t.has_more
     assert t.oldest_message_id == seeded.message_id(-PAGE)
-    newest = drive(qtbot, controller.link.call("session.messages", {"session_id": sid, "limit": PAGE}))
-    expected_rows = page_items(newest["messages"])
+    newest = drive(qtbot, controller.link.call(SessionMessages(session_id=sid, limit=PAGE)))
+    expected_rows = page_items(newest.messages)
     assert win.model.rowCount() == len(t.items) == expected_rows
     assert PAGE // 2 < expected_rows <= 2 * PAGE
-    assert drive(qtbot, controller.link.call("session.get", {"session_id": sid}))["session"][
-        "message_count"] == LONG
+    assert drive(qtbot, controller.link.call(SessionGet(session_id=sid))).session.message_count == LONG
     # The newest page opens with two results whose calls are on the older page: their cards
     # are there, but know only the tool's name.
     first_cards = [f"call:{c}" for c in seeded.split_call_ids]
@@ -185,7 +187,9 @@ def test_a_100k_message_session_opens_with_one_page_and_pages_up_one_at_a_time(
     assert viewport.intersects(rect), (rect, viewport)
     print(f"after the fetch the anchor row is at y={rect.top()} (was 0), scroll value {bar.value()}")
     assert abs(rect.top()) <= 40, f"the row that was at the top moved to y={rect.top()}"
-    assert win.view.indexAt(QPoint(5, 1)).row() >= t.find(anchor) - 1  # older rows are above
+    anchor_row = t.find(anchor)
+    assert anchor_row is not None
+    assert win.view.indexAt(QPoint(5, 1)).row() >= anchor_row - 1  # older rows are above
     assert win.model.rowCount() == len(t.items)
 
     # The call whose results opened the newer page: one card per call, now complete.
@@ -201,9 +205,8 @@ def test_a_100k_message_session_opens_with_one_page_and_pages_up_one_at_a_time(
         assert card.status in ("ok", "error")
         assert card.output
         assert card.turn_id == seeded.split_turn_id
-    older = drive(qtbot, controller.link.call("session.messages", {
-        "session_id": sid, "limit": 2 * PAGE}))
-    assert len(t.items) == page_items(older["messages"])
+    older = drive(qtbot, controller.link.call(SessionMessages(session_id=sid, limit=2 * PAGE)))
+    assert len(t.items) == page_items(older.messages)
 
     # And again: each scroll to the top fetches one more page.
     bar.setValue(0)

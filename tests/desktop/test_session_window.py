@@ -5,22 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from desktop.qt.controller import Controller
 from desktop.qt.session_window import SessionWindow
-from desktop.state.transcript import AssistantItem, ToolItem, UserItem
+from desktop.state.transcript import AssistantItem, Item, ToolItem, UserItem
+from shared.methods import SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.backend_proc import Backend
 
 from .conftest import drive
 
 
-def new_session(qtbot: Any, controller: Any, cwd: Path | None = None) -> str:
-    params = {"cwd": str(cwd)} if cwd else {}
-    result = drive(qtbot, controller.link.call("session.create", params))
-    return str(result["session"]["session_id"])
+def new_session(qtbot: Any, controller: Controller, cwd: Path | None = None) -> str:
+    result = drive(qtbot, controller.link.call(SessionCreate(cwd=str(cwd) if cwd else None)))
+    return result.session.session_id
 
 
-def texts(win: SessionWindow, kind: type) -> list[str]:
-    return [it.text for it in win.state.transcript.items if isinstance(it, kind)]
+def texts(win: SessionWindow, kind: type[UserItem | AssistantItem]) -> list[str]:
+    items: list[Item] = win.state.transcript.items
+    return [it.text for it in items if isinstance(it, kind)]
 
 
 def type_and_send(qtbot: Any, win: SessionWindow, text: str) -> None:
@@ -49,7 +51,7 @@ def test_a_streamed_turn_appears_and_ends_with_the_authoritative_text(
     assert win.usage_label.text()  # tokens and cost in the status bar
 
 
-def open_window(qtbot: Any, controller: Any, sid: str, new_window: bool = False) -> SessionWindow:
+def open_window(qtbot: Any, controller: Controller, sid: str, new_window: bool = False) -> SessionWindow:
     win = controller.open_session(sid, new_window=new_window)
     qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
     return win
@@ -77,7 +79,7 @@ def test_an_approval_card_answered_in_the_window_unblocks_the_tool(
     type_and_send(qtbot, win, "clean up")
     qtbot.waitUntil(lambda: len(win.cards) == 1, timeout=15_000)
     card = next(iter(win.cards.values()))
-    assert "rm -rf" in card.approval["summary"]
+    assert "rm -rf" in card.approval.summary
     assert victim.exists()  # nothing ran before the answer
     cards = [it for it in win.state.transcript.items if isinstance(it, ToolItem)]
     assert [c.status for c in cards] == ["waiting_approval"]

@@ -23,8 +23,10 @@ from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QLineEdit, QLi
 from pytestqt.qtbot import QtBot
 
 from desktop.link import Link
-from desktop.qt import settings as settings_mod
 from desktop.qt.settings import SettingsDialog
+from shared import protocol as p
+from shared.config import ConfigView
+from shared.methods import ConfigGet
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.backend_proc import Backend
 
@@ -80,25 +82,33 @@ def _idle(qtbot: QtBot, dialog: SettingsDialog, timeout_ms: int = WAIT_MS) -> No
     qtbot.waitUntil(lambda: not dialog.busy, timeout=timeout_ms)
 
 
-def _config(loop: asyncio.AbstractEventLoop, qtbot: QtBot, link: Link) -> dict[str, Any]:
+def _config(loop: asyncio.AbstractEventLoop, qtbot: QtBot, link: Link) -> ConfigView:
     """What the backend has now, through a call of the test's own (not the dialog's)."""
-    result: dict[str, Any] = _run(loop, qtbot, link.call("config.get", {}))
+    result = _run(loop, qtbot, link.call(ConfigGet()))
+    assert isinstance(result, ConfigView)
+    return result
+
+
+def _tested(blocker: Any) -> p.ProviderTestResult:
+    """The ProviderTestResult a `tested` signal carried."""
+    result = blocker.args[0]
+    assert isinstance(result, p.ProviderTestResult)
     return result
 
 
 def _texts(dialog: SettingsDialog) -> list[str]:
     """Every text the dialog's widgets hold or show (tooltips and placeholders included)."""
     out = [dialog.windowTitle()]
-    for w in dialog.findChildren(QLineEdit):
-        out += [w.text(), w.placeholderText(), w.displayText(), w.toolTip()]
-    for w in dialog.findChildren(QLabel):
-        out += [w.text(), w.toolTip()]
-    for w in dialog.findChildren(QAbstractButton):
-        out += [w.text(), w.toolTip()]
-    for w in dialog.findChildren(QComboBox):
-        out += [w.itemText(i) for i in range(w.count())]
-    for w in dialog.findChildren(QListWidget):
-        out += [w.item(i).text() for i in range(w.count())]
+    for edit in dialog.findChildren(QLineEdit):
+        out += [edit.text(), edit.placeholderText(), edit.displayText(), edit.toolTip()]
+    for label in dialog.findChildren(QLabel):
+        out += [label.text(), label.toolTip()]
+    for button in dialog.findChildren(QAbstractButton):
+        out += [button.text(), button.toolTip()]
+    for combo in dialog.findChildren(QComboBox):
+        out += [combo.itemText(i) for i in range(combo.count())]
+    for items in dialog.findChildren(QListWidget):
+        out += [items.item(i).text() for i in range(items.count())]
     return out
 
 
@@ -143,8 +153,8 @@ def test_editing_the_model_and_saving_persists_only_what_changed(
     _idle(qtbot, d)
     assert not d.error_label.isVisible()
     cfg = _config(_qt_loop, qtbot, _link)
-    assert cfg["providers"]["main"]["model"] == "other-model"
-    assert cfg["providers"]["main"]["output_usd_per_mtok"] == 0.6
+    assert cfg.providers["main"].model == "other-model"
+    assert cfg.providers["main"].output_usd_per_mtok == 0.6
     assert d.fields["model"].text() == "other-model"
     toml = (_backend.data_dir / "config.toml").read_text()
     assert "max_output_tokens" not in toml  # defaults shown in the form are not written out
@@ -170,7 +180,7 @@ def test_an_invalid_value_shows_the_backends_field_error(
     assert d.fields["context_window"].styleSheet()  # the field is marked
     assert d.fields["context_window"].text() == "-5"  # the input stays, to fix
     assert d.save_button.isEnabled()
-    assert _config(_qt_loop, qtbot, _link)["providers"]["main"]["context_window"] == 128000
+    assert _config(_qt_loop, qtbot, _link).providers["main"].context_window == 128000
 
     d.fields["context_window"].setText("lots")  # not a number: the backend still names it
     with qtbot.waitSignal(d.failed, timeout=WAIT_MS) as blocker:
@@ -184,7 +194,7 @@ def test_an_invalid_value_shows_the_backends_field_error(
     _idle(qtbot, d)
     assert not d.error_label.isVisible()
     assert d.fields["context_window"].styleSheet() == ""
-    assert _config(_qt_loop, qtbot, _link)["providers"]["main"]["context_window"] == 64000
+    assert _config(_qt_loop, qtbot, _link).providers["main"].context_window == 64000
 
 
 def test_saving_a_key_stores_it_in_the_file_and_never_shows_it(
@@ -199,7 +209,8 @@ def test_saving_a_key_stores_it_in_the_file_and_never_shows_it(
     _idle(qtbot, d)
     qtbot.waitUntil(lambda: "a key is set" in d.key_status_label.text(), timeout=WAIT_MS)
     result = blocker.args[0]
-    assert result["stored"] == "file"
+    assert isinstance(result, p.SecretSetResult)
+    assert result.stored == "file"
     assert KEY not in str(result)
     assert d.key_edit.text() == ""
     shown = d.key_result_label.text()
@@ -210,8 +221,8 @@ def test_saving_a_key_stores_it_in_the_file_and_never_shows_it(
 
     # The provider had no key name: the dialog gave it its own, so the backend uses the key.
     cfg = _config(_qt_loop, qtbot, _link)
-    assert cfg["providers"]["main"]["api_key_secret"] == "main"
-    assert cfg["providers"]["main"]["api_key"] == "set"
+    assert cfg.providers["main"].api_key_secret == "main"
+    assert cfg.providers["main"].api_key == "set"
     assert d.fields["api_key_secret"].text() == "main"
     assert d.provider_patch() is None  # the form agrees with the backend: a Save changes nothing
     with qtbot.waitSignal(d.tested, timeout=WAIT_MS):
@@ -236,12 +247,12 @@ def test_provider_test_reports_ok_and_latency(_dialog: SettingsDialog, qtbot: Qt
         assert d.test_button.text() == "Testing…"
         assert not d.test_progress.isHidden()
     _idle(qtbot, d)
-    result = blocker.args[0]
-    assert result["ok"] is True
-    assert result["provider"] == "main"
+    result = _tested(blocker)
+    assert result.ok is True
+    assert result.provider == "main"
     text = d.test_result_label.text()
     assert text.startswith("OK:")
-    assert f"{result['latency_ms']} ms" in text
+    assert f"{result.latency_ms} ms" in text
     assert "fake-model" in text
     assert d.test_button.isEnabled()
     assert d.test_button.text() == "Test"
@@ -261,13 +272,15 @@ def test_provider_test_failure_shows_the_error_and_the_dialog_stays_responsive(
         d.set_approval_mode("ask")
         qtbot.waitUntil(lambda: "mode" not in d.busy, timeout=WAIT_MS)
         assert "test" in d.busy
-    assert first.args[0]["ok"] is True
+    assert _tested(first).ok is True
     _idle(qtbot, d)
     with qtbot.waitSignal(d.tested, timeout=WAIT_MS) as second:
         d.test_provider()
     _idle(qtbot, d)
-    assert second.args[0]["ok"] is False
-    assert second.args[0]["error"]["kind"] == "auth"
+    failure = _tested(second)
+    assert failure.ok is False
+    assert failure.error is not None
+    assert failure.error.kind == "auth"
     assert d.test_result_label.text().startswith("Failed: “main”: the key was refused")
 
 
@@ -280,14 +293,14 @@ def test_approval_mode_change_persists(
         d.approval_combo.setCurrentIndex(index)
         d.approval_combo.activated.emit(index)  # what a person's choice emits
     _idle(qtbot, d)
-    assert _config(_qt_loop, qtbot, _link)["approvals"]["mode"] == "off"
+    assert _config(_qt_loop, qtbot, _link).approvals.mode == "off"
     assert d.approval_combo.currentData() == "off"
     assert d.approval_combo.isEnabled()
 
 
 def test_add_a_provider_make_it_default_then_remove_it(
     _dialog: SettingsDialog, _link: Link, _backend: Backend, _qt_loop: asyncio.AbstractEventLoop,
-    qtbot: QtBot,
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     d = _dialog
     assert not d.start_new_provider("main")  # taken
@@ -308,22 +321,22 @@ def test_add_a_provider_make_it_default_then_remove_it(
         d.save_provider()
     _idle(qtbot, d)
     cfg = _config(_qt_loop, qtbot, _link)
-    assert cfg["default_provider"] == "claude"
-    assert cfg["providers"]["claude"]["kind"] == "anthropic"
-    assert cfg["providers"]["claude"]["model"] == "claude-x"
-    assert cfg["providers"]["claude"]["input_usd_per_mtok"] == 3.0
-    assert cfg["providers"]["claude"]["base_url"] is None  # the kind's default
+    assert cfg.default_provider == "claude"
+    assert cfg.providers["claude"].kind == "anthropic"
+    assert cfg.providers["claude"].model == "claude-x"
+    assert cfg.providers["claude"].input_usd_per_mtok == 3.0
+    assert cfg.providers["claude"].base_url is None  # the kind's default
     items = [d.provider_list.item(i).text() for i in range(d.provider_list.count())]
     assert items == ["claude (default)", "main"]
     assert d.current == "claude"
 
-    d._confirm = lambda *_a: True  # type: ignore[method-assign]
+    monkeypatch.setattr(d, "_confirm", lambda *_a: True)  # the person says yes
     with qtbot.waitSignal(d.saved, timeout=WAIT_MS):
         d.remove_button.click()
     _idle(qtbot, d)
     cfg = _config(_qt_loop, qtbot, _link)
-    assert "claude" not in cfg["providers"]
-    assert cfg["default_provider"] is None  # the reference went with it
+    assert "claude" not in cfg.providers
+    assert cfg.default_provider is None  # the reference went with it
     assert d.current == "main"
     assert [d.provider_list.item(i).text() for i in range(d.provider_list.count())] == ["main (default)"]
     assert "claude" not in (_backend.data_dir / "config.toml").read_text()
@@ -338,7 +351,7 @@ def test_open_data_folder_opens_the_data_dir(
         opened.append(url)
         return True
 
-    monkeypatch.setattr(settings_mod.QDesktopServices, "openUrl", fake_open)
+    monkeypatch.setattr("desktop.qt.settings.QDesktopServices.openUrl", fake_open)
     _dialog.open_folder_button.click()
     assert opened == [QUrl.fromLocalFile(str(_backend.data_dir))]
     assert opened[0].toLocalFile() == str(_backend.data_dir)

@@ -22,8 +22,10 @@ SID = "sess-1"
 T0 = "2026-11-29T18:00:00.000Z"
 
 
-def usage(inp: int = 0, out: int = 0, cached: int = 0, cost_usd: float = 0.0, **extra: Any) -> dict[str, Any]:
-    return {"input_tokens": inp, "output_tokens": out, "cached_tokens": cached, "cost_usd": cost_usd, **extra}
+def usage(inp: int = 0, out: int = 0, cached: int = 0, cost_usd: float = 0.0,
+          estimated: bool = False) -> p.Usage:
+    return p.Usage(input_tokens=inp, output_tokens=out, cached_tokens=cached, cost_usd=cost_usd,
+                   estimated=estimated)
 
 
 # --- messages ---------------------------------------------------------------------------
@@ -55,7 +57,7 @@ def assistant(message_id: str, text: str = "", turn_id: str | None = None,
 
 
 def tool(message_id: str, call_id: str, content: str = "", turn_id: str | None = None, *,
-         status: str = "ok", name: str = "terminal", meta: dict[str, Any] | None = None,
+         status: str | None = "ok", name: str = "terminal", meta: dict[str, Any] | None = None,
          **extra: Any) -> p.Message:
     return message(message_id, "tool", content, turn_id=turn_id, call_id=call_id, tool_name=name,
                    status=status, meta=meta, **extra)
@@ -132,7 +134,7 @@ def session(session_id: str = SID, *, updated_at: str = T0, status: str = "idle"
 def resume(messages: list[p.Message] | None = None, *, latest_seq: int = 0, status: str = "idle",
            session_info: p.Session | None = None, has_more: bool = False,
            queue: list[p.Receipt] | None = None, pending_approvals: list[p.Approval] | None = None,
-           active_turn: dict[str, Any] | None = None) -> p.ResumeResult:
+           active_turn: p.ActiveTurn | None = None) -> p.ResumeResult:
     """A `session.resume` result (without since_seq: no events, not truncated)."""
     result: dict[str, Any] = {
         "session": session_info or session(status=status),
@@ -197,9 +199,6 @@ class Events:
     def delta(self, turn: str, text: str) -> Incoming:
         return self._next("message.delta", {"text": text}, turn)
 
-    def reasoning(self, turn: str, text: str) -> Incoming:
-        return self._next("reasoning.delta", {"text": text}, turn)
-
     def tool_start(self, turn: str, call_id: str, name: str = "terminal",
                    summary: str = "", **arguments: Any) -> Incoming:
         return self._next("tool.start", {"call_id": call_id, "name": name, "arguments": arguments,
@@ -235,7 +234,7 @@ class Events:
 
     def complete(self, turn: str, admission_id: str, text: str, status: str = "completed",
                  failure_reason: str | None = None,
-                 turn_usage: dict[str, Any] | None = None) -> Incoming:
+                 turn_usage: p.Usage | None = None) -> Incoming:
         data: dict[str, Any] = {"admission_id": admission_id, "turn_id": turn, "text": text, "status": status,
                                 "usage": turn_usage or usage(10, 5, 0, 0.001)}
         if failure_reason is not None:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import msgspec
 import pytest
 
 from desktop.state.sessions import STATUS_LABELS, SessionRows, ago, cost, status_label
-from tests.unit.desktop.factories import event, session
+from shared import protocol as p
+from shared.client import Incoming
+from tests.unit.desktop.factories import approval, event, session
 
 
 class Notices:
@@ -24,7 +28,7 @@ class Notices:
         self.rows.append(index)
 
 
-def listing(*sessions: dict, query: str = "", cursor: str | None = None) -> tuple[SessionRows, Notices]:
+def listing(*sessions: p.Session, query: str = "", cursor: str | None = None) -> tuple[SessionRows, Notices]:
     n = Notices()
     sl = SessionRows(on_reset=n.reset, on_row=n.row)
     sl.load(list(sessions), cursor, query)
@@ -33,24 +37,24 @@ def listing(*sessions: dict, query: str = "", cursor: str | None = None) -> tupl
 
 
 def ids(sl: SessionRows) -> list[str]:
-    return [r["session_id"] for r in sl.rows]
+    return [r.session_id for r in sl.rows]
 
 
 def at(minute: int) -> str:
     return f"2026-11-29T18:{minute:02d}:00.000Z"
 
 
-def created(sid: str, minute: int) -> dict:
+def created(sid: str, minute: int) -> Incoming:
     return event("session.created", {"session": session(sid, updated_at=at(minute))}, session_id=sid)
 
 
-def updated(sid: str, minute: int, **fields: object) -> dict:
+def updated(sid: str, minute: int, **fields: Any) -> Incoming:
     """`session.updated` carries the whole Session (shared/PROTOCOL.md, "Objects")."""
     whole = session(sid, updated_at=at(minute), **fields)
     return event("session.updated", {"session": whole}, session_id=sid)
 
 
-def deleted(sid: str) -> dict:
+def deleted(sid: str) -> Incoming:
     return event("session.deleted", {"session_id": sid}, session_id=sid)
 
 
@@ -93,14 +97,17 @@ def test_an_update_with_a_new_time_moves_the_session_to_its_place() -> None:
     assert n.resets == 1
     assert n.rows == []
     row = sl.rows[0]
-    assert (row["status"], row["title"], row["updated_at"]) == ("running", "Now busy", at(9))
+    assert (row.status, row.title, row.updated_at) == ("running", "Now busy", at(9))
 
 
-def test_an_update_merges_into_the_row() -> None:
-    sl, _ = listing(session("s1", updated_at=at(1), extra_field="from the list"))
-    sl.apply(updated("s1", 2, title="New"))
-    assert sl.rows[0]["extra_field"] == "from the list"
-    assert sl.rows[0]["title"] == "New"
+def test_an_update_replaces_the_row_with_the_whole_session_it_carries() -> None:
+    sl, _ = listing(session("s1", updated_at=at(1), message_count=3, child_session_id="s0"))
+    new = updated("s1", 2, title="New", message_count=5)
+    sl.apply(new)
+    assert isinstance(new.data, p.SessionEvent)
+    assert sl.rows[0] == new.data.session
+    assert (sl.rows[0].title, sl.rows[0].message_count) == ("New", 5)
+    assert sl.rows[0].child_session_id is None, "nothing of the old row is kept"
 
 
 def test_an_update_without_a_new_time_changes_only_its_row() -> None:
@@ -108,8 +115,8 @@ def test_an_update_without_a_new_time_changes_only_its_row() -> None:
     sl.apply(updated("s1", 1, title="Renamed"))  # same times as before
     sl.apply(updated("s2", 2, status="queued"))
     assert ids(sl) == ["s2", "s1"]
-    assert sl.rows[1]["title"] == "Renamed"
-    assert sl.rows[0]["status"] == "queued"
+    assert sl.rows[1].title == "Renamed"
+    assert sl.rows[0].status == "queued"
     assert n.rows == [1, 0]
     assert n.resets == 0
 
@@ -119,7 +126,7 @@ def test_ordering_is_by_updated_at_most_recent_first() -> None:
     for sid, minute in [("s2", 10), ("s4", 11), ("s1", 7)]:
         sl.apply(updated(sid, minute))
     assert ids(sl) == ["s4", "s2", "s1", "s5", "s3"]
-    stamps = [r["updated_at"] for r in sl.rows]
+    stamps = [r.updated_at for r in sl.rows]
     assert stamps == sorted(stamps, reverse=True)
 
 
@@ -149,16 +156,18 @@ def test_a_deleted_session_leaves_the_list() -> None:
     assert n.resets == 1
 
 
-def test_a_deletion_named_only_by_the_events_session_id() -> None:
-    sl, _ = listing(session("s1", updated_at=at(1)))
-    sl.apply(event("session.deleted", {}, session_id="s1"))
-    assert ids(sl) == []
+def test_a_deletion_goes_by_the_session_its_data_names() -> None:
+    sl, _ = listing(session("s2", updated_at=at(2)), session("s1", updated_at=at(1)))
+    sl.apply(event("session.deleted", {"session_id": "s1"}, session_id="s2"))
+    assert ids(sl) == ["s2"]
 
 
 def test_other_event_types_are_ignored() -> None:
     sl, n = listing(session("s1", updated_at=at(1)))
     sl.apply(event("message.delta", {"text": "x"}, seq=4, session_id="s1"))
-    sl.apply(event("approval.request", {"approval": {}}, session_id="s1"))
+    sl.apply(event("approval.request", {"approval": approval("a1", "c1", session_id="s1")},
+                   session_id="s1"))
+    sl.apply(event("session.unheard_of", {"session": {"session_id": "s1"}}, session_id="s1"))
     assert ids(sl) == ["s1"]
     assert n.resets == 0
     assert n.rows == []
@@ -174,7 +183,7 @@ def test_search_results_keep_the_backends_ranking() -> None:
     assert ids(sl) == ["s1", "s3"], "a new session is not a search hit"
     sl.apply(updated("s3", 40, title="build fixed"))
     assert ids(sl) == ["s1", "s3"], "no re-sort of ranked results"
-    assert sl.rows[1]["title"] == "build fixed"
+    assert sl.rows[1].title == "build fixed"
     assert n.rows == [1]
     assert n.resets == 0
     sl.apply(deleted("s1"))
@@ -248,23 +257,16 @@ def test_ago_shows_an_unreadable_time_as_is() -> None:
 
 @pytest.mark.parametrize(("value", "expected"), [
     (0.0, "$0.00"),
-    (None, "$0.00"),
     (0.004, "<$0.01"),
     (0.0099, "<$0.01"),
     (0.01, "$0.01"),
     (1.234, "$1.23"),
     (12.5, "$12.50"),
 ])
-def test_cost(value: float | None, expected: str) -> None:
+def test_cost(value: float, expected: str) -> None:
     s = session()
-    s["usage"]["cost_usd"] = value
+    s = msgspec.structs.replace(s, usage=msgspec.structs.replace(s.usage, cost_usd=value))
     assert cost(s) == expected
-
-
-def test_cost_of_a_session_without_usage() -> None:
-    s = session()
-    del s["usage"]
-    assert cost(s) == "$0.00"
 
 
 @pytest.mark.parametrize(("status", "label"), [

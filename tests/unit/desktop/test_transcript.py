@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -17,6 +17,7 @@ from desktop.state.transcript import (
     args_summary,
     items_from_messages,
 )
+from shared import protocol as p
 from tests.unit.desktop.factories import (
     Events,
     Rows,
@@ -28,6 +29,18 @@ from tests.unit.desktop.factories import (
     user,
 )
 
+ItemT = TypeVar("ItemT", bound=Item)
+
+
+def of(kind: type[ItemT], item: Item) -> ItemT:
+    """The item, checked to be of this kind."""
+    assert isinstance(item, kind), f"{item.key} is a {type(item).__name__}, not a {kind.__name__}"
+    return item
+
+
+def active(turn_id: str, admission_id: str, text: str = "") -> p.ActiveTurn:
+    return p.ActiveTurn(turn_id=turn_id, admission_id=admission_id, text=text)
+
 
 def full(item: Item) -> tuple[Any, ...]:
     """What a card or message shows, plus its identity in the list (key, turn)."""
@@ -35,7 +48,7 @@ def full(item: Item) -> tuple[Any, ...]:
         return ("tool", item.key, item.turn_id, item.call_id, item.name, item.arguments, item.summary,
                 item.status, item.output, item.diff, item.duration_ms, item.spilled_path, item.expanded)
     if isinstance(item, AssistantItem):
-        return ("assistant", item.key, item.turn_id, item.text, item.reasoning, item.streaming)
+        return ("assistant", item.key, item.turn_id, item.text, item.streaming)
     if isinstance(item, UserItem):
         return ("user", item.key, item.turn_id, item.text)
     assert isinstance(item, NoteItem)
@@ -46,7 +59,7 @@ def cards(t: Transcript) -> list[ToolItem]:
     return [it for it in t.items if isinstance(it, ToolItem)]
 
 
-def one_turn(rows: Rows, turn: str = "t1") -> list[dict[str, Any]]:
+def one_turn(rows: Rows, turn: str = "t1") -> list[p.Message]:
     """A turn with a prompt, a text + two calls, their results, and a final answer."""
     start = len(rows.rows)
     rows.user("List the files and show the diff", turn)
@@ -70,7 +83,8 @@ def test_items_fold_each_result_into_its_call_card() -> None:
 
     assert [type(it).__name__ for it in items] == [
         "UserItem", "AssistantItem", "ToolItem", "ToolItem", "AssistantItem", "NoteItem"]
-    u, a, c1, c2, final, n = items
+    u, a, c1, c2, final, n = (of(UserItem, items[0]), of(AssistantItem, items[1]), of(ToolItem, items[2]),
+                              of(ToolItem, items[3]), of(AssistantItem, items[4]), of(NoteItem, items[5]))
     assert (u.key, u.turn_id, u.text) == ("m000001", "t1", "List the files and show the diff")
     assert (a.key, a.text, a.streaming) == ("m000002", "Let me look.", False)
     assert c1.key == "call:c1"
@@ -86,7 +100,6 @@ def test_items_fold_each_result_into_its_call_card() -> None:
     assert c2.duration_ms == 7
     assert c2.spilled_path == "/spill/c2.txt"
     assert final.text == "Done: one file patched."
-    assert isinstance(n, NoteItem)
     assert (n.kind, n.text) == ("interrupted", "You interrupted the turn.")
     assert len({it.key for it in items}) == len(items), "keys are unique"
 
@@ -98,8 +111,8 @@ def test_a_call_without_a_stored_result_stays_pending_and_tool_only_rows_add_no_
     ]
     items = items_from_messages(rows)
     assert [type(it) for it in items] == [UserItem, ToolItem]
-    assert items[1].status == "pending"
-    assert items[1].output == ""
+    assert of(ToolItem, items[1]).status == "pending"
+    assert of(ToolItem, items[1]).output == ""
 
 
 def test_a_result_whose_call_is_on_an_older_page_gets_its_own_card() -> None:
@@ -116,20 +129,19 @@ def test_a_result_whose_call_is_on_an_older_page_gets_its_own_card() -> None:
 
 
 def test_result_rows_without_status_or_meta_read_as_ok() -> None:
-    row = tool("m3", "c1", "out", "t1", meta=None)
-    del row["status"]
+    row = tool("m3", "c1", "out", "t1", status=None, meta=None)
+    assert (row.status, row.meta) == (None, None)
     card = items_from_messages([assistant("m2", "", "t1", [call("c1", command="true")]), row])[0]
     assert isinstance(card, ToolItem)
     assert (card.status, card.diff, card.duration_ms, card.spilled_path) == ("ok", "", None, None)
 
 
 def test_compacted_rows_are_still_shown() -> None:
-    row = user("m1", "old prompt", "t0")
-    row["compacted"] = True
+    row = user("m1", "old prompt", "t0", compacted=True)
     items = items_from_messages([row, note("m2", "summary", "Summary of the start.", "t0")])
     assert [it.key for it in items] == ["m1", "m2"]
     assert isinstance(items[1], NoteItem)
-    assert items[1].kind == "summary"
+    assert of(NoteItem, items[1]).kind == "summary"
 
 
 @pytest.mark.parametrize(("name", "arguments", "expected"), [
@@ -204,8 +216,7 @@ def test_load_with_an_active_turn_shows_what_was_streamed_and_marks_its_calls_ru
     rows.user("now", "t1")
     rows.assistant("Checking.", "t1", [call("c1", command="pytest")])
     t, rec = ShadowListener.attach()
-    t.load(rows.rows, has_more=False, active_turn={"turn_id": "t1", "admission_id": "a1",
-                                                   "text": "The tests are"})
+    t.load(rows.rows, has_more=False, active_turn=active("t1", "a1", "The tests are"))
     rec.check()
     c0, c1 = cards(t)
     assert c0.status == "pending", "only the running turn's calls are running"
@@ -226,7 +237,7 @@ def test_load_with_an_active_turn_shows_what_was_streamed_and_marks_its_calls_ru
 
 def test_load_with_an_active_turn_that_streamed_nothing_yet() -> None:
     t, rec = ShadowListener.attach()
-    t.load([user("m1", "hi", "t1")], has_more=False, active_turn={"turn_id": "t1", "admission_id": "a1"})
+    t.load([user("m1", "hi", "t1")], has_more=False, active_turn=active("t1", "a1"))
     assert len(t.items) == 1
     t.apply(Events().delta("t1", "Hello"))
     assert isinstance(t.items[-1], AssistantItem)
@@ -393,7 +404,7 @@ def test_reconcile_turn_swaps_the_live_items_for_the_stored_rows() -> None:
     rec.check()
     assert all(a is b for a, b in zip(t.items[:2], earlier, strict=True)), "other turns are untouched"
     expected = items_from_messages(stored)
-    expected[3].expanded = True
+    of(ToolItem, expected[3]).expanded = True
     assert [full(it) for it in t.items[2:]] == [full(it) for it in expected]
     assert [op[0] for op in rec.ops] == ["remove"] * 5 + ["insert"]
     assert rec.ops[-1] == ("insert", 2, 5)
@@ -494,16 +505,18 @@ def test_message_deltas_accumulate_in_one_streaming_item() -> None:
     assert rec.ops == [("insert", 0, 1), ("changed", 0), ("changed", 0)]
 
 
-def test_reasoning_goes_to_the_same_message() -> None:
+def test_reasoning_deltas_are_no_event_of_the_protocol_and_leave_the_message_alone() -> None:
     t, rec = ShadowListener.attach()
     ev = Events()
-    t.apply(ev.reasoning("t1", "Thinking "))
-    t.apply(ev.reasoning("t1", "hard."))
-    t.apply(ev.delta("t1", "Answer"))
+    t.apply(ev.delta("t1", "Ans"))
+    rec.clear()
+    assert t.apply(ev.other("reasoning.delta", {"text": "Thinking "}, "t1")) is None
+    assert rec.ops == []
+    t.apply(ev.delta("t1", "wer"))
     assert len(t.items) == 1
     item = t.items[0]
     assert isinstance(item, AssistantItem)
-    assert (item.reasoning, item.text) == ("Thinking hard.", "Answer")
+    assert (item.text, item.streaming) == ("Answer", True)
     rec.check()
 
 
@@ -532,7 +545,7 @@ def test_tool_start_ends_the_message_and_opens_a_running_card() -> None:
     assert card.summary == "git status", "without a summary from the backend, one from the arguments"
 
     t.apply(ev.tool_start("t1", "c2", "read_file", "Reading a.py", path="a.py"))
-    assert t.items[-1].summary == "Reading a.py", "the backend's summary wins"
+    assert of(ToolItem, t.items[-1]).summary == "Reading a.py", "the backend's summary wins"
 
     t.apply(ev.delta("t1", "Now"))
     assert len(t.items) == 4
@@ -547,8 +560,8 @@ def test_tool_start_ends_the_message_and_opens_a_running_card() -> None:
 def test_tool_start_for_a_call_already_shown_updates_that_card() -> None:
     t, rec = ShadowListener.attach()
     t.load([user("m1", "go", "t1"), assistant("m2", "", "t1", [call("c1", command="make")])],
-           has_more=False, active_turn={"turn_id": "t1", "admission_id": "a1"})
-    card = t.items[1]
+           has_more=False, active_turn=active("t1", "a1"))
+    card = of(ToolItem, t.items[1])
     t.apply(Events(seq=5).other("tool.start", {"call_id": "c1", "name": "terminal", "arguments": {},
                                                "summary": ""}, "t1"))
     rec.check()
@@ -695,19 +708,8 @@ def test_an_interrupted_turn_may_end_with_empty_text() -> None:
     ev = Events()
     t.apply(ev.delta("t1", "I was say"))
     assert t.apply(ev.complete("t1", "a1", "", "interrupted")) == "t1"
-    assert t.items[0].text == ""
-    assert not t.items[0].streaming
-
-
-def test_message_complete_without_text_keeps_what_streamed() -> None:
-    t = Transcript()
-    ev = Events()
-    t.apply(ev.delta("t1", "kept"))
-    done = ev.complete("t1", "a1", "")
-    del done["data"]["text"]
-    assert t.apply(done) == "t1"
-    assert t.items[0].text == "kept"
-    assert not t.items[0].streaming
+    assert of(AssistantItem, t.items[0]).text == ""
+    assert not of(AssistantItem, t.items[0]).streaming
 
 
 def test_message_complete_without_deltas_shows_the_final_text() -> None:
@@ -737,8 +739,8 @@ def test_a_turn_interrupted_while_its_tools_ran_does_not_repeat_the_message_show
     assert t.apply(ev.complete("t1", "a1", "Running the tests.", "interrupted")) == "t1"
     rec.check()
     assert [type(it).__name__ for it in t.items] == ["UserItem", "AssistantItem", "ToolItem"]
-    assert t.items[1].text == "Running the tests."
-    assert not t.items[1].streaming
+    assert of(AssistantItem, t.items[1]).text == "Running the tests."
+    assert not of(AssistantItem, t.items[1]).streaming
 
     stored = [user("m1", "run the tests", "t1"),
               assistant("m2", "Running the tests.", "t1", [call("c1", command="pytest")]),

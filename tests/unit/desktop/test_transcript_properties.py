@@ -19,6 +19,8 @@ from desktop.state.transcript import (
     UserItem,
     items_from_messages,
 )
+from shared import protocol as p
+from shared.client import Incoming
 from tests.unit.desktop.factories import (
     SID,
     Events,
@@ -50,7 +52,7 @@ def full(item: Item) -> tuple[Any, ...]:
         return ("tool", item.key, item.turn_id, item.call_id, item.name, item.arguments, item.summary,
                 item.status, item.output, item.diff, item.duration_ms, item.spilled_path, item.expanded)
     if isinstance(item, AssistantItem):
-        return ("assistant", item.key, item.turn_id, item.text, item.reasoning, item.streaming)
+        return ("assistant", item.key, item.turn_id, item.text, item.streaming)
     if isinstance(item, UserItem):
         return ("user", item.key, item.turn_id, item.text)
     assert isinstance(item, NoteItem)
@@ -61,9 +63,9 @@ def full(item: Item) -> tuple[Any, ...]:
 
 
 @st.composite
-def message_rows(draw: st.DrawFn, max_size: int = 6) -> list[dict[str, Any]]:
+def message_rows(draw: st.DrawFn, max_size: int = 6) -> list[p.Message]:
     """Rows of any roles in any order, ids from a shared counter: shapes right, history arbitrary."""
-    out = []
+    out: list[p.Message] = []
     for _ in range(draw(st.integers(0, max_size))):
         mid = f"m{draw(st.integers(0, 10**6)):07d}"
         turn = draw(TURNS)
@@ -83,8 +85,9 @@ def message_rows(draw: st.DrawFn, max_size: int = 6) -> list[dict[str, Any]]:
 
 
 @st.composite
-def live_event(draw: st.DrawFn) -> dict[str, Any]:
+def live_event(draw: st.DrawFn) -> Incoming:
     turn, cid, text = draw(TURNS), draw(CALL_IDS), draw(TEXT)
+    # reasoning.delta is no event of the protocol (it arrives as an UnknownEvent): it must change nothing
     kind = draw(st.sampled_from([
         "message.delta", "reasoning.delta", "tool.start", "tool.progress", "tool.complete",
         "approval.request", "approval.resolved", "turn.started", "message.complete", "usage.update",
@@ -104,8 +107,8 @@ def live_event(draw: st.DrawFn) -> dict[str, Any]:
     elif kind == "turn.started":
         data = {"turn_id": turn, "admission_id": "a1", "model": "m"}
     elif kind == "message.complete":
-        data = {"admission_id": "a1", "turn_id": turn, "text": draw(st.one_of(st.none(), TEXT)),
-                "status": "completed", "usage": {}}
+        data = {"admission_id": "a1", "turn_id": turn, "text": text,
+                "status": draw(st.sampled_from(["completed", "failed", "interrupted"])), "usage": {}}
     else:
         data = {"usage": {}}
     return event(kind, data, seq=1, turn_id=turn)
@@ -117,8 +120,8 @@ operation = st.one_of(
     st.tuples(st.just("event"), live_event()),
     st.tuples(st.just("add_user"), ADMISSIONS, TURNS, TEXT),
     st.tuples(st.just("toggle"), st.integers(0, 50)),
-    st.tuples(st.just("load"), message_rows(), st.one_of(st.none(), st.fixed_dictionaries(
-        {"turn_id": TURNS, "admission_id": ADMISSIONS, "text": TEXT}))),
+    st.tuples(st.just("load"), message_rows(), st.one_of(st.none(), st.builds(
+        p.ActiveTurn, turn_id=TURNS, admission_id=ADMISSIONS, text=TEXT))),
     st.tuples(st.just("prepend"), message_rows(), st.booleans()),
     st.tuples(st.just("reconcile"), TURNS, message_rows()),
 )
@@ -186,23 +189,24 @@ def turn_specs(draw: st.DrawFn) -> TurnSpec:
 class Moment:
     """What `session.resume` would return right after one event: the rows stored by then, etc."""
 
-    event: dict[str, Any]
+    event: Incoming
     rows: int
     status: str
-    active_turn: dict[str, Any] | None
-    approvals: list[dict[str, Any]]
-    queue: list[dict[str, Any]]
+    active_turn: p.ActiveTurn | None
+    approvals: list[p.Approval]
+    queue: list[p.Receipt]
 
 
 @dataclass
 class History:
     rows: Rows
-    per_turn: list[list[dict[str, Any]]]
+    per_turn: list[list[Incoming]]
     moments: list[Moment]
 
-    def resume_after(self, i: int) -> dict[str, Any]:
+    def resume_after(self, i: int) -> p.ResumeResult:
         m = self.moments[i]
-        return resume(self.rows.rows[:m.rows], latest_seq=m.event["seq"], status=m.status,
+        assert m.event.seq is not None
+        return resume(self.rows.rows[:m.rows], latest_seq=m.event.seq, status=m.status,
                       active_turn=m.active_turn, pending_approvals=m.approvals, queue=m.queue)
 
 
@@ -212,20 +216,20 @@ def build(specs: list[TurnSpec]) -> History:
     row with calls before their tool.start, a result before its tool.complete, the final row
     before message.complete)."""
     rows, ev = Rows(), Events()
-    per_turn: list[list[dict[str, Any]]] = []
+    per_turn: list[list[Incoming]] = []
     moments: list[Moment] = []
     state: dict[str, Any] = {"status": "idle", "active": None, "approvals": {}, "queue": []}
 
-    def emit(evs: list[dict[str, Any]], e: dict[str, Any]) -> None:
+    def emit(evs: list[Incoming], e: Incoming) -> None:
         evs.append(e)
-        active = dict(state["active"]) if state["active"] else None
+        active = p.ActiveTurn(**state["active"]) if state["active"] else None
         moments.append(Moment(e, len(rows.rows), state["status"], active, list(state["approvals"].values()),
                               list(state["queue"])))
 
     n_call = 0
     for k, spec in enumerate(specs):
         turn, aid = f"turn-{k}", f"adm-{k}"
-        evs: list[dict[str, Any]] = []
+        evs: list[Incoming] = []
         state["status"], state["queue"] = "queued", [receipt(aid, "queued", text=spec.prompt)]
         emit(evs, ev.queued(aid, spec.prompt))
         rows.user(spec.prompt, turn)
@@ -234,7 +238,7 @@ def build(specs: list[TurnSpec]) -> History:
         emit(evs, ev.started(turn, aid))
         i_call = 0
         for step in spec.steps:
-            calls = []
+            calls: list[tuple[p.ToolCall, str]] = []
             for status in step.statuses:
                 cid = f"call-{n_call}"
                 n_call += 1
@@ -247,9 +251,9 @@ def build(specs: list[TurnSpec]) -> History:
             rows.assistant(step.text, turn, [c for c, _ in calls])
             state["active"]["text"] = ""
             for c, _ in calls:
-                emit(evs, ev.tool_start(turn, c["call_id"], c["name"], **c["arguments"]))
+                emit(evs, ev.tool_start(turn, c.call_id, c.name, **c.arguments))
             for c, status in calls:
-                cid = c["call_id"]
+                cid = c.call_id
                 if spec.approvals[i_call]:
                     state["status"] = "waiting_approval"
                     state["approvals"][cid] = approval(f"ap-{cid}", cid, turn)
@@ -259,10 +263,10 @@ def build(specs: list[TurnSpec]) -> History:
                     emit(evs, ev.approval_resolved(turn, f"ap-{cid}", cid, "allowed"))
                 i_call += 1
                 emit(evs, ev.tool_progress(turn, cid, "working\n"))
-                meta = {"diff": f"+{cid}"} if c["name"] == "patch" else None
-                rows.tool(cid, f"output of {cid}", turn, status=status, name=c["name"],
+                meta = {"diff": f"+{cid}"} if c.name == "patch" else None
+                rows.tool(cid, f"output of {cid}", turn, status=status, name=c.name,
                           meta={"duration_ms": 3, **(meta or {})})
-                emit(evs, ev.tool_complete(turn, cid, status, name=c["name"], duration_ms=3, meta=meta))
+                emit(evs, ev.tool_complete(turn, cid, status, name=c.name, duration_ms=3, meta=meta))
         seen = spec.final[:spec.final_seen]
         for i in range(0, len(seen), spec.chunk):
             state["active"]["text"] += seen[i:i + spec.chunk]
@@ -303,7 +307,7 @@ def test_pages_prepended_show_exactly_the_whole_history(specs: list[TurnSpec], c
     call_ids = [it.call_id for it in t.items if isinstance(it, ToolItem)]
     assert len(call_ids) == len(set(call_ids)), "exactly one card per call"
     assert all(it.status in DONE_TOOL for it in t.items if isinstance(it, ToolItem)), "each with its result"
-    assert t.oldest_message_id == rows[0]["message_id"]
+    assert t.oldest_message_id == rows[0].message_id
     assert not t.has_more
     assert t.fetched_messages == len(rows)
 
@@ -347,9 +351,9 @@ def test_live_turns_end_up_exactly_as_stored(specs: list[TurnSpec], data: st.Dat
         s.apply(e)
         rec.check()
         for turn in done:
-            k = int(turn.split("-")[1])
-            if delays[k] is not None:
-                pending.append((delays[k], turn))
+            delay = delays[int(turn.split("-")[1])]
+            if delay is not None:
+                pending.append((delay, turn))
         done.clear()
         still = []
         for left, turn in pending:
@@ -393,11 +397,11 @@ def test_a_window_opened_at_any_moment_ends_up_exactly_as_stored(specs: list[Tur
     for e in events[early_from:]:  # the early ones again (delivered twice), then the rest
         s.apply(e)
         rec.check()
-    assert s.mark == events[-1]["seq"]
+    assert s.mark == events[-1].seq
     assert s.status == "idle"
     assert s.approvals == {}
     assert s.queue == {}
-    finished = {e["turn_id"] for e in events[at + 1:] if e["type"] == "message.complete"}
+    finished = {e.data.turn_id for e in events[at + 1:] if isinstance(e.data, p.MessageComplete)}
     assert sorted(done) == sorted(finished), "on_turn_done once per turn that finished after the snapshot"
 
     expected = items_from_messages(h.rows.rows)
