@@ -351,10 +351,7 @@ class SessionWindow(QMainWindow):
                 if attempt == SUBMIT_ATTEMPTS - 1:
                     raise
                 await asyncio.sleep(0.2)  # the next call waits for the reconnection itself
-        receipt = result.receipt
-        self.state.prompts.setdefault(receipt.admission_id, text)
-        if receipt.status == "queued" and self.state.busy:
-            self.state.queue.setdefault(receipt.admission_id, receipt)
+        self.state.submitted(result.receipt, text)
         self._refresh_soon()
 
     def _submit_failed(self, text: str) -> Callable[[str], None]:

@@ -47,6 +47,7 @@ class SessionState:
     mark: int | None = None  # the snapshot's latest_seq, then the highest seq applied
     loaded: bool = False
     prompts: dict[str, str] = field(default_factory=dict)  # admission_id -> text, for turn.started
+    gone: set[str] = field(default_factory=set)  # admissions seen started or settled: never queued again
     on_turn_done: Callable[[str], None] = lambda turn_id: None
     on_change: Callable[[], None] = lambda: None
     _early: list[Incoming] = field(default_factory=list)
@@ -74,6 +75,15 @@ class SessionState:
         for event in early:
             self.apply(event)
         self.on_change()
+
+    def submitted(self, receipt: p.Receipt, text: str) -> None:
+        """This window's own prompt was admitted.  The receipt can arrive after the events of
+        its turn (they come on the same connection, but the reply resumes a coroutine later),
+        so a prompt whose turn already started or settled is not put back in the queue."""
+        self.prompts.setdefault(receipt.admission_id, text)
+        if receipt.status == "queued" and self.busy and receipt.admission_id not in self.gone:
+            self.queue.setdefault(receipt.admission_id, receipt)
+            self.on_change()
 
     def reset(self) -> None:
         """Forget the snapshot (a resync): events buffer again until the next `load`."""
@@ -112,6 +122,7 @@ class SessionState:
                     self.status = "queued"
         elif isinstance(data, p.TurnStarted):
             aid = data.admission_id
+            self.gone.add(aid)
             self.queue.pop(aid, None)
             self.status = "running"
             self.notice = None
@@ -119,6 +130,7 @@ class SessionState:
             self.transcript.add_user(aid, data.turn_id, self.prompts.get(aid, ""))
         elif event.type == "admission.settled" and isinstance(data, p.AdmissionEvent):
             receipt = data.receipt
+            self.gone.add(receipt.admission_id)
             self.queue.pop(receipt.admission_id, None)
             self.prompts.pop(receipt.admission_id, None)
             # A turn still running (or waiting for a person's approval) keeps its status.

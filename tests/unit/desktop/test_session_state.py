@@ -527,3 +527,31 @@ def test_bind_routes_transcript_notices_to_a_new_listener() -> None:
     s.load(resume([Rows().user("hi")], latest_seq=0))
     assert rec.ops == [("insert", 0, 1)]
     rec.check()
+
+
+def test_a_receipt_that_arrives_after_its_turn_started_does_not_queue_the_running_prompt() -> None:
+    """The submit reply resumes its coroutine after the turn's first events were applied: the
+    window must not list the prompt that is running as queued behind itself."""
+    s, _calls, _rec = state()
+    s.load(resume(latest_seq=0))
+    ev = Events()
+    s.apply(ev.started("t0", "a0"))  # another prompt runs: the window is busy
+    s.apply(ev.queued("a1", "Clean the build folders"))
+    s.apply(ev.complete("t0", "a0", "done"))
+    s.apply(ev.started("t1", "a1"))  # a1's turn started before its receipt reached us
+    s.submitted(receipt("a1", "queued"), "Clean the build folders")
+    assert s.queue == {}
+    assert status(s) == "running"
+
+
+def test_a_receipt_for_a_prompt_still_waiting_queues_it() -> None:
+    s, _calls, _rec = state()
+    s.load(resume(latest_seq=0))
+    ev = Events()
+    s.apply(ev.started("t0", "a0"))
+    s.submitted(receipt("a1", "queued"), "next, please")
+    assert list(s.queue) == ["a1"]
+    assert s.prompts["a1"] == "next, please"
+    s.apply(ev.queued("a1", "next, please"))
+    s.apply(ev.started("t1", "a1"))
+    assert s.queue == {}
