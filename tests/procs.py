@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from pathlib import Path
+
+
+def unique_sleep(seconds: int) -> str:
+    """`sleep N.DDDDDDDD`: a command line no other process on the machine has, so a test that
+    finds processes by it never counts another run's (tests run side by side on one host).
+    Append a digit to tell several of a test's own sleeps apart; the prefix finds them all."""
+    return f"sleep {seconds}.{secrets.randbelow(10**8):08d}"
 
 
 def running(token: str) -> list[int]:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.procs import wait_gone, wait_running
+from tests.procs import unique_sleep, wait_gone, wait_running
 
 from .backend_proc import Backend, BackendFactory
 from .wire import Json, Rpc, create_session, is_event, submit, terminal, transcript, wait_complete
@@ -81,18 +81,21 @@ async def test_a_detached_child_dies_with_a_backend_killed_by_sigkill(
     backend: Backend, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
     marker = tmp_path / "late"
-    command = f"setsid nohup sh -c 'sleep 62.71; touch {marker}' >/dev/null 2>&1 & sleep 62.72"
+    # The processes are found by command line across the machine, so the sleeps carry a
+    # number of this run's own: another run of this test at the same time is not ours.
+    mine = unique_sleep(62)
+    command = f"setsid nohup sh -c '{mine}1; touch {marker}' >/dev/null 2>&1 & {mine}2"
     fake_provider.script(Reply.calls(terminal(command)))
     rpc = await Rpc.open(backend.port, backend.token)
     sid = await create_session(rpc, cwd=str(tmp_path))
     receipt = await submit(rpc, sid, "detach and wait")
     await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
     # The shells, the sleeps (and bwrap, whose arguments name them).
-    assert len(await wait_running("sleep 62.7", 2)) >= 2
+    assert len(await wait_running(mine, 2)) >= 2
     backend.kill9()
     await rpc.wait_closed()
     # No restart: the sandbox's pid namespace ends with the backend, detached children too.
-    assert await wait_gone("sleep 62.7") == []
+    assert await wait_gone(mine) == []
     assert not marker.exists()
 
 

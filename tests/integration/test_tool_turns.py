@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.procs import running, wait_gone, wait_running
+from tests.procs import running, unique_sleep, wait_gone, wait_running
 
 from .backend_proc import Backend, BackendFactory
 from .wire import (
@@ -213,17 +213,18 @@ async def test_what_a_crashed_call_forked_is_killed_before_the_next_backend_is_r
                               extra_env={"TURNKEY_BWRAP": "none"})
     marker = tmp_path / "late"
     # The subshell is a child of the shell, so the shell's death alone would not stop it.
-    fake_provider.script(Reply.calls(terminal(f"(sleep 61.37; touch {marker}) & sleep 61.37")))
+    mine = unique_sleep(61)
+    fake_provider.script(Reply.calls(terminal(f"({mine}; touch {marker}) & {mine}")))
     rpc = await Rpc.open(backend.port, backend.token, name="before")
     sid = await create_session(rpc, cwd=str(tmp_path))
     receipt = await submit(rpc, sid, "fork and wait")
     await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
-    await wait_running("sleep 61.37", 2)
+    await wait_running(mine, 2)
     backend.kill9()
     await rpc.wait_closed()
-    assert running("sleep 61.37"), "the forked subshell outlives the backend"
+    assert running(mine), "the forked subshell outlives the backend"
     backend.start()
-    assert not await wait_gone("sleep 61.37"), "recovery kills the crashed call's group"
+    assert not await wait_gone(mine), "recovery kills the crashed call's group"
     assert not list((backend.data_dir / "run" / "tools").iterdir())
 
 

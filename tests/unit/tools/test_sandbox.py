@@ -26,7 +26,7 @@ import pytest
 from backend.tools.base import ToolContext
 from backend.tools.sandbox import ALLOWED_ENV, Sandbox, child_env, command_argv, probe
 from backend.tools.terminal import Terminal
-from tests.procs import wait_gone, wait_running
+from tests.procs import unique_sleep, wait_gone, wait_running
 
 # {D}: a folder with a file `keep` in it; each attack tries to delete, move, empty or change it.
 ATTACKS: dict[str, str] = {
@@ -200,22 +200,24 @@ async def terminal(tmp_path: Path) -> tuple[Terminal, ToolContext, Path]:
 
 async def test_an_interrupt_ends_detached_children_too(terminal: tuple[Terminal, ToolContext, Path]) -> None:
     tool, ctx, _ = terminal
-    command = "setsid nohup sleep 73.17 >/dev/null 2>&1 & (trap '' HUP TERM; sleep 73.18) & sleep 73.19"
+    mine = unique_sleep(73)
+    command = f"setsid nohup {mine}7 >/dev/null 2>&1 & (trap '' HUP TERM; {mine}8) & {mine}9"
     task = asyncio.create_task(tool.run({"command": command, "timeout_s": 60}, ctx))
-    assert len(await wait_running("sleep 73.1", 3)) >= 3, "the sleeps never started"
+    assert len(await wait_running(mine, 3)) >= 3, "the sleeps never started"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await wait_gone("sleep 73.1") == []
+    assert await wait_gone(mine) == []
 
 
 async def test_a_finished_command_leaves_nothing_running(
     terminal: tuple[Terminal, ToolContext, Path],
 ) -> None:
     tool, ctx, _ = terminal
-    result = await tool.run({"command": "setsid sleep 74.5 >/dev/null 2>&1 & echo started"}, ctx)
+    mine = unique_sleep(74)
+    result = await tool.run({"command": f"setsid {mine} >/dev/null 2>&1 & echo started"}, ctx)
     assert "started" in result.content
-    assert await wait_gone("sleep 74.5") == []
+    assert await wait_gone(mine) == []
 
 
 class _Listener:
@@ -328,6 +330,7 @@ def test_mounts_come_in_the_order_that_makes_them_safe(tmp_path: Path) -> None:
 
 async def test_timeout_still_kills_the_whole_sandbox(terminal: tuple[Terminal, ToolContext, Path]) -> None:
     tool, ctx, _ = terminal
-    result = await tool.run({"command": "(trap '' TERM; sleep 75.5) & sleep 75.5", "timeout_s": 1}, ctx)
+    mine = unique_sleep(75)
+    result = await tool.run({"command": f"(trap '' TERM; {mine}) & {mine}", "timeout_s": 1}, ctx)
     assert result.meta.get("timed_out") is True
-    assert await wait_gone("sleep 75.5") == []
+    assert await wait_gone(mine) == []
