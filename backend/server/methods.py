@@ -535,11 +535,11 @@ class Methods:
         """The running turn, with the text streamed so far of its current assistant message (read
         in the snapshot's transaction, so it matches `latest_seq`: a window opened mid-stream
         shows it and appends the deltas that follow)."""
-        claim = self.authority.running(session_id)
-        if claim is None:
+        turn = self.authority.running(session_id)
+        if turn is None:
             return None
-        return {"turn_id": claim.turn_id, "admission_id": claim.admission_id,
-                "text": events.turn_text(tx, session_id, claim.turn_id)}
+        return {"turn_id": turn.turn_id, "admission_id": turn.admission_id,
+                "text": events.turn_text(tx, session_id, turn.turn_id)}
 
 
 def _replay(tx: Tx, sid: str, since: int | None, latest: int) -> tuple[list[p.Event], bool]:
