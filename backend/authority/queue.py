@@ -24,12 +24,12 @@ from backend.authority.payload import Payload, normalize
 from backend.authority.recovery import settle_lost
 from backend.errors import AdmissionConflict, AdmissionState, NotFound, StoreUnavailable
 from backend.ids import new_id
-from backend.store import admissions, compression, events, messages, sessions
+from backend.store import admissions, compression, events, sessions
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.turn.finalize import CLOSE_RETRY_S, TurnOutcome, close_turn, settle_event
-from backend.turn.lease import holder_for, try_take
-from backend.turn.route import Claim, Routes, RunningTurn
+from backend.turn.lease import holder_for
+from backend.turn.route import Claim, Routes, RunningTurn, take_session
 from backend.turn.runner import TurnRunner
 from shared import logs
 from shared.protocol import AdmissionEvent, PromptSubmitParams, Receipt, TurnStarted, Usage
@@ -237,9 +237,8 @@ class SessionAuthority:
         # The lease, when free, is taken in the claim's own transaction (the common case
         # costs nothing extra); otherwise the runner waits for it before writing the
         # user's row, since the transcript belongs to the lease holder.
-        leased = try_take(tx, session_id, holder, self.runner.config.config.lease.ttl_s) is None
-        if leased:
-            messages.insert(tx, session_id, "user", text, turn_id=turn_id)
+        leased = take_session(tx, session_id, holder, self.runner.config.config.lease.ttl_s,
+                              turn_id, text) is None
         sessions.touch(tx, session_id)
         model = session["model"] or self.runner.default_model()
         events.append(

@@ -11,12 +11,14 @@ session.delete), follow in the same call.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from backend.store.db import Database
+from backend.store import messages
+from backend.store.db import Database, Tx
 from backend.store.leases import Holder
-from backend.turn.lease import LeaseWatch
+from backend.turn.lease import LeaseWatch, try_take
 
 DEFAULT_REASON = "Interrupted by the user."
 
@@ -34,6 +36,20 @@ class Claim:
     cwd: str
     holder: Holder
     leased: bool = True
+
+
+def take_session(
+    tx: Tx, session_id: str, holder: Holder, ttl: float, turn_id: str, text: str,
+) -> sqlite3.Row | None:
+    """Takes the session's lease for a claimed turn and stores the user's row in the same
+    transaction (the transcript belongs to the lease holder); returns the row that holds
+    the lease instead when it is not free, and writes nothing then.  The only writer of a
+    turn's user row: the claim calls it in its own transaction, and a turn that found the
+    lease held calls it from its wait for the lease."""
+    held = try_take(tx, session_id, holder, ttl)
+    if held is None:
+        messages.insert(tx, session_id, "user", text, turn_id=turn_id)
+    return held
 
 
 class RunningTurn:

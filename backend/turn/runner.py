@@ -49,7 +49,7 @@ from backend.turn.lease import LeaseWatch, wait_for_lease
 from backend.turn.preflight import preflight
 from backend.turn.request import assemble
 from backend.turn.retry import MAX_ATTEMPTS, delay_for
-from backend.turn.route import RunningTurn
+from backend.turn.route import RunningTurn, take_session
 from backend.turn.stages import Action
 from backend.turn.stream import DeltaWriter
 from backend.turn.tool_round import prepare, run_round, signature
@@ -397,9 +397,6 @@ class TurnRunner:
         """Waits for another holder's lease; False when the turn ended without it."""
         turn, cfg = st.turn, self.config.config
 
-        def taken(tx: Tx) -> None:
-            messages.insert(tx, turn.session_id, "user", turn.claim.text, turn_id=turn.turn_id)
-
         async def waiting(row: sqlite3.Row) -> None:
             data = LeaseWaiting(turn_id=turn.turn_id, holder_pid=int(row["pid"]),
                                 expires_at=float(row["expires_at"]))
@@ -407,9 +404,10 @@ class TurnRunner:
                 tx, turn.session_id, "lease.waiting", data, turn_id=turn.turn_id,
                 admission_id=turn.admission_id))
 
-        why = await wait_for_lease(self.db, turn.session_id, turn.holder, ttl=cfg.lease.ttl_s,
-                                   wait_s=cfg.lease.wait_s, stop=turn.stop,
-                                   on_taken=taken, on_waiting=waiting)
+        why = await wait_for_lease(
+            self.db, lambda tx: take_session(tx, turn.session_id, turn.holder, cfg.lease.ttl_s,
+                                             turn.turn_id, turn.claim.text),
+            wait_s=cfg.lease.wait_s, stop=turn.stop, on_waiting=waiting)
         if why is None:
             return True
         st.status, st.reason = "interrupted", (
