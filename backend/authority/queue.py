@@ -18,18 +18,19 @@ import contextlib
 import functools
 import logging
 import sqlite3
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from backend.authority.payload import Payload, normalize
 from backend.authority.recovery import settle_lost
 from backend.errors import AdmissionConflict, AdmissionState, NotFound, StoreUnavailable
 from backend.ids import new_id
-from backend.store import admissions, compression, events, messages, sessions
+from backend.store import admissions, compression, events, sessions
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.turn.finalize import CLOSE_RETRY_S, TurnOutcome, close_turn, settle_event
-from backend.turn.lease import holder_for, try_take
-from backend.turn.runner import Claim, Interrupt, TurnRunner
+from backend.turn.lease import holder_for
+from backend.turn.route import Claim, Routes, RunningTurn, take_session
+from backend.turn.runner import TurnRunner
 from shared import logs
 from shared.protocol import AdmissionEvent, PromptSubmitParams, Receipt, TurnStarted, Usage
 
@@ -39,12 +40,6 @@ log = logging.getLogger("authority")
 # that succeeds cuts any wait short).
 RETRY_FIRST_S = 0.25
 RETRY_MAX_S = 5.0
-
-
-@dataclass
-class ActiveTurn:
-    claim: Claim
-    interrupt: Interrupt
 
 
 @dataclass(frozen=True)
@@ -66,7 +61,7 @@ class SessionAuthority:
         self.epoch = epoch
         self._drainers: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
-        self._active: dict[str, ActiveTurn] = {}
+        self._active = Routes()  # the running turns, by the session each runs in now
         self._accepting = True
         self._retired: set[str] = set()
         self._lost: dict[str, LostTurn] = {}  # by admission id
@@ -152,26 +147,15 @@ class SessionAuthority:
     # --- turns ----------------------------------------------------------------
 
     def interrupt(self, session_id: str, reason: str = "Interrupted by the user.") -> bool:
-        active = self._find(session_id)
-        if active is None:
+        turn = self._active.find(session_id)
+        if turn is None:
             return False
-        active.interrupt.set(reason)
+        turn.interrupt(reason)
         return True
 
-    def running(self, session_id: str) -> Claim | None:
-        active = self._find(session_id)
-        if active is None:
-            return None
-        moved = active.interrupt.session_id
-        return replace(active.claim, session_id=moved) if moved else active.claim
-
-    def _find(self, session_id: str) -> ActiveTurn | None:
+    def running(self, session_id: str) -> RunningTurn | None:
         """The turn running in a session: started there, or moved there by rotation."""
-        for started, active in self._active.items():
-            now_in = active.interrupt.session_id or started
-            if now_in == session_id:
-                return active
-        return None
+        return self._active.find(session_id)
 
     def wake(self, session_id: str) -> None:
         """Makes sure a drainer will look at this session's queue."""
@@ -193,17 +177,15 @@ class SessionAuthority:
                     if session_id in self._dirty:
                         continue
                     return
-                active = ActiveTurn(claim, Interrupt())
-                self._active[session_id] = active
+                turn = RunningTurn(claim, self._active)
                 try:
-                    unsaved = await self._run(claim, active.interrupt)
+                    unsaved = await self._run(turn)
                 finally:
-                    self._active.pop(session_id, None)
-                    moved = active.interrupt.session_id
-                    if moved and moved != session_id:
-                        self.wake(moved)  # its queue moved with it
+                    turn.done()
+                    if turn.session_id != session_id:
+                        self.wake(turn.session_id)  # its queue moved with it
                 if unsaved is not None:
-                    await self._settle_lost(claim, unsaved, session_id)
+                    await self._settle_lost(turn, unsaved, session_id)
         except Exception:
             logs.internal(log, "drainer of session %s stopped", session_id)
         finally:
@@ -225,16 +207,16 @@ class SessionAuthority:
                 delay = min(delay * 2, RETRY_MAX_S)
         return None
 
-    async def _run(self, claim: Claim, interrupt: Interrupt) -> str | None:
+    async def _run(self, turn: RunningTurn) -> str | None:
         """Runs the turn; returns why its end could not be saved, or None when it was."""
         try:
-            await self.runner.run(claim, interrupt)
+            await self.runner.run(turn)
             return None
         except StoreUnavailable as exc:
             return exc.message
         except Exception:
-            error_id = logs.internal(log, "turn %s crashed", claim.turn_id)
-            if await self._settle_crashed(claim, error_id):
+            error_id = logs.internal(log, "turn %s crashed", turn.turn_id)
+            if await self._settle_crashed(turn, error_id):
                 return None
             return f"it crashed (error_id {error_id}), then the store failed"
 
@@ -255,9 +237,8 @@ class SessionAuthority:
         # The lease, when free, is taken in the claim's own transaction (the common case
         # costs nothing extra); otherwise the runner waits for it before writing the
         # user's row, since the transcript belongs to the lease holder.
-        leased = try_take(tx, session_id, holder, self.runner.config.config.lease.ttl_s) is None
-        if leased:
-            messages.insert(tx, session_id, "user", text, turn_id=turn_id)
+        leased = take_session(tx, session_id, holder, self.runner.config.config.lease.ttl_s,
+                              turn_id, text) is None
         sessions.touch(tx, session_id)
         model = session["model"] or self.runner.default_model()
         events.append(
@@ -267,34 +248,34 @@ class SessionAuthority:
         )
         return Claim(session_id, admission_id, turn_id, text, session["cwd"], holder, leased)
 
-    async def _settle_crashed(self, claim: Claim, error_id: str) -> bool:
+    async def _settle_crashed(self, turn: RunningTurn, error_id: str) -> bool:
         """A bug escaped the runner: settle the admission so the queue is not held forever.
         False when that could not be saved."""
         outcome = TurnOutcome(
-            claim.session_id, claim.admission_id, claim.turn_id, "failed", "", Usage(),
+            turn.session_id, turn.admission_id, turn.turn_id, "failed", "", Usage(),
             f"an internal error ended this turn; the backend log (DIR/logs/backend.log) has "
-            f"details under error_id {error_id}", holder=claim.holder,
+            f"details under error_id {error_id}", holder=turn.holder,
         )
         try:
             await self.db.write_patiently(lambda tx: close_turn(tx, outcome), CLOSE_RETRY_S)
         except StoreUnavailable:
             return False
         except Exception:
-            logs.internal(log, "could not settle crashed turn %s", claim.turn_id)
+            logs.internal(log, "could not settle crashed turn %s", turn.turn_id)
             return False
         return True
 
     # --- turns whose end could not be saved ---------------------------------------
 
-    async def _settle_lost(self, claim: Claim, why: str, drained: str) -> None:
+    async def _settle_lost(self, turn: RunningTurn, why: str, drained: str) -> None:
         """Settles a turn whose end could not be saved `unknown` in place, as soon as the
         store takes writes again; until then its `started` row holds the session's queue.
         Shutdown (or the session's deletion) stops trying: the next start's recovery
         gives the row the same state."""
-        lost = LostTurn(claim.admission_id, claim.turn_id, claim.holder)
+        lost = LostTurn(turn.admission_id, turn.turn_id, turn.holder)
         self._lost[lost.admission_id] = lost
         log.warning("turn %s: its end could not be saved (%s); it becomes unknown once the "
-                    "database takes writes again", claim.turn_id, why)
+                    "database takes writes again", turn.turn_id, why)
         delay = RETRY_FIRST_S
         while lost.admission_id in self._lost and self._accepting and drained not in self._retired:
             try:
@@ -359,8 +340,8 @@ class SessionAuthority:
             return
         _, pending = await asyncio.wait(tasks, timeout=grace_s * 0.7)
         if pending:
-            for active in list(self._active.values()):
-                active.interrupt.set("Interrupted: the backend was shut down.")
+            for turn in self._active:
+                turn.interrupt("Interrupted: the backend was shut down.")
             await asyncio.wait(pending, timeout=grace_s * 0.3)
 
 

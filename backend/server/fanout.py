@@ -6,6 +6,9 @@ it returned and flushes the buffer, dropping anything at or below the mark.
 Since events are published only after their COMMIT and in seq order, the
 replayed and live parts meet with no gap and no duplicate.  Only connections
 whose token has `read` are sent events.
+
+`follow` and `unfollow` are the one way in and out of a session's events: they
+keep the hub's table and the subscriber's own marks in step.
 """
 
 from __future__ import annotations
@@ -22,6 +25,12 @@ class Subscriber(Protocol):
 
     def can_read(self) -> bool: ...
 
+    def follow(self, session_id: str, mark: int = 0) -> None: ...
+
+    def begin_replay(self, session_id: str) -> None: ...
+
+    def forget(self, session_id: str) -> None: ...
+
 
 class Hub:
     def __init__(self) -> None:
@@ -34,12 +43,23 @@ class Hub:
     def detach(self, sub: Subscriber) -> None:
         self._all.discard(sub)
         for sid in [sid for sid, subs in self._subs.items() if sub in subs]:
-            self.unsubscribe(sub, sid)
+            self._unsubscribe(sub, sid)
 
-    def subscribe(self, sub: Subscriber, session_id: str) -> None:
+    def follow(self, sub: Subscriber, session_id: str, *, replay: bool = False) -> None:
+        """Subscribes `sub` to the session's live events.  `replay`: they are held until the
+        caller's replay hands over (`end_replay` with the last seq it returned); else every
+        event from now on is new to it (a no-op for the marks when it already follows)."""
+        if replay:
+            sub.begin_replay(session_id)
+        else:
+            sub.follow(session_id, 0)
         self._subs[session_id].add(sub)
 
-    def unsubscribe(self, sub: Subscriber, session_id: str) -> None:
+    def unfollow(self, sub: Subscriber, session_id: str) -> None:
+        sub.forget(session_id)
+        self._unsubscribe(sub, session_id)
+
+    def _unsubscribe(self, sub: Subscriber, session_id: str) -> None:
         subs = self._subs.get(session_id)
         if subs is not None:
             subs.discard(sub)
@@ -53,10 +73,7 @@ class Hub:
         """Called by the store after COMMIT, in commit order."""
         if isinstance(item, Moved):
             for sub in list(self._subs.get(item.parent, ())):
-                self.subscribe(sub, item.child)
-                follow = getattr(sub, "follow", None)
-                if follow is not None:
-                    follow(item.child, 0)  # the child's log starts here: every event is new
+                self.follow(sub, item.child)  # the child's log starts here: every event is new
             return
         if not isinstance(item, StoredEvent):
             return

@@ -123,13 +123,11 @@ class Methods:
             return session
 
         # Subscribed before the commit, so nothing of the new session is missed.
-        conn.follow(session_id)
-        self.hub.subscribe(conn, session_id)
+        self.hub.follow(conn, session_id)
         try:
             session = await self.db.write(job)
         except Exception:
-            conn.forget(session_id)
-            self.hub.unsubscribe(conn, session_id)
+            self.hub.unfollow(conn, session_id)
             raise
         return Reply(p.SessionResult(session=session))
 
@@ -208,8 +206,7 @@ class Methods:
 
     async def session_resume(self, conn: Connection, params: p.SessionSinceParams) -> Reply:
         sid = params.session_id
-        conn.begin_replay(sid)
-        self.hub.subscribe(conn, sid)
+        self.hub.follow(conn, sid, replay=True)
 
         def read(tx: Tx) -> p.ResumeResult:
             session = sessions.get(tx, sid)
@@ -231,8 +228,7 @@ class Methods:
 
     async def session_subscribe(self, conn: Connection, params: p.SessionSinceParams) -> Reply:
         sid = params.session_id
-        conn.begin_replay(sid)
-        self.hub.subscribe(conn, sid)
+        self.hub.follow(conn, sid, replay=True)
 
         def read(tx: Tx) -> p.EventsResult:
             _must_exist(tx, sid)
@@ -244,8 +240,7 @@ class Methods:
         return Reply(result, after=lambda: conn.end_replay(sid, result.latest_seq))
 
     async def session_unsubscribe(self, conn: Connection, params: p.SessionIdParams) -> p.EmptyResult:
-        conn.forget(params.session_id)
-        self.hub.unsubscribe(conn, params.session_id)
+        self.hub.unfollow(conn, params.session_id)
         return p.EmptyResult()
 
     async def session_events_since(self, conn: Connection, params: p.EventsSinceParams) -> p.EventsResult:
@@ -265,14 +260,12 @@ class Methods:
         newly = not conn.subscribed(params.session_id)
         if newly:
             # Subscribed before the commit, so the submitter sees admission.queued and the turn.
-            conn.follow(params.session_id)
-            self.hub.subscribe(conn, params.session_id)
+            self.hub.follow(conn, params.session_id)
         try:
             receipt = await self.authority.submit(conn.principal.token_id, params)
         except NotFound:
             if newly:
-                conn.forget(params.session_id)
-                self.hub.unsubscribe(conn, params.session_id)
+                self.hub.unfollow(conn, params.session_id)
             raise
         return p.ReceiptResult(receipt=receipt)
 
@@ -500,19 +493,18 @@ class Methods:
             return await self.db.read(read)
         except Exception:
             conn.end_replay(sid, 0)
-            conn.forget(sid)
-            self.hub.unsubscribe(conn, sid)
+            self.hub.unfollow(conn, sid)
             raise
 
     def _active_turn(self, tx: Tx, session_id: str) -> p.ActiveTurn | None:
         """The running turn, with the text streamed so far of its current assistant message (read
         in the snapshot's transaction, so it matches `latest_seq`: a window opened mid-stream
         shows it and appends the deltas that follow)."""
-        claim = self.authority.running(session_id)
-        if claim is None:
+        turn = self.authority.running(session_id)
+        if turn is None:
             return None
-        return p.ActiveTurn(turn_id=claim.turn_id, admission_id=claim.admission_id,
-                            text=events.turn_text(tx, session_id, claim.turn_id))
+        return p.ActiveTurn(turn_id=turn.turn_id, admission_id=turn.admission_id,
+                            text=events.turn_text(tx, session_id, turn.turn_id))
 
 
 def handler_name(method: str) -> str:

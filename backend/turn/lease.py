@@ -152,25 +152,19 @@ class LeaseWatch:
 
 
 async def wait_for_lease(
-    db: Database, session_id: str, holder: Holder, *, ttl: float, wait_s: float,
-    stop: asyncio.Event, on_taken: Callable[[Tx], None],
-    on_waiting: Callable[[sqlite3.Row], Awaitable[None]],
+    db: Database, take: Callable[[Tx], sqlite3.Row | None], *, wait_s: float,
+    stop: asyncio.Event, on_waiting: Callable[[sqlite3.Row], Awaitable[None]],
 ) -> str | None:
-    """Polls until the lease is taken (running `on_taken` in that same transaction).
+    """Polls `take` (one transaction each: it takes the lease, or returns the row that
+    holds it) until the lease is taken.
 
     Returns None once taken, or the reason it was not: interrupted, or waited
     `wait_s` in vain.  `on_waiting` is awaited once, with the holder's row.
     """
-    def attempt(tx: Tx) -> sqlite3.Row | None:
-        row = try_take(tx, session_id, holder, ttl)
-        if row is None:
-            on_taken(tx)
-        return row
-
     deadline = time.monotonic() + wait_s
     announced = False
     while True:
-        row = await db.write(attempt)
+        row = await db.write(take)
         if row is None:
             return None
         if not announced:

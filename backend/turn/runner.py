@@ -22,7 +22,7 @@ import logging
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.compress.compressor import MAX_PER_CALL as MAX_COMPRESSIONS_PER_CALL
@@ -34,7 +34,6 @@ from backend.providers.errors import described, policy
 from backend.providers.registry import Link, Providers
 from backend.store import events, messages
 from backend.store.db import Database, Tx
-from backend.store.leases import Holder
 from backend.tools import registry
 from backend.tools.executor import Executor, Scope
 from backend.tools.sandbox import child_env
@@ -50,6 +49,7 @@ from backend.turn.lease import LeaseWatch, wait_for_lease
 from backend.turn.preflight import preflight
 from backend.turn.request import assemble
 from backend.turn.retry import MAX_ATTEMPTS, delay_for
+from backend.turn.route import RunningTurn, take_session
 from backend.turn.stages import Action
 from backend.turn.stream import DeltaWriter
 from backend.turn.tool_round import prepare, run_round, signature
@@ -62,41 +62,12 @@ MAX_EMPTY_ANSWERS = 2
 MAX_IDENTICAL_BATCHES = 3
 
 
-@dataclass(frozen=True)
-class Claim:
-    """A turn the drainer has claimed: its admission is `started`.  `leased`: the claim
-    took the session's lease and stored the user's row in the same transaction."""
-
-    session_id: str
-    admission_id: str
-    turn_id: str
-    text: str
-    cwd: str
-    holder: Holder
-    leased: bool = True
-
-
-@dataclass
-class Interrupt:
-    """Set by turn.interrupt, shutdown, a lost lease or the watchdog; the reason becomes
-    the turn's closing note."""
-
-    event: asyncio.Event = field(default_factory=asyncio.Event)
-    reason: str = "Interrupted by the user."
-    session_id: str | None = None  # where the turn runs now, when compression rotated it
-
-    def set(self, reason: str) -> None:
-        if not self.event.is_set():
-            self.reason = reason
-            self.event.set()
-
-
 @dataclass
 class TurnState:
-    """Everything one turn keeps in memory; nothing of it outlives the turn."""
+    """Everything one turn keeps in memory; nothing of it outlives the turn.  Where the turn
+    runs and how it is stopped belong to `turn` (its routing state's one owner)."""
 
-    claim: Claim
-    interrupt: Interrupt
+    turn: RunningTurn
     halt: asyncio.Event = field(default_factory=asyncio.Event)  # interrupt or budget spent
     budget_why: str | None = None
     iterations: int = 0
@@ -113,7 +84,6 @@ class TurnState:
     link_index: int = 0
     ledger: list[LedgerEntry] = field(default_factory=list)  # calls not yet recorded
     overflow_compressed: bool = False  # one compress-and-retry after a provider overflow
-    watch: LeaseWatch | None = None
 
     @property
     def link(self) -> Link:
@@ -130,7 +100,7 @@ class TurnState:
 
     @property
     def interrupted(self) -> bool:
-        return self.interrupt.event.is_set()
+        return self.turn.interrupted
 
 
 class TurnRunner:
@@ -148,21 +118,19 @@ class TurnRunner:
         chosen = self.providers.default(self.config.config)
         return chosen[1].model if chosen else ""
 
-    async def run(self, claim: Claim, interrupt: Interrupt) -> TurnStatus:
+    async def run(self, turn: RunningTurn) -> TurnStatus:
         started = time.monotonic()
-        st = TurnState(claim, interrupt)
-        if not claim.leased and not await self._wait_lease(st):
+        st = TurnState(turn)
+        if not turn.claim.leased and not await self._wait_lease(st):
             return st.status
         cfg = self.config.config
-        watch = LeaseWatch(self.db, claim.session_id, claim.holder, ttl=cfg.lease.ttl_s,
-                           refresh=cfg.lease.refresh_s, stall=cfg.limits.stall_timeout_s,
-                           on_lost=interrupt.set)
+        watch = turn.watch_lease(self.db, ttl=cfg.lease.ttl_s, refresh=cfg.lease.refresh_s,
+                                 stall=cfg.limits.stall_timeout_s)
         watch.start()
-        st.watch = watch
         loop = asyncio.get_running_loop()
         timer = loop.call_later(cfg.limits.turn_timeout_s, st.spend,
                                 f"{cfg.limits.turn_timeout_s:g} s, limits.turn_timeout_s")
-        relay = asyncio.create_task(_relay(interrupt.event, st.halt))
+        relay = asyncio.create_task(_relay(turn.stop, st.halt))
         try:
             await self._loop(st, watch)
             if st.budget_why and not st.interrupted and st.status == "completed" and not st.text:
@@ -176,10 +144,10 @@ class TurnRunner:
             relay.cancel()
             await watch.stop()
         if st.interrupted and st.status == "completed":
-            st.status, st.reason = "interrupted", interrupt.reason
+            st.status, st.reason = "interrupted", turn.reason
         await self._finalize(st)
-        log.info("turn %s session %s %s after %d calls in %.0f ms%s", claim.turn_id,
-                 claim.session_id, st.status, st.iterations, (time.monotonic() - started) * 1000,
+        log.info("turn %s session %s %s after %d calls in %.0f ms%s", turn.turn_id,
+                 turn.session_id, st.status, st.iterations, (time.monotonic() - started) * 1000,
                  f": {st.reason}" if st.reason else "")
         return st.status
 
@@ -224,14 +192,14 @@ class TurnRunner:
         tools = registry.specs() if link.cfg.tools else ()
 
         async def build() -> ChatRequest:
-            return await assemble(self.db, st.claim.session_id, link.provider.model, tools,
+            return await assemble(self.db, st.turn.session_id, link.provider.model, tools,
                                   summary_for=summary_for,
                                   model=None if st.link_index == 0 else link.cfg.model)
 
         request = await build()
         # Preflight compression: measure, compress if due, measure again (a few times at most).
         for tries in range(MAX_COMPRESSIONS_PER_CALL):
-            why = await self.compressor.due(st.claim.session_id, request, link, tries)
+            why = await self.compressor.due(st.turn.session_id, request, link, tries)
             if why is None or not await self._compress(st, link, tools, why):
                 break
             request = await build()
@@ -243,17 +211,14 @@ class TurnRunner:
     async def _compress(self, st: TurnState, link: Link, tools: tuple[ToolSpec, ...],
                         why: str) -> bool:
         """Compresses the session for this turn; True when it did (the request is rebuilt)."""
-        claim = st.claim
+        turn = st.turn
         out = await self.compressor.compress(
-            claim.session_id, link, why, tools, where=Where(claim.turn_id, claim.admission_id),
-            holder=claim.holder)
+            turn.session_id, link, why, tools, where=Where(turn.turn_id, turn.admission_id),
+            holder=turn.holder)
         st.usage = _add(st.usage, out.usage)  # the turn's cost includes its summaries
         if out.child_session_id is not None:
             # Rotation: the turn goes on in the child session, which holds its lease now.
-            st.claim = replace(claim, session_id=out.child_session_id)
-            st.interrupt.session_id = out.child_session_id
-            if st.watch is not None:
-                st.watch.session_id = out.child_session_id
+            turn.rotated(out.child_session_id)
         return out.compressed
 
     async def _call(
@@ -263,7 +228,7 @@ class TurnRunner:
         fallback (CONTINUE: back to preflight) or the end of the turn (BREAK)."""
         async def store(text: str) -> None:
             watch.progress()
-            await self._store_delta(st.claim, text)
+            await self._store_delta(st.turn, text)
 
         link = st.link
         for n in range(1, MAX_ATTEMPTS + 1):
@@ -319,7 +284,7 @@ class TurnRunner:
             delay = delay_for(exc, n)
             await self._event(st, "provider.retry", ProviderRetry(
                 attempt=n + 1, delay_s=delay, reason=described(exc), provider=link.name))
-            log.info("turn %s: %s failed (%s); retry %d in %.1f s", st.claim.turn_id, link.name,
+            log.info("turn %s: %s failed (%s); retry %d in %.1f s", st.turn.turn_id, link.name,
                      exc.kind, n + 1, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
@@ -328,7 +293,7 @@ class TurnRunner:
             nxt = st.links[st.link_index + 1]
             await self._event(st, "provider.fallback", ProviderFallback(
                 from_=link.name, to=nxt.name, reason=described(exc)))
-            log.warning("turn %s: falling back from %s to %s (%s)", st.claim.turn_id, link.name,
+            log.warning("turn %s: falling back from %s to %s (%s)", st.turn.turn_id, link.name,
                         nxt.name, exc.kind)
             st.link_index += 1
             return Action.CONTINUE
@@ -341,7 +306,7 @@ class TurnRunner:
         elif streamed:
             # Budget spent mid-answer: keep what people saw, then ask for the summary.
             await self.db.write(lambda tx: messages.insert(
-                tx, st.claim.session_id, "assistant", streamed, turn_id=st.claim.turn_id,
+                tx, st.turn.session_id, "assistant", streamed, turn_id=st.turn.turn_id,
                 status="interrupted"))
 
     def _normalize(self, st: TurnState, result: CallResult) -> Action:
@@ -359,8 +324,8 @@ class TurnRunner:
         return Action.CONTINUE
 
     async def _tool_round(self, st: TurnState, result: CallResult, watch: LeaseWatch) -> Action:
-        claim, cfg = st.claim, self.config.config
-        prepared = prepare(result.tool_calls, registry.BUILTINS, st.call_ids, claim.turn_id)
+        turn, cfg = st.turn, self.config.config
+        prepared = prepare(result.tool_calls, registry.BUILTINS, st.call_ids, turn.turn_id)
         batch_sig = signature(prepared)
         st.same_batches = st.same_batches + 1 if batch_sig == st.last_batch else 1
         st.last_batch = batch_sig
@@ -376,16 +341,16 @@ class TurnRunner:
             watch.waiting_for_person += delta
 
         scope = Scope(
-            session_id=claim.session_id, turn_id=claim.turn_id, admission_id=claim.admission_id,
-            cwd=Path(claim.cwd), env=tool_env(self.config), mode=cfg.approvals.mode,
+            session_id=turn.session_id, turn_id=turn.turn_id, admission_id=turn.admission_id,
+            cwd=Path(turn.claim.cwd), env=tool_env(self.config), mode=cfg.approvals.mode,
             deadline_s=cfg.limits.tool_batch_deadline_s, spill_chars=cfg.limits.spill_chars,
             stop=st.halt, on_progress=watch.progress, on_person=on_person,
-            why=lambda: st.interrupt.reason.rstrip(".") if st.interrupted else
+            why=lambda: turn.reason.rstrip(".") if st.interrupted else
             f"the turn reached its limit ({st.budget_why})",
         )
         ledger, st.ledger = st.ledger, []
         outcome = await run_round(self.db, self.executor, scope, result.text, prepared,
-                                  lambda tx: record_ledger(tx, claim.session_id, ledger))
+                                  lambda tx: record_ledger(tx, turn.session_id, ledger))
         failure = outcome.failure or (outcome.batch.failure if outcome.batch else None)
         if failure is not None:
             st.fail(failure)
@@ -410,7 +375,7 @@ class TurnRunner:
             request = await self._assemble(st, summary_for=why)
             if request is not None:
                 stop = asyncio.Event()
-                relay = asyncio.create_task(_relay(st.interrupt.event, stop))
+                relay = asyncio.create_task(_relay(st.turn.stop, stop))
                 timer = asyncio.get_running_loop().call_later(SUMMARY_TIMEOUT_S, stop.set)
                 try:
                     result = await self._call(st, request, watch, stop)
@@ -418,7 +383,7 @@ class TurnRunner:
                     relay.cancel()
                     timer.cancel()
         except ProviderError as exc:
-            log.warning("turn %s: the budget summary call failed: %s", st.claim.turn_id, exc.message)
+            log.warning("turn %s: the budget summary call failed: %s", st.turn.turn_id, exc.message)
         if st.interrupted:
             return  # interrupted during the summary: what streamed of it is the text
         st.status, st.reason = "completed", None  # a failed summary call is not the turn's failure
@@ -430,53 +395,51 @@ class TurnRunner:
 
     async def _wait_lease(self, st: TurnState) -> bool:
         """Waits for another holder's lease; False when the turn ended without it."""
-        claim, cfg = st.claim, self.config.config
-
-        def taken(tx: Tx) -> None:
-            messages.insert(tx, claim.session_id, "user", claim.text, turn_id=claim.turn_id)
+        turn, cfg = st.turn, self.config.config
 
         async def waiting(row: sqlite3.Row) -> None:
-            data = LeaseWaiting(turn_id=claim.turn_id, holder_pid=int(row["pid"]),
+            data = LeaseWaiting(turn_id=turn.turn_id, holder_pid=int(row["pid"]),
                                 expires_at=float(row["expires_at"]))
             await self.db.write(lambda tx: events.append(
-                tx, claim.session_id, "lease.waiting", data, turn_id=claim.turn_id,
-                admission_id=claim.admission_id))
+                tx, turn.session_id, "lease.waiting", data, turn_id=turn.turn_id,
+                admission_id=turn.admission_id))
 
-        why = await wait_for_lease(self.db, claim.session_id, claim.holder, ttl=cfg.lease.ttl_s,
-                                   wait_s=cfg.lease.wait_s, stop=st.interrupt.event,
-                                   on_taken=taken, on_waiting=waiting)
+        why = await wait_for_lease(
+            self.db, lambda tx: take_session(tx, turn.session_id, turn.holder, cfg.lease.ttl_s,
+                                             turn.turn_id, turn.claim.text),
+            wait_s=cfg.lease.wait_s, stop=turn.stop, on_waiting=waiting)
         if why is None:
             return True
         st.status, st.reason = "interrupted", (
-            st.interrupt.reason if st.interrupted else why
+            turn.reason if st.interrupted else why
         )
         # Without the lease the transcript is another process's to write: the input stays
         # in the admission's stored payload, and no row is added here.
         await self.db.write_patiently(lambda tx: close_turn(tx, TurnOutcome(
-            claim.session_id, claim.admission_id, claim.turn_id, st.status, "", Usage(),
+            turn.session_id, turn.admission_id, turn.turn_id, st.status, "", Usage(),
             st.reason, transcript=False)), CLOSE_RETRY_S)
         return False
 
     async def _finalize(self, st: TurnState) -> None:
         """Closes the turn, retrying a while if the store fails; raises StoreUnavailable if
         it still cannot (the caller then settles the admission `unknown` in place)."""
-        claim = st.claim
+        turn = st.turn
         outcome = TurnOutcome(
-            claim.session_id, claim.admission_id, claim.turn_id, st.status, st.text, st.usage,
-            st.reason, holder=claim.holder, text_stored=st.text_stored, ledger=st.ledger,
+            turn.session_id, turn.admission_id, turn.turn_id, st.status, st.text, st.usage,
+            st.reason, holder=turn.holder, text_stored=st.text_stored, ledger=st.ledger,
         )
         await self.db.write_patiently(lambda tx: close_turn(tx, outcome), CLOSE_RETRY_S)
 
     async def _event(self, st: TurnState, type_: str, data: ProviderRetry | ProviderFallback) -> None:
-        claim = st.claim
+        turn = st.turn
         await self.db.write(lambda tx: events.append(
-            tx, claim.session_id, type_, data, turn_id=claim.turn_id,
-            admission_id=claim.admission_id))
+            tx, turn.session_id, type_, data, turn_id=turn.turn_id,
+            admission_id=turn.admission_id))
 
-    async def _store_delta(self, claim: Claim, text: str) -> None:
+    async def _store_delta(self, turn: RunningTurn, text: str) -> None:
         def job(tx: Tx) -> None:
-            events.append(tx, claim.session_id, "message.delta", {"text": text},
-                          turn_id=claim.turn_id, admission_id=claim.admission_id)
+            events.append(tx, turn.session_id, "message.delta", {"text": text},
+                          turn_id=turn.turn_id, admission_id=turn.admission_id)
 
         await self.db.write(job)
 

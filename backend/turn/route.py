@@ -1,0 +1,159 @@
+"""The one owner of a running turn's routing state: where it runs, and how to stop it.
+
+A claimed turn starts in the session it was claimed from; a compression
+rotation moves it to a child session mid-turn.  `RunningTurn` holds the ids,
+the session the turn runs in now, the interrupt (event and reason) and the
+lease watch, and `rotated` is the only way to move it: the watch, and the
+`Routes` map the authority finds running turns in (turn.interrupt, shutdown,
+session.delete), follow in the same call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from backend.store import messages
+from backend.store.db import Database, Tx
+from backend.store.leases import Holder
+from backend.turn.lease import LeaseWatch, try_take
+
+DEFAULT_REASON = "Interrupted by the user."
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A turn the drainer has claimed: its admission is `started`.  `leased`: the claim
+    took the session's lease and stored the user's row in the same transaction.
+    `session_id` is where it was claimed; where it runs now is `RunningTurn.session_id`."""
+
+    session_id: str
+    admission_id: str
+    turn_id: str
+    text: str
+    cwd: str
+    holder: Holder
+    leased: bool = True
+
+
+def take_session(
+    tx: Tx, session_id: str, holder: Holder, ttl: float, turn_id: str, text: str,
+) -> sqlite3.Row | None:
+    """Takes the session's lease for a claimed turn and stores the user's row in the same
+    transaction (the transcript belongs to the lease holder); returns the row that holds
+    the lease instead when it is not free, and writes nothing then.  The only writer of a
+    turn's user row: the claim calls it in its own transaction, and a turn that found the
+    lease held calls it from its wait for the lease."""
+    held = try_take(tx, session_id, holder, ttl)
+    if held is None:
+        messages.insert(tx, session_id, "user", text, turn_id=turn_id)
+    return held
+
+
+class RunningTurn:
+    """A claimed turn while it runs.  Interrupted by turn.interrupt, shutdown, a lost lease
+    or the watchdog; the first reason becomes the turn's closing note."""
+
+    def __init__(self, claim: Claim, routes: Routes | None = None) -> None:
+        self.claim = claim
+        self._session_id = claim.session_id
+        self._routes = routes
+        self._stop = asyncio.Event()
+        self._reason = DEFAULT_REASON
+        self._watch: LeaseWatch | None = None
+        if routes is not None:
+            routes.add(self)
+
+    # --- ids -------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        """The session the turn runs in now (its claim's, until a rotation moves it)."""
+        return self._session_id
+
+    @property
+    def admission_id(self) -> str:
+        return self.claim.admission_id
+
+    @property
+    def turn_id(self) -> str:
+        return self.claim.turn_id
+
+    @property
+    def holder(self) -> Holder:
+        return self.claim.holder
+
+    # --- the interrupt ---------------------------------------------------------------
+
+    def interrupt(self, reason: str = DEFAULT_REASON) -> None:
+        if not self._stop.is_set():
+            self._reason = reason
+            self._stop.set()
+
+    @property
+    def interrupted(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def reason(self) -> str:
+        return self._reason
+
+    @property
+    def stop(self) -> asyncio.Event:
+        """Set once the turn is interrupted (to wait on; set it through `interrupt`)."""
+        return self._stop
+
+    # --- the lease watch and rotation ------------------------------------------------
+
+    def watch_lease(self, db: Database, *, ttl: float, refresh: float, stall: float) -> LeaseWatch:
+        """The turn's lease watch (not started): it refreshes the lease where the turn runs
+        now, and interrupts the turn when the lease is lost or the turn stalls."""
+        self._watch = LeaseWatch(db, self._session_id, self.holder, ttl=ttl, refresh=refresh,
+                                 stall=stall, on_lost=self.interrupt)
+        return self._watch
+
+    def rotated(self, child_session_id: str) -> None:
+        """Compression moved the turn (its admission and lease) to `child_session_id`."""
+        before = self._session_id
+        self._session_id = child_session_id
+        if self._watch is not None:
+            self._watch.session_id = child_session_id
+        if self._routes is not None:
+            self._routes.moved(self, before)
+
+    def done(self) -> None:
+        """The turn ended: nothing finds it any more."""
+        if self._routes is not None:
+            self._routes.remove(self)
+            self._routes = None
+
+
+class Routes:
+    """The running turns, by the session each runs in now."""
+
+    def __init__(self) -> None:
+        self._by_session: dict[str, RunningTurn] = {}
+
+    def add(self, turn: RunningTurn) -> None:
+        self._by_session[turn.session_id] = turn
+
+    def remove(self, turn: RunningTurn) -> None:
+        if self._by_session.get(turn.session_id) is turn:
+            del self._by_session[turn.session_id]
+
+    def moved(self, turn: RunningTurn, before: str) -> None:
+        if self._by_session.get(before) is turn:
+            del self._by_session[before]
+        self._by_session[turn.session_id] = turn
+
+    def find(self, session_id: str) -> RunningTurn | None:
+        """The turn running in a session: started there, or moved there by rotation."""
+        return self._by_session.get(session_id)
+
+    def __iter__(self) -> Iterator[RunningTurn]:
+        return iter(list(self._by_session.values()))
+
+    def __bool__(self) -> bool:
+        return bool(self._by_session)
