@@ -28,7 +28,7 @@ from backend.store import admissions, compression, events, messages, sessions
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.turn.finalize import CLOSE_RETRY_S, TurnOutcome, close_turn, settle_event
-from backend.turn.lease import holder_for, try_take
+from backend.turn.lease import try_take
 from backend.turn.runner import Claim, Interrupt, TurnRunner
 from shared import logs
 from shared.protocol import AdmissionEvent, PromptSubmitParams, Receipt, TurnStarted, Usage
@@ -251,7 +251,7 @@ class SessionAuthority:
         admission_id = row["admission_id"]
         admissions.mark_started(tx, admission_id, self.epoch, turn_id)
         text = Payload.from_json(row["payload_json"]).text
-        holder = holder_for(self.epoch, turn_id)
+        holder = Holder.here(self.epoch, turn_id)
         # The lease, when free, is taken in the claim's own transaction (the common case
         # costs nothing extra); otherwise the runner waits for it before writing the
         # user's row, since the transcript belongs to the lease holder.

@@ -21,10 +21,9 @@ import time
 
 from backend.store import admissions, events, leases, messages
 from backend.store.db import Tx
-from backend.store.leases import Holder
+from backend.store.leases import Holder, provably_dead
 from backend.tools.approvals import expire_stale
 from backend.turn.finalize import UNRECORDED_RESULT, close_tail
-from backend.turn.lease import provably_dead
 
 log = logging.getLogger("authority")
 
@@ -67,7 +66,7 @@ def settle_lost(tx: Tx, admission_id: str, turn_id: str, holder: Holder) -> bool
     if row is None or row["status"] != "started" or row["turn_id"] != turn_id:
         return False
     lease = leases.current(tx, row["session_id"])
-    if lease is not None and lease["holder"] != holder.key:
+    if lease is not None and lease.holder != holder:
         # Another holder writes this session's transcript now (and closed this turn's
         # calls when it took over): only the receipt is this turn's to settle.
         admissions.mark_unknown(tx, admission_id)
@@ -99,9 +98,9 @@ def _drop_dead_leases(tx: Tx, epoch: int) -> dict[str, str]:
     a live process (or one whose liveness cannot be judged) still holds."""
     live: dict[str, str] = {}
     now = time.time()
-    for row in leases.all_rows(tx):
-        if row["expires_at"] <= now or provably_dead(row) or row["epoch"] >= epoch:
-            leases.drop(tx, row["session_id"], row["holder"])
+    for lease in leases.all_rows(tx):
+        if lease.expires_at <= now or provably_dead(lease.holder) or lease.holder.epoch >= epoch:
+            leases.release(tx, lease.session_id, lease.holder)
         else:
-            live[row["session_id"]] = row["turn_id"]
+            live[lease.session_id] = lease.holder.turn_id
     return live

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import sqlite3
 import time
 from dataclasses import dataclass, field, replace
@@ -32,16 +31,14 @@ from backend.compress.prune import prune
 from backend.compress.summary import fallback_summary, fit, summary_messages, wrap
 from backend.config import Compression, ConfigFile
 from backend.errors import ProviderError
-from backend.host import boot_token, process_start
 from backend.ids import new_id
 from backend.providers.base import ChatProvider, ChatRequest, TextChunk, ToolSpec, UsageChunk
 from backend.providers.registry import Link, Providers
 from backend.store import compression as store
 from backend.store import events, leases, messages, sessions, usage
 from backend.store.db import Database, Tx
-from backend.store.leases import Holder
+from backend.store.leases import Holder, provably_dead
 from backend.turn.call import measure, price
-from backend.turn.lease import provably_dead
 from shared.protocol import SessionEvent, Usage
 
 log = logging.getLogger("compress")
@@ -82,7 +79,7 @@ class Compressor:
         self.db = db
         self.config = config
         self.providers = providers
-        self.holder = f"{os.getpid()}:{process_start(os.getpid())}@{boot_token()}#{epoch}/compress"
+        self.holder = Holder.here(epoch, "compress")
         self.calibrations: dict[str, tok.Calibration] = {}
         self._running: set[str] = set()
 
@@ -129,7 +126,7 @@ class Compressor:
     ) -> Outcome:
         cfg = self.config.config.compression
         busy = Outcome(False, 0, 0, why_not="another compression of this session is running")
-        # One holder string per process: the set keeps two compressions in this process apart
+        # One holder per process: the set keeps two compressions in this process apart
         # (a turn's and a session.compress), the table keeps processes apart.
         if session_id in self._running:
             return busy
@@ -147,12 +144,12 @@ class Compressor:
 
     def _lock(self, tx: Tx, session_id: str) -> bool:
         row = store.lock_row(tx, session_id)
-        if row is not None and row["holder"] != self.holder \
-                and row["expires_at"] > time.time() and not provably_dead(row):
+        if row is not None and row.holder != self.holder \
+                and row.expires_at > time.time() and not provably_dead(row.holder):
             return False
-        if row is not None and row["holder"] != self.holder:
-            log.warning("session %s: reclaiming the compression lock of %s", session_id, row["holder"])
-        store.put_lock(tx, session_id, self.holder, os.getpid(), boot_token())
+        if row is not None and row.holder != self.holder:
+            log.warning("session %s: reclaiming the compression lock of %s", session_id, row.holder)
+        store.put_lock(tx, session_id, self.holder)
         return True
 
     async def _compress(

@@ -114,8 +114,8 @@ def close_turn(tx: Tx, out: TurnOutcome) -> None:
 def _holds_lease(tx: Tx, out: TurnOutcome) -> bool:
     if out.holder is None:
         return True
-    row = leases.current(tx, out.session_id)
-    return row is not None and row["holder"] == out.holder.key
+    lease = leases.current(tx, out.session_id)
+    return lease is not None and lease.holder == out.holder
 
 
 def close_tail(

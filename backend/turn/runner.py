@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import sqlite3
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +33,7 @@ from backend.providers.errors import described, policy
 from backend.providers.registry import Link, Providers
 from backend.store import events, messages
 from backend.store.db import Database, Tx
-from backend.store.leases import Holder
+from backend.store.leases import Holder, LeaseRecord
 from backend.tools import registry
 from backend.tools.executor import Executor, Scope
 from backend.tools.sandbox import child_env
@@ -435,9 +434,9 @@ class TurnRunner:
         def taken(tx: Tx) -> None:
             messages.insert(tx, claim.session_id, "user", claim.text, turn_id=claim.turn_id)
 
-        async def waiting(row: sqlite3.Row) -> None:
-            data = LeaseWaiting(turn_id=claim.turn_id, holder_pid=int(row["pid"]),
-                                expires_at=float(row["expires_at"]))
+        async def waiting(lease: LeaseRecord) -> None:
+            data = LeaseWaiting(turn_id=claim.turn_id, holder_pid=lease.holder.pid,
+                                expires_at=lease.expires_at)
             await self.db.write(lambda tx: events.append(
                 tx, claim.session_id, "lease.waiting", data, turn_id=claim.turn_id,
                 admission_id=claim.admission_id))
