@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -38,6 +37,7 @@ from backend.store import compression as store
 from backend.store import events, leases, messages, sessions, usage
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder, provably_dead
+from backend.store.messages import MessageRecord
 from backend.turn.call import measure, price
 from shared.protocol import SessionEvent, Usage
 
@@ -156,9 +156,9 @@ class Compressor:
         self, session_id: str, link: Link, reason: str, tools: tuple[ToolSpec, ...],
         focus: str | None, where: Where, manual: bool, cfg: Compression, holder: Holder | None,
     ) -> Outcome:
-        def read(tx: Tx) -> tuple[list[sqlite3.Row], str, store.Guards]:
+        def read(tx: Tx) -> tuple[list[MessageRecord], str, store.Guards]:
             row = sessions.row(tx, session_id)
-            prompt = str(row["system_prompt"] or "") if row is not None else ""
+            prompt = str(row.system_prompt or "") if row is not None else ""
             return store.model_rows(tx, session_id), prompt, store.guards(tx, session_id)
 
         rows, prompt, guards = await self.db.read(read)
@@ -231,7 +231,7 @@ class Compressor:
             parent = sessions.row(tx, session_id)
             assert parent is not None
             child = new_id("ses")
-            sessions.insert(tx, child, parent["title"], parent["cwd"], parent["model"])
+            sessions.insert(tx, child, parent.title, parent.cwd, parent.model)
             tx.execute("UPDATE sessions SET parent_session_id = ? WHERE session_id = ?",
                        (session_id, child))
             tx.execute("UPDATE sessions SET child_session_id = ? WHERE session_id = ?",
@@ -239,7 +239,7 @@ class Compressor:
             for old, new in changed:
                 store.set_wire(tx, old.id, new.content if new.content != old.content else None,
                                [call_json(c) for c in new.calls] if new.calls != old.calls else None)
-            by_row = {r["id"]: r for r in rows}
+            by_row = {r.id: r for r in rows}
             last_head = 0
             for e in p.head:
                 last_head = store.copy_row(tx, child, by_row[e.id])
@@ -351,19 +351,19 @@ async def _collect(provider: ChatProvider, request: ChatRequest) -> tuple[str, U
     return "".join(parts), reported
 
 
-def to_entry(r: sqlite3.Row) -> Entry | None:
+def to_entry(r: MessageRecord) -> Entry | None:
     """A stored row as the compressor sees it; notes other than summaries are not the model's."""
-    role = r["role"]
-    content = r["api_content"] if r["api_content"] is not None else r["content"]
+    role = r.role
+    content = r.api_content if r.api_content is not None else r.content
     if role == "system_note":
-        if r["note_kind"] != "summary":
+        if r.note_kind != "summary":
             return None
-        return Entry(r["id"], "summary", str(r["content"]))  # the summary text, unwrapped
+        return Entry(r.id, "summary", str(r.content))  # the summary text, unwrapped
     calls: tuple[Call, ...] = ()
-    raw_calls = r["api_tool_calls"] or r["tool_calls"]
+    raw_calls = r.api_tool_calls or r.tool_calls
     if role == "assistant" and raw_calls:
         calls = tuple(Call(c["call_id"], c["name"], raw_arguments(c)) for c in json.loads(raw_calls))
-    return Entry(r["id"], role, str(content), calls, r["call_id"], r["tool_name"])
+    return Entry(r.id, role, str(content), calls, r.call_id, r.tool_name)
 
 
 def raw_arguments(call: dict[str, Any]) -> str:

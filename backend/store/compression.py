@@ -8,8 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from backend.store import messages
 from backend.store.db import Tx
 from backend.store.leases import Holder
+from backend.store.messages import MessageRecord
 
 LOCK_TTL_S = 600.0  # longer than a summary call may take; a dead holder is reclaimed sooner
 
@@ -73,12 +75,9 @@ def release_lock(tx: Tx, session_id: str, holder: Holder) -> None:
                (session_id, holder.encode()))
 
 
-def model_rows(tx: Tx, session_id: str) -> list[sqlite3.Row]:
-    """The rows the model sees now (active, not compacted), with what compression needs."""
-    return tx.all(
-        "SELECT id, turn_id, role, content, api_content, tool_calls, api_tool_calls, call_id, "
-        "tool_name, status, note_kind, meta FROM messages "
-        "WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id", (session_id,))
+def model_rows(tx: Tx, session_id: str) -> list[MessageRecord]:
+    """The rows the model sees now (active, not compacted), in transcript order."""
+    return messages.for_model(tx, session_id)
 
 
 def compact(tx: Tx, session_id: str, ids: list[int]) -> None:
@@ -98,14 +97,14 @@ def set_wire(
                (api_content, json.dumps(api_tool_calls) if api_tool_calls is not None else None, row_id))
 
 
-def copy_row(tx: Tx, session_id: str, r: sqlite3.Row) -> int:
+def copy_row(tx: Tx, session_id: str, r: MessageRecord) -> int:
     """Copies a stored row into another session (rotation); returns the new row id."""
     cur = tx.execute(
         "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, note_kind, "
         "tool_calls, api_tool_calls, call_id, tool_name, meta, created_at) "
         "SELECT ?, turn_id, role, content, api_content, status, note_kind, tool_calls, "
         "api_tool_calls, call_id, tool_name, meta, created_at FROM messages WHERE id = ?",
-        (session_id, r["id"]))
+        (session_id, r.id))
     assert cur.lastrowid is not None
     return int(cur.lastrowid)
 

@@ -140,6 +140,6 @@ def settle_event(tx: Tx, admission_id: str) -> None:
     assert row is not None
     receipt = admissions.receipt(tx, row)
     events.append(
-        tx, row["session_id"], "admission.settled", AdmissionEvent(receipt=receipt),
-        turn_id=row["turn_id"], admission_id=admission_id,
+        tx, row.session_id, "admission.settled", AdmissionEvent(receipt=receipt),
+        turn_id=row.turn_id, admission_id=admission_id,
     )

@@ -324,7 +324,9 @@ async def test_deleting_a_rotated_child_gives_the_parent_its_prompts_back(env: E
     await env.db.write(_link(b, c))
     await env.db.write(lambda tx: sessions.delete(tx, c))
     assert await env.leaf(a) == b
-    assert await env.db.read(lambda tx: sessions.row(tx, b)["child_session_id"]) is None
+    row_b = await env.db.read(lambda tx: sessions.row(tx, b))
+    assert row_b is not None
+    assert row_b.child_session_id is None
     # A link to a child that no longer exists (written by an older version) ends the chain too.
     await env.db.write(lambda tx: tx.execute(
         "UPDATE sessions SET child_session_id = 'ses_gone' WHERE session_id = ?", (b,)))
@@ -381,7 +383,7 @@ async def test_move_queue_moves_every_open_admission(env: Env) -> None:
     assert order == [ids["queued"], ids["started"], ids["unknown"]], "queue order (by id) is kept"
     oldest = await env.db.read(lambda tx: admissions.oldest_queued(tx, child))
     assert oldest is not None
-    assert oldest["admission_id"] == ids["queued"]
+    assert oldest.admission_id == ids["queued"]
     assert await env.db.read(lambda tx: admissions.oldest_queued(tx, parent)) is None
 
     await env.db.write(lambda tx: store.move_queue(tx, parent, child))

@@ -3,6 +3,7 @@ text form (encode/decode) as both the turn lease and the compression lock store 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -12,9 +13,15 @@ from pathlib import Path
 import pytest
 
 from backend.host import boot_token, process_start
-from backend.store import compression, leases, sessions
-from backend.store.db import Database
+from backend.store import admissions, approvals, checkpoints, compression, leases, messages, sessions
+from backend.store.admissions import AdmissionRecord
+from backend.store.approvals import ApprovalRecord
+from backend.store.checkpoints import CheckpointRecord
+from backend.store.db import Database, Tx
 from backend.store.leases import Holder, LeaseRecord, provably_dead
+from backend.store.messages import MessageRecord
+from backend.store.sessions import SessionRecord
+from shared.protocol import Usage
 
 OTHER_BOOT = "00000000-0000-0000-0000-000000000000/pid:[4026531836]"
 
@@ -102,3 +109,134 @@ async def test_a_compression_lock_round_trips_through_the_table(db: Database) ->
     raw = await db.read(lambda tx: tx.one("SELECT pid, boot_token FROM compression_locks"))
     assert raw is not None
     assert tuple(raw) == (os.getpid(), boot_token())
+
+
+# --- the other tables' records -----------------------------------------------------------------
+
+
+async def test_a_session_record_has_every_column(db: Database) -> None:
+    def seed(tx: Tx) -> None:
+        sessions.insert(tx, "s", "Title", "/work", "m1")
+        sessions.store_system_prompt(tx, "s", "be brief")
+        sessions.add_usage(tx, "s", Usage(input_tokens=10, output_tokens=5, cached_tokens=2,
+                                          cost_usd=0.25, estimated=True))
+        messages.insert(tx, "s", "user", "hello there")
+        compression.set_guards(tx, "s", compression.Guards(1, 2.5, 3, 4.5))
+
+    await db.write(seed)
+    r = await db.read(lambda tx: sessions.row(tx, "s"))
+    assert isinstance(r, SessionRecord)
+    assert (r.session_id, r.title, r.cwd, r.model, r.system_prompt) == (
+        "s", "Title", "/work", "m1", "be brief")
+    assert (r.parent_session_id, r.child_session_id) == (None, None)
+    assert (r.input_tokens, r.output_tokens, r.cached_tokens, r.cost_usd) == (10, 5, 2, 0.25)
+    assert r.usage_estimated is True
+    assert r.message_count == 1
+    assert (r.compress_failures, r.compress_cooldown_until, r.compress_ineffective,
+            r.compress_probe_after) == (1, 2.5, 3, 4.5)
+    assert r.created_at <= r.updated_at
+    assert await db.read(lambda tx: sessions.page(tx, 10, None)) == [r]
+    assert await db.read(lambda tx: sessions.search(tx, "hello", 10, 0)) == [r]
+    summary = await db.read(lambda tx: sessions.to_session(tx, r))
+    assert (summary.session_id, summary.message_count, summary.usage.cost_usd) == ("s", 1, 0.25)
+
+
+async def test_a_message_record_has_every_column(db: Database) -> None:
+    calls = [{"call_id": "c1", "name": "terminal", "arguments": {"command": "ls"}}]
+
+    def seed(tx: Tx) -> None:
+        sessions.insert(tx, "s", "t", "/", "m")
+        messages.insert(tx, "s", "assistant", "looking", turn_id="turn_1", api_content="wire",
+                        tool_calls=calls)
+        messages.insert(tx, "s", "tool", "out", turn_id="turn_1", status="ok", call_id="c1",
+                        tool_name="terminal", meta={"exit_code": 0})
+
+    await db.write(seed)
+    first, second = await db.read(lambda tx: messages.for_model(tx, "s"))
+    assert isinstance(first, MessageRecord)
+    assert (first.session_id, first.turn_id, first.role, first.content, first.api_content) == (
+        "s", "turn_1", "assistant", "looking", "wire")
+    assert first.tool_calls is not None
+    assert json.loads(first.tool_calls) == calls
+    assert (first.api_tool_calls, first.active, first.compacted) == (None, True, False)
+    assert (second.role, second.status, second.call_id, second.tool_name) == (
+        "tool", "ok", "c1", "terminal")
+    assert second.meta is not None
+    assert json.loads(second.meta) == {"exit_code": 0}
+    assert first.id < second.id
+    assert await db.read(lambda tx: compression.model_rows(tx, "s")) == [first, second]
+    await db.write(lambda tx: compression.compact(tx, "s", [first.id]))
+    assert await db.read(lambda tx: messages.for_model(tx, "s")) == [second]
+    page, more = await db.read(lambda tx: messages.page(tx, "s", None, 10))
+    assert not more
+    assert [m.compacted for m in page] == [True, False]
+    assert page[1] == messages.to_message(second)
+
+
+async def test_an_admission_record_has_every_column(db: Database) -> None:
+    def seed(tx: Tx) -> None:
+        sessions.insert(tx, "s", "t", "/", "m")
+        admissions.insert(tx, "adm_1", "p", "s", "r1", '{"text": "hi"}', "d1")
+        admissions.insert(tx, "adm_2", "p", "s", "r2", '{"text": "more"}', "d2")
+        admissions.mark_started(tx, "adm_1", 4, "turn_1")
+
+    await db.write(seed)
+    a = await db.read(lambda tx: admissions.by_id(tx, "adm_1"))
+    assert isinstance(a, AdmissionRecord)
+    assert (a.admission_id, a.principal, a.session_id, a.request_id, a.payload_json,
+            a.payload_digest) == ("adm_1", "p", "s", "r1", '{"text": "hi"}', "d1")
+    assert (a.status, a.owner_epoch, a.turn_id, a.outcome) == ("started", 4, "turn_1", None)
+    assert a.started_at is not None
+    assert (a.settled_at, a.final_text, a.failure_reason) == (None, None, None)
+    assert await db.read(lambda tx: admissions.by_key(tx, "p", "s", "r1")) == a
+    assert await db.read(lambda tx: admissions.blocking(tx, "s")) == a
+    assert await db.read(lambda tx: admissions.orphan_started(tx, 5)) == [a]
+    queued = await db.read(lambda tx: admissions.oldest_queued(tx, "s"))
+    assert queued is not None
+    assert (queued.admission_id, queued.status) == ("adm_2", "queued")
+    assert queued.id > a.id
+    assert await db.read(lambda tx: admissions.list_for(tx, "s", None)) == [a, queued]
+    receipt = await db.read(lambda tx: admissions.receipt(tx, queued))
+    assert (receipt.admission_id, receipt.position, receipt.text) == ("adm_2", 1, "more")
+
+
+async def test_an_approval_record_has_every_column(db: Database) -> None:
+    def seed(tx: Tx) -> None:
+        sessions.insert(tx, "s", "t", "/", "m")
+        approvals.insert(tx, approval_id="apr_1", session_id="s", turn_id="turn_1", call_id="c1",
+                         tool="terminal", summary="ls", reason="runs a command",
+                         rule_key="ls *", epoch=2, expires_at="later")
+
+    await db.write(seed)
+    r = await db.read(lambda tx: approvals.row(tx, "apr_1"))
+    assert isinstance(r, ApprovalRecord)
+    assert (r.approval_id, r.session_id, r.turn_id, r.call_id, r.tool, r.summary, r.reason,
+            r.rule_key) == ("apr_1", "s", "turn_1", "c1", "terminal", "ls", "runs a command", "ls *")
+    assert (r.status, r.decision, r.epoch, r.expires_at, r.decided_at) == (
+        "pending", None, 2, "later", None)
+    assert await db.read(lambda tx: approvals.stale_pending(tx, 3)) == [r]
+    assert await db.write(lambda tx: approvals.decide(tx, "apr_1", "allowed", "session"))
+    decided = await db.read(lambda tx: approvals.row(tx, "apr_1"))
+    assert decided is not None
+    assert (decided.status, decided.decision) == ("allowed", "session")
+    assert decided.decided_at is not None
+
+
+async def test_a_checkpoint_record_has_every_column(db: Database) -> None:
+    def seed(tx: Tx) -> None:
+        sessions.insert(tx, "s", "t", "/", "m")
+        checkpoints.insert(tx, "s", "turn_1", "c1", "/a", existed=True, content_hash="h1",
+                           blob_path="/blobs/h1")
+        checkpoints.insert(tx, "s", "turn_1", "c2", "/a", existed=True, content_hash="h2",
+                           blob_path="/blobs/h2")
+        checkpoints.insert(tx, "s", "turn_1", "c2", "/b", existed=False, content_hash=None,
+                           blob_path=None)
+
+    await db.write(seed)
+    first, created = await db.read(lambda tx: checkpoints.earliest_per_path(tx, "s", "turn_1"))
+    assert isinstance(first, CheckpointRecord)
+    assert (first.session_id, first.turn_id, first.call_id, first.path, first.existed,
+            first.content_hash, first.blob_path, first.restored_at) == (
+        "s", "turn_1", "c1", "/a", True, "h1", "/blobs/h1", None)
+    assert (created.path, created.existed, created.content_hash, created.blob_path) == (
+        "/b", False, None, None)

@@ -63,7 +63,7 @@ def shape(tx: Tx) -> list[tuple[str, str | None, str | None, str]]:
 def status(tx: Tx) -> str:
     row = admissions.by_id(tx, "adm_1")
     assert row is not None
-    return str(row["status"])
+    return row.status
 
 
 async def test_settle_lost_keeps_what_was_streamed(db: Database) -> None:
