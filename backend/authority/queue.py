@@ -95,11 +95,8 @@ class SessionAuthority:
             if not sessions.exists(tx, params.session_id):
                 raise NotFound("session", params.session_id)
             # The person moving on acknowledges a turn whose outcome is unknown.
-            for row in tx.all(
-                "SELECT admission_id FROM admissions WHERE session_id = ? AND status = 'unknown'",
-                (params.session_id,),
-            ):
-                _resolve_unknown(tx, row["admission_id"])
+            for unknown_id in admissions.unknown_ids(tx, params.session_id):
+                _resolve_unknown(tx, unknown_id)
             admission_id = new_id("adm")
             admissions.insert(
                 tx, admission_id, principal, params.session_id, params.request_id,

@@ -217,7 +217,7 @@ class Compressor:
             )
             store.set_guards(tx, session_id, guards)
             # The next request rebuilds the system prompt once (then it is frozen again).
-            tx.execute("UPDATE sessions SET system_prompt = NULL WHERE session_id = ?", (session_id,))
+            sessions.clear_system_prompt(tx, session_id)
             if spent.input_tokens or spent.output_tokens:
                 usage.record(tx, session_id, aux.name, aux.cfg.model, "compression", spent)
             events.append(tx, session_id, "compression.complete",
@@ -232,10 +232,7 @@ class Compressor:
             assert parent is not None
             child = new_id("ses")
             sessions.insert(tx, child, parent.title, parent.cwd, parent.model)
-            tx.execute("UPDATE sessions SET parent_session_id = ? WHERE session_id = ?",
-                       (session_id, child))
-            tx.execute("UPDATE sessions SET child_session_id = ? WHERE session_id = ?",
-                       (child, session_id))
+            sessions.link_rotation(tx, session_id, child)
             for old, new in changed:
                 store.set_wire(tx, old.id, new.content if new.content != old.content else None,
                                [call_json(c) for c in new.calls] if new.calls != old.calls else None)

@@ -151,6 +151,21 @@ def _changed(tx: Tx, cur: sqlite3.Cursor, admission_id: str) -> None:
             sessions.changed(tx, r[0])
 
 
+def unknown_ids(tx: Tx, session_id: str) -> list[str]:
+    """The session's admissions whose outcome is unknown (each holds its queue)."""
+    return [
+        r["admission_id"] for r in tx.all(
+            "SELECT admission_id FROM admissions WHERE session_id = ? AND status = 'unknown'",
+            (session_id,),
+        )
+    ]
+
+
+def any_queued(tx: Tx) -> bool:
+    """Whether any session has queued input."""
+    return tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1") is not None
+
+
 def sessions_with_queued(tx: Tx) -> list[str]:
     return [
         r[0]

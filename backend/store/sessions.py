@@ -117,6 +117,19 @@ def store_system_prompt(tx: Tx, session_id: str, prompt: str) -> str:
     return str(r[0])
 
 
+def clear_system_prompt(tx: Tx, session_id: str) -> None:
+    """Drops the frozen prompt: the next request builds (and freezes) it again."""
+    tx.execute("UPDATE sessions SET system_prompt = NULL WHERE session_id = ?", (session_id,))
+
+
+def link_rotation(tx: Tx, parent: str, child: str) -> None:
+    """Records that `parent`'s conversation continues in `child` (compression's rotation)."""
+    tx.execute("UPDATE sessions SET parent_session_id = ? WHERE session_id = ?",
+               (parent, child))
+    tx.execute("UPDATE sessions SET child_session_id = ? WHERE session_id = ?",
+               (child, parent))
+
+
 def add_usage(tx: Tx, session_id: str, usage: Usage) -> None:
     tx.execute(
         "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "

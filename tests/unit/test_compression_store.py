@@ -302,10 +302,7 @@ async def test_guards_are_per_session(env: Env) -> None:
 
 
 def _link(parent: str, child: str) -> Callable[[Tx], None]:
-    def job(tx: Tx) -> None:
-        tx.execute("UPDATE sessions SET child_session_id = ? WHERE session_id = ?", (child, parent))
-        tx.execute("UPDATE sessions SET parent_session_id = ? WHERE session_id = ?", (parent, child))
-    return job
+    return lambda tx: sessions.link_rotation(tx, parent, child)
 
 
 async def test_leaf_follows_the_child_chain(env: Env) -> None:

@@ -240,3 +240,44 @@ async def test_a_checkpoint_record_has_every_column(db: Database) -> None:
         "s", "turn_1", "c1", "/a", True, "h1", "/blobs/h1", None)
     assert (created.path, created.existed, created.content_hash, created.blob_path) == (
         "/b", False, None, None)
+
+
+# --- statements the store took over from its callers ----------------------------------------
+
+
+async def test_queue_probes(db: Database) -> None:
+    def seed(tx: Tx) -> None:
+        sessions.insert(tx, "s", "t", "/", "m")
+        sessions.insert(tx, "other", "t", "/", "m")
+        for n in (1, 2, 3):
+            admissions.insert(tx, f"adm_{n}", "p", "s", f"r{n}", '{"text": "hi"}', "d")
+            admissions.mark_started(tx, f"adm_{n}", 1, f"turn_{n}")
+        admissions.mark_unknown(tx, "adm_1")
+        admissions.mark_unknown(tx, "adm_3")
+
+    assert not await db.read(admissions.any_queued)
+    await db.write(seed)
+    assert await db.read(lambda tx: admissions.unknown_ids(tx, "s")) == ["adm_1", "adm_3"]
+    assert await db.read(lambda tx: admissions.unknown_ids(tx, "other")) == []
+    assert not await db.read(admissions.any_queued)
+    await db.write(lambda tx: admissions.insert(tx, "adm_4", "p", "other", "r", "{}", "d"))
+    assert await db.read(admissions.any_queued)
+
+
+async def test_rotation_links_and_prompt_reset(db: Database) -> None:
+    def seed(tx: Tx) -> None:
+        sessions.insert(tx, "parent", "t", "/", "m")
+        sessions.insert(tx, "child", "t", "/", "m")
+        sessions.store_system_prompt(tx, "parent", "frozen")
+        sessions.link_rotation(tx, "parent", "child")
+        sessions.clear_system_prompt(tx, "parent")
+
+    await db.write(seed)
+    parent = await db.read(lambda tx: sessions.row(tx, "parent"))
+    child = await db.read(lambda tx: sessions.row(tx, "child"))
+    assert parent is not None
+    assert child is not None
+    assert (parent.child_session_id, parent.parent_session_id, parent.system_prompt) == (
+        "child", None, None)
+    assert (child.parent_session_id, child.child_session_id) == ("parent", None)
+    assert await db.read(lambda tx: compression.leaf(tx, "parent")) == "child"
