@@ -31,6 +31,7 @@ from backend.compress.summary import fallback_summary, fit, summary_messages, wr
 from backend.config import Compression, ConfigFile
 from backend.errors import ProviderError
 from backend.ids import new_id
+from backend.providers.accounting import measure, price
 from backend.providers.base import ChatProvider, ChatRequest, TextChunk, ToolSpec, UsageChunk
 from backend.providers.registry import Link, Providers
 from backend.store import compression as store
@@ -38,7 +39,6 @@ from backend.store import events, leases, messages, sessions, usage
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder, provably_dead
 from backend.store.messages import MessageRecord
-from backend.turn.call import measure, price
 from shared.protocol import SessionEvent, Usage
 
 log = logging.getLogger("compress")
