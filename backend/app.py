@@ -32,7 +32,7 @@ from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
 from backend.server.listener import Listener
 from backend.server.methods import Methods
-from backend.store import runtime
+from backend.store import admissions, runtime
 from backend.store.db import Database
 from backend.tools import registry, sandbox
 from backend.tools.approvals import Approvals
@@ -162,12 +162,9 @@ class Backend:
 
     async def _has_queued(self) -> bool:
         try:
-            row = await self.db.read(
-                lambda tx: tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1")
-            )
+            return await self.db.read(admissions.any_queued)
         except StoreUnavailable:
             return True  # cannot tell: stay up rather than leave queued work behind
-        return row is not None
 
 
 async def serve(data_dir: Path, host: str, port: int) -> int:

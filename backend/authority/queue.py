@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import sqlite3
 from dataclasses import dataclass
 
 from backend.authority.payload import Payload, normalize
@@ -25,10 +24,10 @@ from backend.authority.recovery import settle_lost
 from backend.errors import AdmissionConflict, AdmissionState, NotFound, StoreUnavailable
 from backend.ids import new_id
 from backend.store import admissions, compression, events, sessions
+from backend.store.admissions import AdmissionRecord
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.turn.finalize import CLOSE_RETRY_S, TurnOutcome, close_turn, settle_event
-from backend.turn.lease import holder_for
 from backend.turn.route import Claim, Routes, RunningTurn, take_session
 from backend.turn.runner import TurnRunner
 from shared import logs
@@ -81,7 +80,7 @@ class SessionAuthority:
             existing = admissions.by_key(tx, principal, sent_to, params.request_id) \
                 or admissions.by_key(tx, principal, params.session_id, params.request_id)
             if existing is not None:
-                if existing["payload_digest"] != payload.digest:
+                if existing.payload_digest != payload.digest:
                     raise AdmissionConflict(
                         f"request_id {params.request_id!r} was already used with different "
                         "input in this session; use a new request_id for new input"
@@ -90,11 +89,8 @@ class SessionAuthority:
             if not sessions.exists(tx, params.session_id):
                 raise NotFound("session", params.session_id)
             # The person moving on acknowledges a turn whose outcome is unknown.
-            for row in tx.all(
-                "SELECT admission_id FROM admissions WHERE session_id = ? AND status = 'unknown'",
-                (params.session_id,),
-            ):
-                _resolve_unknown(tx, row["admission_id"])
+            for unknown_id in admissions.unknown_ids(tx, params.session_id):
+                _resolve_unknown(tx, unknown_id)
             admission_id = new_id("adm")
             admissions.insert(
                 tx, admission_id, principal, params.session_id, params.request_id,
@@ -119,9 +115,9 @@ class SessionAuthority:
     async def cancel(self, admission_id: str) -> Receipt:
         def job(tx: Tx) -> Receipt:
             row = _existing(tx, admission_id)
-            if row["status"] != "queued":
+            if row.status != "queued":
                 raise AdmissionState(
-                    f"admission is {row['status']}; only a queued one can be cancelled"
+                    f"admission is {row.status}; only a queued one can be cancelled"
                 )
             admissions.settle(tx, admission_id, "cancelled")
             settle_event(tx, admission_id)
@@ -132,9 +128,9 @@ class SessionAuthority:
     async def resolve(self, admission_id: str) -> Receipt:
         def job(tx: Tx) -> Receipt:
             row = _existing(tx, admission_id)
-            if row["status"] != "unknown":
+            if row.status != "unknown":
                 raise AdmissionState(
-                    f"admission is {row['status']}; only an unknown one can be resolved"
+                    f"admission is {row.status}; only an unknown one can be resolved"
                 )
             _resolve_unknown(tx, admission_id)
             return _receipt(tx, admission_id)
@@ -230,23 +226,23 @@ class SessionAuthority:
         session = sessions.row(tx, session_id)
         assert session is not None
         turn_id = new_id("turn")
-        admission_id = row["admission_id"]
+        admission_id = row.admission_id
         admissions.mark_started(tx, admission_id, self.epoch, turn_id)
-        text = Payload.from_json(row["payload_json"]).text
-        holder = holder_for(self.epoch, turn_id)
+        text = Payload.from_json(row.payload_json).text
+        holder = Holder.here(self.epoch, turn_id)
         # The lease, when free, is taken in the claim's own transaction (the common case
         # costs nothing extra); otherwise the runner waits for it before writing the
         # user's row, since the transcript belongs to the lease holder.
         leased = take_session(tx, session_id, holder, self.runner.config.config.lease.ttl_s,
                               turn_id, text) is None
         sessions.touch(tx, session_id)
-        model = session["model"] or self.runner.default_model()
+        model = session.model or self.runner.default_model()
         events.append(
             tx, session_id, "turn.started",
             TurnStarted(turn_id=turn_id, admission_id=admission_id, model=model),
             turn_id=turn_id, admission_id=admission_id,
         )
-        return Claim(session_id, admission_id, turn_id, text, session["cwd"], holder, leased)
+        return Claim(session_id, admission_id, turn_id, text, session.cwd, holder, leased)
 
     async def _settle_crashed(self, turn: RunningTurn, error_id: str) -> bool:
         """A bug escaped the runner: settle the admission so the queue is not held forever.
@@ -345,7 +341,7 @@ class SessionAuthority:
             await asyncio.wait(pending, timeout=grace_s * 0.3)
 
 
-def _existing(tx: Tx, admission_id: str) -> sqlite3.Row:
+def _existing(tx: Tx, admission_id: str) -> AdmissionRecord:
     row = admissions.by_id(tx, admission_id)
     if row is None:
         raise NotFound("admission", admission_id)

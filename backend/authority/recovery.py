@@ -16,15 +16,14 @@ when the store failed while the turn ended and its end could not be saved.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 
 from backend.store import admissions, events, leases, messages
+from backend.store.admissions import AdmissionRecord
 from backend.store.db import Tx
-from backend.store.leases import Holder
+from backend.store.leases import Holder, provably_dead
 from backend.tools.approvals import expire_stale
 from backend.turn.finalize import UNRECORDED_RESULT, close_tail
-from backend.turn.lease import provably_dead
 
 log = logging.getLogger("authority")
 
@@ -47,12 +46,12 @@ def recover(tx: Tx, epoch: int) -> list[str]:
     """Marks orphaned turns unknown; returns the sessions whose queues should drain."""
     live = _drop_dead_leases(tx, epoch)
     for row in admissions.orphan_started(tx, epoch):
-        sid, turn_id = row["session_id"], row["turn_id"]
+        sid, turn_id = row.session_id, row.turn_id
         if live.get(sid) == turn_id:
             continue  # its own process still runs it, holding the lease
         mark_lost(tx, row, RECOVERED_NOTE, UNKNOWN_RESULT)
         log.warning("admission %s of session %s is unknown after a restart",
-                    row["admission_id"], sid)
+                    row.admission_id, sid)
     expired = expire_stale(tx, epoch, keep=set(live))
     if expired:
         log.warning("%d pending approvals of earlier turns expired", expired)
@@ -64,26 +63,26 @@ def settle_lost(tx: Tx, admission_id: str, turn_id: str, holder: Holder) -> bool
     restart would give it, and its lease released.  False (and nothing done) when the
     admission is no longer that turn's `started` one: it was settled meanwhile."""
     row = admissions.by_id(tx, admission_id)
-    if row is None or row["status"] != "started" or row["turn_id"] != turn_id:
+    if row is None or row.status != "started" or row.turn_id != turn_id:
         return False
-    lease = leases.current(tx, row["session_id"])
-    if lease is not None and lease["holder"] != holder.key:
+    lease = leases.current(tx, row.session_id)
+    if lease is not None and lease.holder != holder:
         # Another holder writes this session's transcript now (and closed this turn's
         # calls when it took over): only the receipt is this turn's to settle.
         admissions.mark_unknown(tx, admission_id)
         return True
     mark_lost(tx, row, UNSAVED_NOTE, UNRECORDED_RESULT)
-    leases.release(tx, row["session_id"], holder)
+    leases.release(tx, row.session_id, holder)
     return True
 
 
-def mark_lost(tx: Tx, row: sqlite3.Row, note: str, result: str) -> None:
+def mark_lost(tx: Tx, row: AdmissionRecord, note: str, result: str) -> None:
     """Marks a `started` admission `unknown` and closes its turn's transcript as far as it
     is known: open calls get `result` (status unknown), delivered text stays, `note` ends it."""
-    sid, turn_id = row["session_id"], row["turn_id"]
-    admissions.mark_unknown(tx, row["admission_id"])
+    sid, turn_id = row.session_id, row.turn_id
+    admissions.mark_unknown(tx, row.admission_id)
     if turn_id:
-        closed = close_tail(tx, sid, turn_id, "unknown", result, row["admission_id"])
+        closed = close_tail(tx, sid, turn_id, "unknown", result, row.admission_id)
         # Text that reached clients is a delivered fact: keep it in the transcript, marked,
         # rather than lose it.  (Only stored deltas were ever published.)
         streamed = events.turn_text(tx, sid, turn_id)
@@ -99,9 +98,9 @@ def _drop_dead_leases(tx: Tx, epoch: int) -> dict[str, str]:
     a live process (or one whose liveness cannot be judged) still holds."""
     live: dict[str, str] = {}
     now = time.time()
-    for row in leases.all_rows(tx):
-        if row["expires_at"] <= now or provably_dead(row) or row["epoch"] >= epoch:
-            leases.drop(tx, row["session_id"], row["holder"])
+    for lease in leases.all_rows(tx):
+        if lease.expires_at <= now or provably_dead(lease.holder) or lease.holder.epoch >= epoch:
+            leases.release(tx, lease.session_id, lease.holder)
         else:
-            live[row["session_id"]] = row["turn_id"]
+            live[lease.session_id] = lease.holder.turn_id
     return live

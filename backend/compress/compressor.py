@@ -19,8 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import sqlite3
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,16 +30,15 @@ from backend.compress.prune import prune
 from backend.compress.summary import fallback_summary, fit, summary_messages, wrap
 from backend.config import ConfigFile
 from backend.errors import ProviderError
-from backend.host import boot_token, process_start
 from backend.ids import new_id
+from backend.providers.accounting import measure, price
 from backend.providers.base import ChatProvider, ChatRequest, TextChunk, ToolSpec, UsageChunk
 from backend.providers.registry import Link, Providers
 from backend.store import compression as store
 from backend.store import events, leases, messages, sessions, usage
 from backend.store.db import Database, Tx
-from backend.store.leases import Holder
-from backend.turn.call import measure, price
-from backend.turn.lease import provably_dead
+from backend.store.leases import Holder, provably_dead
+from backend.store.messages import MessageRecord
 from shared.config import Compression
 from shared.protocol import SessionEvent, Usage
 
@@ -83,7 +80,7 @@ class Compressor:
         self.db = db
         self.config = config
         self.providers = providers
-        self.holder = f"{os.getpid()}:{process_start(os.getpid())}@{boot_token()}#{epoch}/compress"
+        self.holder = Holder.here(epoch, "compress")
         self.calibrations: dict[str, tok.Calibration] = {}
         self._running: set[str] = set()
 
@@ -130,7 +127,7 @@ class Compressor:
     ) -> Outcome:
         cfg = self.config.config.compression
         busy = Outcome(False, 0, 0, why_not="another compression of this session is running")
-        # One holder string per process: the set keeps two compressions in this process apart
+        # One holder per process: the set keeps two compressions in this process apart
         # (a turn's and a session.compress), the table keeps processes apart.
         if session_id in self._running:
             return busy
@@ -148,21 +145,21 @@ class Compressor:
 
     def _lock(self, tx: Tx, session_id: str) -> bool:
         row = store.lock_row(tx, session_id)
-        if row is not None and row["holder"] != self.holder \
-                and row["expires_at"] > time.time() and not provably_dead(row):
+        if row is not None and row.holder != self.holder \
+                and row.expires_at > time.time() and not provably_dead(row.holder):
             return False
-        if row is not None and row["holder"] != self.holder:
-            log.warning("session %s: reclaiming the compression lock of %s", session_id, row["holder"])
-        store.put_lock(tx, session_id, self.holder, os.getpid(), boot_token())
+        if row is not None and row.holder != self.holder:
+            log.warning("session %s: reclaiming the compression lock of %s", session_id, row.holder)
+        store.put_lock(tx, session_id, self.holder)
         return True
 
     async def _compress(
         self, session_id: str, link: Link, reason: str, tools: tuple[ToolSpec, ...],
         focus: str | None, where: Where, manual: bool, cfg: Compression, holder: Holder | None,
     ) -> Outcome:
-        def read(tx: Tx) -> tuple[list[sqlite3.Row], str, store.Guards]:
+        def read(tx: Tx) -> tuple[list[MessageRecord], str, store.Guards]:
             row = sessions.row(tx, session_id)
-            prompt = str(row["system_prompt"] or "") if row is not None else ""
+            prompt = str(row.system_prompt or "") if row is not None else ""
             return store.model_rows(tx, session_id), prompt, store.guards(tx, session_id)
 
         rows, prompt, guards = await self.db.read(read)
@@ -221,7 +218,7 @@ class Compressor:
             )
             store.set_guards(tx, session_id, guards)
             # The next request rebuilds the system prompt once (then it is frozen again).
-            tx.execute("UPDATE sessions SET system_prompt = NULL WHERE session_id = ?", (session_id,))
+            sessions.clear_system_prompt(tx, session_id)
             if spent.input_tokens or spent.output_tokens:
                 usage.record(tx, session_id, aux.name, aux.cfg.model, "compression", spent)
             events.append(tx, session_id, "compression.complete",
@@ -235,15 +232,12 @@ class Compressor:
             parent = sessions.row(tx, session_id)
             assert parent is not None
             child = new_id("ses")
-            sessions.insert(tx, child, parent["title"], parent["cwd"], parent["model"])
-            tx.execute("UPDATE sessions SET parent_session_id = ? WHERE session_id = ?",
-                       (session_id, child))
-            tx.execute("UPDATE sessions SET child_session_id = ? WHERE session_id = ?",
-                       (child, session_id))
+            sessions.insert(tx, child, parent.title, parent.cwd, parent.model)
+            sessions.link_rotation(tx, session_id, child)
             for old, new in changed:
                 store.set_wire(tx, old.id, new.content if new.content != old.content else None,
                                [call_json(c) for c in new.calls] if new.calls != old.calls else None)
-            by_row = {r["id"]: r for r in rows}
+            by_row = {r.id: r for r in rows}
             last_head = 0
             for e in p.head:
                 last_head = store.copy_row(tx, child, by_row[e.id])
@@ -355,19 +349,19 @@ async def _collect(provider: ChatProvider, request: ChatRequest) -> tuple[str, U
     return "".join(parts), reported
 
 
-def to_entry(r: sqlite3.Row) -> Entry | None:
+def to_entry(r: MessageRecord) -> Entry | None:
     """A stored row as the compressor sees it; notes other than summaries are not the model's."""
-    role = r["role"]
-    content = r["api_content"] if r["api_content"] is not None else r["content"]
+    role = r.role
+    content = r.api_content if r.api_content is not None else r.content
     if role == "system_note":
-        if r["note_kind"] != "summary":
+        if r.note_kind != "summary":
             return None
-        return Entry(r["id"], "summary", str(r["content"]))  # the summary text, unwrapped
+        return Entry(r.id, "summary", str(r.content))  # the summary text, unwrapped
     calls: tuple[Call, ...] = ()
-    raw_calls = r["api_tool_calls"] or r["tool_calls"]
+    raw_calls = r.api_tool_calls or r.tool_calls
     if role == "assistant" and raw_calls:
         calls = tuple(Call(c["call_id"], c["name"], raw_arguments(c)) for c in json.loads(raw_calls))
-    return Entry(r["id"], role, str(content), calls, r["call_id"], r["tool_name"])
+    return Entry(r.id, role, str(content), calls, r.call_id, r.tool_name)
 
 
 def raw_arguments(call: dict[str, Any]) -> str:

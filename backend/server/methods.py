@@ -144,7 +144,7 @@ class Methods:
                 after = (str(pos[0]), str(pos[1])) if pos else None
                 rows = sessions.page(tx, limit + 1, after)
                 last = rows[limit - 1] if len(rows) > limit else None
-                nxt = _cursor({"after": [last["updated_at"], last["session_id"]]}) if last else None
+                nxt = _cursor({"after": [last.updated_at, last.session_id]}) if last else None
             return p.SessionListResult(
                 sessions=[sessions.to_session(tx, r) for r in rows[:limit]], next_cursor=nxt
             )

@@ -4,22 +4,61 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass
 
 from backend.ids import now
 from backend.store import sessions
 from backend.store.db import Tx
-from shared.protocol import Outcome, Receipt
+from shared.protocol import AdmissionStatus, Outcome, Receipt
 
 
-def by_key(tx: Tx, principal: str, session_id: str, request_id: str) -> sqlite3.Row | None:
-    return tx.one(
+@dataclass(frozen=True, slots=True)
+class AdmissionRecord:
+    """An admissions row; `id` is its place in the FIFO."""
+
+    id: int
+    admission_id: str
+    principal: str
+    session_id: str
+    request_id: str
+    payload_json: str
+    payload_digest: str
+    status: AdmissionStatus
+    outcome: Outcome | None
+    owner_epoch: int | None
+    turn_id: str | None
+    created_at: str
+    started_at: str | None
+    settled_at: str | None
+    final_text: str | None
+    failure_reason: str | None
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> AdmissionRecord:
+        return cls(
+            id=r["id"], admission_id=r["admission_id"], principal=r["principal"],
+            session_id=r["session_id"], request_id=r["request_id"],
+            payload_json=r["payload_json"], payload_digest=r["payload_digest"],
+            status=r["status"], outcome=r["outcome"], owner_epoch=r["owner_epoch"],
+            turn_id=r["turn_id"], created_at=r["created_at"], started_at=r["started_at"],
+            settled_at=r["settled_at"], final_text=r["final_text"],
+            failure_reason=r["failure_reason"],
+        )
+
+
+def _one(r: sqlite3.Row | None) -> AdmissionRecord | None:
+    return AdmissionRecord.from_row(r) if r is not None else None
+
+
+def by_key(tx: Tx, principal: str, session_id: str, request_id: str) -> AdmissionRecord | None:
+    return _one(tx.one(
         "SELECT * FROM admissions WHERE principal = ? AND session_id = ? AND request_id = ?",
         (principal, session_id, request_id),
-    )
+    ))
 
 
-def by_id(tx: Tx, admission_id: str) -> sqlite3.Row | None:
-    return tx.one("SELECT * FROM admissions WHERE admission_id = ?", (admission_id,))
+def by_id(tx: Tx, admission_id: str) -> AdmissionRecord | None:
+    return _one(tx.one("SELECT * FROM admissions WHERE admission_id = ?", (admission_id,)))
 
 
 def insert(
@@ -42,20 +81,20 @@ def insert(
         sessions.changed(tx, session_id)
 
 
-def blocking(tx: Tx, session_id: str) -> sqlite3.Row | None:
+def blocking(tx: Tx, session_id: str) -> AdmissionRecord | None:
     """A row that holds the session's queue: one started (by this process) or unknown."""
-    return tx.one(
+    return _one(tx.one(
         "SELECT * FROM admissions WHERE session_id = ? AND status IN ('started', 'unknown') "
         "ORDER BY id LIMIT 1",
         (session_id,),
-    )
+    ))
 
 
-def oldest_queued(tx: Tx, session_id: str) -> sqlite3.Row | None:
-    return tx.one(
+def oldest_queued(tx: Tx, session_id: str) -> AdmissionRecord | None:
+    return _one(tx.one(
         "SELECT * FROM admissions WHERE session_id = ? AND status = 'queued' ORDER BY id LIMIT 1",
         (session_id,),
-    )
+    ))
 
 
 def of_turn(tx: Tx, session_id: str, turn_id: str) -> str | None:
@@ -88,12 +127,12 @@ def settle(
     _changed(tx, cur, admission_id)
 
 
-def orphan_started(tx: Tx, epoch: int) -> list[sqlite3.Row]:
+def orphan_started(tx: Tx, epoch: int) -> list[AdmissionRecord]:
     """Rows started by an earlier process: their outcome is not known."""
-    return tx.all(
+    return [AdmissionRecord.from_row(r) for r in tx.all(
         "SELECT * FROM admissions WHERE status = 'started' AND owner_epoch < ? ORDER BY id",
         (epoch,),
-    )
+    )]
 
 
 def mark_unknown(tx: Tx, admission_id: str) -> None:
@@ -112,6 +151,21 @@ def _changed(tx: Tx, cur: sqlite3.Cursor, admission_id: str) -> None:
             sessions.changed(tx, r[0])
 
 
+def unknown_ids(tx: Tx, session_id: str) -> list[str]:
+    """The session's admissions whose outcome is unknown (each holds its queue)."""
+    return [
+        r["admission_id"] for r in tx.all(
+            "SELECT admission_id FROM admissions WHERE session_id = ? AND status = 'unknown'",
+            (session_id,),
+        )
+    ]
+
+
+def any_queued(tx: Tx) -> bool:
+    """Whether any session has queued input."""
+    return tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1") is not None
+
+
 def sessions_with_queued(tx: Tx) -> list[str]:
     return [
         r[0]
@@ -119,28 +173,30 @@ def sessions_with_queued(tx: Tx) -> list[str]:
     ]
 
 
-def list_for(tx: Tx, session_id: str, status: str | None) -> list[sqlite3.Row]:
+def list_for(tx: Tx, session_id: str, status: str | None) -> list[AdmissionRecord]:
     if status is None:
-        return tx.all("SELECT * FROM admissions WHERE session_id = ? ORDER BY id", (session_id,))
-    return tx.all(
-        "SELECT * FROM admissions WHERE session_id = ? AND status = ? ORDER BY id",
-        (session_id, status),
-    )
+        rows = tx.all("SELECT * FROM admissions WHERE session_id = ? ORDER BY id", (session_id,))
+    else:
+        rows = tx.all(
+            "SELECT * FROM admissions WHERE session_id = ? AND status = ? ORDER BY id",
+            (session_id, status),
+        )
+    return [AdmissionRecord.from_row(r) for r in rows]
 
 
-def receipt(tx: Tx, r: sqlite3.Row, *, duplicate: bool = False) -> Receipt:
+def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> Receipt:
     position = None
-    if r["status"] == "queued":
+    if r.status == "queued":
         ahead = tx.one(
             "SELECT COUNT(*) FROM admissions WHERE session_id = ? AND status = 'queued' AND id < ?",
-            (r["session_id"], r["id"]),
+            (r.session_id, r.id),
         )
         position = int(ahead[0]) + 1 if ahead else 1
     return Receipt(
-        admission_id=r["admission_id"], session_id=r["session_id"], request_id=r["request_id"],
-        status=r["status"], duplicate=duplicate, created_at=r["created_at"],
-        outcome=r["outcome"], position=position, started_at=r["started_at"],
-        settled_at=r["settled_at"], final_text=r["final_text"],
-        failure_reason=r["failure_reason"], turn_id=r["turn_id"],
-        text=json.loads(r["payload_json"]).get("text"),
+        admission_id=r.admission_id, session_id=r.session_id, request_id=r.request_id,
+        status=r.status, duplicate=duplicate, created_at=r.created_at,
+        outcome=r.outcome, position=position, started_at=r.started_at,
+        settled_at=r.settled_at, final_text=r.final_text,
+        failure_reason=r.failure_reason, turn_id=r.turn_id,
+        text=json.loads(r.payload_json).get("text"),
     )

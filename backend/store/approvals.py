@@ -3,11 +3,42 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 
 from backend.ids import new_id, now
 from backend.store import sessions
 from backend.store.db import Tx
 from shared.protocol import Approval, ApprovalStatus, Decision, Rule
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """An approvals row; `rule_key` is what an `always`/`session` answer allows from then on."""
+
+    approval_id: str
+    session_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    summary: str
+    reason: str
+    rule_key: str
+    status: ApprovalStatus
+    decision: Decision | None
+    epoch: int
+    created_at: str
+    expires_at: str
+    decided_at: str | None
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> ApprovalRecord:
+        return cls(
+            approval_id=r["approval_id"], session_id=r["session_id"], turn_id=r["turn_id"],
+            call_id=r["call_id"], tool=r["tool"], summary=r["summary"], reason=r["reason"],
+            rule_key=r["rule_key"], status=r["status"], decision=r["decision"],
+            epoch=r["epoch"], created_at=r["created_at"], expires_at=r["expires_at"],
+            decided_at=r["decided_at"],
+        )
 
 
 def insert(
@@ -27,8 +58,9 @@ def insert(
     return found
 
 
-def row(tx: Tx, approval_id: str) -> sqlite3.Row | None:
-    return tx.one("SELECT * FROM approvals WHERE approval_id = ?", (approval_id,))
+def row(tx: Tx, approval_id: str) -> ApprovalRecord | None:
+    r = tx.one("SELECT * FROM approvals WHERE approval_id = ?", (approval_id,))
+    return ApprovalRecord.from_row(r) if r is not None else None
 
 
 def get(tx: Tx, approval_id: str) -> Approval | None:
@@ -49,7 +81,7 @@ def decide(
         return False
     r = row(tx, approval_id)
     assert r is not None
-    sessions.changed(tx, r["session_id"])  # no longer waiting_approval (if none else pends)
+    sessions.changed(tx, r.session_id)  # no longer waiting_approval (if none else pends)
     return True
 
 
@@ -61,20 +93,21 @@ def pending(tx: Tx, session_id: str | None = None) -> list[Approval]:
             "SELECT * FROM approvals WHERE status = 'pending' AND session_id = ? ORDER BY created_at",
             (session_id,),
         )
-    return [to_approval(r) for r in rows]
+    return [to_approval(ApprovalRecord.from_row(r)) for r in rows]
 
 
-def stale_pending(tx: Tx, epoch: int) -> list[sqlite3.Row]:
+def stale_pending(tx: Tx, epoch: int) -> list[ApprovalRecord]:
     """Pending approvals of turns run by an earlier process: nobody waits for them now."""
-    return tx.all("SELECT * FROM approvals WHERE status = 'pending' AND epoch < ?", (epoch,))
+    return [ApprovalRecord.from_row(r) for r in
+            tx.all("SELECT * FROM approvals WHERE status = 'pending' AND epoch < ?", (epoch,))]
 
 
-def to_approval(r: sqlite3.Row) -> Approval:
+def to_approval(r: ApprovalRecord) -> Approval:
     return Approval(
-        approval_id=r["approval_id"], session_id=r["session_id"], turn_id=r["turn_id"],
-        call_id=r["call_id"], tool=r["tool"], summary=r["summary"], reason=r["reason"],
-        status=r["status"], created_at=r["created_at"], expires_at=r["expires_at"],
-        decision=r["decision"],
+        approval_id=r.approval_id, session_id=r.session_id, turn_id=r.turn_id,
+        call_id=r.call_id, tool=r.tool, summary=r.summary, reason=r.reason,
+        status=r.status, created_at=r.created_at, expires_at=r.expires_at,
+        decision=r.decision,
     )
 
 

@@ -3,9 +3,35 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 
 from backend.ids import now
 from backend.store.db import Tx
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """A checkpoints row: `path` as it was before `call_id` changed it (`existed` False: the
+    call created it); the content is the blob at `blob_path`, named by `content_hash`."""
+
+    id: int
+    session_id: str
+    turn_id: str
+    call_id: str
+    path: str
+    existed: bool
+    content_hash: str | None
+    blob_path: str | None
+    restored_at: str | None
+    created_at: str
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> CheckpointRecord:
+        return cls(
+            id=r["id"], session_id=r["session_id"], turn_id=r["turn_id"], call_id=r["call_id"],
+            path=r["path"], existed=bool(r["existed"]), content_hash=r["content_hash"],
+            blob_path=r["blob_path"], restored_at=r["restored_at"], created_at=r["created_at"],
+        )
 
 
 def insert(
@@ -29,14 +55,14 @@ def last_turn(tx: Tx, session_id: str) -> str | None:
     return str(r["turn_id"]) if r else None
 
 
-def earliest_per_path(tx: Tx, session_id: str, turn_id: str) -> list[sqlite3.Row]:
+def earliest_per_path(tx: Tx, session_id: str, turn_id: str) -> list[CheckpointRecord]:
     """For each path the turn changed, its first checkpoint: the content before the turn."""
-    return tx.all(
+    return [CheckpointRecord.from_row(r) for r in tx.all(
         "SELECT c.* FROM checkpoints c JOIN (SELECT path, MIN(id) AS id FROM checkpoints "
         "WHERE session_id = ? AND turn_id = ? AND restored_at IS NULL GROUP BY path) f "
         "ON c.id = f.id ORDER BY c.id",
         (session_id, turn_id),
-    )
+    )]
 
 
 def mark_restored(tx: Tx, session_id: str, turn_id: str) -> None:

@@ -8,7 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from backend.store import messages
 from backend.store.db import Tx
+from backend.store.leases import Holder
+from backend.store.messages import MessageRecord
 
 LOCK_TTL_S = 600.0  # longer than a summary call may take; a dead holder is reclaimed sooner
 
@@ -39,27 +42,42 @@ def set_guards(tx: Tx, session_id: str, g: Guards) -> None:
     )
 
 
-def lock_row(tx: Tx, session_id: str) -> sqlite3.Row | None:
-    return tx.one("SELECT * FROM compression_locks WHERE session_id = ?", (session_id,))
+@dataclass(frozen=True, slots=True)
+class LockRecord:
+    """A compression_locks row (its pid and boot_token columns are the holder's)."""
+
+    session_id: str
+    holder: Holder
+    acquired_at: float
+    expires_at: float
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> LockRecord:
+        return cls(r["session_id"], Holder.decode(r["holder"]), float(r["acquired_at"]),
+                   float(r["expires_at"]))
 
 
-def put_lock(tx: Tx, session_id: str, holder: str, pid: int, boot: str, ttl: float = LOCK_TTL_S) -> None:
+def lock_row(tx: Tx, session_id: str) -> LockRecord | None:
+    r = tx.one("SELECT * FROM compression_locks WHERE session_id = ?", (session_id,))
+    return LockRecord.from_row(r) if r is not None else None
+
+
+def put_lock(tx: Tx, session_id: str, holder: Holder, ttl: float = LOCK_TTL_S) -> None:
     now = time.time()
     tx.execute(
         "INSERT OR REPLACE INTO compression_locks (session_id, holder, pid, boot_token, acquired_at, "
-        "expires_at) VALUES (?, ?, ?, ?, ?, ?)", (session_id, holder, pid, boot, now, now + ttl))
+        "expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (session_id, holder.encode(), holder.pid, holder.boot_token, now, now + ttl))
 
 
-def release_lock(tx: Tx, session_id: str, holder: str) -> None:
-    tx.execute("DELETE FROM compression_locks WHERE session_id = ? AND holder = ?", (session_id, holder))
+def release_lock(tx: Tx, session_id: str, holder: Holder) -> None:
+    tx.execute("DELETE FROM compression_locks WHERE session_id = ? AND holder = ?",
+               (session_id, holder.encode()))
 
 
-def model_rows(tx: Tx, session_id: str) -> list[sqlite3.Row]:
-    """The rows the model sees now (active, not compacted), with what compression needs."""
-    return tx.all(
-        "SELECT id, turn_id, role, content, api_content, tool_calls, api_tool_calls, call_id, "
-        "tool_name, status, note_kind, meta FROM messages "
-        "WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id", (session_id,))
+def model_rows(tx: Tx, session_id: str) -> list[MessageRecord]:
+    """The rows the model sees now (active, not compacted), in transcript order."""
+    return messages.for_model(tx, session_id)
 
 
 def compact(tx: Tx, session_id: str, ids: list[int]) -> None:
@@ -79,14 +97,14 @@ def set_wire(
                (api_content, json.dumps(api_tool_calls) if api_tool_calls is not None else None, row_id))
 
 
-def copy_row(tx: Tx, session_id: str, r: sqlite3.Row) -> int:
+def copy_row(tx: Tx, session_id: str, r: MessageRecord) -> int:
     """Copies a stored row into another session (rotation); returns the new row id."""
     cur = tx.execute(
         "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, note_kind, "
         "tool_calls, api_tool_calls, call_id, tool_name, meta, created_at) "
         "SELECT ?, turn_id, role, content, api_content, status, note_kind, tool_calls, "
         "api_tool_calls, call_id, tool_name, meta, created_at FROM messages WHERE id = ?",
-        (session_id, r["id"]))
+        (session_id, r.id))
     assert cur.lastrowid is not None
     return int(cur.lastrowid)
 

@@ -1,17 +1,26 @@
-"""The turn_leases table: which process may write a session's transcript right now."""
+"""The turn_leases table: which process may write a session's transcript right now.
+
+A lease (and a compression lock, see compression.py) names its holder in one text
+column; `Holder.encode` and `Holder.decode` are the only code that writes or reads
+that text, and `provably_dead` the only judge of whether the holder is gone.
+"""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass
+from functools import cache
 
+from backend.host import boot_token, process_start
 from backend.store.db import Tx
+from shared.launcher import alive
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Holder:
     """Who holds a lease: a process (pid and its start time) on a host and pid namespace
-    (`boot_token`), in a backend epoch, for one turn."""
+    (`boot_token`), in a backend epoch, for one turn (or `compress`, for a compression lock)."""
 
     pid: int
     pid_start: str
@@ -19,13 +28,63 @@ class Holder:
     epoch: int
     turn_id: str
 
-    @property
-    def key(self) -> str:
+    @classmethod
+    def here(cls, epoch: int, turn_id: str) -> Holder:
+        """This process as a holder."""
+        return cls(os.getpid(), _own_start(), boot_token(), epoch, turn_id)
+
+    def encode(self) -> str:
+        """The stored text: `pid:start@boot#epoch/turn` (a boot token may hold '/' and ':',
+        a turn id holds neither '/' nor '#', so `decode` reads it from both ends)."""
         return f"{self.pid}:{self.pid_start}@{self.boot_token}#{self.epoch}/{self.turn_id}"
 
+    @classmethod
+    def decode(cls, text: str) -> Holder:
+        """The holder `encode` stored as `text`; ValueError when it is not one."""
+        pid, sep1, rest = text.partition(":")
+        start, sep2, rest = rest.partition("@")
+        rest, sep3, turn_id = rest.rpartition("/")
+        boot, sep4, epoch = rest.rpartition("#")
+        if sep1 and sep2 and sep3 and sep4 and pid.isdigit() and epoch.isdigit():
+            return cls(int(pid), start, boot, int(epoch), turn_id)
+        raise ValueError(f"not a lease holder: {text!r}")
 
-def current(tx: Tx, session_id: str) -> sqlite3.Row | None:
-    return tx.one("SELECT * FROM turn_leases WHERE session_id = ?", (session_id,))
+
+@cache
+def _own_start() -> str:
+    return process_start(os.getpid())
+
+
+def provably_dead(holder: Holder) -> bool:
+    """True only when the holder is certainly gone: same host and namespace, and its pid is
+    free, a zombie (exited, not yet reaped by its parent), or belongs to a process started
+    at another time."""
+    if holder.boot_token != boot_token():
+        return False
+    if not alive(holder.pid):
+        return True
+    started = process_start(holder.pid)
+    return bool(started and holder.pid_start and started != holder.pid_start)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """A turn_leases row (its pid, boot_token, epoch and turn_id columns are the holder's)."""
+
+    session_id: str
+    holder: Holder
+    acquired_at: float
+    expires_at: float
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> LeaseRecord:
+        return cls(r["session_id"], Holder.decode(r["holder"]), float(r["acquired_at"]),
+                   float(r["expires_at"]))
+
+
+def current(tx: Tx, session_id: str) -> LeaseRecord | None:
+    r = tx.one("SELECT * FROM turn_leases WHERE session_id = ?", (session_id,))
+    return LeaseRecord.from_row(r) if r is not None else None
 
 
 def put(tx: Tx, session_id: str, holder: Holder, now: float, ttl: float) -> None:
@@ -33,7 +92,7 @@ def put(tx: Tx, session_id: str, holder: Holder, now: float, ttl: float) -> None
     tx.execute(
         "INSERT OR REPLACE INTO turn_leases (session_id, holder, pid, boot_token, epoch, turn_id, "
         "acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (session_id, holder.key, holder.pid, holder.boot_token, holder.epoch, holder.turn_id,
+        (session_id, holder.encode(), holder.pid, holder.boot_token, holder.epoch, holder.turn_id,
          now, now + ttl),
     )
 
@@ -42,20 +101,15 @@ def refresh(tx: Tx, session_id: str, holder: Holder, expires_at: float) -> bool:
     """Extends the lease, fenced on the holder; False when someone else holds it now."""
     cur = tx.execute(
         "UPDATE turn_leases SET expires_at = ? WHERE session_id = ? AND holder = ?",
-        (expires_at, session_id, holder.key),
+        (expires_at, session_id, holder.encode()),
     )
     return cur.rowcount == 1
 
 
 def release(tx: Tx, session_id: str, holder: Holder) -> None:
     tx.execute("DELETE FROM turn_leases WHERE session_id = ? AND holder = ?",
-               (session_id, holder.key))
+               (session_id, holder.encode()))
 
 
-def all_rows(tx: Tx) -> list[sqlite3.Row]:
-    return tx.all("SELECT * FROM turn_leases")
-
-
-def drop(tx: Tx, session_id: str, holder_key: str) -> None:
-    tx.execute("DELETE FROM turn_leases WHERE session_id = ? AND holder = ?",
-               (session_id, holder_key))
+def all_rows(tx: Tx) -> list[LeaseRecord]:
+    return [LeaseRecord.from_row(r) for r in tx.all("SELECT * FROM turn_leases")]

@@ -4,12 +4,46 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass
 from typing import Any
 
 from backend.ids import message_id, now
 from backend.store import sessions
 from backend.store.db import Tx
 from shared.protocol import Message, Role
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """A messages row.  `tool_calls`, `api_tool_calls` and `meta` are the stored JSON text;
+    `api_content` and `api_tool_calls` are the wire sidecar (None: as people see it)."""
+
+    id: int
+    session_id: str
+    turn_id: str | None
+    role: Role
+    content: str
+    api_content: str | None
+    tool_calls: str | None
+    api_tool_calls: str | None
+    call_id: str | None
+    tool_name: str | None
+    status: str | None
+    note_kind: str | None
+    meta: str | None
+    active: bool
+    compacted: bool
+    created_at: str
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> MessageRecord:
+        return cls(
+            id=r["id"], session_id=r["session_id"], turn_id=r["turn_id"], role=r["role"],
+            content=r["content"], api_content=r["api_content"], tool_calls=r["tool_calls"],
+            api_tool_calls=r["api_tool_calls"], call_id=r["call_id"], tool_name=r["tool_name"],
+            status=r["status"], note_kind=r["note_kind"], meta=r["meta"],
+            active=bool(r["active"]), compacted=bool(r["compacted"]), created_at=r["created_at"],
+        )
 
 
 def insert(
@@ -49,26 +83,24 @@ def page(tx: Tx, session_id: str, before_rowid: int | None, limit: int) -> tuple
         (session_id, bound, limit + 1),
     )
     has_more = len(rows) > limit
-    return [to_message(r) for r in reversed(rows[:limit])], has_more
+    return [to_message(MessageRecord.from_row(r)) for r in reversed(rows[:limit])], has_more
 
 
-def for_model(tx: Tx, session_id: str) -> list[sqlite3.Row]:
+def for_model(tx: Tx, session_id: str) -> list[MessageRecord]:
     """Active, uncompacted rows the model may see, in transcript order."""
-    return tx.all(
-        "SELECT id, role, content, api_content, note_kind, tool_calls, api_tool_calls, call_id, "
-        "tool_name, status, meta FROM messages "
-        "WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id",
+    return [MessageRecord.from_row(r) for r in tx.all(
+        "SELECT * FROM messages WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id",
         (session_id,),
-    )
+    )]
 
 
-def to_message(r: sqlite3.Row) -> Message:
+def to_message(r: MessageRecord) -> Message:
     return Message(
-        message_id=message_id(r["id"]), session_id=r["session_id"], role=r["role"],
-        content=r["content"], compacted=bool(r["compacted"]), created_at=r["created_at"],
-        turn_id=r["turn_id"], tool_calls=json.loads(r["tool_calls"]) if r["tool_calls"] else None,
-        call_id=r["call_id"], tool_name=r["tool_name"], status=r["status"],
-        note_kind=r["note_kind"], meta=json.loads(r["meta"]) if r["meta"] else None,
+        message_id=message_id(r.id), session_id=r.session_id, role=r.role,
+        content=r.content, compacted=r.compacted, created_at=r.created_at,
+        turn_id=r.turn_id, tool_calls=json.loads(r.tool_calls) if r.tool_calls else None,
+        call_id=r.call_id, tool_name=r.tool_name, status=r.status,
+        note_kind=r.note_kind, meta=json.loads(r.meta) if r.meta else None,
     )
 
 

@@ -3,12 +3,53 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from typing import Any
 
 from backend.ids import now
 from backend.store import events
 from backend.store.db import Tx
 from shared.protocol import Session, SessionEvent, SessionStatus, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A sessions row."""
+
+    session_id: str
+    title: str
+    cwd: str
+    model: str
+    system_prompt: str | None
+    parent_session_id: str | None
+    child_session_id: str | None
+    created_at: str
+    updated_at: str
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cost_usd: float
+    usage_estimated: bool
+    message_count: int
+    compress_failures: int
+    compress_cooldown_until: float
+    compress_ineffective: int
+    compress_probe_after: float
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> SessionRecord:
+        return cls(
+            session_id=r["session_id"], title=r["title"], cwd=r["cwd"], model=r["model"],
+            system_prompt=r["system_prompt"], parent_session_id=r["parent_session_id"],
+            child_session_id=r["child_session_id"], created_at=r["created_at"],
+            updated_at=r["updated_at"], input_tokens=r["input_tokens"],
+            output_tokens=r["output_tokens"], cached_tokens=r["cached_tokens"],
+            cost_usd=r["cost_usd"], usage_estimated=bool(r["usage_estimated"]),
+            message_count=r["message_count"], compress_failures=r["compress_failures"],
+            compress_cooldown_until=r["compress_cooldown_until"],
+            compress_ineffective=r["compress_ineffective"],
+            compress_probe_after=r["compress_probe_after"],
+        )
 
 
 def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str) -> None:
@@ -20,8 +61,9 @@ def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str) -> None:
     )
 
 
-def row(tx: Tx, session_id: str) -> sqlite3.Row | None:
-    return tx.one("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+def row(tx: Tx, session_id: str) -> SessionRecord | None:
+    r = tx.one("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+    return SessionRecord.from_row(r) if r is not None else None
 
 
 def exists(tx: Tx, session_id: str) -> bool:
@@ -75,6 +117,19 @@ def store_system_prompt(tx: Tx, session_id: str, prompt: str) -> str:
     return str(r[0])
 
 
+def clear_system_prompt(tx: Tx, session_id: str) -> None:
+    """Drops the frozen prompt: the next request builds (and freezes) it again."""
+    tx.execute("UPDATE sessions SET system_prompt = NULL WHERE session_id = ?", (session_id,))
+
+
+def link_rotation(tx: Tx, parent: str, child: str) -> None:
+    """Records that `parent`'s conversation continues in `child` (compression's rotation)."""
+    tx.execute("UPDATE sessions SET parent_session_id = ? WHERE session_id = ?",
+               (parent, child))
+    tx.execute("UPDATE sessions SET child_session_id = ? WHERE session_id = ?",
+               (child, parent))
+
+
 def add_usage(tx: Tx, session_id: str, usage: Usage) -> None:
     tx.execute(
         "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
@@ -116,48 +171,50 @@ def status(tx: Tx, session_id: str) -> SessionStatus:
     return "queued" if queued else "idle"
 
 
-def usage_of(r: sqlite3.Row) -> Usage:
+def usage_of(r: SessionRecord) -> Usage:
     return Usage(
-        input_tokens=r["input_tokens"], output_tokens=r["output_tokens"],
-        cached_tokens=r["cached_tokens"], cost_usd=round(r["cost_usd"], 8),
-        estimated=bool(r["usage_estimated"]),
+        input_tokens=r.input_tokens, output_tokens=r.output_tokens,
+        cached_tokens=r.cached_tokens, cost_usd=round(r.cost_usd, 8),
+        estimated=r.usage_estimated,
     )
 
 
-def to_session(tx: Tx, r: sqlite3.Row) -> Session:
+def to_session(tx: Tx, r: SessionRecord) -> Session:
     """The summary of a `sessions` row; `message_count` is the column the triggers on
     `messages` keep (migration 4), so no rows are counted here."""
-    sid = r["session_id"]
+    sid = r.session_id
     return Session(
-        session_id=sid, title=r["title"], cwd=r["cwd"], model=r["model"],
-        created_at=r["created_at"], updated_at=r["updated_at"], status=status(tx, sid),
-        message_count=r["message_count"], usage=usage_of(r),
-        parent_session_id=r["parent_session_id"], child_session_id=r["child_session_id"],
+        session_id=sid, title=r.title, cwd=r.cwd, model=r.model,
+        created_at=r.created_at, updated_at=r.updated_at, status=status(tx, sid),
+        message_count=r.message_count, usage=usage_of(r),
+        parent_session_id=r.parent_session_id, child_session_id=r.child_session_id,
         latest_seq=events.latest_seq(tx, sid),
     )
 
 
-def page(tx: Tx, limit: int, cursor: tuple[str, str] | None) -> list[sqlite3.Row]:
+def page(tx: Tx, limit: int, cursor: tuple[str, str] | None) -> list[SessionRecord]:
     """Sessions by last activity, newest first; `cursor` is the (updated_at, id) to go past."""
     if cursor is None:
-        return tx.all(
+        rows = tx.all(
             "SELECT * FROM sessions ORDER BY updated_at DESC, session_id DESC LIMIT ?", (limit,)
         )
-    return tx.all(
-        "SELECT * FROM sessions WHERE (updated_at, session_id) < (?, ?) "
-        "ORDER BY updated_at DESC, session_id DESC LIMIT ?",
-        (cursor[0], cursor[1], limit),
-    )
+    else:
+        rows = tx.all(
+            "SELECT * FROM sessions WHERE (updated_at, session_id) < (?, ?) "
+            "ORDER BY updated_at DESC, session_id DESC LIMIT ?",
+            (cursor[0], cursor[1], limit),
+        )
+    return [SessionRecord.from_row(r) for r in rows]
 
 
-def search(tx: Tx, query: str, limit: int, offset: int) -> list[sqlite3.Row]:
+def search(tx: Tx, query: str, limit: int, offset: int) -> list[SessionRecord]:
     """Full-text search over titles and message text, best match first."""
     fts = _fts_query(query)
     if not fts:
         return []
     # bm25() is valid only in the FTS query itself; MATERIALIZED stops SQLite from
     # folding that query into the aggregate below, where bm25() would be refused.
-    return tx.all(
+    rows = tx.all(
         """
         WITH matches AS MATERIALIZED (
             SELECT rowid AS id, bm25(messages_fts) AS score
@@ -175,6 +232,7 @@ def search(tx: Tx, query: str, limit: int, offset: int) -> list[sqlite3.Row]:
         """,
         (fts, _like(query), _like(query), limit, offset),
     )
+    return [SessionRecord.from_row(r) for r in rows]
 
 
 def _fts_query(query: str) -> str:

@@ -61,7 +61,7 @@ class Checkpoints:
             if chosen is None:
                 return None, []
             rows = checkpoints.earliest_per_path(tx, session_id, chosen)
-            return chosen, [(r["path"], bool(r["existed"]), r["blob_path"]) for r in rows]
+            return chosen, [(r.path, r.existed, r.blob_path) for r in rows]
 
         chosen, rows = await self.db.read(pick)
         if chosen is None:

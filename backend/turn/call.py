@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from backend.providers.accounting import measure, price
 from backend.providers.base import (
     ChatProvider,
     ChatRequest,
@@ -17,8 +18,6 @@ from backend.race import unless_stopped
 from backend.turn.stream import DeltaWriter
 from shared.config import ProviderConfig
 from shared.protocol import Usage
-
-CHARS_PER_TOKEN = 4
 
 
 @dataclass
@@ -50,39 +49,6 @@ async def call_model(
     answer = "".join(text)
     spent = measure(usage, request, answer + "".join(c.arguments for c in calls))
     return CallResult(answer, price(spent, prices), finish, calls)
-
-
-def measure(usage: UsageChunk | None, request: ChatRequest, answer: str) -> Usage:
-    """The provider's reported usage, or an estimate marked as such when it reported none."""
-    if usage is not None:
-        return Usage(
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-            cached_tokens=usage.cached_tokens,
-        )
-    sent = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls)
-               for m in request.messages)
-    return Usage(
-        input_tokens=max(1, sent // CHARS_PER_TOKEN),
-        output_tokens=len(answer) // CHARS_PER_TOKEN,
-        estimated=True,
-    )
-
-
-def price(usage: Usage, cfg: ProviderConfig) -> Usage:
-    """Cost from the configured prices; cache reads at their own price where one is set."""
-    cached_price = cfg.cached_input_usd_per_mtok
-    if cached_price is None:
-        cached_price = cfg.input_usd_per_mtok
-    fresh = max(usage.input_tokens - usage.cached_tokens, 0)
-    cost = (
-        fresh * cfg.input_usd_per_mtok + usage.cached_tokens * cached_price
-        + usage.output_tokens * cfg.output_usd_per_mtok
-    ) / 1_000_000
-    return Usage(
-        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-        cached_tokens=usage.cached_tokens, cost_usd=round(cost, 8), estimated=usage.estimated,
-    )
-
 
 
 async def attempt(

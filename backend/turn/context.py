@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import platform
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from backend.providers.base import WireMessage, WireToolCall
+from backend.store.messages import MessageRecord
 from shared.codec import clean_text
 
 CONTEXT_FILES = ("AGENTS.md", "TURNKEY.md")
@@ -60,7 +60,7 @@ def _context_file(path: Path) -> str:
     return f"Project instructions from {path.name}:\n{text.strip()}"
 
 
-def wire_messages(system_prompt: str, rows: list[sqlite3.Row]) -> list[WireMessage]:
+def wire_messages(system_prompt: str, rows: list[MessageRecord]) -> list[WireMessage]:
     """The request's messages: the stored prompt, then each visible row as it was sent.
 
     `api_content` replays the exact bytes sent before, where they differ from
@@ -70,17 +70,17 @@ def wire_messages(system_prompt: str, rows: list[sqlite3.Row]) -> list[WireMessa
     result gets one saying so, because providers reject unpaired calls.
     """
     out = [WireMessage("system", system_prompt)]
-    results = {r["call_id"]: r for r in rows if r["role"] == "tool"}
+    results = {r.call_id: r for r in rows if r.role == "tool"}
     for r in in_model_order(rows):
-        role = r["role"]
+        role = r.role
         if role == "tool":
             continue  # emitted right after the assistant row that called it
         if role == "system_note":
-            if r["note_kind"] != "summary":
+            if r.note_kind != "summary":
                 continue
             role = "user"
-        content = clean_text(r["api_content"] if r["api_content"] is not None else r["content"])
-        if role == "assistant" and r["tool_calls"]:
+        content = clean_text(r.api_content if r.api_content is not None else r.content)
+        if role == "assistant" and r.tool_calls:
             calls = json.loads(_wire_calls(r))
             out.append(WireMessage("assistant", content, tool_calls=tuple(
                 WireToolCall(c["call_id"], c["name"], _raw_arguments(c)) for c in calls
@@ -92,31 +92,29 @@ def wire_messages(system_prompt: str, rows: list[sqlite3.Row]) -> list[WireMessa
     return out
 
 
-def in_model_order(rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
+def in_model_order(rows: list[MessageRecord]) -> list[MessageRecord]:
     """Head + summary + tail, whatever the row order: a compression's summary note is stored
     when it happens (after the rows it follows in time), but the model reads it where the
     compacted rows were — right after the protected head, its `anchor` (meta)."""
-    summaries = [r for r in rows if r["role"] == "system_note" and r["note_kind"] == "summary"]
+    summaries = [r for r in rows if r.role == "system_note" and r.note_kind == "summary"]
     if not summaries:
         return rows
     summary = summaries[-1]  # a newer summary replaces (and updates) the older ones
     anchor = int(_meta(summary).get("anchor") or 0)
-    rest = [r for r in rows if r["id"] != summary["id"]
-            and not (r["role"] == "system_note" and r["note_kind"] == "summary")]
-    head = [r for r in rest if r["id"] <= anchor]
-    return [*head, summary, *(r for r in rest if r["id"] > anchor)]
+    rest = [r for r in rows if r.id != summary.id
+            and not (r.role == "system_note" and r.note_kind == "summary")]
+    head = [r for r in rest if r.id <= anchor]
+    return [*head, summary, *(r for r in rest if r.id > anchor)]
 
 
-def _meta(row: sqlite3.Row) -> dict[str, Any]:
-    raw = row["meta"] if "meta" in row.keys() else None  # noqa: SIM118  (sqlite3.Row)
-    return json.loads(raw) if raw else {}
+def _meta(row: MessageRecord) -> dict[str, Any]:
+    return json.loads(row.meta) if row.meta else {}
 
 
-def _wire_calls(row: sqlite3.Row) -> str:
+def _wire_calls(row: MessageRecord) -> str:
     """The calls as the model is sent them: pruned arguments (api_tool_calls) once
     compression has cut them, else as stored."""
-    pruned = row["api_tool_calls"] if "api_tool_calls" in row.keys() else None  # noqa: SIM118
-    return str(pruned or row["tool_calls"])
+    return str(row.api_tool_calls or row.tool_calls)
 
 
 def _raw_arguments(call: dict[str, Any]) -> str:
@@ -124,11 +122,11 @@ def _raw_arguments(call: dict[str, Any]) -> str:
     return raw if isinstance(raw, str) else json.dumps(call.get("arguments") or {})
 
 
-def _result(call: dict[str, Any], row: sqlite3.Row | None) -> WireMessage:
+def _result(call: dict[str, Any], row: MessageRecord | None) -> WireMessage:
     if row is None:
         text = "[No result was recorded for this call; its outcome is not known.]"
     else:
-        text = clean_text(row["api_content"] if row["api_content"] is not None else row["content"])
-        if row["status"] not in (None, "ok", "error"):
-            text = f"[status: {row['status']}] {text}"
+        text = clean_text(row.api_content if row.api_content is not None else row.content)
+        if row.status not in (None, "ok", "error"):
+            text = f"[status: {row.status}] {text}"
     return WireMessage("tool", text, tool_call_id=call["call_id"], name=call["name"])

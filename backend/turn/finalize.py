@@ -114,8 +114,8 @@ def close_turn(tx: Tx, out: TurnOutcome) -> None:
 def _holds_lease(tx: Tx, out: TurnOutcome) -> bool:
     if out.holder is None:
         return True
-    row = leases.current(tx, out.session_id)
-    return row is not None and row["holder"] == out.holder.key
+    lease = leases.current(tx, out.session_id)
+    return lease is not None and lease.holder == out.holder
 
 
 def close_tail(
@@ -140,6 +140,6 @@ def settle_event(tx: Tx, admission_id: str) -> None:
     assert row is not None
     receipt = admissions.receipt(tx, row)
     events.append(
-        tx, row["session_id"], "admission.settled", AdmissionEvent(receipt=receipt),
-        turn_id=row["turn_id"], admission_id=admission_id,
+        tx, row.session_id, "admission.settled", AdmissionEvent(receipt=receipt),
+        turn_id=row.turn_id, admission_id=admission_id,
     )

@@ -22,18 +22,13 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from functools import cache
 
-from backend.host import boot_token, process_start
 from backend.store import leases
 from backend.store.db import Database, Tx
-from backend.store.leases import Holder
+from backend.store.leases import Holder, LeaseRecord, provably_dead
 from backend.turn.finalize import close_tail
-from shared.launcher import alive
 
 log = logging.getLogger("turn")
 
@@ -44,42 +39,19 @@ TAKEN_OVER_RESULT = (
 )
 
 
-def holder_for(epoch: int, turn_id: str) -> Holder:
-    return Holder(os.getpid(), _own_start(), boot_token(), epoch, turn_id)
-
-
-@cache
-def _own_start() -> str:
-    return process_start(os.getpid())
-
-
-def provably_dead(row: sqlite3.Row) -> bool:
-    """True only when the holder is certainly gone: same host and namespace, and its pid is
-    free, a zombie (exited, not yet reaped by its parent), or belongs to a process started
-    at another time."""
-    if row["boot_token"] != boot_token():
-        return False
-    pid = int(row["pid"])
-    if not alive(pid):
-        return True
-    started = process_start(pid)
-    recorded = str(row["holder"]).split(":", 1)[1].split("@", 1)[0] if ":" in row["holder"] else ""
-    return bool(started and recorded and started != recorded)
-
-
-def try_take(tx: Tx, session_id: str, holder: Holder, ttl: float) -> sqlite3.Row | None:
+def try_take(tx: Tx, session_id: str, holder: Holder, ttl: float) -> LeaseRecord | None:
     """Takes the lease if it is free, expired or held by a dead process; else returns the
-    row that holds it.  Runs inside the caller's transaction."""
+    lease that holds it.  Runs inside the caller's transaction."""
     now = time.time()
     row = leases.current(tx, session_id)
-    if row is not None and row["holder"] != holder.key:
-        if row["expires_at"] > now and not provably_dead(row):
+    if row is not None and row.holder != holder:
+        if row.expires_at > now and not provably_dead(row.holder):
             return row
-        log.warning("session %s: taking over the lease of %s (%s)", session_id, row["holder"],
-                    "expired" if row["expires_at"] <= now else "holder is dead")
+        log.warning("session %s: taking over the lease of %s (%s)", session_id, row.holder,
+                    "expired" if row.expires_at <= now else "holder is dead")
         # The previous holder's calls without results will never get them from it: they
         # get `unknown` ones now, before this turn builds its first request.
-        close_tail(tx, session_id, row["turn_id"], "unknown", TAKEN_OVER_RESULT)
+        close_tail(tx, session_id, row.holder.turn_id, "unknown", TAKEN_OVER_RESULT)
     leases.put(tx, session_id, holder, now, ttl)
     return None
 
@@ -152,14 +124,14 @@ class LeaseWatch:
 
 
 async def wait_for_lease(
-    db: Database, take: Callable[[Tx], sqlite3.Row | None], *, wait_s: float,
-    stop: asyncio.Event, on_waiting: Callable[[sqlite3.Row], Awaitable[None]],
+    db: Database, take: Callable[[Tx], LeaseRecord | None], *, wait_s: float,
+    stop: asyncio.Event, on_waiting: Callable[[LeaseRecord], Awaitable[None]],
 ) -> str | None:
     """Polls `take` (one transaction each: it takes the lease, or returns the row that
     holds it) until the lease is taken.
 
     Returns None once taken, or the reason it was not: interrupted, or waited
-    `wait_s` in vain.  `on_waiting` is awaited once, with the holder's row.
+    `wait_s` in vain.  `on_waiting` is awaited once, with the holder's lease.
     """
     deadline = time.monotonic() + wait_s
     announced = False

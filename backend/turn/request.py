@@ -29,10 +29,10 @@ async def assemble(
         lambda tx: (sessions.row(tx, session_id), messages.for_model(tx, session_id))
     )
     assert row is not None, "a running turn's session exists (deletion interrupts it first)"
-    model = model or row["model"] or default_model
-    prompt = row["system_prompt"]
+    model = model or row.model or default_model
+    prompt = row.system_prompt
     if prompt is None:
-        built = build_system_prompt(row["cwd"], model)
+        built = build_system_prompt(row.cwd, model)
 
         def store(tx: Tx) -> str:
             return sessions.store_system_prompt(tx, session_id, built)

@@ -11,13 +11,12 @@ session.delete), follow in the same call.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from backend.store import messages
 from backend.store.db import Database, Tx
-from backend.store.leases import Holder
+from backend.store.leases import Holder, LeaseRecord
 from backend.turn.lease import LeaseWatch, try_take
 
 DEFAULT_REASON = "Interrupted by the user."
@@ -40,7 +39,7 @@ class Claim:
 
 def take_session(
     tx: Tx, session_id: str, holder: Holder, ttl: float, turn_id: str, text: str,
-) -> sqlite3.Row | None:
+) -> LeaseRecord | None:
     """Takes the session's lease for a claimed turn and stores the user's row in the same
     transaction (the transcript belongs to the lease holder); returns the row that holds
     the lease instead when it is not free, and writes nothing then.  The only writer of a

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from backend.providers.errors import described, policy
 from backend.providers.registry import Link, Providers
 from backend.store import events, messages
 from backend.store.db import Database, Tx
+from backend.store.leases import LeaseRecord
 from backend.tools import registry
 from backend.tools.executor import Executor, Scope
 from backend.tools.sandbox import child_env
@@ -397,9 +397,9 @@ class TurnRunner:
         """Waits for another holder's lease; False when the turn ended without it."""
         turn, cfg = st.turn, self.config.config
 
-        async def waiting(row: sqlite3.Row) -> None:
-            data = LeaseWaiting(turn_id=turn.turn_id, holder_pid=int(row["pid"]),
-                                expires_at=float(row["expires_at"]))
+        async def waiting(lease: LeaseRecord) -> None:
+            data = LeaseWaiting(turn_id=turn.turn_id, holder_pid=lease.holder.pid,
+                                expires_at=lease.expires_at)
             await self.db.write(lambda tx: events.append(
                 tx, turn.session_id, "lease.waiting", data, turn_id=turn.turn_id,
                 admission_id=turn.admission_id))

@@ -80,7 +80,7 @@ def put_lease(backend: Backend, session_id: str, holder: Holder, expires_at: flo
         conn.execute(
             "INSERT OR REPLACE INTO turn_leases (session_id, holder, pid, boot_token, epoch, "
             "turn_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (session_id, holder.key, holder.pid, holder.boot_token, holder.epoch,
+            (session_id, holder.encode(), holder.pid, holder.boot_token, holder.epoch,
              holder.turn_id, time.time(), expires_at),
         )
 
@@ -334,7 +334,7 @@ async def test_a_holder_of_unclear_liveness_is_waited_out_and_the_wait_can_be_in
     assert "text that never ran" in payload
     assert final["text"] == "text that never ran"
     assert await transcript(rpc, sid) == [], "no rows without the lease"
-    assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.key], "not ours to drop"
+    assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.encode()], "not ours to drop"
     assert fake_provider.snapshot() == []
 
     delete_lease(backend, sid)  # the other host's turn ended
@@ -363,7 +363,7 @@ async def test_waiting_longer_than_wait_s_interrupts_the_turn(
         assert "busy in another process" in done["data"]["failure_reason"], done
         assert await transcript(rpc, sid) == []
         assert fake_provider.snapshot() == []
-        assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.key]
+        assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.encode()]
 
 
 # --- losing the lease ------------------------------------------------------------------------
@@ -389,13 +389,13 @@ async def test_a_lost_lease_interrupts_the_turn_and_the_next_prompt_works(
             conn.execute(
                 "UPDATE turn_leases SET holder = ?, pid = ?, boot_token = ?, epoch = ?, "
                 "turn_id = ? WHERE session_id = ?",
-                (thief.key, thief.pid, thief.boot_token, thief.epoch, thief.turn_id, sid))
+                (thief.encode(), thief.pid, thief.boot_token, thief.epoch, thief.turn_id, sid))
         t0 = time.monotonic()
         done = await wait_complete(rpc, aid, timeout=15)
         assert done["data"]["status"] == "interrupted", done
         assert "lease" in done["data"]["failure_reason"], done
         assert time.monotonic() - t0 < 10
-        assert [r["holder"] for r in lease_rows(backend, sid)] == [thief.key], \
+        assert [r["holder"] for r in lease_rows(backend, sid)] == [thief.encode()], \
             "the loser must not release (or overwrite) the new holder's lease"
         requests = fake_provider.snapshot()
         assert len(requests) == 1
@@ -426,7 +426,7 @@ async def test_a_turn_that_lost_its_lease_writes_nothing_more_to_the_transcript(
             conn.execute(
                 "UPDATE turn_leases SET holder = ?, pid = ?, boot_token = ?, epoch = ?, "
                 "turn_id = ? WHERE session_id = ?",
-                (thief.key, thief.pid, thief.boot_token, thief.epoch, thief.turn_id, sid))
+                (thief.encode(), thief.pid, thief.boot_token, thief.epoch, thief.turn_id, sid))
         done = await wait_complete(rpc, receipt["admission_id"], timeout=15)
         assert done["data"]["status"] == "interrupted", done
         after = await transcript(rpc, sid)
@@ -454,7 +454,7 @@ async def test_kill9_while_waiting_for_the_lease_leaves_the_turn_unknown_without
     assert after["status"] == "unknown", after
     rows = await transcript(rpc, sid)
     assert [(m["role"], m.get("note_kind")) for m in rows] == [("system_note", "recovered")]
-    assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.key], "not ours to drop"
+    assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.encode()], "not ours to drop"
     assert fake_provider.snapshot() == []
 
     delete_lease(backend, sid)

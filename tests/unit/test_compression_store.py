@@ -24,6 +24,7 @@ from backend.secrets import Secrets
 from backend.store import admissions, messages, sessions
 from backend.store import compression as store
 from backend.store.db import Database, Tx
+from backend.store.leases import Holder
 from shared.config import ProviderConfig
 
 OTHER_BOOT = "00000000-0000-0000-0000-000000000000/pid:[4026531836]"  # another machine or namespace
@@ -46,23 +47,29 @@ class Env:
     async def lock(self, c: Compressor, sid: str) -> bool:
         return await self.db.write(lambda tx: c._lock(tx, sid))
 
-    async def row(self, sid: str) -> dict[str, Any] | None:
-        r = await self.db.read(lambda tx: store.lock_row(tx, sid))
-        return dict(r) if r is not None else None
+    async def row(self, sid: str) -> store.LockRecord | None:
+        return await self.db.read(lambda tx: store.lock_row(tx, sid))
 
-    async def held(self, sid: str) -> dict[str, Any]:
+    async def held(self, sid: str) -> store.LockRecord:
         """The lock row, which must exist."""
         r = await self.row(sid)
         assert r is not None, f"no lock row for {sid}"
         return r
 
-    async def put(self, sid: str, holder: str, pid: int, boot: str, ttl: float = store.LOCK_TTL_S) -> None:
-        await self.db.write(lambda tx: store.put_lock(tx, sid, holder, pid, boot, ttl))
+    async def columns(self, sid: str) -> tuple[str, int, str]:
+        """The lock row's holder, pid and boot_token columns as stored."""
+        r = await self.db.read(lambda tx: tx.one(
+            "SELECT holder, pid, boot_token FROM compression_locks WHERE session_id = ?", (sid,)))
+        assert r is not None, f"no lock row for {sid}"
+        return r["holder"], r["pid"], r["boot_token"]
+
+    async def put(self, sid: str, holder: Holder, ttl: float = store.LOCK_TTL_S) -> None:
+        await self.db.write(lambda tx: store.put_lock(tx, sid, holder, ttl))
 
     async def leaf(self, sid: str) -> str:
         return await self.db.read(lambda tx: store.leaf(tx, sid))
 
-    async def release(self, sid: str, holder: str) -> None:
+    async def release(self, sid: str, holder: Holder) -> None:
         await self.db.write(lambda tx: store.release_lock(tx, sid, holder))
 
 
@@ -98,16 +105,16 @@ def zombie() -> subprocess.Popen[bytes]:
     return proc
 
 
-def holder_string(pid: int, start: str, boot: str, epoch: int = 7) -> str:
-    return f"{pid}:{start}@{boot}#{epoch}/compress"
+def holder(pid: int, start: str, boot: str, epoch: int = 7) -> Holder:
+    return Holder(pid, start, boot, epoch, "compress")
 
 
 # --- the lock ------------------------------------------------------------------------------
 
 
-async def test_holder_string_is_this_process_on_this_boot(env: Env) -> None:
+async def test_holder_is_this_process_on_this_boot(env: Env) -> None:
     c = env.compressor(3)
-    assert c.holder == holder_string(os.getpid(), process_start(os.getpid()), boot_token(), 3)
+    assert c.holder == holder(os.getpid(), process_start(os.getpid()), boot_token(), 3)
     assert process_start(os.getpid()), "this platform reports start times (else reclaim is disabled)"
 
 
@@ -117,41 +124,42 @@ async def test_a_live_lock_of_this_process_is_not_taken_by_another_holder(env: E
     assert first.holder != second.holder
     assert await env.lock(first, sid)
     row = await env.held(sid)
-    assert (row["holder"], row["pid"], row["boot_token"]) == (first.holder, os.getpid(), boot_token())
-    assert row["expires_at"] > time.time() + store.LOCK_TTL_S - 60
+    assert row.holder == first.holder
+    assert await env.columns(sid) == (first.holder.encode(), os.getpid(), boot_token())
+    assert row.expires_at > time.time() + store.LOCK_TTL_S - 60
 
     assert not await env.lock(second, sid), "live holder (our own pid, real start, same boot)"
-    assert (await env.held(sid))["holder"] == first.holder, "the refusal leaves the row alone"
+    assert (await env.held(sid)).holder == first.holder, "the refusal leaves the row alone"
     assert await env.lock(first, sid), "the holder itself may take it again (refresh)"
 
 
 async def test_an_expired_lock_is_reclaimed(env: Env) -> None:
     sid = await env.session()
-    live = holder_string(os.getpid(), process_start(os.getpid()), boot_token(), epoch=99)
-    await env.put(sid, live, os.getpid(), boot_token(), ttl=-1.0)
+    live = holder(os.getpid(), process_start(os.getpid()), boot_token(), epoch=99)
+    await env.put(sid, live, ttl=-1.0)
     c = env.compressor(1)
     assert await env.lock(c, sid)
     row = await env.held(sid)
-    assert row["holder"] == c.holder
-    assert row["expires_at"] > time.time()
+    assert row.holder == c.holder
+    assert row.expires_at > time.time()
 
 
 async def test_an_expired_lock_of_another_boot_is_reclaimed(env: Env) -> None:
     sid = await env.session()
-    await env.put(sid, holder_string(1, "12345", OTHER_BOOT), 1, OTHER_BOOT, ttl=-1.0)
+    await env.put(sid, holder(1, "12345", OTHER_BOOT), ttl=-1.0)
     c = env.compressor(1)
     assert await env.lock(c, sid)
-    assert (await env.held(sid))["holder"] == c.holder
+    assert (await env.held(sid)).holder == c.holder
 
 
 async def test_a_dead_holder_is_reclaimed_before_expiry(env: Env) -> None:
     sid = await env.session()
     pid = dead_pid()
-    await env.put(sid, holder_string(pid, "12345", boot_token()), pid, boot_token())
+    await env.put(sid, holder(pid, "12345", boot_token()))
     c = env.compressor(1)
     assert await env.lock(c, sid), "the pid is gone: reclaimed though the row has not expired"
-    row = await env.held(sid)
-    assert (row["holder"], row["pid"]) == (c.holder, os.getpid())
+    assert (await env.held(sid)).holder == c.holder
+    assert (await env.columns(sid))[:2] == (c.holder.encode(), os.getpid())
 
 
 async def test_a_zombie_holder_is_reclaimed_before_expiry(env: Env) -> None:
@@ -159,7 +167,7 @@ async def test_a_zombie_holder_is_reclaimed_before_expiry(env: Env) -> None:
     proc = zombie()
     try:
         start = process_start(proc.pid)
-        await env.put(sid, holder_string(proc.pid, start, boot_token()), proc.pid, boot_token())
+        await env.put(sid, holder(proc.pid, start, boot_token()))
         c = env.compressor(1)
         assert await env.lock(c, sid), "a zombie answers kill(0) but will never release"
     finally:
@@ -169,7 +177,7 @@ async def test_a_zombie_holder_is_reclaimed_before_expiry(env: Env) -> None:
 async def test_a_reused_pid_is_reclaimed_before_expiry(env: Env) -> None:
     """Our pid is alive, but the recorded start time is another process's: the holder is gone."""
     sid = await env.session()
-    await env.put(sid, holder_string(os.getpid(), "1", boot_token()), os.getpid(), boot_token())
+    await env.put(sid, holder(os.getpid(), "1", boot_token()))
     c = env.compressor(1)
     assert await env.lock(c, sid)
 
@@ -179,12 +187,12 @@ async def test_a_lock_of_another_boot_is_not_reclaimed_before_expiry(env: Env) -
     here makes the lock reclaimable; only its expiry does."""
     sid = await env.session()
     pid = dead_pid()
-    other = holder_string(pid, "12345", OTHER_BOOT)
-    await env.put(sid, other, pid, OTHER_BOOT)
+    other = holder(pid, "12345", OTHER_BOOT)
+    await env.put(sid, other)
     c = env.compressor(1)
     assert not await env.lock(c, sid)
-    row = await env.held(sid)
-    assert (row["holder"], row["boot_token"]) == (other, OTHER_BOOT)
+    assert (await env.held(sid)).holder == other
+    assert await env.columns(sid) == (other.encode(), pid, OTHER_BOOT)
 
 
 async def test_release_removes_only_our_own_row(env: Env) -> None:
@@ -194,11 +202,11 @@ async def test_release_removes_only_our_own_row(env: Env) -> None:
     assert await env.lock(theirs, other_sid)
 
     await env.release(sid, theirs.holder)
-    assert (await env.held(sid))["holder"] == mine.holder, "another holder's release is a no-op"
+    assert (await env.held(sid)).holder == mine.holder, "another holder's release is a no-op"
 
     await env.release(sid, mine.holder)
     assert await env.row(sid) is None
-    assert (await env.held(other_sid))["holder"] == theirs.holder, "other sessions untouched"
+    assert (await env.held(other_sid)).holder == theirs.holder, "other sessions untouched"
 
     assert await env.lock(theirs, sid), "free again"
 
@@ -222,7 +230,7 @@ async def test_compress_refuses_while_another_holder_is_live(env: Env) -> None:
     out = await second.compress(sid, link, "test")
     assert not out.compressed
     assert out.why_not == "another compression of this session is running"
-    assert (await env.held(sid))["holder"] == first.holder, "the refusal released nothing"
+    assert (await env.held(sid)).holder == first.holder, "the refusal released nothing"
 
 
 class _Gated:
@@ -295,10 +303,7 @@ async def test_guards_are_per_session(env: Env) -> None:
 
 
 def _link(parent: str, child: str) -> Callable[[Tx], None]:
-    def job(tx: Tx) -> None:
-        tx.execute("UPDATE sessions SET child_session_id = ? WHERE session_id = ?", (child, parent))
-        tx.execute("UPDATE sessions SET parent_session_id = ? WHERE session_id = ?", (parent, child))
-    return job
+    return lambda tx: sessions.link_rotation(tx, parent, child)
 
 
 async def test_leaf_follows_the_child_chain(env: Env) -> None:
@@ -317,7 +322,9 @@ async def test_deleting_a_rotated_child_gives_the_parent_its_prompts_back(env: E
     await env.db.write(_link(b, c))
     await env.db.write(lambda tx: sessions.delete(tx, c))
     assert await env.leaf(a) == b
-    assert await env.db.read(lambda tx: sessions.row(tx, b)["child_session_id"]) is None
+    row_b = await env.db.read(lambda tx: sessions.row(tx, b))
+    assert row_b is not None
+    assert row_b.child_session_id is None
     # A link to a child that no longer exists (written by an older version) ends the chain too.
     await env.db.write(lambda tx: tx.execute(
         "UPDATE sessions SET child_session_id = 'ses_gone' WHERE session_id = ?", (b,)))
@@ -374,7 +381,7 @@ async def test_move_queue_moves_every_open_admission(env: Env) -> None:
     assert order == [ids["queued"], ids["started"], ids["unknown"]], "queue order (by id) is kept"
     oldest = await env.db.read(lambda tx: admissions.oldest_queued(tx, child))
     assert oldest is not None
-    assert oldest["admission_id"] == ids["queued"]
+    assert oldest.admission_id == ids["queued"]
     assert await env.db.read(lambda tx: admissions.oldest_queued(tx, parent)) is None
 
     await env.db.write(lambda tx: store.move_queue(tx, parent, child))

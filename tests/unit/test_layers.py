@@ -35,11 +35,8 @@ RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
 # Imports that break the rule today, each named, with why it is allowed for now.
 # (importer module, imported module).
-ALLOWED: dict[tuple[str, str], str] = {
-    # compress -> turn (measure, price, provably_dead): being removed in issue 14.
-    ("backend.compress.compressor", "backend.turn.call"): "being removed in issue 14",
-    ("backend.compress.compressor", "backend.turn.lease"): "being removed in issue 14",
-}
+# None today; an entry here must say why and when it goes (test_allow_list_is_not_stale).
+ALLOWED: dict[tuple[str, str], str] = {}
 
 # The one way desktop reaches into the backend: `turnkey backend serve` runs the backend in
 # the same executable, which in the bundled app is the only Python there is.

@@ -63,7 +63,7 @@ def shape(tx: Tx) -> list[tuple[str, str | None, str | None, str]]:
 def status(tx: Tx) -> str:
     row = admissions.by_id(tx, "adm_1")
     assert row is not None
-    return str(row["status"])
+    return row.status
 
 
 async def test_settle_lost_keeps_what_was_streamed(db: Database) -> None:
@@ -113,7 +113,7 @@ async def test_settle_lost_writes_no_rows_under_another_holders_lease(db: Databa
     assert await db.read(shape) == before, "the transcript is the other holder's to write"
     lease = await db.read(lambda tx: leases.current(tx, "s"))
     assert lease is not None
-    assert lease["holder"] == OTHER.key
+    assert lease.holder == OTHER
 
 
 async def test_recovery_after_a_crash_leaves_the_same_shape(db: Database) -> None:

@@ -134,6 +134,7 @@ async def test_the_compressed_request_leaves_room_for_an_answer(
         note = await db.read(lambda tx: tx.one(
             "SELECT api_content, meta FROM messages WHERE session_id = ? AND note_kind = 'summary' "
             "ORDER BY id DESC LIMIT 1", (sid,)))
+        assert note is not None
         assert len(note["api_content"]) <= 4 * (WINDOW // 4), "within its budget, framed"
         assert ('"fallback": true' in note["meta"]) == (summarizer is not _Rambles)
     finally:

@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
+from backend.store.messages import MessageRecord
 from backend.turn.context import wire_messages
 
-COLUMNS = ("id", "role", "content", "api_content", "note_kind", "tool_calls", "call_id",
-           "tool_name", "status")
 
-
-def rows(*specs: dict[str, Any]) -> list[sqlite3.Row]:
-    conn = sqlite3.connect(":memory:")
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"CREATE TABLE m ({', '.join(COLUMNS)})")
+def rows(*specs: dict[str, Any]) -> list[MessageRecord]:
+    out = []
     for i, spec in enumerate(specs):
-        values = {c: None for c in COLUMNS} | {"id": i} | spec
+        values: dict[str, Any] = {
+            "id": i, "session_id": "s", "turn_id": None, "api_content": None, "tool_calls": None,
+            "api_tool_calls": None, "call_id": None, "tool_name": None, "status": None,
+            "note_kind": None, "meta": None, "active": True, "compacted": False,
+            "created_at": "x",
+        } | spec
         if isinstance(values["tool_calls"], list):
             values["tool_calls"] = json.dumps(values["tool_calls"])
-        conn.execute(f"INSERT INTO m VALUES ({', '.join('?' * len(COLUMNS))})",
-                     [values[c] for c in COLUMNS])
-    return list(conn.execute("SELECT * FROM m ORDER BY id"))
+        out.append(MessageRecord(**values))
+    return out
 
 
 def call(call_id: str, **extra: Any) -> dict[str, Any]:

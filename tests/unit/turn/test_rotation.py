@@ -59,7 +59,7 @@ async def test_a_rotation_moves_the_turn_so_an_interrupt_of_the_child_reaches_it
     assert harness.authority.running(parent) is None, "the turn is found where it runs now"
     held = await harness.db.read(lambda tx: leases.current(tx, child))
     assert held is not None
-    assert held["holder"] == turn.holder.key
+    assert held.holder == turn.holder
     await asyncio.sleep(REFRESH_S * 6)  # several refreshes of the lease, in the child
     assert not turn.interrupted, f"the lease watch lost the lease: {turn.reason}"
 
