@@ -56,7 +56,7 @@ class Chat:
         self.waiting: str | None = None  # admission id whose message.complete ends the turn
         self.done = asyncio.Event()
         self.shown = ""
-        self.ended: str = "completed"  # how the last turn ended: a TurnStatus, or an Outcome
+        self.ended: str = "completed"  # how the last turn ended: a TurnStatus, or an AdmissionOutcome
         self._tasks: set[asyncio.Future[Any]] = set()
         self._asked: set[str] = set()
         client.handlers.append(self._on_event)

@@ -19,7 +19,7 @@ ALL_SCOPES: tuple[Scope, ...] = ("read", "submit", "approve", "admin")
 
 SessionStatus = Literal["idle", "queued", "running", "waiting_approval", "unknown"]
 AdmissionStatus = Literal["queued", "started", "unknown", "terminal"]
-Outcome = Literal["completed", "failed", "interrupted", "cancelled", "rejected"]
+AdmissionOutcome = Literal["completed", "failed", "interrupted", "cancelled", "rejected"]
 TurnStatus = Literal["completed", "failed", "interrupted"]
 Role = Literal["user", "assistant", "tool", "system_note"]
 
@@ -118,7 +118,7 @@ class Receipt(Wire):
     status: AdmissionStatus
     duplicate: bool
     created_at: str
-    outcome: Outcome | None = None
+    outcome: AdmissionOutcome | None = None
     position: int | None = None
     started_at: str | None = None
     settled_at: str | None = None

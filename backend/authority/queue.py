@@ -27,7 +27,7 @@ from backend.store import admissions, compression, events, sessions
 from backend.store.admissions import AdmissionRecord
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
-from backend.turn.finalize import CLOSE_RETRY_S, TurnOutcome, close_turn, settle_event
+from backend.turn.finalize import CLOSE_RETRY_S, TurnEnd, close_turn, settle_event
 from backend.turn.route import Claim, Routes, RunningTurn, take_session
 from backend.turn.runner import TurnRunner
 from shared import logs
@@ -247,7 +247,7 @@ class SessionAuthority:
     async def _settle_crashed(self, turn: RunningTurn, error_id: str) -> bool:
         """A bug escaped the runner: settle the admission so the queue is not held forever.
         False when that could not be saved."""
-        outcome = TurnOutcome(
+        outcome = TurnEnd(
             turn.session_id, turn.admission_id, turn.turn_id, "failed", "", Usage(),
             f"an internal error ended this turn; the backend log (DIR/logs/backend.log) has "
             f"details under error_id {error_id}", holder=turn.holder,

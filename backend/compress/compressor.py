@@ -33,7 +33,7 @@ from backend.errors import ProviderError
 from backend.ids import new_id
 from backend.providers.accounting import measure, price
 from backend.providers.base import ChatProvider, ChatRequest, TextChunk, ToolSpec, UsageChunk
-from backend.providers.registry import Link, Providers
+from backend.providers.registry import ConfiguredProvider, Providers
 from backend.store import compression as store
 from backend.store import events, leases, messages, sessions, usage
 from backend.store.db import Database, Tx
@@ -58,7 +58,7 @@ WRAP_CHARS = len(wrap(""))  # the frame the model reads a summary in
 
 
 @dataclass
-class Outcome:
+class CompressionResult:
     compressed: bool
     before_tokens: int
     after_tokens: int
@@ -97,7 +97,9 @@ class Compressor:
     def measure(self, request: ChatRequest, provider: str) -> int:
         return self.calibration(provider).tokens(tok.request_chars(request)) + 4 * len(request.messages)
 
-    async def due(self, session_id: str, request: ChatRequest, link: Link, attempts: int) -> str | None:
+    async def due(
+        self, session_id: str, request: ChatRequest, link: ConfiguredProvider, attempts: int,
+    ) -> str | None:
         """The preflight decision: the reason to compress before this call, or None."""
         cfg = self.config.config.compression
         if not cfg.enabled or attempts >= MAX_PER_CALL or len(request.messages) <= 2:
@@ -121,12 +123,12 @@ class Compressor:
     # --- compressing ------------------------------------------------------------------
 
     async def compress(
-        self, session_id: str, link: Link, reason: str, tools: tuple[ToolSpec, ...] = (),
+        self, session_id: str, link: ConfiguredProvider, reason: str, tools: tuple[ToolSpec, ...] = (),
         focus: str | None = None, where: Where = Where(), manual: bool = False,
         holder: Holder | None = None,
-    ) -> Outcome:
+    ) -> CompressionResult:
         cfg = self.config.config.compression
-        busy = Outcome(False, 0, 0, why_not="another compression of this session is running")
+        busy = CompressionResult(False, 0, 0, why_not="another compression of this session is running")
         # One holder per process: the set keeps two compressions in this process apart
         # (a turn's and a session.compress), the table keeps processes apart.
         if session_id in self._running:
@@ -154,9 +156,9 @@ class Compressor:
         return True
 
     async def _compress(
-        self, session_id: str, link: Link, reason: str, tools: tuple[ToolSpec, ...],
+        self, session_id: str, link: ConfiguredProvider, reason: str, tools: tuple[ToolSpec, ...],
         focus: str | None, where: Where, manual: bool, cfg: Compression, holder: Holder | None,
-    ) -> Outcome:
+    ) -> CompressionResult:
         def read(tx: Tx) -> tuple[list[MessageRecord], str, store.Guards]:
             row = sessions.row(tx, session_id)
             prompt = str(row.system_prompt or "") if row is not None else ""
@@ -171,7 +173,7 @@ class Compressor:
         p = plan(entries, cfg.protect_first_n, tok.tail_budget(window, cfg.tail_tokens_min,
                                                                cfg.tail_tokens_max), cal)
         if p is None:  # everything is head or recent tail: nothing to summarize
-            return Outcome(False, before, before, why_not="nothing old enough to summarize yet")
+            return CompressionResult(False, before, before, why_not="nothing old enough to summarize yet")
         await self._event(session_id, "compression.start", {"reason": reason, "tokens": before}, where)
         keep_from = entries.index(p.tail[0]) if p.tail else len(entries)
         pruned = prune(entries, keep_from)
@@ -279,23 +281,23 @@ class Compressor:
         log.info("session %s: compressed %d rows, %d -> %d tokens%s%s", session_id, len(compacted),
                  before, after, " (fallback summary)" if failed else "",
                  f"; continues in {child}" if child else "")
-        return Outcome(True, before, after, spent, child_session_id=child)
+        return CompressionResult(True, before, after, spent, child_session_id=child)
 
-    def _aux(self, link: Link) -> Link:
+    def _aux(self, link: ConfiguredProvider) -> ConfiguredProvider:
         """The auxiliary provider for summaries, or the turn's own when none is set."""
         config = self.config.config
         name = config.auxiliary_provider
         if name and name in config.providers and name != link.name:
             cfg = config.providers[name]
             try:
-                return Link(name, cfg, self.providers.get(name, cfg))
+                return ConfiguredProvider(name, cfg, self.providers.get(name, cfg))
             except ProviderError as exc:
                 log.warning("auxiliary provider %r is unusable (%s); summarizing with %s",
                             name, exc.message, link.name)
         return link
 
     async def _summary(
-        self, aux: Link, previous: str | None, p: Plan, focus: str | None, room: int,
+        self, aux: ConfiguredProvider, previous: str | None, p: Plan, focus: str | None, room: int,
         cal: tok.Calibration,
     ) -> tuple[str, Usage, bool]:
         """The summary text, its call's usage, and whether the model call failed (the

@@ -30,7 +30,7 @@ from shared.config import PROVIDER_KINDS, Config, ProviderConfig
 
 
 @dataclass(frozen=True)
-class Link:
+class ConfiguredProvider:
     """One provider of a turn's chain: its config name, its settings and its client."""
 
     name: str
@@ -47,13 +47,13 @@ class Providers:
         self._cache: dict[str, tuple[ProviderConfig, str | None, ChatProvider]] = {}
         self._retired: list[ChatProvider] = []
 
-    def chain(self, config: Config, config_path: Path) -> list[Link]:
+    def chain(self, config: Config, config_path: Path) -> list[ConfiguredProvider]:
         """The default provider then the fallbacks, built; raises ProviderError
         ("not_configured") when there is no provider at all."""
         chosen = config.provider()
         if chosen is None and not config.providers and local_available():
             # Nothing configured: the bundled offline model, so a fresh install answers.
-            return [Link(LOCAL_NAME, LOCAL_DEFAULT, self.get(LOCAL_NAME, LOCAL_DEFAULT))]
+            return [ConfiguredProvider(LOCAL_NAME, LOCAL_DEFAULT, self.get(LOCAL_NAME, LOCAL_DEFAULT))]
         if chosen is None:
             raise ProviderError(
                 "not_configured",
@@ -62,17 +62,17 @@ class Providers:
                 f"(see the README), or use config.set",
             )
         names = [chosen[0], *(n for n in config.fallback_providers if n != chosen[0])]
-        links = []
+        chain = []
         for i, n in enumerate(names):
             cfg = _effective(config.providers[n])
             try:
-                links.append(Link(n, cfg, self.get(n, cfg)))
+                chain.append(ConfiguredProvider(n, cfg, self.get(n, cfg)))
             except ProviderError as exc:
                 if i == 0:
                     raise
                 # A fallback that cannot even be built must not take the default down with it.
                 log.warning("fallback provider %r is unusable: %s", n, exc.message)
-        return links
+        return chain
 
     def default(self, config: Config) -> tuple[str, ProviderConfig] | None:
         """The provider turns start on, without building it: the configured default, or the
@@ -82,7 +82,7 @@ class Providers:
             return LOCAL_NAME, LOCAL_DEFAULT
         return chosen
 
-    def primary(self, config: Config, config_path: Path) -> Link:
+    def primary(self, config: Config, config_path: Path) -> ConfiguredProvider:
         """The first link of `chain`: what a turn would call first (provider.test,
         session.compress)."""
         return self.chain(config, config_path)[0]

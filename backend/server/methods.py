@@ -28,7 +28,7 @@ from backend.ids import message_rowid, new_id
 from backend.providers.errors import described
 from backend.providers.local import LOCAL_DEFAULT, LOCAL_NAME
 from backend.providers.probe import PROBE_TIMEOUT_S, probe
-from backend.providers.registry import Link, Providers
+from backend.providers.registry import ConfiguredProvider, Providers
 from backend.secrets import Secrets
 from backend.server import peer
 from backend.server.auth import Authenticator
@@ -457,7 +457,7 @@ class Methods:
             else:
                 cfg = config.providers[params.provider]
                 name, model = params.provider, cfg.model
-                link = Link(name, cfg, self.providers.get(name, cfg))
+                link = ConfiguredProvider(name, cfg, self.providers.get(name, cfg))
         except ProviderError as exc:  # none configured, or a kind this backend cannot call
             failure = p.ProviderFailure(kind=exc.kind, message=described(exc))
             return p.ProviderTestResult(ok=False, provider=name, model=model, latency_ms=0,

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from backend.ids import now
 from backend.store import sessions
 from backend.store.db import Tx
-from shared.protocol import AdmissionStatus, Outcome, Receipt
+from backend.store.records import Record
+from shared.protocol import AdmissionOutcome, AdmissionStatus, Receipt
 
 
 @dataclass(frozen=True, slots=True)
-class AdmissionRecord:
+class AdmissionRecord(Record):
     """An admissions row; `id` is its place in the FIFO."""
 
     id: int
@@ -24,7 +25,7 @@ class AdmissionRecord:
     payload_json: str
     payload_digest: str
     status: AdmissionStatus
-    outcome: Outcome | None
+    outcome: AdmissionOutcome | None
     owner_epoch: int | None
     turn_id: str | None
     created_at: str
@@ -32,18 +33,6 @@ class AdmissionRecord:
     settled_at: str | None
     final_text: str | None
     failure_reason: str | None
-
-    @classmethod
-    def from_row(cls, r: sqlite3.Row) -> AdmissionRecord:
-        return cls(
-            id=r["id"], admission_id=r["admission_id"], principal=r["principal"],
-            session_id=r["session_id"], request_id=r["request_id"],
-            payload_json=r["payload_json"], payload_digest=r["payload_digest"],
-            status=r["status"], outcome=r["outcome"], owner_epoch=r["owner_epoch"],
-            turn_id=r["turn_id"], created_at=r["created_at"], started_at=r["started_at"],
-            settled_at=r["settled_at"], final_text=r["final_text"],
-            failure_reason=r["failure_reason"],
-        )
 
 
 def _one(r: sqlite3.Row | None) -> AdmissionRecord | None:
@@ -116,7 +105,7 @@ def mark_started(tx: Tx, admission_id: str, epoch: int, turn_id: str) -> None:
 
 
 def settle(
-    tx: Tx, admission_id: str, outcome: Outcome, *, final_text: str | None = None,
+    tx: Tx, admission_id: str, outcome: AdmissionOutcome, *, final_text: str | None = None,
     failure_reason: str | None = None,
 ) -> None:
     cur = tx.execute(

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
+
+import msgspec
 
 from backend.ids import new_id, now
 from backend.store import sessions
 from backend.store.db import Tx
+from backend.store.records import Record
 from shared.protocol import Approval, ApprovalStatus, Decision, Rule
 
 
 @dataclass(frozen=True, slots=True)
-class ApprovalRecord:
+class ApprovalRecord(Record):
     """An approvals row; `rule_key` is what an `always`/`session` answer allows from then on."""
 
     approval_id: str
@@ -29,16 +31,6 @@ class ApprovalRecord:
     created_at: str
     expires_at: str
     decided_at: str | None
-
-    @classmethod
-    def from_row(cls, r: sqlite3.Row) -> ApprovalRecord:
-        return cls(
-            approval_id=r["approval_id"], session_id=r["session_id"], turn_id=r["turn_id"],
-            call_id=r["call_id"], tool=r["tool"], summary=r["summary"], reason=r["reason"],
-            rule_key=r["rule_key"], status=r["status"], decision=r["decision"],
-            epoch=r["epoch"], created_at=r["created_at"], expires_at=r["expires_at"],
-            decided_at=r["decided_at"],
-        )
 
 
 def insert(
@@ -103,12 +95,9 @@ def stale_pending(tx: Tx, epoch: int) -> list[ApprovalRecord]:
 
 
 def to_approval(r: ApprovalRecord) -> Approval:
-    return Approval(
-        approval_id=r.approval_id, session_id=r.session_id, turn_id=r.turn_id,
-        call_id=r.call_id, tool=r.tool, summary=r.summary, reason=r.reason,
-        status=r.status, created_at=r.created_at, expires_at=r.expires_at,
-        decision=r.decision,
-    )
+    """The wire's view of the row: its fields of the same names (not the rule key, the
+    epoch or when it was decided)."""
+    return msgspec.convert(r, Approval, from_attributes=True)
 
 
 # --- rules -----------------------------------------------------------------------------

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 from backend.ids import now
 from backend.store.db import Tx
+from backend.store.records import Record
 
 
 @dataclass(frozen=True, slots=True)
-class CheckpointRecord:
+class CheckpointRecord(Record):
     """A checkpoints row: `path` as it was before `call_id` changed it (`existed` False: the
     call created it); the content is the blob at `blob_path`, named by `content_hash`."""
 
@@ -24,14 +24,6 @@ class CheckpointRecord:
     blob_path: str | None
     restored_at: str | None
     created_at: str
-
-    @classmethod
-    def from_row(cls, r: sqlite3.Row) -> CheckpointRecord:
-        return cls(
-            id=r["id"], session_id=r["session_id"], turn_id=r["turn_id"], call_id=r["call_id"],
-            path=r["path"], existed=bool(r["existed"]), content_hash=r["content_hash"],
-            blob_path=r["blob_path"], restored_at=r["restored_at"], created_at=r["created_at"],
-        )
 
 
 def insert(

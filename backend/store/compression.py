@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from backend.store import messages
 from backend.store.db import Tx
-from backend.store.leases import Holder
+from backend.store.leases import Holder, LeaseRecord
 from backend.store.messages import MessageRecord
 
 LOCK_TTL_S = 600.0  # longer than a summary call may take; a dead holder is reclaimed sooner
@@ -42,24 +41,9 @@ def set_guards(tx: Tx, session_id: str, g: Guards) -> None:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class LockRecord:
-    """A compression_locks row (its pid and boot_token columns are the holder's)."""
-
-    session_id: str
-    holder: Holder
-    acquired_at: float
-    expires_at: float
-
-    @classmethod
-    def from_row(cls, r: sqlite3.Row) -> LockRecord:
-        return cls(r["session_id"], Holder.decode(r["holder"]), float(r["acquired_at"]),
-                   float(r["expires_at"]))
-
-
-def lock_row(tx: Tx, session_id: str) -> LockRecord | None:
+def lock_row(tx: Tx, session_id: str) -> LeaseRecord | None:
     r = tx.one("SELECT * FROM compression_locks WHERE session_id = ?", (session_id,))
-    return LockRecord.from_row(r) if r is not None else None
+    return LeaseRecord.from_row(r) if r is not None else None
 
 
 def put_lock(tx: Tx, session_id: str, holder: Holder, ttl: float = LOCK_TTL_S) -> None:

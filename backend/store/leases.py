@@ -14,6 +14,7 @@ from functools import cache
 
 from backend.host import boot_token, process_start
 from backend.store.db import Tx
+from backend.store.records import Record, record
 from shared.launcher import alive
 
 
@@ -68,8 +69,9 @@ def provably_dead(holder: Holder) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaseRecord:
-    """A turn_leases row (its pid, boot_token, epoch and turn_id columns are the holder's)."""
+class LeaseRecord(Record):
+    """A turn_leases row (its pid, boot_token, epoch and turn_id columns are the holder's),
+    or a compression_locks row, which has the same shape."""
 
     session_id: str
     holder: Holder
@@ -78,8 +80,7 @@ class LeaseRecord:
 
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> LeaseRecord:
-        return cls(r["session_id"], Holder.decode(r["holder"]), float(r["acquired_at"]),
-                   float(r["expires_at"]))
+        return record(cls, r, holder=Holder.decode(r["holder"]))
 
 
 def current(tx: Tx, session_id: str) -> LeaseRecord | None:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from backend.ids import message_id, now
 from backend.store import sessions
 from backend.store.db import Tx
+from backend.store.records import Record
 from shared.protocol import Message, Role
 
 
 @dataclass(frozen=True, slots=True)
-class MessageRecord:
+class MessageRecord(Record):
     """A messages row.  `tool_calls`, `api_tool_calls` and `meta` are the stored JSON text;
     `api_content` and `api_tool_calls` are the wire sidecar (None: as people see it)."""
 
@@ -34,16 +34,6 @@ class MessageRecord:
     active: bool
     compacted: bool
     created_at: str
-
-    @classmethod
-    def from_row(cls, r: sqlite3.Row) -> MessageRecord:
-        return cls(
-            id=r["id"], session_id=r["session_id"], turn_id=r["turn_id"], role=r["role"],
-            content=r["content"], api_content=r["api_content"], tool_calls=r["tool_calls"],
-            api_tool_calls=r["api_tool_calls"], call_id=r["call_id"], tool_name=r["tool_name"],
-            status=r["status"], note_kind=r["note_kind"], meta=r["meta"],
-            active=bool(r["active"]), compacted=bool(r["compacted"]), created_at=r["created_at"],
-        )
 
 
 def insert(

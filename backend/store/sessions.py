@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from backend.ids import now
 from backend.store import events
 from backend.store.db import Tx
+from backend.store.records import Record
 from shared.protocol import Session, SessionEvent, SessionStatus, Usage
 
 
 @dataclass(frozen=True, slots=True)
-class SessionRecord:
+class SessionRecord(Record):
     """A sessions row."""
 
     session_id: str
@@ -35,21 +35,6 @@ class SessionRecord:
     compress_cooldown_until: float
     compress_ineffective: int
     compress_probe_after: float
-
-    @classmethod
-    def from_row(cls, r: sqlite3.Row) -> SessionRecord:
-        return cls(
-            session_id=r["session_id"], title=r["title"], cwd=r["cwd"], model=r["model"],
-            system_prompt=r["system_prompt"], parent_session_id=r["parent_session_id"],
-            child_session_id=r["child_session_id"], created_at=r["created_at"],
-            updated_at=r["updated_at"], input_tokens=r["input_tokens"],
-            output_tokens=r["output_tokens"], cached_tokens=r["cached_tokens"],
-            cost_usd=r["cost_usd"], usage_estimated=bool(r["usage_estimated"]),
-            message_count=r["message_count"], compress_failures=r["compress_failures"],
-            compress_cooldown_until=r["compress_cooldown_until"],
-            compress_ineffective=r["compress_ineffective"],
-            compress_probe_after=r["compress_probe_after"],
-        )
 
 
 def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str) -> None:

@@ -66,7 +66,7 @@ class PreparedCall:
 
 
 @dataclass
-class Outcome:
+class FinishedCall:
     call_id: str
     name: str
     status: ToolStatus
@@ -78,7 +78,7 @@ class Outcome:
 
 
 @dataclass
-class Scope:
+class BatchContext:
     """The turn a batch belongs to."""
 
     session_id: str
@@ -97,7 +97,7 @@ class Scope:
 
 @dataclass
 class BatchResult:
-    outcomes: list[Outcome]
+    outcomes: list[FinishedCall]
     failure: str | None = None  # a result could not be stored: the turn must end
     interrupted: bool = False
     deadline_hit: bool = False
@@ -108,7 +108,7 @@ class _Call:
     prepared: PreparedCall
     summary: str
     started: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[Outcome] | None = None
+    task: asyncio.Task[FinishedCall] | None = None
     began: float = 0.0
     running: bool = False
     waiting_person: bool = False
@@ -128,14 +128,14 @@ class Executor:
         self.spill_dir = data_dir / "spill"
         self.procs = procs
 
-    async def run(self, scope: Scope, prepared: list[PreparedCall]) -> BatchResult:
+    async def run(self, scope: BatchContext, prepared: list[PreparedCall]) -> BatchResult:
         calls = [_Call(p, _summary(p)) for p in prepared]
         batch = _Batch(self, scope, calls)
         return await batch.run()
 
 
 class _Batch:
-    def __init__(self, ex: Executor, scope: Scope, calls: list[_Call]) -> None:
+    def __init__(self, ex: Executor, scope: BatchContext, calls: list[_Call]) -> None:
         self.ex = ex
         self.scope = scope
         self.calls = calls
@@ -150,7 +150,7 @@ class _Batch:
         for i, call in enumerate(self.calls):
             call.task = asyncio.create_task(self._one(i), name=f"tool-{call.prepared.call_id}")
         monitor = asyncio.create_task(self._monitor())
-        outcomes: list[Outcome] = []
+        outcomes: list[FinishedCall] = []
         failure: str | None = None
         try:
             i = 0
@@ -183,7 +183,7 @@ class _Batch:
 
     # --- one call ------------------------------------------------------------------
 
-    async def _one(self, i: int) -> Outcome:
+    async def _one(self, i: int) -> FinishedCall:
         call = self.calls[i]
         if i > 0:
             await self.calls[i - 1].started.wait()  # the start-order gate
@@ -196,11 +196,11 @@ class _Batch:
         finally:
             call.started.set()  # never hold later calls at the gate, whatever happened
 
-    async def _execute(self, call: _Call) -> Outcome:
+    async def _execute(self, call: _Call) -> FinishedCall:
         p = call.prepared
         began = time.monotonic()
         if p.error is not None or p.tool is None:
-            return Outcome(p.call_id, p.name, "error", p.error or "unknown tool", call.summary)
+            return FinishedCall(p.call_id, p.name, "error", p.error or "unknown tool", call.summary)
         # Stopped while a person was being asked: the request expires, the call is skipped.
         answered, denial = await unless_stopped(self._approve(call, p.tool), self.halt)
         if not answered:
@@ -215,9 +215,9 @@ class _Batch:
         ms = int((time.monotonic() - began) * 1000)
         if not finished or result is None:
             status: ToolStatus = "error" if self.deadline_hit else "interrupted"
-            return Outcome(p.call_id, p.name, status, f"{self.halt_reason}; the command was stopped.",
+            return FinishedCall(p.call_id, p.name, status, f"{self.halt_reason}; the command was stopped.",
                            call.summary, ms)
-        return Outcome(p.call_id, p.name, result.status, result.content, result.summary or call.summary,
+        return FinishedCall(p.call_id, p.name, result.status, result.content, result.summary or call.summary,
                        ms, result.meta)
 
     async def _invoke(self, call: _Call, tool: Tool) -> ToolResult:
@@ -242,20 +242,20 @@ class _Batch:
             return ToolResult("error", f"The tool failed: {type(exc).__name__}: {exc} "
                               f"(error_id {error_id})", call.summary)
 
-    async def _approve(self, call: _Call, tool: Tool) -> Outcome | None:
+    async def _approve(self, call: _Call, tool: Tool) -> FinishedCall | None:
         """None when the call may run; else its `denied` outcome."""
         p, s = call.prepared, self.scope
         try:
             guard = tool.guard(p.arguments, s.cwd, s.mode, self.ex.data_dir)
         except Exception as exc:  # a policy bug must not run the call, nor end the turn
             error_id = logs.internal(log, "guard of %s raised", p.name)
-            return Outcome(p.call_id, p.name, "error",
+            return FinishedCall(p.call_id, p.name, "error",
                            f"Not run: its safety check failed ({type(exc).__name__}, "
                            f"error_id {error_id}).", call.summary)
         if guard is None:
             return None
         if guard.kind == "hardline":
-            return Outcome(p.call_id, p.name, "denied",
+            return FinishedCall(p.call_id, p.name, "denied",
                            f"Refused: this is never run ({guard.reason}), in any approval mode.",
                            call.summary)
         if await self.ex.approvals.allowed_by_rule(s.session_id, p.name, p.arguments, s.cwd,
@@ -275,20 +275,20 @@ class _Batch:
             self.people_waiting -= 1
             s.on_person(-1)
         if decision is None:
-            return Outcome(p.call_id, p.name, "denied",
+            return FinishedCall(p.call_id, p.name, "denied",
                            f"Not run: nobody approved it in time ({guard.reason}). Do not retry it "
                            "unasked; tell the user what you wanted to do.", call.summary)
         if decision == "deny":
-            return Outcome(p.call_id, p.name, "denied",
+            return FinishedCall(p.call_id, p.name, "denied",
                            f"Not run: the user denied it ({guard.reason}). Do not retry it; ask the "
                            "user or take another way.", call.summary)
         call.approved = guard
         return None
 
-    def _skipped(self, call: _Call) -> Outcome:
+    def _skipped(self, call: _Call) -> FinishedCall:
         p = call.prepared
         why = self.halt_reason or "the turn stopped"
-        return Outcome(p.call_id, p.name, "skipped", f"Not run: {why} before it started.", call.summary)
+        return FinishedCall(p.call_id, p.name, "skipped", f"Not run: {why} before it started.", call.summary)
 
     # --- events and storage ----------------------------------------------------------
 
@@ -306,7 +306,7 @@ class _Batch:
         await committed
         s.on_progress()
 
-    async def _store(self, batch: list[tuple[_Call, Outcome]]) -> None:
+    async def _store(self, batch: list[tuple[_Call, FinishedCall]]) -> None:
         """Result rows and their `tool.complete` events in one transaction, in call order,
         after every earlier call's result."""
         s = self.scope
@@ -323,7 +323,7 @@ class _Batch:
         await self.ex.db.write(job)
         s.on_progress()
 
-    def _store_one(self, tx: Tx, call: _Call, out: Outcome) -> None:
+    def _store_one(self, tx: Tx, call: _Call, out: FinishedCall) -> None:
         s = self.scope
         meta = dict(out.meta, duration_ms=out.duration_ms)
         if out.spilled_path:
@@ -394,7 +394,7 @@ def _done(call: _Call) -> bool:
     return call.task is not None and call.task.done()
 
 
-def _result(call: _Call) -> Outcome:
+def _result(call: _Call) -> FinishedCall:
     assert call.task is not None
     return call.task.result()
 

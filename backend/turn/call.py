@@ -21,7 +21,7 @@ from shared.protocol import Usage
 
 
 @dataclass
-class CallResult:
+class ModelCallResult:
     text: str
     usage: Usage
     finish_reason: str | None
@@ -30,7 +30,7 @@ class CallResult:
 
 async def call_model(
     provider: ChatProvider, request: ChatRequest, deltas: DeltaWriter, prices: ProviderConfig
-) -> CallResult:
+) -> ModelCallResult:
     """Streams the call; raises ProviderError on failure (streamed text stays in `deltas`)."""
     text: list[str] = []
     usage: UsageChunk | None = None
@@ -48,13 +48,13 @@ async def call_model(
             finish = chunk.finish_reason or finish
     answer = "".join(text)
     spent = measure(usage, request, answer + "".join(c.arguments for c in calls))
-    return CallResult(answer, price(spent, prices), finish, calls)
+    return ModelCallResult(answer, price(spent, prices), finish, calls)
 
 
 async def attempt(
     provider: ChatProvider, request: ChatRequest, deltas: DeltaWriter, prices: ProviderConfig,
     stop: asyncio.Event,
-) -> CallResult | None:
+) -> ModelCallResult | None:
     """One attempt, racing `stop`: the result, or None when stopped first (the call is
     cancelled; what it streamed stays in `deltas`).  Raises ProviderError."""
     finished, result = await unless_stopped(call_model(provider, request, deltas, prices), stop)

@@ -52,7 +52,7 @@ def record_ledger(tx: Tx, session_id: str, entries: list[LedgerEntry]) -> None:
 
 
 @dataclass
-class TurnOutcome:
+class TurnEnd:
     session_id: str
     admission_id: str
     turn_id: str
@@ -66,7 +66,7 @@ class TurnOutcome:
     ledger: list[LedgerEntry] = field(default_factory=list)  # calls not yet in the ledger
 
 
-def close_turn(tx: Tx, out: TurnOutcome) -> None:
+def close_turn(tx: Tx, out: TurnEnd) -> None:
     sid, tid, aid = out.session_id, out.turn_id, out.admission_id
     if out.transcript and not _holds_lease(tx, out):
         # The lease was lost: the transcript is the new holder's now, and it closes this
@@ -111,7 +111,7 @@ def close_turn(tx: Tx, out: TurnOutcome) -> None:
     settle_event(tx, aid)
 
 
-def _holds_lease(tx: Tx, out: TurnOutcome) -> bool:
+def _holds_lease(tx: Tx, out: TurnEnd) -> bool:
     if out.holder is None:
         return True
     lease = leases.current(tx, out.session_id)

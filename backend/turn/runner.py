@@ -30,18 +30,18 @@ from backend.config import ConfigFile
 from backend.errors import ProviderError, StoreUnavailable
 from backend.providers.base import ChatRequest, ToolSpec
 from backend.providers.errors import described, policy
-from backend.providers.registry import Link, Providers
+from backend.providers.registry import ConfiguredProvider, Providers
 from backend.store import events, messages
 from backend.store.db import Database, Tx
 from backend.store.leases import LeaseRecord
 from backend.tools import registry
-from backend.tools.executor import Executor, Scope
+from backend.tools.executor import BatchContext, Executor
 from backend.tools.sandbox import child_env
-from backend.turn.call import CallResult, attempt
+from backend.turn.call import ModelCallResult, attempt
 from backend.turn.finalize import (
     CLOSE_RETRY_S,
     LedgerEntry,
-    TurnOutcome,
+    TurnEnd,
     close_turn,
     record_ledger,
 )
@@ -80,14 +80,14 @@ class TurnState:
     empty_answers: int = 0
     last_batch: str | None = None
     same_batches: int = 0
-    links: list[Link] = field(default_factory=list)  # the provider chain; a fallback moves on
-    link_index: int = 0
+    chain: list[ConfiguredProvider] = field(default_factory=list)  # the provider chain; a fallback moves on
+    chain_index: int = 0
     ledger: list[LedgerEntry] = field(default_factory=list)  # calls not yet recorded
     overflow_compressed: bool = False  # one compress-and-retry after a provider overflow
 
     @property
-    def link(self) -> Link:
-        return self.links[self.link_index]
+    def link(self) -> ConfiguredProvider:
+        return self.chain[self.chain_index]
 
     def fail(self, reason: str) -> None:
         if self.status == "completed":
@@ -154,7 +154,7 @@ class TurnRunner:
     # --- the loop ----------------------------------------------------------------------
 
     async def _loop(self, st: TurnState, watch: LeaseWatch) -> None:
-        st.links = self.providers.chain(self.config.config, self.config.path)
+        st.chain = self.providers.chain(self.config.config, self.config.path)
         while True:
             if self._begin(st) is Action.BREAK:
                 return
@@ -164,7 +164,7 @@ class TurnRunner:
             outcome = await self._call(st, request, watch, st.halt)
             if outcome is Action.CONTINUE:
                 continue  # a fallback: assemble and preflight again for the new provider
-            if not isinstance(outcome, CallResult):
+            if not isinstance(outcome, ModelCallResult):
                 return
             action = self._normalize(st, outcome)
             if action is Action.CONTINUE:
@@ -194,7 +194,7 @@ class TurnRunner:
         async def build() -> ChatRequest:
             return await assemble(self.db, st.turn.session_id, link.provider.model, tools,
                                   summary_for=summary_for,
-                                  model=None if st.link_index == 0 else link.cfg.model)
+                                  model=None if st.chain_index == 0 else link.cfg.model)
 
         request = await build()
         # Preflight compression: measure, compress if due, measure again (a few times at most).
@@ -208,7 +208,7 @@ class TurnRunner:
             st.fail(checked.reason or "the request does not fit the model's window")
         return checked.request
 
-    async def _compress(self, st: TurnState, link: Link, tools: tuple[ToolSpec, ...],
+    async def _compress(self, st: TurnState, link: ConfiguredProvider, tools: tuple[ToolSpec, ...],
                         why: str) -> bool:
         """Compresses the session for this turn; True when it did (the request is rebuilt)."""
         turn = st.turn
@@ -223,7 +223,7 @@ class TurnRunner:
 
     async def _call(
         self, st: TurnState, request: ChatRequest, watch: LeaseWatch, stop: asyncio.Event,
-    ) -> CallResult | Action:
+    ) -> ModelCallResult | Action:
         """Call stage: up to MAX_ATTEMPTS attempts on this provider, racing `stop`; then a
         fallback (CONTINUE: back to preflight) or the end of the turn (BREAK)."""
         async def store(text: str) -> None:
@@ -255,7 +255,7 @@ class TurnRunner:
         raise AssertionError("the last attempt always returns")
 
     async def _recover(
-        self, st: TurnState, link: Link, exc: ProviderError, n: int, streamed: str,
+        self, st: TurnState, link: ConfiguredProvider, exc: ProviderError, n: int, streamed: str,
         stop: asyncio.Event,
     ) -> Action | None:
         """After attempt `n` failed: None to retry (after waiting), CONTINUE to fall back
@@ -289,13 +289,13 @@ class TurnRunner:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
             return Action.BREAK if stop.is_set() else None
-        if rules.fallback and st.link_index + 1 < len(st.links):
-            nxt = st.links[st.link_index + 1]
+        if rules.fallback and st.chain_index + 1 < len(st.chain):
+            nxt = st.chain[st.chain_index + 1]
             await self._event(st, "provider.fallback", ProviderFallback(
                 from_=link.name, to=nxt.name, reason=described(exc)))
             log.warning("turn %s: falling back from %s to %s (%s)", st.turn.turn_id, link.name,
                         nxt.name, exc.kind)
-            st.link_index += 1
+            st.chain_index += 1
             return Action.CONTINUE
         st.fail(described(exc))
         return Action.BREAK
@@ -309,7 +309,7 @@ class TurnRunner:
                 tx, st.turn.session_id, "assistant", streamed, turn_id=st.turn.turn_id,
                 status="interrupted"))
 
-    def _normalize(self, st: TurnState, result: CallResult) -> Action:
+    def _normalize(self, st: TurnState, result: ModelCallResult) -> Action:
         """Normalize stage: tool calls go to the tool round; text ends the turn; an empty
         answer is retried once."""
         if result.tool_calls:
@@ -323,7 +323,7 @@ class TurnRunner:
             return Action.BREAK
         return Action.CONTINUE
 
-    async def _tool_round(self, st: TurnState, result: CallResult, watch: LeaseWatch) -> Action:
+    async def _tool_round(self, st: TurnState, result: ModelCallResult, watch: LeaseWatch) -> Action:
         turn, cfg = st.turn, self.config.config
         prepared = prepare(result.tool_calls, registry.BUILTINS, st.call_ids, turn.turn_id)
         batch_sig = signature(prepared)
@@ -340,7 +340,7 @@ class TurnRunner:
         def on_person(delta: int) -> None:
             watch.waiting_for_person += delta
 
-        scope = Scope(
+        scope = BatchContext(
             session_id=turn.session_id, turn_id=turn.turn_id, admission_id=turn.admission_id,
             cwd=Path(turn.claim.cwd), env=tool_env(self.config), mode=cfg.approvals.mode,
             deadline_s=cfg.limits.tool_batch_deadline_s, spill_chars=cfg.limits.spill_chars,
@@ -368,10 +368,10 @@ class TurnRunner:
         fallback = (f"I stopped because this turn reached its limit ({why}) before I finished. "
                     f"I made {st.iterations} model calls; what the tools did is in the transcript "
                     "above. Send a message to continue.")
-        result: CallResult | Action | None = None
+        result: ModelCallResult | Action | None = None
         try:
-            if not st.links:
-                st.links = self.providers.chain(self.config.config, self.config.path)
+            if not st.chain:
+                st.chain = self.providers.chain(self.config.config, self.config.path)
             request = await self._assemble(st, summary_for=why)
             if request is not None:
                 stop = asyncio.Event()
@@ -387,8 +387,8 @@ class TurnRunner:
         if st.interrupted:
             return  # interrupted during the summary: what streamed of it is the text
         st.status, st.reason = "completed", None  # a failed summary call is not the turn's failure
-        answered = isinstance(result, CallResult) and result.text.strip()
-        st.text = result.text.strip() if isinstance(result, CallResult) and answered else fallback
+        answered = isinstance(result, ModelCallResult) and result.text.strip()
+        st.text = result.text.strip() if isinstance(result, ModelCallResult) and answered else fallback
         st.text_stored = False  # the summary is a new assistant message
 
     # --- lease and finalize ------------------------------------------------------------------
@@ -415,7 +415,7 @@ class TurnRunner:
         )
         # Without the lease the transcript is another process's to write: the input stays
         # in the admission's stored payload, and no row is added here.
-        await self.db.write_patiently(lambda tx: close_turn(tx, TurnOutcome(
+        await self.db.write_patiently(lambda tx: close_turn(tx, TurnEnd(
             turn.session_id, turn.admission_id, turn.turn_id, st.status, "", Usage(),
             st.reason, transcript=False)), CLOSE_RETRY_S)
         return False
@@ -424,7 +424,7 @@ class TurnRunner:
         """Closes the turn, retrying a while if the store fails; raises StoreUnavailable if
         it still cannot (the caller then settles the admission `unknown` in place)."""
         turn = st.turn
-        outcome = TurnOutcome(
+        outcome = TurnEnd(
             turn.session_id, turn.admission_id, turn.turn_id, st.status, st.text, st.usage,
             st.reason, holder=turn.holder, text_stored=st.text_stored, ledger=st.ledger,
         )

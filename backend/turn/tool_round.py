@@ -22,7 +22,7 @@ from backend.providers.base import ToolCallChunk
 from backend.store import messages
 from backend.store.db import Database, Tx
 from backend.tools.base import Tool
-from backend.tools.executor import BatchResult, Executor, PreparedCall, Scope
+from backend.tools.executor import BatchContext, BatchResult, Executor, PreparedCall
 from backend.tools.registry import ToolArgsError, validate
 
 MAX_CALLS_PER_BATCH = 32
@@ -113,7 +113,7 @@ def signature(prepared: list[PreparedCall]) -> str:
 
 
 async def run_round(
-    db: Database, executor: Executor, scope: Scope, text: str, prepared: list[PreparedCall],
+    db: Database, executor: Executor, scope: BatchContext, text: str, prepared: list[PreparedCall],
     also: Callable[[Tx], None] = lambda tx: None,
 ) -> RoundResult:
     """Stores the calls (with `also`, in the same transaction), then runs them."""

@@ -23,7 +23,7 @@ from backend.store.db import Database
 from backend.tools.approvals import Approvals
 from backend.tools.base import ToolContext
 from backend.tools.checkpoints import Checkpoints
-from backend.tools.executor import Executor, PreparedCall, Scope
+from backend.tools.executor import BatchContext, Executor, PreparedCall
 from backend.tools.procs import ProcessTable
 from backend.tools.registry import BUILTINS
 
@@ -50,8 +50,8 @@ async def test_executor_overhead(tmp_path: Path) -> None:
         tool = BUILTINS["list_dir"]
         args = {"path": "."}
 
-        def scope() -> Scope:
-            return Scope(session_id=sid, turn_id=new_id("turn"), admission_id="adm_bench", cwd=work,
+        def scope() -> BatchContext:
+            return BatchContext(session_id=sid, turn_id=new_id("turn"), admission_id="adm_bench", cwd=work,
                          env={}, mode="smart", deadline_s=420, spill_chars=100_000,
                          stop=asyncio.Event())
 

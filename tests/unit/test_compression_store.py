@@ -19,12 +19,12 @@ from backend.config import ConfigFile
 from backend.host import boot_token, process_start
 from backend.ids import new_id
 from backend.providers.base import ChatRequest, TextChunk, UsageChunk
-from backend.providers.registry import Link, Providers
+from backend.providers.registry import ConfiguredProvider, Providers
 from backend.secrets import Secrets
 from backend.store import admissions, messages, sessions
 from backend.store import compression as store
 from backend.store.db import Database, Tx
-from backend.store.leases import Holder
+from backend.store.leases import Holder, LeaseRecord
 from shared.config import ProviderConfig
 
 OTHER_BOOT = "00000000-0000-0000-0000-000000000000/pid:[4026531836]"  # another machine or namespace
@@ -47,10 +47,10 @@ class Env:
     async def lock(self, c: Compressor, sid: str) -> bool:
         return await self.db.write(lambda tx: c._lock(tx, sid))
 
-    async def row(self, sid: str) -> store.LockRecord | None:
+    async def row(self, sid: str) -> LeaseRecord | None:
         return await self.db.read(lambda tx: store.lock_row(tx, sid))
 
-    async def held(self, sid: str) -> store.LockRecord:
+    async def held(self, sid: str) -> LeaseRecord:
         """The lock row, which must exist."""
         r = await self.row(sid)
         assert r is not None, f"no lock row for {sid}"
@@ -226,7 +226,7 @@ async def test_compress_refuses_while_another_holder_is_live(env: Env) -> None:
     sid = await env.session()
     first, second = env.compressor(1), env.compressor(2)
     assert await env.lock(first, sid)
-    link = Link("never", ProviderConfig(model="m"), _NeverCalled())
+    link = ConfiguredProvider("never", ProviderConfig(model="m"), _NeverCalled())
     out = await second.compress(sid, link, "test")
     assert not out.compressed
     assert out.why_not == "another compression of this session is running"
@@ -264,7 +264,7 @@ async def test_two_compressions_of_one_session_in_one_process_are_exclusive(env:
 
     await env.db.write(seed)
     model = _Gated()
-    link = Link("gated", ProviderConfig(model="m", context_window=20_000), model)
+    link = ConfiguredProvider("gated", ProviderConfig(model="m", context_window=20_000), model)
     c = env.compressor(1)
     first = asyncio.create_task(c.compress(sid, link, "automatic"))
     await asyncio.wait_for(model.called.wait(), 5)

@@ -25,7 +25,7 @@ from backend.config import ConfigFile
 from backend.errors import ProviderError
 from backend.ids import new_id
 from backend.providers.base import ChatRequest, TextChunk
-from backend.providers.registry import Link, Providers
+from backend.providers.registry import ConfiguredProvider, Providers
 from backend.secrets import Secrets
 from backend.store import messages, sessions
 from backend.store.db import Database, Tx
@@ -126,7 +126,7 @@ async def test_the_compressed_request_leaves_room_for_an_answer(
     providers = Providers(Secrets(tmp_path), tmp_path)
     try:
         sid = await _seeded(db)
-        link = Link("small", ProviderConfig(model="m", context_window=WINDOW), summarizer())
+        link = ConfiguredProvider("small", ProviderConfig(model="m", context_window=WINDOW), summarizer())
         out = await Compressor(db, config, providers, 1).compress(sid, link, "test")
         assert out.compressed
         assert out.before_tokens > WINDOW, "the session did not fit to begin with"
