@@ -38,7 +38,7 @@ from backend.store import compression as store
 from backend.store import events, leases, messages, sessions, usage
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder, provably_dead
-from backend.store.messages import MessageRecord
+from backend.store.messages import ModelRow
 from shared.config import Compression
 from shared.protocol import SessionEvent, Usage
 
@@ -159,7 +159,7 @@ class Compressor:
         self, session_id: str, link: ConfiguredProvider, reason: str, tools: tuple[ToolSpec, ...],
         focus: str | None, where: Where, manual: bool, cfg: Compression, holder: Holder | None,
     ) -> CompressionResult:
-        def read(tx: Tx) -> tuple[list[MessageRecord], str, store.Guards]:
+        def read(tx: Tx) -> tuple[list[ModelRow], str, store.Guards]:
             row = sessions.row(tx, session_id)
             prompt = str(row.system_prompt or "") if row is not None else ""
             return store.model_rows(tx, session_id), prompt, store.guards(tx, session_id)
@@ -351,7 +351,7 @@ async def _collect(provider: ChatProvider, request: ChatRequest) -> tuple[str, U
     return "".join(parts), reported
 
 
-def to_entry(r: MessageRecord) -> Entry | None:
+def to_entry(r: ModelRow) -> Entry | None:
     """A stored row as the compressor sees it; notes other than summaries are not the model's."""
     role = r.role
     content = r.api_content if r.api_content is not None else r.content

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
 
 from backend.ids import now
 from backend.store import sessions
@@ -13,8 +12,7 @@ from backend.store.records import Record
 from shared.protocol import AdmissionOutcome, AdmissionStatus, Receipt
 
 
-@dataclass(frozen=True, slots=True)
-class AdmissionRecord(Record):
+class AdmissionRecord(Record, frozen=True):
     """An admissions row; `id` is its place in the FIFO."""
 
     id: int

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from backend.ids import new_id, now
@@ -13,8 +11,7 @@ from backend.store.records import Record
 from shared.protocol import Approval, ApprovalStatus, Decision, Rule
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalRecord(Record):
+class ApprovalRecord(Record, frozen=True):
     """An approvals row; `rule_key` is what an `always`/`session` answer allows from then on."""
 
     approval_id: str

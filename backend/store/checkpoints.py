@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from backend.ids import now
 from backend.store.db import Tx
 from backend.store.records import Record
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointRecord(Record):
+class CheckpointRecord(Record, frozen=True):
     """A checkpoints row: `path` as it was before `call_id` changed it (`existed` False: the
     call created it); the content is the blob at `blob_path`, named by `content_hash`."""
 

@@ -10,7 +10,7 @@ from typing import Any
 from backend.store import messages
 from backend.store.db import Tx
 from backend.store.leases import Holder, LeaseRecord
-from backend.store.messages import MessageRecord
+from backend.store.messages import ModelRow
 
 LOCK_TTL_S = 600.0  # longer than a summary call may take; a dead holder is reclaimed sooner
 
@@ -59,7 +59,7 @@ def release_lock(tx: Tx, session_id: str, holder: Holder) -> None:
                (session_id, holder.encode()))
 
 
-def model_rows(tx: Tx, session_id: str) -> list[MessageRecord]:
+def model_rows(tx: Tx, session_id: str) -> list[ModelRow]:
     """The rows the model sees now (active, not compacted), in transcript order."""
     return messages.for_model(tx, session_id)
 
@@ -81,7 +81,7 @@ def set_wire(
                (api_content, json.dumps(api_tool_calls) if api_tool_calls is not None else None, row_id))
 
 
-def copy_row(tx: Tx, session_id: str, r: MessageRecord) -> int:
+def copy_row(tx: Tx, session_id: str, r: ModelRow) -> int:
     """Copies a stored row into another session (rotation); returns the new row id."""
     cur = tx.execute(
         "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, note_kind, "

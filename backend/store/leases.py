@@ -68,8 +68,7 @@ def provably_dead(holder: Holder) -> bool:
     return bool(started and holder.pid_start and started != holder.pid_start)
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseRecord(Record):
+class LeaseRecord(Record, frozen=True):
     """A turn_leases row (its pid, boot_token, epoch and turn_id columns are the holder's),
     or a compression_locks row, which has the same shape."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from backend.ids import message_id, now
@@ -13,8 +12,7 @@ from backend.store.records import Record
 from shared.protocol import Message, Role
 
 
-@dataclass(frozen=True, slots=True)
-class MessageRecord(Record):
+class MessageRecord(Record, frozen=True):
     """A messages row.  `tool_calls`, `api_tool_calls` and `meta` are the stored JSON text;
     `api_content` and `api_tool_calls` are the wire sidecar (None: as people see it)."""
 
@@ -34,6 +32,23 @@ class MessageRecord(Record):
     active: bool
     compacted: bool
     created_at: str
+
+
+class ModelRow(Record, frozen=True):
+    """The columns of a row that a model request (and a compression of it) is built from:
+    every request reads the whole active transcript, so it reads no more than these."""
+
+    id: int
+    role: Role
+    content: str
+    api_content: str | None
+    note_kind: str | None
+    tool_calls: str | None
+    api_tool_calls: str | None
+    call_id: str | None
+    tool_name: str | None
+    status: str | None
+    meta: str | None
 
 
 def insert(
@@ -76,10 +91,12 @@ def page(tx: Tx, session_id: str, before_rowid: int | None, limit: int) -> tuple
     return [to_message(MessageRecord.from_row(r)) for r in reversed(rows[:limit])], has_more
 
 
-def for_model(tx: Tx, session_id: str) -> list[MessageRecord]:
+def for_model(tx: Tx, session_id: str) -> list[ModelRow]:
     """Active, uncompacted rows the model may see, in transcript order."""
-    return [MessageRecord.from_row(r) for r in tx.all(
-        "SELECT * FROM messages WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id",
+    return [ModelRow.from_row(r) for r in tx.all(
+        "SELECT id, role, content, api_content, note_kind, tool_calls, api_tool_calls, call_id, "
+        "tool_name, status, meta FROM messages "
+        "WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id",
         (session_id,),
     )]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from backend.ids import now
@@ -12,8 +11,7 @@ from backend.store.records import Record
 from shared.protocol import Session, SessionEvent, SessionStatus, Usage
 
 
-@dataclass(frozen=True, slots=True)
-class SessionRecord(Record):
+class SessionRecord(Record, frozen=True):
     """A sessions row."""
 
     session_id: str

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.providers.base import WireMessage, WireToolCall
-from backend.store.messages import MessageRecord
+from backend.store.messages import ModelRow
 from shared.codec import clean_text
 
 CONTEXT_FILES = ("AGENTS.md", "TURNKEY.md")
@@ -60,7 +60,7 @@ def _context_file(path: Path) -> str:
     return f"Project instructions from {path.name}:\n{text.strip()}"
 
 
-def wire_messages(system_prompt: str, rows: list[MessageRecord]) -> list[WireMessage]:
+def wire_messages(system_prompt: str, rows: list[ModelRow]) -> list[WireMessage]:
     """The request's messages: the stored prompt, then each visible row as it was sent.
 
     `api_content` replays the exact bytes sent before, where they differ from
@@ -92,7 +92,7 @@ def wire_messages(system_prompt: str, rows: list[MessageRecord]) -> list[WireMes
     return out
 
 
-def in_model_order(rows: list[MessageRecord]) -> list[MessageRecord]:
+def in_model_order(rows: list[ModelRow]) -> list[ModelRow]:
     """Head + summary + tail, whatever the row order: a compression's summary note is stored
     when it happens (after the rows it follows in time), but the model reads it where the
     compacted rows were — right after the protected head, its `anchor` (meta)."""
@@ -107,11 +107,11 @@ def in_model_order(rows: list[MessageRecord]) -> list[MessageRecord]:
     return [*head, summary, *(r for r in rest if r.id > anchor)]
 
 
-def _meta(row: MessageRecord) -> dict[str, Any]:
+def _meta(row: ModelRow) -> dict[str, Any]:
     return json.loads(row.meta) if row.meta else {}
 
 
-def _wire_calls(row: MessageRecord) -> str:
+def _wire_calls(row: ModelRow) -> str:
     """The calls as the model is sent them: pruned arguments (api_tool_calls) once
     compression has cut them, else as stored."""
     return str(row.api_tool_calls or row.tool_calls)
@@ -122,7 +122,7 @@ def _raw_arguments(call: dict[str, Any]) -> str:
     return raw if isinstance(raw, str) else json.dumps(call.get("arguments") or {})
 
 
-def _result(call: dict[str, Any], row: MessageRecord | None) -> WireMessage:
+def _result(call: dict[str, Any], row: ModelRow | None) -> WireMessage:
     if row is None:
         text = "[No result was recorded for this call; its outcome is not known.]"
     else:

@@ -5,22 +5,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from backend.store.messages import MessageRecord
+from backend.store.messages import ModelRow
 from backend.turn.context import wire_messages
 
 
-def rows(*specs: dict[str, Any]) -> list[MessageRecord]:
+def rows(*specs: dict[str, Any]) -> list[ModelRow]:
     out = []
     for i, spec in enumerate(specs):
         values: dict[str, Any] = {
-            "id": i, "session_id": "s", "turn_id": None, "api_content": None, "tool_calls": None,
-            "api_tool_calls": None, "call_id": None, "tool_name": None, "status": None,
-            "note_kind": None, "meta": None, "active": True, "compacted": False,
-            "created_at": "x",
+            "id": i, "api_content": None, "tool_calls": None, "api_tool_calls": None,
+            "call_id": None, "tool_name": None, "status": None, "note_kind": None, "meta": None,
         } | spec
         if isinstance(values["tool_calls"], list):
             values["tool_calls"] = json.dumps(values["tool_calls"])
-        out.append(MessageRecord(**values))
+        out.append(ModelRow(**values))
     return out
 
 
