@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import msgspec
 
 from backend.ids import new_id, now
@@ -12,22 +14,19 @@ from shared.protocol import Approval, ApprovalStatus, Decision, Rule
 
 
 class ApprovalRecord(Record, frozen=True):
-    """An approvals row; `rule_key` is what an `always`/`session` answer allows from then on."""
+    """An approvals row: the approval as the wire shows it, and what only the backend keeps:
+    `rule_key`, what an `always`/`session` answer allows from then on; the `epoch` of the
+    process whose turn asked; when it was decided."""
 
-    approval_id: str
-    session_id: str
-    turn_id: str
-    call_id: str
-    tool: str
-    summary: str
-    reason: str
+    approval: Approval
     rule_key: str
-    status: ApprovalStatus
-    decision: Decision | None
     epoch: int
-    created_at: str
-    expires_at: str
     decided_at: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> ApprovalRecord:
+        return cls(msgspec.convert(dict(row), Approval), row["rule_key"], row["epoch"],
+                   row["decided_at"])
 
 
 def insert(
@@ -54,7 +53,7 @@ def row(tx: Tx, approval_id: str) -> ApprovalRecord | None:
 
 def get(tx: Tx, approval_id: str) -> Approval | None:
     r = row(tx, approval_id)
-    return to_approval(r) if r is not None else None
+    return r.approval if r is not None else None
 
 
 def decide(
@@ -70,7 +69,7 @@ def decide(
         return False
     r = row(tx, approval_id)
     assert r is not None
-    sessions.changed(tx, r.session_id)  # no longer waiting_approval (if none else pends)
+    sessions.changed(tx, r.approval.session_id)  # no longer waiting_approval (if none else pends)
     return True
 
 
@@ -82,7 +81,7 @@ def pending(tx: Tx, session_id: str | None = None) -> list[Approval]:
             "SELECT * FROM approvals WHERE status = 'pending' AND session_id = ? ORDER BY created_at",
             (session_id,),
         )
-    return [to_approval(ApprovalRecord.from_row(r)) for r in rows]
+    return [ApprovalRecord.from_row(r).approval for r in rows]
 
 
 def stale_pending(tx: Tx, epoch: int) -> list[ApprovalRecord]:
@@ -91,10 +90,7 @@ def stale_pending(tx: Tx, epoch: int) -> list[ApprovalRecord]:
             tx.all("SELECT * FROM approvals WHERE status = 'pending' AND epoch < ?", (epoch,))]
 
 
-def to_approval(r: ApprovalRecord) -> Approval:
-    """The wire's view of the row: its fields of the same names (not the rule key, the
-    epoch or when it was decided)."""
-    return msgspec.convert(r, Approval, from_attributes=True)
+
 
 
 # --- rules -----------------------------------------------------------------------------

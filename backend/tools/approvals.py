@@ -90,11 +90,11 @@ class Approvals:
                 raise NotFound("approval", approval_id)
             if not approvals.decide(tx, approval_id, status, decision):
                 raise ApprovalClosed(
-                    f"approval {approval_id} is already {row.status}; nothing to answer"
+                    f"approval {approval_id} is already {row.approval.status}; nothing to answer"
                 )
             if decision in ("always", "session"):
-                scope = None if decision == "always" else row.session_id
-                approvals.add_rule(tx, row.tool, row.rule_key, scope)
+                scope = None if decision == "always" else row.approval.session_id
+                approvals.add_rule(tx, row.approval.tool, row.rule_key, scope)
             approval = approvals.get(tx, approval_id)
             assert approval is not None
             _announce(tx, "approval.resolved", approval)
@@ -116,7 +116,7 @@ class Approvals:
                 _announce(tx, "approval.resolved", approval)
                 return None
             row = approvals.row(tx, approval_id)
-            return row.decision if row is not None else None
+            return row.approval.decision if row is not None else None
 
         return await self.db.write(job)
 
@@ -124,7 +124,7 @@ class Approvals:
 def expire_stale(tx: Tx, epoch: int, keep: set[str]) -> int:
     """Start-up recovery: pending approvals of an earlier process's turns expire, except in
     the sessions in `keep` (a live process still holds their lease and waits on them)."""
-    rows = [r for r in approvals.stale_pending(tx, epoch) if r.session_id not in keep]
+    rows = [r.approval for r in approvals.stale_pending(tx, epoch) if r.approval.session_id not in keep]
     for r in rows:
         if approvals.decide(tx, r.approval_id, "expired", None):
             approval = approvals.get(tx, r.approval_id)

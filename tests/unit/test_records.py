@@ -210,15 +210,16 @@ async def test_an_approval_record_has_every_column(db: Database) -> None:
     await db.write(seed)
     r = await db.read(lambda tx: approvals.row(tx, "apr_1"))
     assert isinstance(r, ApprovalRecord)
-    assert (r.approval_id, r.session_id, r.turn_id, r.call_id, r.tool, r.summary, r.reason,
+    a = r.approval
+    assert (a.approval_id, a.session_id, a.turn_id, a.call_id, a.tool, a.summary, a.reason,
             r.rule_key) == ("apr_1", "s", "turn_1", "c1", "terminal", "ls", "runs a command", "ls *")
-    assert (r.status, r.decision, r.epoch, r.expires_at, r.decided_at) == (
+    assert (a.status, a.decision, r.epoch, a.expires_at, r.decided_at) == (
         "pending", None, 2, "later", None)
     assert await db.read(lambda tx: approvals.stale_pending(tx, 3)) == [r]
     assert await db.write(lambda tx: approvals.decide(tx, "apr_1", "allowed", "session"))
     decided = await db.read(lambda tx: approvals.row(tx, "apr_1"))
     assert decided is not None
-    assert (decided.status, decided.decision) == ("allowed", "session")
+    assert (decided.approval.status, decided.approval.decision) == ("allowed", "session")
     assert decided.decided_at is not None
 
 
