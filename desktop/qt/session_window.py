@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence, QShortcut
+from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
+from desktop.qt.follow import Follower
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
 from desktop.state.session import SessionState
 from desktop.state.sessions import status_label
@@ -153,6 +154,7 @@ class SessionWindow(QMainWindow):
         self.fetching = False
         self.cards: dict[str, ApprovalCard] = {}
         self.queue_rows: dict[str, QueueRow] = {}
+        self._shown = False
         self._build()
         self.setWindowTitle("Turnkey")
         self.resize(860, 720)
@@ -174,7 +176,6 @@ class SessionWindow(QMainWindow):
         self.view = make_view(self.model)
         self.view.clicked.connect(self._clicked)
         self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
-        self.model.rowsInserted.connect(self._rows_inserted)
         self.notice = QLabel()
         self.notice.setWordWrap(True)
         self.notice.setStyleSheet("color: #d68a00")
@@ -188,6 +189,7 @@ class SessionWindow(QMainWindow):
         self.composer = Composer()
         self.composer.send.connect(self.send)
         self.composer.interrupt.connect(self.interrupt)
+        self.follower = Follower(self.view, self.composer)
         self.send_button = QPushButton("Send")
         self.send_button.clicked.connect(self.send)
         self.stop_button = QPushButton("Stop")
@@ -226,14 +228,14 @@ class SessionWindow(QMainWindow):
     async def _open(self) -> None:
         result = await self.link.open_session(self.session_id)
         self.state.load(result)
-        self.view.scrollToBottom()
+        self.follower.jump()
         self.refresh()
 
     async def _reload(self) -> None:
         self.state.reset()
         result = await self.link.call(SessionResume(session_id=self.session_id))
-        self.state.load(result)
-        self.view.scrollToBottom()
+        with self.follower.replacing():
+            self.state.load(result)
         self.refresh()
 
     async def _continue_in(self, child: str) -> None:
@@ -247,7 +249,7 @@ class SessionWindow(QMainWindow):
         self.state.load(result)
         if self.state.notice is None:
             self.state.notice = notice
-        self.view.scrollToBottom()
+        self.follower.jump()
         await self.link.close_session(parent)
         self.banner.setText("The conversation continues in a new session; earlier messages are "
                             "summarized here and kept in full in the previous session.")
@@ -278,15 +280,6 @@ class SessionWindow(QMainWindow):
         if value <= self.view.verticalScrollBar().minimum() + 4 and self.state.loaded:
             self.fetch_older()
 
-    def _rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:
-        if last == self.model.rowCount() - 1 and self._at_bottom:
-            QTimer.singleShot(0, self.view.scrollToBottom)
-
-    @property
-    def _at_bottom(self) -> bool:
-        bar = self.view.verticalScrollBar()
-        return bar.value() >= bar.maximum() - 40
-
     # --- events --------------------------------------------------------------------
 
     def _on_event(self, event: Incoming) -> None:
@@ -301,10 +294,7 @@ class SessionWindow(QMainWindow):
             return
         if isinstance(event.data, p.CompressionComplete) and mine and event.data.child_session_id:
             spawn(self._continue_in(event.data.child_session_id), self._show_error)
-        follow = self._at_bottom
-        self.state.apply(event)
-        if follow and isinstance(event.data, p.TextDelta | p.ToolProgress | p.ToolStart):
-            self.view.scrollToBottom()
+        self.state.apply(event)  # the follower keeps a reader at the bottom there
 
     def _on_link_state(self, state: str) -> None:
         self._refresh_soon()
@@ -325,10 +315,8 @@ class SessionWindow(QMainWindow):
                 break
             request = SessionMessages(session_id=self.session_id, limit=PAGE,
                                       before_id=rows[0].message_id)
-        follow = self._at_bottom
-        self.state.transcript.reconcile_turn(turn_id, rows)
-        if follow:
-            self.view.scrollToBottom()
+        with self.follower.replacing():  # the stored rows of what was shown: not news
+            self.state.transcript.reconcile_turn(turn_id, rows)
 
     # --- actions -------------------------------------------------------------------
 
@@ -337,6 +325,7 @@ class SessionWindow(QMainWindow):
         if not text:
             return
         self.composer.clear()
+        self.follower.jump()  # sending always shows the end, where the answer will come
         spawn(self._submit(text), self._submit_failed(text))
 
     async def _submit(self, text: str) -> None:
@@ -469,6 +458,12 @@ class SessionWindow(QMainWindow):
             card.tick()
         if self.state.notice is not None and self.state.notice.until is not None:
             self.notice.setText(self.state.notice.render(time.monotonic()))
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._shown:
+            self._shown = True
+            self.composer.setFocus(Qt.FocusReason.ActiveWindowFocusReason)  # type right away
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self._tick.stop()

@@ -1,0 +1,133 @@
+"""Where typing goes and what the conversation shows: the focus and scrolling rules of a
+session window (desktop/qt/follow.py), against a real backend and the fake model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+
+from desktop.qt.controller import Controller
+from desktop.qt.session_window import SessionWindow
+from desktop.state.transcript import AssistantItem, ToolItem, UserItem
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from .test_session_window import new_session, open_window, texts, turn_done, type_and_send
+
+LONG = "".join(f"Line {i} of a long answer that needs several rows to show.\n\n" for i in range(60))
+
+
+def at_bottom(win: SessionWindow) -> bool:
+    bar = win.view.verticalScrollBar()
+    return bar.maximum() > 0 and bar.value() == bar.maximum()
+
+
+def small_window(qtbot: Any, controller: Controller, sid: str) -> SessionWindow:
+    win = open_window(qtbot, controller, sid)
+    win.resize(640, 420)
+    win.show()
+    qtbot.waitExposed(win)
+    return win
+
+
+def long_turn(qtbot: Any, win: SessionWindow, fake: FakeOpenAI, n: int) -> None:
+    fake.script(Reply(deltas=[LONG]))
+    type_and_send(qtbot, win, f"tell me a lot ({n})")
+    qtbot.waitUntil(lambda: turn_done(win, n), timeout=15_000)
+
+
+def test_a_new_window_takes_typing_in_its_composer(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
+) -> None:
+    sid = new_session(qtbot, controller)
+    win = small_window(qtbot, controller, sid)
+    assert win.focusWidget() is win.composer, "a new session's composer has focus"
+
+
+def test_typing_on_the_transcript_goes_to_the_composer_and_enter_sends(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_provider.script(Reply.calls({"name": "list_dir", "arguments": {"path": "."}}),
+                         Reply(deltas=["Listed."]))
+    sid = new_session(qtbot, controller, tmp_path)
+    win = small_window(qtbot, controller, sid)
+    type_and_send(qtbot, win, "list it")
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
+    # Click a tool card: the transcript has focus now (its type-to-search used to eat keys).
+    card = next(i for i, it in enumerate(win.state.transcript.items) if isinstance(it, ToolItem))
+    rect = win.view.visualRect(win.model.index(card, 0))
+    qtbot.mouseClick(win.view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    win.view.setFocus()
+    fake_provider.script(Reply(deltas=["Hello again."]))
+    qtbot.keyClicks(win.view, "and now?")
+    assert win.composer.toPlainText() == "and now?"
+    assert win.focusWidget() is win.composer
+    qtbot.keyClick(win.view, Qt.Key.Key_Return)  # Enter on the transcript sends, too
+    qtbot.waitUntil(lambda: turn_done(win, 2), timeout=15_000)
+    assert texts(win, UserItem) == ["list it", "and now?"]
+    # Shortcuts are not typing: Ctrl+C on the transcript leaves the composer alone.
+    win.view.setFocus()
+    qtbot.keyClick(win.view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert win.composer.toPlainText() == ""
+
+
+def test_the_view_follows_the_bottom_and_counts_what_arrives_while_scrolled_up(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
+) -> None:
+    sid = new_session(qtbot, controller)
+    win = small_window(qtbot, controller, sid)
+    long_turn(qtbot, win, fake_provider, 1)
+    qtbot.waitUntil(lambda: at_bottom(win), timeout=5_000)
+    assert not win.follower.button.isVisible()
+    # Streaming while at the bottom: the view stays there, delta after delta.
+    fake_provider.script(Reply(deltas=[f"chunk {i} " * 30 + "\n\n" for i in range(15)], delay=0.05))
+    type_and_send(qtbot, win, "more")
+    qtbot.waitUntil(lambda: any(isinstance(it, AssistantItem) and it.streaming
+                                for it in win.state.transcript.items), timeout=10_000)
+    qtbot.waitUntil(lambda: turn_done(win, 2), timeout=15_000)
+    qtbot.waitUntil(lambda: at_bottom(win), timeout=5_000)
+    # Scrolled up: left alone, and what arrives is counted on the button.
+    bar = win.view.verticalScrollBar()
+    bar.setValue(bar.maximum() // 3)
+    kept = bar.value()
+    fake_provider.script(Reply(deltas=["A short one."]))
+    win.composer.setPlainText("third")
+    win.send()  # sending jumps to the bottom ...
+    qtbot.waitUntil(lambda: at_bottom(win), timeout=5_000)
+    qtbot.waitUntil(lambda: turn_done(win, 3), timeout=15_000)
+    bar.setValue(kept)  # ... then the reader scrolls up again while another turn runs
+    fake_provider.script(Reply(deltas=["Fourth answer."]))
+    drive_submit(qtbot, win, "fourth")  # (from elsewhere: the reader stays where they are)
+    qtbot.waitUntil(lambda: win.follower.button.isVisible(), timeout=10_000)
+    qtbot.waitUntil(lambda: "new" in win.follower.button.text(), timeout=10_000)
+    assert bar.value() == kept, "the reader who scrolled up is not moved"
+    assert win.follower.button.accessibleName() == "Jump to latest"
+    qtbot.mouseClick(win.follower.button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: at_bottom(win), timeout=5_000)
+    assert not win.follower.button.isVisible()
+
+
+def test_an_approval_card_does_not_cover_the_latest_text(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    sid = new_session(qtbot, controller, tmp_path)
+    win = small_window(qtbot, controller, sid)
+    long_turn(qtbot, win, fake_provider, 1)
+    fake_provider.script(Reply.calls({"name": "terminal", "arguments": {"command": "rm -rf build"}},
+                                     text="Removing the build folder."))
+    type_and_send(qtbot, win, "clean")
+    qtbot.waitUntil(lambda: len(win.cards) == 1, timeout=15_000)
+    qtbot.waitUntil(lambda: at_bottom(win), timeout=5_000)  # the view shrank and stayed down
+    win.answer(next(iter(win.cards)), "deny")
+    qtbot.waitUntil(lambda: not win.cards, timeout=10_000)
+
+
+def drive_submit(qtbot: Any, win: SessionWindow, text: str) -> None:
+    """A prompt sent by another window or client: this window only sees its events."""
+    from shared.methods import PromptSubmit
+
+    from .conftest import drive
+
+    drive(qtbot, win.link.call(PromptSubmit(session_id=win.session_id, request_id=f"other-{text}",
+                                            text=text)))
