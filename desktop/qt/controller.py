@@ -24,6 +24,7 @@ from desktop.link import Link
 from desktop.qt.aio import settle, spawn
 from desktop.qt.browser import BrowserWindow
 from desktop.qt.compat import emit
+from desktop.qt.screens import available, cascaded, show_on_screen
 from desktop.qt.session_window import SessionWindow
 from desktop.qt.tray import Notifier, window_icon
 from shared import protocol as p
@@ -76,7 +77,7 @@ class Controller(QObject):
         geometry = layout.get("browser")
         if geometry:
             self.browser.restoreGeometry(QByteArray(base64.b64decode(geometry)))
-        self.browser.show()
+        show_on_screen(self.browser)  # a saved place may be on a screen that is gone
         spawn(self._connect(layout.get("sessions", []) if restore else []), self._failed)
 
     async def _connect(self, reopen: list[dict[str, Any]]) -> None:
@@ -95,6 +96,7 @@ class Controller(QObject):
             win = self.open_session(entry["session_id"], new_window=True)
             if entry.get("geometry"):
                 win.restoreGeometry(QByteArray(base64.b64decode(entry["geometry"])))
+                show_on_screen(win)
         emit(self.ready)
 
     def _failed(self, message: str) -> None:
@@ -137,9 +139,8 @@ class Controller(QObject):
         win.closed.connect(lambda _sid, w=win: self._closed(w))
         self.windows.append(win)
         if self.windows[:-1]:
-            last = self.windows[-2]
-            win.move(last.pos().x() + 30, last.pos().y() + 30)
-        win.show()
+            win.move(cascaded(self.windows[-2].frameGeometry(), win.frameGeometry(), available(win)))
+        show_on_screen(win)
         self._save_timer.start()
         return win
 
