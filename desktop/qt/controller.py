@@ -137,12 +137,29 @@ class Controller(QObject):
         win.setWindowIcon(window_icon())
         win.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         win.closed.connect(lambda _sid, w=win: self._closed(w))
+        win.requested.connect(self._window_asked)
         self.windows.append(win)
         if self.windows[:-1]:
             win.move(cascaded(self.windows[-2].frameGeometry(), win.frameGeometry(), available(win)))
         show_on_screen(win)
         self._save_timer.start()
         return win
+
+    def _window_asked(self, action: str, session_id: str) -> None:
+        """A session window's File/Session/Help menu (see APP_ACTIONS)."""
+        if action == "new":
+            self.show_browser()
+            self.browser.new_session()
+        elif action == "sessions":
+            self.show_browser()
+        elif action == "settings":
+            self.open_settings()
+        elif action == "quit":
+            self.quit()
+        elif action == "pop_out":
+            self.open_session(session_id, new_window=True)
+        elif action in ("logs", "data"):
+            self.open_folder(action)
 
     def open_target(self, session_id: str, approval_id: str = "") -> None:
         if not session_id:

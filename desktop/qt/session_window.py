@@ -11,10 +11,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence, QShortcut, QShowEvent
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QGuiApplication,
+    QKeyEvent,
+    QKeySequence,
+    QShortcut,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QPlainTextEdit,
@@ -39,6 +48,7 @@ from shared.methods import (
     PromptSubmit,
     SessionMessages,
     SessionResume,
+    SessionUpdate,
     TurnInterrupt,
 )
 
@@ -139,9 +149,24 @@ class QueueRow(QFrame):
         row.addWidget(self.cancel)
 
 
+# What a session window asks of the app (the controller carries it out), with the menu
+# text and shortcut: the same File and Help menus, and shortcuts, as the session browser.
+# (Key sequences are made when a window is: not before the QApplication exists.)
+APP_ACTIONS: tuple[tuple[str, str, QKeySequence.StandardKey | str | None], ...] = (
+    ("new", "&New session…", QKeySequence.StandardKey.New),
+    ("sessions", "&All sessions", "Ctrl+Shift+L"),
+    ("settings", "&Settings…", QKeySequence.StandardKey.Preferences),
+    ("quit", "&Quit", QKeySequence.StandardKey.Quit),
+    ("pop_out", "Open in new &window", "Ctrl+Shift+O"),
+    ("logs", "Open &logs folder", None),
+    ("data", "Open &data folder", None),
+)
+
+
 class SessionWindow(QMainWindow):
     closed = Signal(str)  # session_id
     error = Signal(str)
+    requested = Signal(str, str)  # an APP_ACTIONS name, this window's session_id
 
     def __init__(self, link: Link, session_id: str) -> None:
         super().__init__()
@@ -219,9 +244,57 @@ class SessionWindow(QMainWindow):
         self.statusBar().addWidget(self.conn_label)
         self.statusBar().addPermanentWidget(self.usage_label)
         QShortcut(QKeySequence("Ctrl+Return"), self, lambda: self.send())
-        QShortcut(QKeySequence(QKeySequence.StandardKey.Close), self, self._close_window)
-        QShortcut(QKeySequence("Ctrl+."), self, lambda: self.interrupt())
         QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.view, lambda: self._copy())
+        self._menus()
+
+    def _menus(self) -> None:
+        """File, Session and Help: a session window is never a dead end (back to every
+        session, a new one, settings, quit), with the browser's shortcuts."""
+        self.app_actions: dict[str, QAction] = {}
+        for name, text, key in APP_ACTIONS:
+            action = QAction(text, self)
+            if key is not None:
+                action.setShortcut(QKeySequence(key))
+            action.triggered.connect(lambda _=False, n=name: emit(self.requested, n, self.session_id))
+            self.app_actions[name] = action
+        close = QAction("&Close window", self)
+        close.setShortcut(QKeySequence(QKeySequence.StandardKey.Close))
+        close.triggered.connect(lambda _=False: self._close_window())
+        self.rename_action = QAction("&Rename…", self)
+        self.rename_action.setShortcut(QKeySequence("F2"))
+        self.rename_action.triggered.connect(lambda _=False: self.rename())
+        self.stop_action = QAction("S&top the running turn", self)
+        self.stop_action.setShortcut(QKeySequence("Ctrl+."))
+        self.stop_action.triggered.connect(lambda _=False: self.interrupt())
+        a = self.app_actions
+        file_menu = self.menuBar().addMenu("&File")
+        for item in (a["new"], a["sessions"], None, a["settings"], None, close, a["quit"]):
+            if item is None:
+                file_menu.addSeparator()
+            else:
+                file_menu.addAction(item)
+        session_menu = self.menuBar().addMenu("&Session")
+        for item in (self.rename_action, a["pop_out"], self.stop_action):
+            session_menu.addAction(item)
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(a["logs"])
+        help_menu.addAction(a["data"])
+
+    def rename(self) -> None:
+        """F2: a new title for this session (not modal: the loop keeps running)."""
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle("Rename session")
+        dialog.setLabelText("Title:")
+        dialog.setTextValue(self.state.title)
+        dialog.textValueSelected.connect(self._renamed)
+        dialog.open()
+        self.rename_dialog = dialog
+
+    def _renamed(self, title: str) -> None:
+        title = title.strip()
+        if title and title != self.state.title:
+            spawn(self.link.call(SessionUpdate(session_id=self.session_id, title=title)),
+                  self._show_error)
 
     # --- loading -------------------------------------------------------------------
 
