@@ -110,6 +110,7 @@ class ApprovalCard(QFrame):
         self.buttons: dict[str, QPushButton] = {}
         for decision, text in DECISIONS:
             b = QPushButton(text)
+            b.setAccessibleDescription(f"{text} for {approval.tool}: {approval.summary}")
             b.clicked.connect(lambda _=False, d=decision: answer(approval.approval_id, d))
             self.buttons[decision] = b
             row.addWidget(b)
@@ -144,6 +145,7 @@ class QueueRow(QFrame):
         label = QLabel(f"Queued: {esc((lines[0] if lines else '')[:120])}")
         label.setStyleSheet("color: #8a8f98")
         self.cancel = QPushButton("Cancel")
+        self.cancel.setAccessibleDescription(f"Cancel the queued message: {text[:80]}")
         self.cancel.clicked.connect(lambda: cancel(receipt.admission_id))
         row.addWidget(label, 1)
         row.addWidget(self.cancel)
@@ -199,6 +201,10 @@ class SessionWindow(QMainWindow):
         box = QVBoxLayout(central)
         box.setContentsMargins(8, 8, 8, 8)
         self.view = make_view(self.model)
+        self.view.setAccessibleName("Conversation")
+        self.view.setAccessibleDescription(
+            "The messages and tool calls of this session; click a tool call to show its output. "
+            "Typing here goes to the message box")
         self.view.clicked.connect(self._clicked)
         self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
         self.notice = QLabel()
@@ -212,10 +218,14 @@ class SessionWindow(QMainWindow):
         self.approvals_box = QVBoxLayout()
         self.queue_box = QVBoxLayout()
         self.composer = Composer()
+        self.composer.setAccessibleName("Message")
+        self.composer.setAccessibleDescription(
+            "Your message to Turnkey: Enter sends, Shift+Enter starts a new line, Esc stops the turn")
         self.composer.send.connect(self.send)
         self.composer.interrupt.connect(self.interrupt)
         self.follower = Follower(self.view, self.composer)
         self.send_button = QPushButton("Send")
+        self.send_button.setAccessibleDescription("Send the message (Enter)")
         self.send_button.clicked.connect(self.send)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Interrupt the running turn (Esc)")
