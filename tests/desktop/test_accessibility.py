@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.qt.controller import Controller
+from desktop.qt.settings import SettingsDialog
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .conftest import drive
@@ -59,10 +60,10 @@ def test_every_control_of_every_window_has_a_name(
     win.rename_action.trigger()
     controller.browser.new_session()
     controller.open_settings()
-    assert controller.settings is not None
-    qtbot.waitUntil(lambda: controller.settings is not None and controller.settings.config is not None,
-                    timeout=10_000)
-    roots: list[QWidget] = [controller.browser, win, controller.settings, win.rename_dialog,
+    settings = controller.settings
+    assert isinstance(settings, SettingsDialog)
+    qtbot.waitUntil(lambda: settings.config is not None, timeout=10_000)
+    roots: list[QWidget] = [controller.browser, win, settings, win.rename_dialog,
                             *[d for d in controller.browser.findChildren(QDialog) if d.isVisible()]]
     missing = [entry for root in roots for entry in unnamed(root)]
     assert not missing, "interactive widgets without an accessible name:\n  " + "\n  ".join(missing)
