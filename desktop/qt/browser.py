@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.qt import palette
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.transcript_view import esc
@@ -262,6 +263,8 @@ class BrowserWindow(QMainWindow):
         menu.addSeparator()
         menu.addAction(self.quit_action)
         help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(palette.install(self))
+        help_menu.addSeparator()
         self.logs_action = QAction("Open logs folder", self)
         self.logs_action.triggered.connect(lambda _=False: emit(self.folder_requested, "logs"))
         self.data_action = QAction("Open data folder", self)

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.qt import palette
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.follow import Follower
@@ -287,6 +288,8 @@ class SessionWindow(QMainWindow):
         for item in (self.rename_action, a["pop_out"], self.stop_action):
             session_menu.addAction(item)
         help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(palette.install(self))
+        help_menu.addSeparator()
         help_menu.addAction(a["logs"])
         help_menu.addAction(a["data"])
 
