@@ -304,4 +304,11 @@ def _dark() -> QPalette:
                  (role.HighlightedText, "#ffffff"), (role.Mid, "#3a3d42"), (role.ToolTipBase, "#2a2c30"),
                  (role.ToolTipText, "#e6e6e6"), (role.PlaceholderText, "#8a8f98"), (role.Link, "#6aa5ff")):
         p.setColor(r, QColor(c))
+    # Disabled controls must look disabled: dimmer text, flatter buttons (without this group
+    # they inherit the active colours, and a disabled Stop reads like an enabled one).
+    off = QPalette.ColorGroup.Disabled
+    for r, c in ((role.WindowText, "#6b6f76"), (role.Text, "#6b6f76"), (role.ButtonText, "#6b6f76"),
+                 (role.Button, "#232528"), (role.Base, "#1b1c1e"), (role.Highlight, "#3a3d42"),
+                 (role.HighlightedText, "#9a9ea5")):
+        p.setColor(off, r, QColor(c))
     return p
