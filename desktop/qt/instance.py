@@ -12,7 +12,7 @@ dies, so a free lock means no app runs, and a socket left under the name is a
 crashed app's (removed, then listened on again).  And of two launches at the
 same moment exactly one gets the lock; the other connects, retrying until the
 winner listens.  The socket alone cannot tell a stale socket from a winner that
-has bound but not yet listened, and removing the winner's socket would leave two
+has bound but not yet listened, and replacing the winner's socket would leave two
 apps.
 """
 
@@ -177,6 +177,9 @@ class InstanceServer(QObject):
     def listen(self) -> None:
         """Call with a QCoreApplication alive; raises OSError when the name cannot be taken."""
         # Holding the lock proves no app listens: a socket under the name is a crashed one's.
+        # (With UserAccessOption, Qt 6.12's listen renames its socket over whatever file has
+        # the name, even a live server's, so only the lock keeps a second app out; without
+        # the option a leftover file fails listen with AddressInUseError.)
         QLocalServer.removeServer(self.lock.name)
         if not self.server.listen(self.lock.name):
             raise OSError(f"cannot listen on {self.lock.name}: {self.server.errorString()}")
@@ -209,7 +212,8 @@ class InstanceServer(QObject):
             log.info("a later launch asked to %s %s", request.action, request.session_id)
             emit(self.requested, request)
             sock.write(b'{"ok": true}\n')
-        sock.disconnectFromServer()  # after what is written has gone out
+        sock.flush()  # out now: the app may be quitting in response to the request
+        sock.disconnectFromServer()
 
     def _drop(self, sock: QLocalSocket) -> None:
         self._buffers.pop(sock, None)
