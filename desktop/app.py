@@ -16,6 +16,7 @@ import qasync
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication  # PySide6 before qasync: it picks the binding
 
+from desktop.qt import instance
 from desktop.qt.aio import spawn
 from desktop.qt.controller import Controller, apply_palette
 from desktop.qt.tray import window_icon
@@ -24,10 +25,15 @@ from shared.client import BackendInfo
 from shared.launcher import running, stop_backend
 
 
-def run(data_dir: Path, restore: bool = True, smoke: bool = False) -> int:
-    """Runs the app until Quit.  `smoke`: opens the browser, connects (starting the backend
-    if none runs), closes, prints what happened as one JSON line, and stops a backend it
-    started; exit status 0 when the window showed and the connection was made."""
+def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: str = "") -> int:
+    """Runs the app until Quit; `session_id` also opens that session's window.
+
+    When the app already runs on `data_dir` (for this user), it is raised instead (and opens
+    `session_id`), and this returns 0 at once.  `smoke`: opens the browser, connects (starting
+    the backend if none runs), closes, prints what happened as one JSON line, and stops a
+    backend it started; exit status 0 when the window showed and the connection was made.
+    A smoke run neither hands over nor takes the folder: it checks that this build opens a
+    window of its own, and a real launch meanwhile must not be handed to it."""
     started = time.monotonic()
     if sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM")
@@ -36,6 +42,12 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False) -> int:
         print("turnkey: no display to open a window on (DISPLAY is not set). Use `turnkey chat` "
               "for the terminal, or run the app from a desktop session.", file=sys.stderr)
         return 2
+    lock = None
+    if not smoke:
+        # Before Qt's application and the windows: a second launch is done in well under a second.
+        lock = instance.claim(data_dir)
+        if lock is None:
+            return hand_over(data_dir, session_id)
     logs.setup(data_dir, logging.INFO, name="desktop")
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
@@ -44,11 +56,18 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False) -> int:
     app.setDesktopFileName("turnkey")
     app.setWindowIcon(window_icon())
     apply_palette(app)
+    server = instance.InstanceServer(lock) if lock is not None else None
+    if server is not None:
+        server.listen()
 
     report: dict[str, Any] = {}
 
     async def main() -> None:
         controller = Controller(data_dir)
+        if server is not None:
+            server.requested.connect(lambda request: serve(controller, request))
+        if session_id:
+            controller.ready.connect(lambda: controller.open_target(session_id))
         if smoke:
             controller.keep_layout = False
             controller.ready.connect(lambda: spawn(_smoke_check(controller, started, report)))
@@ -86,9 +105,33 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False) -> int:
         qasync.run(main())
     except asyncio.CancelledError:
         pass
+    finally:
+        if server is not None:
+            server.close()
     if not smoke:
         return 0
     return _smoke_finish(data_dir, backend_before, report)
+
+
+def hand_over(data_dir: Path, session_id: str) -> int:
+    """A later launch: asks the app running on `data_dir` to show itself (and open
+    `session_id`); 0 when it answered."""
+    request = instance.Request("open", session_id) if session_id else instance.Request()
+    reply = instance.hand_over(instance.server_name(data_dir), request)
+    if reply is not None and reply.get("ok"):
+        return 0
+    why = reply.get("error") if reply else "it did not answer"
+    print(f"turnkey: Turnkey already runs on {data_dir} but {why}. If it hangs, end it and start "
+          "again.", file=sys.stderr)
+    return 1
+
+
+def serve(controller: Controller, request: instance.Request) -> None:
+    """What a later launch asked for: the browser brought forward, or a session's window."""
+    if request.action == "open":
+        controller.open_target(request.session_id)
+    else:
+        controller.show_browser()
 
 
 SMOKE_TIMEOUT_S = 60.0

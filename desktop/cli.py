@@ -308,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="open the app, connect to (or start) the backend, close, and print "
                              "what happened as JSON; exits 0 when all of it worked")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("app", help="open the desktop app (what `turnkey` alone does)")
+    a = sub.add_parser("app", help="open the desktop app (what `turnkey` alone does); when it "
+                                   "already runs, bring it forward")
+    a.add_argument("--session", default="", help="also open this session id's window")
     c = sub.add_parser("chat", help="chat in the terminal (a REPL when no TEXT is given)")
     c.add_argument("--session", default=None, help="continue this session id")
     c.add_argument("--cwd", type=Path, default=None,
@@ -336,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in (None, "app"):
             from desktop.app import run  # Qt loads only for the app
 
-            return run(data_dir, smoke=args.smoke)
+            return run(data_dir, smoke=args.smoke, session_id=getattr(args, "session", ""))
         if args.command == "chat":
             cwd = (args.cwd or Path.cwd()).expanduser().resolve()
             return asyncio.run(chat(data_dir, args.session, args.text, cwd))

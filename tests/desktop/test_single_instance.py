@@ -1,0 +1,205 @@
+"""One app per data folder and user: a second launch raises the first and exits, another folder
+gets its own app, a crashed app's socket is taken over, and of two launches at once one serves."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QDir
+from PySide6.QtNetwork import QLocalSocket
+
+from desktop.qt import instance
+from shared.methods import SessionCreate
+from tests.integration.backend_proc import Backend
+
+from .conftest import drive
+
+ROOT = Path(__file__).resolve().parents[2]
+SECOND_LAUNCH_S = 5.0  # measured ~0.35 s, nearly all of it Python's imports
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "QT_QPA_PLATFORM": "offscreen",
+            "TURNKEY_NO_KEYRING": "1", "NO_PROXY": "127.0.0.1,localhost"}
+
+
+def launch(data_dir: Path, *args: str) -> subprocess.Popen[str]:
+    """`turnkey --data-dir DIR app ARGS` as a user would start it."""
+    return subprocess.Popen([sys.executable, "-m", "desktop.cli", "--data-dir", str(data_dir), "app", *args],
+                            cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def peer(data_dir: Path, serve: int, wait: bool = False) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.desktop.instance_peer", str(data_dir), str(serve),
+         *(["--wait"] if wait else [])],
+        cwd=ROOT, env=env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def read_json(proc: subprocess.Popen[str], timeout_s: float = 15.0) -> dict[str, Any]:
+    """The process's next stdout line as JSON, waiting at most `timeout_s`."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout_s):
+            raise AssertionError(f"no line from pid {proc.pid} within {timeout_s} s")
+    line = proc.stdout.readline()
+    assert line, f"pid {proc.pid} ended: rc {proc.wait()}, stderr {proc.stderr.read() if proc.stderr else ''}"
+    result: dict[str, Any] = json.loads(line)
+    return result
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts; any still running afterwards is killed (and fails the test)."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    leftover = [p for p in started if p.poll() is None]
+    for p in leftover:
+        p.kill()
+        p.wait()
+    assert not leftover, f"still running: {[p.args for p in leftover]}"
+
+
+# --- the parts ---------------------------------------------------------------------
+
+
+def test_the_name_depends_on_user_and_folder_and_stays_short(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert instance.server_name(a) == instance.server_name(a)
+    assert instance.server_name(a) != instance.server_name(b)
+    assert instance.server_name(a, user="1000") != instance.server_name(a, user="1001")
+    assert instance.server_name(a) == instance.server_name(tmp_path / "x" / ".." / "a")
+    assert len(instance.server_name(tmp_path / ("long" * 60))) == len("turnkey-") + 16
+
+
+def test_requests_round_trip_and_anything_else_is_refused() -> None:
+    for request in (instance.Request(), instance.Request("open", "s1")):
+        assert instance.Request.decode(request.encode()) == request
+    for bad in (b'{"action": "open"}', b'{"action": "quit"}', b"[1]", b"nonsense"):
+        with pytest.raises(ValueError, match=r"unknown request|not an object|Expecting value"):
+            instance.Request.decode(bad)
+
+
+def test_a_held_folder_is_not_claimed_again_and_a_silent_holder_times_out(tmp_path: Path) -> None:
+    lock = instance.claim(tmp_path)
+    assert lock is not None
+    try:
+        assert instance.claim(tmp_path) is None  # flock: another descriptor, even in this process
+        started = time.monotonic()
+        assert instance.hand_over(lock.name, instance.Request(), timeout_s=0.5) is None
+        assert time.monotonic() - started < 2
+    finally:
+        lock.release()
+    again = instance.claim(tmp_path)
+    assert again is not None
+    again.release()
+
+
+# --- a second launch ---------------------------------------------------------------
+
+
+@pytest.fixture
+def served(controller: Any, desk_backend: Backend) -> Iterator[Any]:
+    """The running app: `controller` serving later launches exactly as desktop.app.run wires it."""
+    from desktop.app import serve
+
+    lock = instance.claim(desk_backend.data_dir)
+    assert lock is not None
+    server = instance.InstanceServer(lock)
+    server.listen()
+    server.requested.connect(lambda request: serve(controller, request))
+    yield controller
+    server.close()
+
+
+def test_a_second_launch_raises_the_running_app_and_exits_at_once(
+    qtbot: Any, served: Any, desk_backend: Backend, procs: list[subprocess.Popen[str]]
+) -> None:
+    served.browser.hide()
+    started = time.monotonic()
+    second = launch(desk_backend.data_dir)
+    procs.append(second)
+    qtbot.waitUntil(lambda: second.poll() is not None, timeout=int(SECOND_LAUNCH_S * 1000))
+    took = time.monotonic() - started
+    assert second.returncode == 0, second.stderr.read() if second.stderr else ""
+    assert served.browser.isVisible()
+    assert took < SECOND_LAUNCH_S
+    print(f"second launch: {took:.2f} s")
+
+    sid = drive(qtbot, served.link.call(SessionCreate())).session.session_id
+    third = launch(desk_backend.data_dir, "--session", sid)
+    procs.append(third)
+    qtbot.waitUntil(lambda: third.poll() is not None, timeout=int(SECOND_LAUNCH_S * 1000))
+    assert third.returncode == 0
+    assert [w.session_id for w in served.windows] == [sid]
+
+
+def test_another_folder_gets_its_own_app(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    mine = instance.claim(tmp_path / "one")
+    assert mine is not None
+    try:
+        other = peer(tmp_path / "two", serve=1)
+        procs.append(other)
+        assert read_json(other)["role"] == "serving"
+        reply = instance.hand_over(instance.server_name(tmp_path / "two"), instance.Request())
+        assert reply == {"ok": True}
+        assert read_json(other) == {"request": "raise"}
+        assert other.wait(timeout=10) == 0
+    finally:
+        mine.release()
+
+
+def test_a_crashed_apps_socket_is_taken_over(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    crashed = peer(tmp_path, serve=100)
+    procs.append(crashed)
+    assert read_json(crashed)["role"] == "serving"
+    crashed.send_signal(signal.SIGKILL)
+    crashed.wait(timeout=10)
+    name = instance.server_name(tmp_path)
+    socket_file = Path(QDir.tempPath()) / name
+    assert socket_file.exists()  # left behind
+    probe = QLocalSocket()
+    probe.connectToServer(name)
+    assert not probe.waitForConnected(1000)
+
+    after = peer(tmp_path, serve=1)
+    procs.append(after)
+    assert read_json(after)["role"] == "serving"
+    second = peer(tmp_path, serve=1)
+    procs.append(second)
+    assert read_json(second) == {"role": "handed", "reply": {"ok": True}}
+    assert read_json(after) == {"request": "raise"}
+    assert second.wait(timeout=10) == 0
+    assert after.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_of_two_launches_at_once_exactly_one_serves(
+    tmp_path: Path, procs: list[subprocess.Popen[str]], round_: int
+) -> None:
+    pair = [peer(tmp_path, serve=1, wait=True) for _ in range(2)]
+    procs.extend(pair)
+    assert [read_json(p) for p in pair] == [{"role": "ready"}] * 2  # imports done; both wait
+    for p in pair:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    first = [read_json(p) for p in pair]
+    roles = sorted(r["role"] for r in first)
+    assert roles == ["handed", "serving"], first
+    winner = pair[[r["role"] for r in first].index("serving")]
+    assert read_json(winner) == {"request": "raise"}
+    loser = first[[r["role"] for r in first].index("handed")]
+    assert loser["reply"] == {"ok": True}
+    assert [p.wait(timeout=10) for p in pair] == [0, 0]
