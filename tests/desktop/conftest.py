@@ -93,6 +93,7 @@ def make_controller(qloop: asyncio.AbstractEventLoop, qtbot: Any, desk_backend: 
             win.close()
         ctl.browser.close()
         drive(qtbot, settle())
+        drive(qtbot, ctl.notifier.stop())
         drive(qtbot, ctl.link.close())
 
 
