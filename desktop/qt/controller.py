@@ -118,8 +118,10 @@ class Controller(QObject):
         emit(self.quitting)
         running = sum(1 for status in self.statuses.values() if status in ACTIVE)
         if running:  # a notice, not a question: quitting is never held up
-            self.notifier.notify("Turnkey closed", f"{running} running turn{'s' if running > 1 else ''} "
-                                 "keep going in the background; open Turnkey to see them.", "")
+            turns = f"{running} running turn{'s keep' if running > 1 else ' keeps'}"
+            log.info("quit with %s going in the backend", turns)
+            self.notifier.notify("Turnkey closed", f"{turns} going in the background; "
+                                 "open Turnkey to see how it ends.", "")
 
         async def down() -> None:
             try:

@@ -44,8 +44,8 @@ class DesktopNotifications(QObject):
     """One connection to the session bus and the notifications shown through it.
 
     `await start()` first; it returns False (and nothing else works) when no server answers.
-    Then `show`/`close` as often as needed, and `await stop()` at the end, which also
-    closes what is still shown: its buttons would lead nowhere once the app is gone.
+    Then `show`/`close` as often as needed, and `await stop()` at the end.  What is still
+    shown stays (the server keeps it); close first what must not outlive the app.
     """
 
     invoked = Signal(str, str)  # key, action ("default" for a click on the notification itself)
@@ -114,9 +114,7 @@ class DesktopNotifications(QObject):
             await asyncio.wait(list(self._pending), timeout=CALL_TIMEOUT_S)
 
     async def stop(self) -> None:
-        """Closes what is still shown, then the connection."""
-        for key in list(self._ids):
-            self.close(key)
+        """Sends what is pending, then closes the connection."""
         await self.flush()
         if self._listener is not None:
             self._listener.cancel()

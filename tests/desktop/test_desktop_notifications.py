@@ -169,3 +169,27 @@ def test_without_a_tray_an_approval_reaches_a_notification_server_whose_button_a
     qtbot.waitUntil(lambda: server.displayed() < shown_before, timeout=5_000)
     qtbot.waitUntil(lambda: controller.statuses.get(sid) == "idle", timeout=15_000)
     assert second.exists()
+
+    # Quit while a turn runs: no question, a notice that it goes on (sent before the app is gone).
+    fake_provider.script(Reply(deltas=[f"w{i} " for i in range(30)], delay=0.1))
+    drive(qtbot, controller.link.call(PromptSubmit(session_id=sid, request_id="r3", text="explain")))
+    qtbot.waitUntil(lambda: controller.statuses.get(sid) == "running", timeout=10_000)
+    ended: list[bool] = []
+    controller.exit_app = lambda: ended.append(True)
+    controller.quit()
+    qtbot.waitUntil(lambda: bool(ended), timeout=10_000)
+    closing = [c for c in server.notify_calls() if "Turnkey closed" in c]
+    assert len(closing) == 1
+    assert "1 running turn keeps going in the background" in closing[0]
+
+
+def test_with_no_way_to_reach_the_person_closing_the_last_window_quits(
+    qtbot: Any, controller: Any
+) -> None:
+    assert controller.notifier.channel == "window"
+    ended: list[bool] = []
+    controller.exit_app = lambda: ended.append(True)
+    controller.browser.close()
+    controller.last_window_closed()
+    qtbot.waitUntil(lambda: bool(ended), timeout=10_000)
+    assert not controller.background_told
