@@ -84,12 +84,11 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
         # connection; Qt's own quit (a logout) ends it too.
         controller.exit_app = finish
         app.aboutToQuit.connect(finish)
-        # With a tray icon, closing the last window leaves the app in the tray; without one
-        # there would be no way back, so closing it quits (the backend goes on either way).
-        # Qt's own quit-on-last-window would stop the loop before Quit's clean-up ran.
+        # Closing the last window leaves the app in the background when notifications still
+        # reach the person, else quits (Controller.last_window_closed; the backend goes on
+        # either way).  Qt's own quit-on-last-window would stop the loop before Quit's clean-up ran.
         app.setQuitOnLastWindowClosed(False)
-        app.lastWindowClosed.connect(
-            lambda: None if controller.notifier.available else controller.quit())
+        app.lastWindowClosed.connect(controller.last_window_closed)
         signal.signal(signal.SIGINT, lambda *_: controller.quit())
         controller.start(restore and not smoke)
         await done

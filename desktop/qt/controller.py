@@ -1,7 +1,9 @@
 """The desktop app's wiring: one link, the browser, session windows, tray, settings, saved layout.
 
-Closing a window only closes it; the app (and its tray icon) stays until Quit.
-Quit closes the connection and leaves the backend running its turns.  Which
+Closing a window only closes it.  Closing the last one leaves the app running in
+the background when a notification can still reach the person (a tray, or
+desktop notifications over D-Bus), and says so the first time; otherwise it
+quits.  Quit closes the connection and leaves the backend running its turns.  Which
 sessions were open, and where every window was, is saved in DIR/desktop.json
 and restored on the next start.
 """
@@ -29,10 +31,11 @@ from desktop.qt.session_window import SessionWindow
 from desktop.qt.tray import Notifier, window_icon
 from shared import protocol as p
 from shared.client import Incoming
-from shared.methods import SessionList
+from shared.methods import ApprovalRespond, SessionList
 
 log = logging.getLogger("desktop")
 LAYOUT = "desktop.json"
+ACTIVE = frozenset({"running", "queued", "waiting_approval"})  # a turn is under way
 
 
 class Controller(QObject):
@@ -46,6 +49,7 @@ class Controller(QObject):
         self.windows: list[SessionWindow] = []
         self.notifier = Notifier(self)
         self.notifier.clicked.connect(self.open_target)
+        self.notifier.answered.connect(self.answer)
         self.notifier.activated.connect(self.show_browser)
         self.notifier.quit_requested.connect(self.quit)
         self.browser = BrowserWindow(self.link, str(Path.home()))
@@ -62,6 +66,7 @@ class Controller(QObject):
         self.settings: QWidget | None = None
         self.statuses: dict[str, str] = {}
         self._quitting = False
+        self.background_told = False  # said once ever (kept in DIR/desktop.json): it stays running
         self.keep_layout = True  # False for a smoke run: it must not overwrite the saved layout
         # Ends the Qt application once Quit has closed everything (tests that run several
         # controllers in one QApplication replace it: quitting the application under pytest-qt
@@ -73,11 +78,14 @@ class Controller(QObject):
     # --- start and stop ------------------------------------------------------------
 
     def start(self, restore: bool = True) -> None:
-        layout = self._read_layout() if restore else {}
+        saved = self._read_layout()
+        self.background_told = bool(saved.get("background_told"))
+        layout = saved if restore else {}
         geometry = layout.get("browser")
         if geometry:
             self.browser.restoreGeometry(QByteArray(base64.b64decode(geometry)))
         show_on_screen(self.browser)  # a saved place may be on a screen that is gone
+        spawn(self.notifier.start())
         spawn(self._connect(layout.get("sessions", []) if restore else []), self._failed)
 
     async def _connect(self, reopen: list[dict[str, Any]]) -> None:
@@ -110,6 +118,12 @@ class Controller(QObject):
         self._quitting = True
         self.save_layout()
         emit(self.quitting)
+        running = sum(1 for status in self.statuses.values() if status in ACTIVE)
+        if running:  # a notice, not a question: quitting is never held up
+            turns = f"{running} running turn{'s keep' if running > 1 else ' keeps'}"
+            log.info("quit with %s going in the backend", turns)
+            self.notifier.notify("Turnkey closed", f"{turns} going in the background; "
+                                 "open Turnkey to see how it ends.", "")
 
         async def down() -> None:
             try:
@@ -117,11 +131,26 @@ class Controller(QObject):
                     win.close()
                 self.browser.close()
                 await settle()  # the windows' unsubscribes go out before the connection closes
+                await self.notifier.stop()  # the notice above goes out; approvals' buttons go
                 await self.link.close()
             finally:
                 self.exit_app()
 
         spawn(down())
+
+    def last_window_closed(self) -> None:
+        """The last window closed: stay in the background when notifications still reach the
+        person (saying so the first time ever), else quit."""
+        if self._quitting:
+            return
+        if not self.notifier.available:
+            self.quit()
+            return
+        if not self.background_told:
+            self.background_told = True
+            self.notifier.notify("Turnkey keeps running in the background",
+                                 "Approvals will reach you here.", "")
+            self.save_layout()
 
     # --- windows -------------------------------------------------------------------
 
@@ -169,6 +198,12 @@ class Controller(QObject):
         if approval_id:
             # The card appears once the window's snapshot is in; focus it then.
             QTimer.singleShot(0, lambda: win.show_approval(approval_id))
+
+    def answer(self, approval_id: str, decision: str) -> None:
+        """An approval decided from a notification's button ("once" or "deny")."""
+        choice: p.Decision = "once" if decision == "once" else "deny"
+        spawn(self.link.call(ApprovalRespond(approval_id=approval_id, decision=choice)),
+              lambda words: self.notifier.notify("The approval was not answered", words, ""))
 
     def show_browser(self) -> None:
         self.browser.showNormal()
@@ -219,6 +254,7 @@ class Controller(QObject):
                     f"{approval.tool}: {approval.summary}\n{approval.reason}",
                     approval.session_id, approval.approval_id)
         elif event.type == "approval.resolved" and isinstance(data, p.ApprovalEvent):
+            self.notifier.resolve(data.approval.approval_id)
             if self.browser.banner_target[1] == data.approval.approval_id:
                 self.browser.banner.hide()  # answered somewhere: the fallback banner goes too
         elif event.type == "session.updated" and isinstance(data, p.SessionEvent):
@@ -266,6 +302,7 @@ class Controller(QObject):
         data = {
             "browser": _geometry(self.browser),
             "sessions": [{"session_id": w.session_id, "geometry": _geometry(w)} for w in self.windows],
+            "background_told": self.background_told,
         }
         path = self.data_dir / LAYOUT
         try:

@@ -1,9 +1,12 @@
-"""The tray icon and its notifications, with an in-app fallback where no tray exists.
+"""The tray icon and its notifications, through whichever channel this desktop has.
 
-Offscreen and on desktops without a status area `QSystemTrayIcon` is
-unavailable; then `notify` emits `fallback` and the app shows the message in
-its own windows instead.  `clicked` carries the notification's target (a
-session id and, for an approval, its id) whichever way it was shown.
+`choose_channel` picks one: the tray where a status area exists; else desktop
+notifications over D-Bus where a notification server runs (GNOME, most Wayland
+desktops: `desktop.qt.notify`), whose approval notifications carry Allow once /
+Deny / Open buttons when the server shows buttons; else the app's own windows
+(`fallback`).  `clicked` carries the notification's target (a session id and, for
+an approval, its id) whichever way it was shown; `answered` an approval decided
+from a notification's button.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from desktop.assets import TRAY_STATES, icon_files, icons_dir
 from desktop.qt.compat import emit
+from desktop.qt.notify import DesktopNotifications
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +89,20 @@ def _drawn_icon(state: str, size: int) -> QIcon:
     return QIcon(pix)
 
 
+def choose_channel(tray: bool, desktop_notifications: bool) -> str:
+    """"tray" when there is a system tray, else "dbus" when a notification server answers on the
+    session bus, else "window" (a banner in the app's own windows, seen only while one is open)."""
+    if tray:
+        return "tray"
+    return "dbus" if desktop_notifications else "window"
+
+
+APPROVAL_BUTTONS = (("once", "Allow once"), ("deny", "Deny"), ("open", "Open"))
+
+
 class Notifier(QObject):
     clicked = Signal(str, str)  # session_id, approval_id ("" when not an approval)
+    answered = Signal(str, str)  # approval_id, decision ("once" or "deny"): a notification's button
     fallback = Signal(str, str, str, str)  # title, text, session_id, approval_id
     shown = Signal(str, str)  # title, text: every notification, however it was shown
     activated = Signal()  # the tray icon itself was clicked
@@ -94,9 +110,11 @@ class Notifier(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.available = QSystemTrayIcon.isSystemTrayAvailable()
+        self.channel = choose_channel(QSystemTrayIcon.isSystemTrayAvailable(), False)
+        self.desktop: DesktopNotifications | None = None  # set by start() when the channel is D-Bus
         self.state = "idle"
         self._target = ("", "")
+        self._targets: dict[str, tuple[str, str]] = {}  # a D-Bus notification's key -> its target
         self.tray: QSystemTrayIcon | None = None
         self.menu = QMenu()
         self.show_action = QAction("Show Turnkey", self.menu)
@@ -106,7 +124,7 @@ class Notifier(QObject):
         self.menu.addAction(self.show_action)
         self.menu.addSeparator()
         self.menu.addAction(quit_action)
-        if self.available:
+        if self.channel == "tray":
             self.tray = QSystemTrayIcon(app_icon("idle"), self)
             self.tray.setToolTip("Turnkey")
             self.tray.setContextMenu(self.menu)
@@ -114,13 +132,62 @@ class Notifier(QObject):
             self.tray.activated.connect(self._tray_activated)
             self.tray.show()
 
+    @property
+    def available(self) -> bool:
+        """Whether a notification reaches the person with no window of the app open."""
+        return self.channel != "window"
+
+    async def start(self) -> None:
+        """Without a tray, looks for a notification server on the session bus (the channel is
+        "window" until it answers)."""
+        if self.channel != "window" or self.desktop is not None:
+            return
+        desktop = DesktopNotifications(parent=self)
+        if not await desktop.start():
+            desktop.deleteLater()
+            return
+        self.desktop = desktop
+        desktop.invoked.connect(self._invoked)
+        desktop.closed.connect(lambda key: self._targets.pop(key, None))
+        self.channel = choose_channel(self.tray is not None, True)
+
+    async def stop(self) -> None:
+        """Before the app exits: sends what is pending and takes back approval notifications,
+        whose buttons would answer nothing once the app is gone."""
+        if self.desktop is not None:
+            for key in self.desktop.shown():
+                if self._targets.get(key, ("", ""))[1]:
+                    self.desktop.close(key)
+            await self.desktop.flush()
+            await self.desktop.stop()
+
     def notify(self, title: str, text: str, session_id: str, approval_id: str = "") -> None:
         self._target = (session_id, approval_id)
         emit(self.shown, title, text)
         if self.tray is not None:
             self.tray.showMessage(title, text, app_icon("approval" if approval_id else self.state), 15000)
+        elif self.desktop is not None:
+            key = approval_id or f"{session_id or 'app'}:{title}"
+            self._targets[key] = (session_id, approval_id)
+            if approval_id:  # no expiry: it is answered or withdrawn (resolve), or denied in 5 minutes
+                self.desktop.show(key, title, text, APPROVAL_BUTTONS, urgency="critical", timeout_ms=0)
+            else:
+                self.desktop.show(key, title, text)
         else:
             emit(self.fallback, title, text, session_id, approval_id)
+
+    def resolve(self, approval_id: str) -> None:
+        """The approval was answered (anywhere) or expired: its notification goes."""
+        if self.desktop is not None:
+            self.desktop.close(approval_id)
+            self._targets.pop(approval_id, None)
+
+    def _invoked(self, key: str, action: str) -> None:
+        session_id, approval_id = self._targets.get(key, ("", ""))
+        if approval_id and action in ("once", "deny"):
+            emit(self.answered, approval_id, action)
+        else:  # "open", or a click on the notification itself
+            emit(self.clicked, session_id, approval_id)
 
     def set_state(self, state: str) -> None:
         """idle, working, approval or offline: the icon says it at a glance."""
