@@ -240,9 +240,10 @@ class BrowserWindow(QMainWindow):
                                             self.open_selected_new)
         self.rename_action = self._action("Rename", QKeySequence("F2"), self.rename_selected)
         self.delete_action = self._action("Delete", QKeySequence.StandardKey.Delete, self.delete_selected)
-        self.settings_action = self._action("Settings", QKeySequence.StandardKey.Preferences,
+        # Explicit keys: the platform's StandardKey for these is empty on many Linux desktops.
+        self.settings_action = self._action("Settings", QKeySequence("Ctrl+,"),
                                             lambda: emit(self.settings_requested))
-        self.quit_action = self._action("Quit", QKeySequence.StandardKey.Quit,
+        self.quit_action = self._action("Quit", QKeySequence("Ctrl+Q"),
                                         lambda: emit(self.quit_requested))
         find = self._action("Search", QKeySequence.StandardKey.Find, self._focus_search)
         for a in (self.new_action, self.open_action, self.rename_action, self.delete_action):

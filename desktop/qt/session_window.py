@@ -158,8 +158,8 @@ class QueueRow(QFrame):
 APP_ACTIONS: tuple[tuple[str, str, QKeySequence.StandardKey | str | None], ...] = (
     ("new", "&New session…", QKeySequence.StandardKey.New),
     ("sessions", "&All sessions", "Ctrl+Shift+L"),
-    ("settings", "&Settings…", QKeySequence.StandardKey.Preferences),
-    ("quit", "&Quit", QKeySequence.StandardKey.Quit),
+    ("settings", "&Settings…", "Ctrl+,"),  # (the platform's StandardKey may be empty)
+    ("quit", "&Quit", "Ctrl+Q"),
     ("pop_out", "Open in new &window", "Ctrl+Shift+O"),
     ("logs", "Open &logs folder", None),
     ("data", "Open &data folder", None),

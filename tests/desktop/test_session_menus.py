@@ -22,9 +22,10 @@ def test_the_session_window_menus_reach_every_app_action(qtbot: Any, controller:
     browser = {a.text(): a.shortcut().toString() for a in (controller.browser.new_action,
                                                            controller.browser.settings_action,
                                                            controller.browser.quit_action)}
-    assert shortcuts["new"] == browser["New session"], "one shortcut per action, everywhere"
-    assert shortcuts["settings"] == browser["Settings"]
-    assert shortcuts["quit"] == browser["Quit"]
+    assert shortcuts["new"] == browser["New session"] == "Ctrl+N", "one shortcut everywhere"
+    assert shortcuts["settings"] == browser["Settings"] == "Ctrl+,"
+    assert shortcuts["quit"] == browser["Quit"] == "Ctrl+Q"
+    assert shortcuts["pop_out"] == "Ctrl+Shift+O"
     assert win.rename_action.shortcut().toString() == "F2"
     # Back to every session when the browser was closed.
     controller.browser.close()
