@@ -194,8 +194,8 @@ async def chat(data_dir: Path, session_id: str | None, text: str | None, cwd: Pa
         print(NO_SANDBOX_NOTE.format(reason=capabilities.sandbox.reason or "unknown"), file=sys.stderr)
     try:
         if session_id is None:
-            title = (text or "").strip().splitlines()[0][:60] if text and text.strip() else None
-            created = await client.call(SessionCreate(cwd=str(cwd), title=title))
+            # Untitled: the backend names it from the first prompt, as for every client.
+            created = await client.call(SessionCreate(cwd=str(cwd)))
             session_id = created.session.session_id
             print(f"[session {session_id}]", file=sys.stderr)
         else:

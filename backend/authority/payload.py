@@ -11,6 +11,7 @@ from shared.codec import clean_text
 from shared.protocol import PromptSubmitParams
 
 MAX_TEXT_BYTES = 1024 * 1024
+TITLE_CHARS = 60  # a title made from a prompt, at most (its ellipsis included)
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,20 @@ class Payload:
     @property
     def digest(self) -> str:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+    def title(self) -> str:
+        """A session title from this prompt: its first non-empty line, spaces collapsed, cut
+        to TITLE_CHARS at a word boundary (mid-word only when the first word alone is longer
+        than half of that), with an ellipsis when something was cut."""
+        line = next((" ".join(ln.split()) for ln in self.text.splitlines() if ln.strip()), "")
+        if len(line) <= TITLE_CHARS:
+            return line
+        # The ellipsis leaves TITLE_CHARS - 1 for words; one more character shows whether
+        # the last of them ends there.
+        head = line[:TITLE_CHARS]
+        cut = head.rfind(" ")
+        keep = head[:cut] if cut >= TITLE_CHARS // 2 else head[:TITLE_CHARS - 1]
+        return keep.rstrip(" ,;:.-") + "…"
 
     @classmethod
     def from_json(cls, raw: str) -> Payload:

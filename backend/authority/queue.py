@@ -96,6 +96,9 @@ class SessionAuthority:
                 tx, admission_id, principal, params.session_id, params.request_id,
                 payload.to_json(), payload.digest,
             )
+            # Named in the admission's transaction, so the session.updated this commit
+            # broadcasts already carries the title (a title a person chose is kept).
+            sessions.name_untitled(tx, params.session_id, payload.title())
             receipt = _receipt(tx, admission_id)
             events.append(
                 tx, params.session_id, "admission.queued",

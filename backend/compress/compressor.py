@@ -234,7 +234,7 @@ class Compressor:
             parent = sessions.row(tx, session_id)
             assert parent is not None
             child = new_id("ses")
-            sessions.insert(tx, child, parent.title, parent.cwd, parent.model)
+            sessions.insert(tx, child, parent.title, parent.cwd, parent.model, parent.titled)
             sessions.link_rotation(tx, session_id, child)
             for old, new in changed:
                 store.set_wire(tx, old.id, new.content if new.content != old.content else None,

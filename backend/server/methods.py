@@ -113,10 +113,11 @@ class Methods:
         session_id = new_id("ses")
         chosen = self.providers.default(self.config.config)
         model = params.model or (chosen[1].model if chosen else "")
-        title = (params.title or "").strip() or "New session"
+        title = (params.title or "").strip()
 
         def job(tx: Tx) -> p.Session:
-            sessions.insert(tx, session_id, title, cwd, model)
+            # Untitled, it is "New session" until its first prompt names it.
+            sessions.insert(tx, session_id, title or sessions.UNTITLED, cwd, model, titled=bool(title))
             session = sessions.get(tx, session_id)
             assert session is not None
             events.broadcast(tx, session_id, "session.created", p.SessionEvent(session=session))
@@ -160,6 +161,7 @@ class Methods:
             if not params.title.strip():
                 raise InvalidParams("title", "title is empty")
             fields["title"] = params.title.strip()
+            fields["titled"] = True  # a person's title: no prompt renames it
         if params.model is not None:
             fields["model"] = params.model
 

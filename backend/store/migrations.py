@@ -259,8 +259,17 @@ def _m006(conn: sqlite3.Connection) -> None:
     )""")
 
 
+def _m007(conn: sqlite3.Connection) -> None:
+    # Whether a person chose the title.  An untitled session is named from its first prompt
+    # (store/sessions.name_untitled); until now the only sign of one was the default title, so
+    # a session still called that with nothing ever submitted is the one taken as untitled.
+    conn.execute("ALTER TABLE sessions ADD COLUMN titled INTEGER NOT NULL DEFAULT 1")
+    conn.execute("""UPDATE sessions SET titled = 0 WHERE title = 'New session' AND NOT EXISTS
+                    (SELECT 1 FROM admissions a WHERE a.session_id = sessions.session_id)""")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
-    _m001, _m002, _m003, _m004, _m005, _m006,
+    _m001, _m002, _m003, _m004, _m005, _m006, _m007,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

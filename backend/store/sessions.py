@@ -10,6 +10,8 @@ from backend.store.db import Tx
 from backend.store.records import Record
 from shared.protocol import Session, SessionEvent, SessionStatus, Usage
 
+UNTITLED = "New session"  # the title of a session nobody named yet (`titled` false)
+
 
 class SessionRecord(Record, frozen=True):
     """A sessions row."""
@@ -33,15 +35,29 @@ class SessionRecord(Record, frozen=True):
     compress_cooldown_until: float
     compress_ineffective: int
     compress_probe_after: float
+    titled: bool  # a person chose the title; else the first prompt names the session
 
 
-def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str) -> None:
+def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str, titled: bool = True) -> None:
     ts = now()
     tx.execute(
-        "INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (session_id, title, cwd, model, ts, ts),
+        "INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at, titled) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (session_id, title, cwd, model, ts, ts, titled),
     )
+
+
+def name_untitled(tx: Tx, session_id: str, title: str) -> bool:
+    """Names the session `title` unless it has a title already (a person's, or one a prompt
+    gave it); returns whether it did.  Either way the title is then settled: later prompts
+    never rename."""
+    cur = tx.execute(
+        "UPDATE sessions SET title = ?, titled = 1, updated_at = ? WHERE session_id = ? AND NOT titled",
+        (title, now(), session_id),
+    )
+    if cur.rowcount:
+        changed(tx, session_id)
+    return bool(cur.rowcount)
 
 
 def row(tx: Tx, session_id: str) -> SessionRecord | None:

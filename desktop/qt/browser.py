@@ -219,7 +219,9 @@ class BrowserWindow(QMainWindow):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for col in range(1, len(COLUMNS)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
-        self.table.doubleClicked.connect(
+        # `activated` is a double click, or Enter/Return on the current row (a single click
+        # where the desktop asks for that); one signal, so a double click opens once.
+        self.table.activated.connect(
             lambda i: emit(self.open_requested, i.data(Qt.ItemDataRole.UserRole)))
         self.empty = QLabel("No sessions yet. Press Ctrl+N to start one.")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)

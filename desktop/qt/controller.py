@@ -73,7 +73,7 @@ class Controller(QObject):
         # would stop the event loops the next test waits in).
         self.exit_app: Callable[[], None] = QApplication.quit
         self._save_timer = QTimer(self, singleShot=True, interval=500)
-        self._save_timer.timeout.connect(self.save_layout)
+        self._save_timer.timeout.connect(self._save_due)
 
     # --- start and stop ------------------------------------------------------------
 
@@ -116,6 +116,10 @@ class Controller(QObject):
         if self._quitting:
             return
         self._quitting = True
+        # Quit saves the layout now, with every window still open.  A save the debounce timer
+        # still holds (a window opened less than 500 ms ago) must not run after the windows
+        # close: it would overwrite this layout with none of them.
+        self._save_timer.stop()
         self.save_layout()
         emit(self.quitting)
         running = sum(1 for status in self.statuses.values() if status in ACTIVE)
@@ -295,6 +299,10 @@ class Controller(QObject):
             return data if isinstance(data, dict) else {}
         except (OSError, ValueError):
             return {}
+
+    def _save_due(self) -> None:
+        if not self._quitting:  # once quitting, the layout quit saved is the one to keep
+            self.save_layout()
 
     def save_layout(self) -> None:
         if not self.keep_layout:

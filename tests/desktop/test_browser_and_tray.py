@@ -187,3 +187,28 @@ def test_the_browser_says_once_and_for_good_when_commands_run_without_a_sandbox(
     qtbot.waitUntil(lambda: note.isVisibleTo(bare.browser), timeout=10_000)
     assert "without a sandbox" in note.text()
     assert "TURNKEY_BWRAP=none" in note.text()
+
+
+def test_enter_on_a_row_opens_its_session_and_a_double_click_still_does(
+    qtbot: Any, controller: Any, tmp_path: Path
+) -> None:
+    browser = controller.browser
+    sid = drive(qtbot, controller.link.call(SessionCreate(title="Keyboard", cwd=str(tmp_path)))) \
+        .session.session_id
+    qtbot.waitUntil(lambda: browser.sessions.index(sid) is not None, timeout=10_000)
+    opened: list[str] = []
+    browser.open_requested.connect(opened.append)
+    index = browser.model.index(browser.sessions.index(sid), 0)
+    browser.table.setCurrentIndex(index)  # the selected row
+    qtbot.keyClick(browser.table, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(controller.windows) == 1 and controller.windows[0].state.loaded,
+                    timeout=10_000)
+    assert controller.windows[0].session_id == sid
+    qtbot.keyClick(browser.table, Qt.Key.Key_Enter)  # the keypad's
+    assert opened == [sid, sid]
+    # As a mouse does it: a press and release, then the second press arrives as a double click.
+    where = browser.table.visualRect(index).center()
+    qtbot.mouseClick(browser.table.viewport(), Qt.MouseButton.LeftButton, pos=where)
+    qtbot.mouseDClick(browser.table.viewport(), Qt.MouseButton.LeftButton, pos=where)
+    assert opened == [sid, sid, sid], "a double click opens it once"
+    assert len(controller.windows) == 1, "an open session's window is raised, not doubled"

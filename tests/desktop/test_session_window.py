@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,26 @@ def test_closing_every_window_leaves_the_turn_running_and_reopening_shows_it(
     assert reopened.state.status in ("running", "idle")
     qtbot.waitUntil(lambda: turn_done(reopened, 1), timeout=20_000)
     assert texts(reopened, AssistantItem) == ["".join(words)]
+
+
+def test_quit_right_after_opening_a_window_keeps_it_in_the_saved_layout(
+    qtbot: Any, make_controller: Any
+) -> None:
+    # Opening a window starts the layout's 500 ms debounce; quitting inside it used to let that
+    # save run after the windows had closed, leaving a layout with no session to restore (the
+    # flaky restore above, whenever its turn streamed in under 500 ms).
+    first = make_controller()
+    sid = new_session(qtbot, first)
+    open_window(qtbot, first, sid)
+    assert first._save_timer.isActive()
+    first.quit()
+    qtbot.waitUntil(lambda: first.link.client.state == "closed", timeout=10_000)
+    qtbot.wait(700)  # past the debounce
+    layout = json.loads((first.data_dir / "desktop.json").read_text())
+    assert [s["session_id"] for s in layout["sessions"]] == [sid]
+    again = make_controller(restore=True)
+    qtbot.waitUntil(lambda: len(again.windows) == 1 and again.windows[0].state.loaded, timeout=15_000)
+    assert again.windows[0].session_id == sid
 
 
 def test_a_retry_shows_a_countdown_and_a_crashed_tool_shows_its_outcome_as_unknown(

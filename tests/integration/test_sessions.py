@@ -121,3 +121,33 @@ async def test_status_is_running_during_a_turn(connect: Connect, fake_provider: 
     finally:
         release.set()
     await wait_complete(rpc, receipt["admission_id"])
+
+
+async def test_an_untitled_session_is_named_by_its_first_prompt_and_a_titled_one_is_kept(
+    connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    rpc = await connect()
+    watcher = await connect(name="watcher")
+    sid = await create_session(rpc)
+    assert (await rpc.call("session.get", {"session_id": sid}))["session"]["title"] == "New session"
+    first = "\n  Fix the flaky restore test in the desktop app before the release\nwith details"
+    await run_turn(rpc, sid, first)
+    title = "Fix the flaky restore test in the desktop app before the…"
+    assert (await rpc.call("session.get", {"session_id": sid}))["session"]["title"] == title
+    # Named in the admission's commit: every summary broadcast since (the first one included)
+    # carries the title, on every connection.
+    updates = [e["data"]["session"] for e in watcher.events
+               if e["type"] == "session.updated" and e["session_id"] == sid]
+    assert updates
+    assert {s["title"] for s in updates} == {title}, updates
+    await run_turn(rpc, sid, "Now something else entirely")
+    assert (await rpc.call("session.get", {"session_id": sid}))["session"]["title"] == title, \
+        "a second prompt does not rename"
+
+    titled = await create_session(rpc, title="Release checklist")
+    renamed = await create_session(rpc)
+    await rpc.call("session.update", {"session_id": renamed, "title": "Renamed by hand"})
+    for session_id in (titled, renamed):
+        await run_turn(rpc, session_id, "Please look at the logs")
+    listed = {s["session_id"]: s["title"] for s in (await rpc.call("session.list", {}))["sessions"]}
+    assert (listed[titled], listed[renamed]) == ("Release checklist", "Renamed by hand")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from backend.authority.payload import MAX_TEXT_BYTES, Payload, normalize
+from backend.authority.payload import MAX_TEXT_BYTES, TITLE_CHARS, Payload, normalize
 from backend.errors import InvalidParams
 from shared.protocol import Attachment, PromptSubmitParams
 
@@ -40,3 +40,19 @@ def test_attachments_are_refused_until_supported() -> None:
     with pytest.raises(InvalidParams) as err:
         normalize(submit("hi", attachments=[Attachment(path="/tmp/x")]))
     assert err.value.field == "attachments"
+
+
+@pytest.mark.parametrize(("text", "title"), [
+    ("Fix the build", "Fix the build"),
+    ("\n  \n   Fix   the\tbuild  \nthen the docs", "Fix the build"),  # first non-empty line
+    ("Fix the flaky restore test in the desktop app before the release goes out",
+     "Fix the flaky restore test in the desktop app before the…"),  # at a word boundary
+    ("word " * 30, "word " * 11 + "word…"),  # 59 characters of words, then the ellipsis
+    ("x" * 100, "x" * (TITLE_CHARS - 1) + "…"),  # one long word: cut inside it
+    # No dangling comma before the ellipsis.
+    ("Refactor the store layer and the queue, " + "z" * 40, "Refactor the store layer and the queue…"),
+])
+def test_a_title_is_the_first_line_cut_at_a_word(text: str, title: str) -> None:
+    made = Payload(text=text).title()
+    assert made == title
+    assert len(made) <= TITLE_CHARS

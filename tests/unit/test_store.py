@@ -46,6 +46,25 @@ def test_version_one_database_upgrades_in_place(tmp_path: Path) -> None:
     assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 1
 
 
+def test_version_six_database_marks_only_unused_default_titles_untitled(tmp_path: Path) -> None:
+    from backend.store.migrations import MIGRATIONS
+
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)")
+    for version, step in enumerate(MIGRATIONS[:6], start=1):
+        step(conn)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, 'then')", (version,))
+    for sid, title in (("fresh", "New session"), ("used", "New session"), ("named", "Mine")):
+        conn.execute("INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at) "
+                     "VALUES (?, ?, '/', 'm', 'x', 'x')", (sid, title))
+    conn.execute("INSERT INTO admissions (admission_id, principal, session_id, request_id, "
+                 "payload_json, payload_digest, status, created_at) "
+                 "VALUES ('a', 'owner', 'used', 'r', '{}', 'd', 'terminal', 'x')")
+    assert migrate(conn) == SCHEMA_VERSION
+    titled = dict(conn.execute("SELECT session_id, titled FROM sessions").fetchall())
+    assert titled == {"fresh": 0, "used": 1, "named": 1}, "a prompt already sent settled the title"
+
+
 def _count(conn: sqlite3.Connection, sid: str) -> int:
     return int(conn.execute(
         "SELECT message_count FROM sessions WHERE session_id = ?", (sid,)).fetchone()[0])
