@@ -45,7 +45,18 @@ LIST_MAX_ENTRIES = 1_000
 HIDDEN_NOTE = "[Turnkey's data folder is here too; not shown, since no tool reads it]"
 
 
-class SearchFiles:
+class _FolderReader:
+    """What the two folder tools share: they read (under the read guard of their `path`,
+    the session folder by default) and change nothing; long output spills to a file."""
+
+    spill = True
+    changes_files = False
+
+    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode, data_dir: Path) -> Guard | None:
+        return policy.read_guard(str(args.get("path") or "."), cwd, data_dir)
+
+
+class SearchFiles(_FolderReader):
     name = "search_files"
     description = (
         "Search text files under a folder with a Python regular expression; returns "
@@ -58,14 +69,9 @@ class SearchFiles:
                      "folder."),
         "glob": text("Only files whose name (or relative path, when it has a /) matches, e.g. *.py."),
     }, ["pattern"])
-    spill = True
-    changes_files = False
 
     def summary(self, args: dict[str, Any]) -> str:
         return f"search /{args.get('pattern', '')}/ in {args.get('path') or '.'}"
-
-    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode, data_dir: Path) -> Guard | None:
-        return policy.read_guard(str(args.get("path") or "."), cwd, data_dir)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         pattern = str(args["pattern"])
@@ -190,21 +196,16 @@ def _open_at(dir_fd: int, name: str, seal: Seal) -> int:
     return fd
 
 
-class ListDir:
+class ListDir(_FolderReader):
     name = "list_dir"
     description = (
         "List a folder: entries sorted with folders first, each with its kind and size. Turnkey's "
         "own data folder is left out wherever it is."
     )
     parameters = schema({"path": FOLDER}, [])
-    spill = True
-    changes_files = False
 
     def summary(self, args: dict[str, Any]) -> str:
         return f"list {args.get('path') or '.'}"
-
-    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode, data_dir: Path) -> Guard | None:
-        return policy.read_guard(str(args.get("path") or "."), cwd, data_dir)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await asyncio.to_thread(_list_dir, str(args.get("path") or "."), ctx)
