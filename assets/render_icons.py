@@ -3,9 +3,10 @@
     .venv/bin/python assets/render_icons.py
 
 The app icon goes to icons/hicolor/NxN/apps/turnkey.png (the freedesktop icon
-theme layout) and each tray state to icons/tray/<state>-N.png; the sizes are
-`desktop.assets.APP_ICON_SIZES` and `TRAY_ICON_SIZES`.  Runs offscreen; the same
-sources give the same bytes, so rerunning it leaves git clean.
+theme layout), each tray state to icons/tray/<state>-N.png and each interface
+icon (icons/ui/<name>.svg, black line art) to icons/ui/<name>-N.png; the sizes are
+`desktop.assets.APP_ICON_SIZES`, `TRAY_ICON_SIZES` and `UI_ICON_SIZES`.  Runs
+offscreen; the same sources give the same bytes, so rerunning it leaves git clean.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from PySide6.QtGui import QGuiApplication, QImage, QPainter  # noqa: E402
 from PySide6.QtSvg import QSvgRenderer  # noqa: E402
 
 import desktop.qt.compat  # noqa: E402, F401  (keeps None alive under PySide6 on Python 3.11)
-from desktop.assets import icon_files, icon_kinds, svg_source  # noqa: E402
+from desktop.assets import icon_files, icon_kinds, svg_source, ui_icon_kinds  # noqa: E402
 
 
 def render(renderer: QSvgRenderer, size: int) -> QImage:
@@ -41,7 +42,7 @@ def render(renderer: QSvgRenderer, size: int) -> QImage:
 def main() -> int:
     app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])
     written = 0
-    for kind in icon_kinds():
+    for kind in [*icon_kinds(), *ui_icon_kinds()]:
         source = svg_source(kind)
         renderer = QSvgRenderer(str(source))
         if not renderer.isValid():

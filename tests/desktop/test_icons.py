@@ -1,4 +1,5 @@
-"""The product icons: SVG sources, the PNGs rendered from them, and the icons the app builds.
+"""The product icons and the interface's line icons: SVG sources, the PNGs rendered from them,
+and the icons the app builds.
 
 The PNGs are committed output of assets/render_icons.py; these tests fail when one is
 missing, blank, the wrong size, or stale against its SVG.
@@ -19,12 +20,23 @@ from PySide6.QtGui import QIcon, QImage, QPainter
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
 from desktop import assets
-from desktop.assets import APP_ICON_SIZES, TRAY_ICON_SIZES, TRAY_STATES, icon_files, icon_kinds, svg_source
+from desktop.assets import (
+    APP_ICON_SIZES,
+    TRAY_ICON_SIZES,
+    TRAY_STATES,
+    UI_ICON_SIZES,
+    UI_ICONS,
+    icon_files,
+    icon_kinds,
+    svg_source,
+    ui_icon_kinds,
+)
 from desktop.qt import tray
 from desktop.qt.tray import Notifier, app_icon, window_icon
 
 SVG = "{http://www.w3.org/2000/svg}"
 XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
+ALL_KINDS = [*icon_kinds(), *ui_icon_kinds()]
 
 
 def argb(image: QImage) -> bytes:
@@ -64,9 +76,15 @@ def test_icon_kinds_name_their_files() -> None:
         icon_files("idle")
     with pytest.raises(ValueError, match="unknown icon kind"):
         icon_files("tray-sleeping")
+    assert ui_icon_kinds() == [f"ui-{name}" for name in UI_ICONS]
+    assert [n for n, _ in icon_files("ui-send")] == list(UI_ICON_SIZES)
+    assert icon_files("ui-jump-down")[0][1].parts[-2:] == ("ui", "jump-down-16.png")
+    assert svg_source("ui-send").parts[-2:] == ("ui", "send.svg")
+    with pytest.raises(ValueError, match="unknown icon kind"):
+        icon_files("ui-sparkles")
 
 
-@pytest.mark.parametrize("kind", icon_kinds())
+@pytest.mark.parametrize("kind", ALL_KINDS)
 def test_every_svg_source_is_plain_self_contained_svg_with_a_viewbox(kind: str) -> None:
     root = ET.parse(svg_source(kind)).getroot()
     assert root.tag == f"{SVG}svg"
@@ -100,6 +118,35 @@ def test_every_png_exists_at_its_size_and_is_not_blank(qapp: QApplication, kind:
     assert len(colors) >= 2  # the face and the key at least
 
 
+@pytest.mark.parametrize("kind", ui_icon_kinds())
+def test_every_ui_icon_is_a_24_px_line_drawing_in_black(kind: str) -> None:
+    """Lucide/Feather-like: a 24-unit grid, 1.75-2 unit strokes with round ends and joins,
+    black only (desktop.qt.theme tints it to the theme when it loads the PNGs)."""
+    root = ET.parse(svg_source(kind)).getroot()
+    assert root.attrib["viewBox"] == "0 0 24 24"
+    strokes = [el for el in root.iter() if "stroke" in el.attrib and el.attrib["stroke"] != "none"]
+    assert strokes, f"{kind}: no stroked shape"
+    for el in strokes:
+        assert 1.75 <= float(el.attrib["stroke-width"]) <= 2
+        assert el.attrib["stroke-linecap"] == el.attrib["stroke-linejoin"] == "round"
+    for el in root.iter():
+        for attr in ("stroke", "fill"):
+            assert el.attrib.get(attr, "none") in ("none", "#000000"), f"{kind}: {attr}={el.attrib[attr]}"
+
+
+@pytest.mark.parametrize("kind", ui_icon_kinds())
+def test_every_ui_png_is_black_on_transparent_at_every_size(qapp: QApplication, kind: str) -> None:
+    for size, path in icon_files(kind):
+        assert path.is_file(), f"{path} is missing: run .venv/bin/python assets/render_icons.py"
+        image = QImage(str(path))
+        assert (image.width(), image.height()) == (size, size)
+        data = argb(image)
+        alphas = data[3::4]
+        assert 0 in alphas  # transparent around the drawing
+        assert max(alphas) >= 200, f"{path.name}: too faint"
+        assert all(data[i:i + 3] == b"\0\0\0" for i in range(0, len(data), 4) if data[i + 3]), path.name
+
+
 def render_svg(kind: str, size: int) -> QImage:
     from PySide6.QtSvg import QSvgRenderer  # tests only: the app itself never loads SVG
 
@@ -114,7 +161,7 @@ def render_svg(kind: str, size: int) -> QImage:
     return image
 
 
-@pytest.mark.parametrize("kind", icon_kinds())
+@pytest.mark.parametrize("kind", ALL_KINDS)
 def test_the_pngs_are_rendered_from_the_current_svgs(qapp: QApplication, kind: str) -> None:
     """An SVG edited without rerunning assets/render_icons.py fails here.  A few levels of
     difference per channel are allowed: another build of Qt 6.12 may antialias an edge a
