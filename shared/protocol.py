@@ -88,6 +88,26 @@ class Session(Wire):
     latest_seq: int = 0
 
 
+class SearchMatch(Wire):
+    """Where a `session.list` query matched one listed session.
+
+    `message_id`: the session's best-matching message (by bm25), or null when only the
+    title matched; `snippet` is then the title.  `snippet` is plain text, never markup:
+    about a dozen words around the match, runs of whitespace and control characters made
+    one space, at most 160 characters (SNIPPET_MAX), `…` where it was cut.  `highlights`:
+    the matched words as [start, end) offsets into `snippet`, counted in Unicode code
+    points (as Python indexes a str, not UTF-16 units), ascending, not overlapping.
+    """
+
+    session_id: str
+    message_id: str | None
+    snippet: str
+    highlights: list[tuple[int, int]]
+
+
+SNIPPET_MAX = 160  # characters of a SearchMatch.snippet, the `…` included
+
+
 class ToolCall(Wire):
     call_id: str
     name: str
@@ -356,11 +376,14 @@ class SessionResult(Wire):
     session: Session
 
 
-class SessionListResult(msgspec.Struct, kw_only=True):
-    """`next_cursor` is always present: null on the last page."""
+class SessionListResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """`next_cursor` is always present: null on the last page.  With a query, `matches`
+    has one SearchMatch per listed session, in the order of `sessions`; without one (or
+    when nothing matched) it is left out."""
 
     sessions: list[Session]
     next_cursor: str | None
+    matches: list[SearchMatch] = msgspec.field(default_factory=list)
 
 
 class DeletedResult(Wire):

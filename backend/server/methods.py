@@ -138,14 +138,18 @@ class Methods:
         def read(tx: Tx) -> p.SessionListResult:
             if params.query and params.query.strip():
                 offset = int(_decode_cursor(params.cursor, "offset") or 0) if params.cursor else 0
-                rows = sessions.search(tx, params.query, limit + 1, offset)
-                nxt = _cursor({"offset": offset + limit}) if len(rows) > limit else None
-            else:
-                pos = _decode_cursor(params.cursor, "after") if params.cursor else None
-                after = (str(pos[0]), str(pos[1])) if pos else None
-                rows = sessions.page(tx, limit + 1, after)
-                last = rows[limit - 1] if len(rows) > limit else None
-                nxt = _cursor({"after": [last.updated_at, last.session_id]}) if last else None
+                hits = sessions.search(tx, params.query, limit + 1, offset)
+                nxt = _cursor({"offset": offset + limit}) if len(hits) > limit else None
+                hits = hits[:limit]
+                return p.SessionListResult(
+                    sessions=[sessions.to_session(tx, h.session) for h in hits], next_cursor=nxt,
+                    matches=sessions.matches(tx, params.query, hits),
+                )
+            pos = _decode_cursor(params.cursor, "after") if params.cursor else None
+            after = (str(pos[0]), str(pos[1])) if pos else None
+            rows = sessions.page(tx, limit + 1, after)
+            last = rows[limit - 1] if len(rows) > limit else None
+            nxt = _cursor({"after": [last.updated_at, last.session_id]}) if last else None
             return p.SessionListResult(
                 sessions=[sessions.to_session(tx, r) for r in rows[:limit]], next_cursor=nxt
             )

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.ids import now
-from backend.store import events
+import msgspec
+
+from backend.ids import message_id, now
+from backend.store import events, snippets
 from backend.store.db import Tx
 from backend.store.records import Record
-from shared.protocol import Session, SessionEvent, SessionStatus, Usage
+from shared.protocol import SearchMatch, Session, SessionEvent, SessionStatus, Usage
 
 UNTITLED = "New session"  # the title of a session nobody named yet (`titled` false)
 
@@ -206,13 +208,22 @@ def page(tx: Tx, limit: int, cursor: tuple[str, str] | None) -> list[SessionReco
     return [SessionRecord.from_row(r) for r in rows]
 
 
-def search(tx: Tx, query: str, limit: int, offset: int) -> list[SessionRecord]:
+class SearchHit(msgspec.Struct, frozen=True):
+    """A session a search found, and its best-matching message's row id (by bm25); None
+    when only its title matched."""
+
+    session: SessionRecord
+    message_rowid: int | None
+
+
+def search(tx: Tx, query: str, limit: int, offset: int) -> list[SearchHit]:
     """Full-text search over titles and message text, best match first."""
     fts = _fts_query(query)
     if not fts:
         return []
     # bm25() is valid only in the FTS query itself; MATERIALIZED stops SQLite from
     # folding that query into the aggregate below, where bm25() would be refused.
+    # With MIN() the only aggregate, SQLite takes the bare `best` from the row of the min.
     rows = tx.all(
         """
         WITH matches AS MATERIALIZED (
@@ -220,10 +231,11 @@ def search(tx: Tx, query: str, limit: int, offset: int) -> list[SessionRecord]:
             FROM messages_fts WHERE messages_fts MATCH ?
         ),
         hits AS (
-            SELECT m.session_id AS sid, MIN(matches.score) AS score
+            SELECT m.session_id AS sid, MIN(matches.score) AS score, matches.id AS best
             FROM matches JOIN messages m ON m.id = matches.id GROUP BY m.session_id
         )
-        SELECT s.*, CASE WHEN s.title LIKE ? ESCAPE '\\' THEN -1e9 ELSE COALESCE(h.score, 0) END
+        SELECT s.*, h.best AS best_message,
+               CASE WHEN s.title LIKE ? ESCAPE '\\' THEN -1e9 ELSE COALESCE(h.score, 0) END
                AS rank
         FROM sessions s LEFT JOIN hits h ON h.sid = s.session_id
         WHERE h.sid IS NOT NULL OR s.title LIKE ? ESCAPE '\\'
@@ -231,7 +243,47 @@ def search(tx: Tx, query: str, limit: int, offset: int) -> list[SessionRecord]:
         """,
         (fts, _like(query), _like(query), limit, offset),
     )
-    return [SessionRecord.from_row(r) for r in rows]
+    return [SearchHit(SessionRecord.from_row(r), r["best_message"]) for r in rows]
+
+
+SNIPPET_TOKENS = 12  # how many words snippet() takes around a match
+_SNIPPET_TRIES = 3
+
+
+def matches(tx: Tx, query: str, hits: list[SearchHit]) -> list[SearchMatch]:
+    """Where each hit matched, in order: its best message's snippet, or else its title.
+
+    One query for all the hits' messages, whose snippet() runs only on those rows: the
+    unary `+` keeps SQLite from looking each row id up on its own, which would expand the
+    query's prefix terms once per row."""
+    wanted = {h.message_rowid for h in hits if h.message_rowid is not None}
+    found: dict[int, tuple[str, list[snippets.Span]]] = {}
+    fts = _fts_query(query)
+    for _ in range(_SNIPPET_TRIES):
+        if not wanted or not fts:
+            break
+        marks = snippets.Markers()
+        rows = tx.all(
+            "SELECT rowid AS id, snippet(messages_fts, 0, ?, ?, ?, ?) AS marked, "
+            "instr(content, ?) AS clash FROM messages_fts "
+            f"WHERE messages_fts MATCH ? AND +rowid IN ({', '.join('?' * len(wanted))})",
+            (marks.open, marks.close, marks.cut, SNIPPET_TOKENS, marks.nonce, fts, *wanted),
+        )
+        for r in rows:
+            if not r["clash"]:  # never parse text holding the markers' nonce
+                text, spans, before, after = snippets.parse(r["marked"], marks)
+                found[r["id"]] = snippets.render(text, spans, before, after)
+        wanted = {r["id"] for r in rows if r["clash"]}  # a fresh nonce for those
+    out = []
+    for h in hits:
+        title = h.session.title
+        rowid = h.message_rowid if h.message_rowid in found else None
+        text, spans = found[rowid] if rowid is not None else snippets.render(
+            title, snippets.title_spans(title, query))
+        out.append(SearchMatch(session_id=h.session.session_id,
+                               message_id=message_id(rowid) if rowid is not None else None,
+                               snippet=text, highlights=spans))
+    return out
 
 
 def _fts_query(query: str) -> str:

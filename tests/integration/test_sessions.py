@@ -108,6 +108,66 @@ async def test_list_query_searches_titles_and_messages(connect: Connect, fake_pr
     assert [s["session_id"] for s in hits][:1] == [by_text], "message text is searched too"
 
 
+async def test_list_query_says_where_each_session_matched(
+    connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    answer = "Quokkas   live on <b>Rottnest</b>\n[island] 🏝️ with a naïve quokka grin"
+    fake_provider.routes["quokka habitat"] = Reply(deltas=[answer[:20], answer[20:]])
+    rpc = await connect()
+    by_title = await create_session(rpc, title="🦘 Quokka planning")
+    by_text = await create_session(rpc, title="misc")
+    await create_session(rpc, title="unrelated")
+    await run_turn(rpc, by_text, "tell me about the quokka habitat, please")
+    assert "matches" not in await rpc.call("session.list", {}), "no query, no matches"
+    assert "matches" not in await rpc.call("session.list", {"query": "wombat"})
+
+    result = await rpc.call("session.list", {"query": "quok"})
+    assert [s["session_id"] for s in result["sessions"]] == [by_title, by_text], result
+    title_match, text_match = result["matches"]
+    assert title_match == {"session_id": by_title, "message_id": None,
+                           "snippet": "🦘 Quokka planning", "highlights": [[2, 6]]}
+    assert title_match["snippet"][2:6] == "Quok", "offsets count code points: the emoji is one"
+    listed = (await rpc.call("session.messages", {"session_id": by_text}))["messages"]
+    assert text_match["message_id"] in [m["message_id"] for m in listed]
+    shown = next(m["content"] for m in listed if m["message_id"] == text_match["message_id"])
+    snippet = text_match["snippet"]
+    assert snippet.strip("…") in " ".join(shown.split()), "a piece of the message, on one line"
+    assert [snippet[a:b].lower() for a, b in text_match["highlights"]] in (
+        ["quokka"], ["quokkas", "quokka"]), text_match
+
+    naive = (await rpc.call("session.list", {"query": "NAIVE"}))["matches"]
+    assert len(naive) == 1
+    assert naive[0]["session_id"] == by_text
+    ((a, b),) = naive[0]["highlights"]
+    assert naive[0]["snippet"][a:b] == "naïve", "past an emoji and found without the accent"
+    assert "<b>Rottnest</b> [island]" in naive[0]["snippet"], "markup in a message is text"
+
+    for attack in ['"quok', 'quok"', "quok*", "-quok", "(quok)", "quok:", "^quok", "quok -"]:
+        hits = await rpc.call("session.list", {"query": attack})
+        ids = [s["session_id"] for s in hits["sessions"]]
+        assert by_text in ids, f"{attack!r}: FTS syntax in a query is plain words"
+        assert [m["session_id"] for m in hits["matches"]] == ids, attack
+    for words in ["NEAR(quok", "quok OR wombat", "quok NOT", '"', "-"]:  # words no message has
+        assert "matches" not in await rpc.call("session.list", {"query": words}), words
+
+
+async def test_list_query_matches_follow_the_pages(connect: Connect, fake_provider: FakeOpenAI) -> None:
+    rpc = await connect()
+    made = [await create_session(rpc, title=f"numbat {i}") for i in range(3)]
+    seen: list[str] = []
+    params: dict[str, object] = {"query": "numbat", "limit": 2}
+    while True:
+        page = await rpc.call("session.list", params)
+        assert [m["session_id"] for m in page["matches"]] == [s["session_id"] for s in page["sessions"]]
+        assert all(m["snippet"].startswith("numbat ") and m["highlights"] == [[0, 6]]
+                   for m in page["matches"]), page["matches"]
+        seen += [s["session_id"] for s in page["sessions"]]
+        if page["next_cursor"] is None:
+            break
+        params["cursor"] = page["next_cursor"]
+    assert sorted(seen) == sorted(made)
+
+
 async def test_status_is_running_during_a_turn(connect: Connect, fake_provider: FakeOpenAI) -> None:
     release = threading.Event()
     fake_provider.routes["status check"] = Reply(deltas=["a", "b"], hang_after=1, release=release)

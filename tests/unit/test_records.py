@@ -137,7 +137,7 @@ async def test_a_session_record_has_every_column(db: Database) -> None:
             r.compress_probe_after) == (1, 2.5, 3, 4.5)
     assert r.created_at <= r.updated_at
     assert await db.read(lambda tx: sessions.page(tx, 10, None)) == [r]
-    assert await db.read(lambda tx: sessions.search(tx, "hello", 10, 0)) == [r]
+    assert await db.read(lambda tx: sessions.search(tx, "hello", 10, 0)) == [sessions.SearchHit(r, 1)]
     summary = await db.read(lambda tx: sessions.to_session(tx, r))
     assert (summary.session_id, summary.message_count, summary.usage.cost_usd) == ("s", 1, 0.25)
 
