@@ -16,9 +16,9 @@ import qasync
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication  # PySide6 before qasync: it picks the binding
 
-from desktop.qt import instance
+from desktop.qt import instance, theme
 from desktop.qt.aio import spawn
-from desktop.qt.controller import Controller, apply_palette
+from desktop.qt.controller import Controller
 from desktop.qt.tray import window_icon
 from shared import logs
 from shared.client import BackendInfo
@@ -29,7 +29,7 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
     """Runs the app until Quit; `session_id` also opens that session's window.
 
     When the app already runs on `data_dir` (for this user), it is raised instead (and opens
-    `session_id`), and this returns 0 at once.  `smoke`: opens the browser, connects (starting
+    `session_id`), and this returns 0 at once.  `smoke`: opens the main window, connects (starting
     the backend if none runs), closes, prints what happened as one JSON line, and stops a
     backend it started; exit status 0 when the window showed and the connection was made.
     A smoke run neither hands over nor takes the folder: it checks that this build opens a
@@ -55,7 +55,7 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
     app.setApplicationDisplayName("Turnkey")
     app.setDesktopFileName("turnkey")
     app.setWindowIcon(window_icon())
-    apply_palette(app)
+    theme.apply(app)
     server = instance.InstanceServer(lock) if lock is not None else None
     if server is not None:
         server.listen()
@@ -126,11 +126,11 @@ def hand_over(data_dir: Path, session_id: str) -> int:
 
 
 def serve(controller: Controller, request: instance.Request) -> None:
-    """What a later launch asked for: the browser brought forward, or a session's window."""
+    """What a later launch asked for: the main window brought forward, or a session's window."""
     if request.action == "open":
         controller.open_target(request.session_id)
     else:
-        controller.show_browser()
+        controller.show_main()
 
 
 SMOKE_TIMEOUT_S = 60.0
@@ -140,7 +140,7 @@ async def _smoke_check(controller: Controller, started: float, report: dict[str,
     """Connected: note what a packager wants to know, then quit."""
     info = BackendInfo.read(controller.data_dir)
     report.update(
-        window=controller.browser.isVisible(),
+        window=controller.main.isVisible(),
         connected=controller.link.current == "connected",
         connected_s=round(time.monotonic() - started, 3),  # since run() began
         connected_after_exec_s=_process_age_s(),  # since the process began (imports included)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -21,8 +23,9 @@ from PySide6.QtWidgets import QApplication  # noqa: E402  (PySide6 before qasync
 
 import qasync  # noqa: E402, I001
 
+from desktop.qt import theme  # noqa: E402
 from desktop.qt.aio import settle  # noqa: E402
-from desktop.qt.controller import Controller, apply_palette  # noqa: E402
+from desktop.qt.controller import Controller  # noqa: E402
 from desktop.qt.tray import window_icon  # noqa: E402
 from shared.methods import ApprovalRespond, PromptSubmit, SessionCreate  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
@@ -76,37 +79,57 @@ async def wait(pred, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-
         await asyncio.sleep(0.05)
 
 
-async def run_turn(ctl: Controller, win, text: str, users: int) -> None:  # type: ignore[no-untyped-def]
+async def run_turn(ctl: Controller, conv, text: str, users: int) -> None:  # type: ignore[no-untyped-def]
     from desktop.state.transcript import UserItem
 
-    win.composer.setPlainText(text)
-    win.send()
-    await wait(lambda: sum(isinstance(i, UserItem) for i in win.state.transcript.items) >= users
-               and win.state.status in ("idle", "waiting_approval")
-               and all(not i.key.startswith(("stream:", "prompt:")) for i in win.state.transcript.items)
-               or bool(win.cards))
+    conv.composer.setPlainText(text)
+    conv.send()
+    await wait(lambda: (sum(isinstance(i, UserItem) for i in conv.state.transcript.items) >= users
+                        and conv.state.status in ("idle", "waiting_approval")
+                        and all(not i.key.startswith(("stream:", "prompt:"))
+                                for i in conv.state.transcript.items))
+               or bool(conv.cards))
+
+
+def switch_theme(app: QApplication, name: str) -> None:
+    os.environ["TURNKEY_THEME"] = name
+    theme.apply(app)
+
+
+def screen_shot(path: Path) -> bool:
+    """The whole X screen, window manager's frames included (ImageMagick's `import`)."""
+    if not shutil.which("import"):
+        print("screenshots: no `import` (imagemagick): two-windows.png skipped", file=sys.stderr)
+        return False
+    done = subprocess.run(["import", "-window", "root", str(path)], check=False)
+    return done.returncode == 0
 
 
 async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
     app = QApplication.instance()
     assert isinstance(app, QApplication)
     ctl = Controller(data, restart_after_s=None)
-    ctl.browser.resize(980, 560)
+    ctl.keep_layout = False
+    main_win = ctl.main
+    main_win.resize(1240, 800)
+    main_win.move(20, 20)
     ctl.start(restore=False)
     await wait(lambda: ctl.link.current == "connected")
     link = ctl.link
-    for title in ("Release notes for 0.4", "Profile the importer", "Why is CI slow?"):
-        made = await link.call(SessionCreate(title=title, cwd=str(project)))
+    other = project.parent / "importer"
+    other.mkdir(exist_ok=True)
+    for title, folder in (("Release notes for 0.4", project), ("Profile the importer", other),
+                          ("Why is CI slow?", project)):
+        made = await link.call(SessionCreate(title=title, cwd=str(folder)))
         fake.script(Reply(deltas=[f"Here is a first look at “{title.lower()}”."]))
         await link.call(PromptSubmit(session_id=made.session.session_id, request_id="r1", text=title))
     await asyncio.sleep(1.0)
     made = await link.call(SessionCreate(title="Fix the date parser", cwd=str(project)))
     sid = made.session.session_id
-    win = ctl.open_session(sid)
-    win.resize(900, 980)
-    await wait(lambda: win.state.loaded)
+    conv = ctl.open_session(sid).conversation
+    await wait(lambda: conv.state.loaded)
     fake.script(Reply(deltas=[EXPLAIN[i:i + 40] for i in range(0, len(EXPLAIN), 40)]))
-    await run_turn(ctl, win, "Why does parse_date('2026-02-30') blow up?", 1)
+    await run_turn(ctl, conv, "Why does parse_date('2026-02-30') blow up?", 1)
     fake.script(
         Reply.calls({"name": "read_file", "arguments": {"path": "dates.py"}},
                     text="Let me look at the file first."),
@@ -116,39 +139,61 @@ async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
         Reply(deltas=["Fixed: `parse_date` now returns `None` for impossible dates, and the "
                       "check above prints `None` instead of crashing."]),
     )
-    await run_turn(ctl, win, "Go with option 1 and check it.", 2)
+    await run_turn(ctl, conv, "Go with option 1 and check it.", 2)
     # Open the diff card so the screenshot shows it.
     from desktop.state.transcript import ToolItem
 
-    for i, item in enumerate(win.state.transcript.items):
+    for i, item in enumerate(conv.state.transcript.items):
         if isinstance(item, ToolItem) and item.name == "write_file":
-            win.state.transcript.toggle(i)
+            conv.state.transcript.toggle(i)
+    OUT.mkdir(parents=True, exist_ok=True)
+    main_win.banner.hide()  # "turn finished" for the other sessions: said, and seen
+    for name in ("light", "dark"):
+        switch_theme(app, name)
+        await asyncio.sleep(0.8)
+        conv.view.scrollToBottom()
+        await asyncio.sleep(0.4)
+        main_win.grab().save(str(OUT / f"main-{name}.png"))
+    # An approval, with the sidebar searching for what matched.
+    switch_theme(app, "light")
     fake.script(
         Reply.calls({"name": "terminal", "arguments": {"command": "rm -rf build dist"}},
                     text="Removing the stale build output."),
         Reply(deltas=["Cleaned."]),
     )
-    win.composer.setPlainText("Clean the build folders")
-    win.send()
-    await wait(lambda: bool(win.cards))
-    await asyncio.sleep(0.6)
-    win.view.scrollToBottom()
+    conv.composer.setPlainText("Clean the build folders")
+    conv.send()
+    await wait(lambda: bool(conv.cards))
+    await asyncio.sleep(0.8)
+    conv.view.scrollToBottom()
     await asyncio.sleep(0.4)
-    OUT.mkdir(parents=True, exist_ok=True)
-    win.grab().save(str(OUT / "session.png"))
-    ctl.browser.raise_()
-    await asyncio.sleep(0.6)
-    ctl.browser.grab().save(str(OUT / "browser.png"))
+    main_win.grab().save(str(OUT / "approval.png"))
+    # Two windows on one session, side by side, as the window manager shows them.
+    switch_theme(app, "dark")
+    main_win.resize(1000, 760)
+    main_win.move(10, 10)
+    popped = ctl.open_session(sid, new_window=True)
+    popped.resize(720, 700)
+    popped.move(900, 250)
+    await wait(lambda: popped.conversation.state.loaded)
+    await asyncio.sleep(1.2)
+    popped.conversation.view.scrollToBottom()
+    popped.raise_()
+    popped.activateWindow()
+    await asyncio.sleep(0.8)
+    screen_shot(OUT / "two-windows.png")
+    switch_theme(app, "light")
     ctl.open_settings()
     assert ctl.settings is not None
     ctl.settings.resize(760, 620)
     await asyncio.sleep(1.5)
     ctl.settings.grab().save(str(OUT / "settings.png"))
     # Answer, so the backend is not left waiting.
-    await link.call(ApprovalRespond(approval_id=next(iter(win.cards)), decision="deny"))
+    await link.call(ApprovalRespond(approval_id=next(iter(conv.cards)), decision="deny"))
     await asyncio.sleep(0.5)
     for w in list(ctl.windows):
         w.close()
+    main_win.close()
     await settle()
     await link.close()
     app.quit()
@@ -166,9 +211,10 @@ def run() -> int:
         backend.start()
         try:
             app = QApplication(sys.argv[:1])
+            app.setQuitOnLastWindowClosed(False)  # main() quits when it is done
             app.setApplicationName("Turnkey")
             app.setWindowIcon(window_icon())
-            apply_palette(app)
+            theme.apply(app)
             qasync.run(main(data, project, fake))
         finally:
             backend.close()

@@ -1,4 +1,5 @@
-"""The desktop app's wiring: one link, the browser, session windows, tray, settings, saved layout.
+"""The desktop app's wiring: one link, the main window, popped-out session windows, tray,
+settings, saved layout.
 
 Closing a window only closes it.  Closing the last one leaves the app running in
 the background when a notification can still reach the person (a tray, or
@@ -19,15 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QObject, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
-from PySide6.QtWidgets import QApplication, QStyleFactory, QWidget
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QApplication, QWidget
 
 from desktop.link import Link
 from desktop.qt.aio import settle, spawn
-from desktop.qt.browser import BrowserWindow
 from desktop.qt.compat import emit
 from desktop.qt.screens import available, cascaded, show_on_screen
-from desktop.qt.session_window import SessionWindow
+from desktop.qt.session_window import MainWindow, SessionWindow, Window
 from desktop.qt.tray import Notifier, window_icon
 from shared import protocol as p
 from shared.client import Incoming
@@ -50,19 +50,15 @@ class Controller(QObject):
         self.notifier = Notifier(self)
         self.notifier.clicked.connect(self.open_target)
         self.notifier.answered.connect(self.answer)
-        self.notifier.activated.connect(self.show_browser)
+        self.notifier.activated.connect(self.show_main)
         self.notifier.quit_requested.connect(self.quit)
-        self.browser = BrowserWindow(self.link, str(Path.home()))
-        self.browser.setWindowIcon(window_icon())
-        self.browser.open_requested.connect(self.open_session)
-        self.browser.open_new_requested.connect(lambda sid: self.open_session(sid, new_window=True))
-        self.browser.settings_requested.connect(self.open_settings)
-        self.browser.quit_requested.connect(self.quit)
-        self.browser.folder_requested.connect(self.open_folder)
+        self.main = MainWindow(self.link, str(Path.home()))
+        self.main.setWindowIcon(window_icon())
+        self.main.requested.connect(self._window_asked)
         self.notifier.fallback.connect(self._fallback)
         self.link.received.connect(self._on_event)
         self.link.state.connect(self._on_state)
-        self.link.failed.connect(self.browser.show_message)
+        self.link.failed.connect(self.main.show_message)
         self.settings: QWidget | None = None
         self.statuses: dict[str, str] = {}
         self._quitting = False
@@ -81,25 +77,33 @@ class Controller(QObject):
         saved = self._read_layout()
         self.background_told = bool(saved.get("background_told"))
         layout = saved if restore else {}
-        geometry = layout.get("browser")
+        geometry = layout.get("main")
         if geometry:
-            self.browser.restoreGeometry(QByteArray(base64.b64decode(geometry)))
-        show_on_screen(self.browser)  # a saved place may be on a screen that is gone
+            self.main.restoreGeometry(QByteArray(base64.b64decode(geometry)))
+        splitter = layout.get("splitter")
+        if splitter:
+            self.main.splitter.restoreState(QByteArray(base64.b64decode(splitter)))
+        if layout.get("grouping") in ("day", "folder"):
+            self.main.sidebar.set_grouping(layout["grouping"])
+        show_on_screen(self.main)  # a saved place may be on a screen that is gone
         spawn(self.notifier.start())
-        spawn(self._connect(layout.get("sessions", []) if restore else []), self._failed)
+        spawn(self._connect(layout.get("sessions", []), str(layout.get("current") or "")),
+              self._failed)
 
-    async def _connect(self, reopen: list[dict[str, Any]]) -> None:
+    async def _connect(self, reopen: list[dict[str, Any]], current: str = "") -> None:
         await self.link.start()
-        self.browser.reload()
+        self.main.sidebar.reload()
         server = self.link.server
         sandbox = server.capabilities.sandbox if server is not None else None
         if sandbox is not None and not sandbox.active:
-            self.browser.show_sandbox_warning(sandbox.reason or "")
+            self.main.show_sandbox_warning(sandbox.reason or "")
         # The tray's state from what is running now; broadcasts keep it current from here.
         listing = await self.link.call(SessionList(limit=500))
         for session in listing.sessions:
             self.statuses.setdefault(session.session_id, session.status)
         self._tray_state()
+        if current:
+            self.main.show_session(current)
         for entry in reopen:
             win = self.open_session(entry["session_id"], new_window=True)
             if entry.get("geometry"):
@@ -108,7 +112,7 @@ class Controller(QObject):
         emit(self.ready)
 
     def _failed(self, message: str) -> None:
-        self.browser.show_message(f"Could not reach the Turnkey service: {message}. It writes its "
+        self.main.show_message(f"Could not reach the Turnkey service: {message}. It writes its "
                                   f"log to {self.data_dir / 'logs'}.")
 
     def quit(self) -> None:
@@ -133,7 +137,7 @@ class Controller(QObject):
             try:
                 for win in list(self.windows):
                     win.close()
-                self.browser.close()
+                self.main.close()
                 await settle()  # the windows' unsubscribes go out before the connection closes
                 await self.notifier.stop()  # the notice above goes out; approvals' buttons go
                 await self.link.close()
@@ -158,50 +162,62 @@ class Controller(QObject):
 
     # --- windows -------------------------------------------------------------------
 
-    def open_session(self, session_id: str, new_window: bool = False) -> SessionWindow:
+    def open_session(self, session_id: str, new_window: bool = False,
+                     at_message: str = "") -> Window:
+        """Shows a session: in the window already showing it (raised), else beside the main
+        window's sidebar; `new_window` pops it out into a window of its own."""
         if not new_window:
             for win in self.windows:
                 if win.session_id == session_id:
-                    win.showNormal()
-                    win.raise_()
-                    win.activateWindow()
+                    win.bring_forward()
+                    if at_message and win.current is not None:
+                        spawn(win.current.show_message(at_message))
                     return win
+            self.main.show_session(session_id, at_message)
+            self.show_main()
+            self._save_timer.start()
+            return self.main
         win = SessionWindow(self.link, session_id)
         win.setWindowIcon(window_icon())
         win.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         win.closed.connect(lambda _sid, w=win: self._closed(w))
         win.requested.connect(self._window_asked)
         self.windows.append(win)
-        if self.windows[:-1]:
-            win.move(cascaded(self.windows[-2].frameGeometry(), win.frameGeometry(), available(win)))
+        before = self.windows[-2] if self.windows[:-1] else self.main if self.main.isVisible() else None
+        if before is not None:
+            win.move(cascaded(before.frameGeometry(), win.frameGeometry(), available(win)))
         show_on_screen(win)
         self._save_timer.start()
         return win
 
     def _window_asked(self, action: str, session_id: str) -> None:
-        """A session window's File/Session/Help menu (see APP_ACTIONS)."""
+        """A window's menus (see APP_ACTIONS) and the sidebar's requests."""
         if action == "new":
-            self.show_browser()
-            self.browser.new_session()
-        elif action == "sessions":
-            self.show_browser()
+            self.main.new_session()
+        elif action in ("sessions", "find"):
+            self.show_main()
+            if action == "find":
+                self.main.sidebar.focus_search()
         elif action == "settings":
             self.open_settings()
         elif action == "quit":
             self.quit()
-        elif action == "pop_out":
+        elif action == "pop_out" and session_id:
             self.open_session(session_id, new_window=True)
+        elif action == "delete" and session_id:
+            self.show_main()
+            self.main.sidebar.confirm_delete(session_id)
         elif action in ("logs", "data"):
             self.open_folder(action)
 
     def open_target(self, session_id: str, approval_id: str = "") -> None:
         if not session_id:
-            self.show_browser()
+            self.show_main()
             return
         win = self.open_session(session_id)
         if approval_id:
-            # The card appears once the window's snapshot is in; focus it then.
-            QTimer.singleShot(0, lambda: win.show_approval(approval_id))
+            # The card appears once the conversation's snapshot is in; focus it then.
+            QTimer.singleShot(0, win, lambda: win.show_approval(approval_id))
 
     def answer(self, approval_id: str, decision: str) -> None:
         """An approval decided from a notification's button ("once" or "deny")."""
@@ -209,10 +225,8 @@ class Controller(QObject):
         spawn(self.link.call(ApprovalRespond(approval_id=approval_id, decision=choice)),
               lambda words: self.notifier.notify("The approval was not answered", words, ""))
 
-    def show_browser(self) -> None:
-        self.browser.showNormal()
-        self.browser.raise_()
-        self.browser.activateWindow()
+    def show_main(self) -> None:
+        self.main.bring_forward()
 
     def _closed(self, win: SessionWindow) -> None:
         if win in self.windows:
@@ -227,21 +241,21 @@ class Controller(QObject):
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         opened = bool(QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))))
         if not opened:
-            self.browser.show_message(f"No file manager could open {folder}.")
+            self.main.show_message(f"No file manager could open {folder}.")
         return opened
 
     def open_settings(self) -> None:
         from desktop.qt.settings import SettingsDialog
 
         if self.settings is None:
-            self.settings = SettingsDialog(self.link, self.data_dir, self.browser)
+            self.settings = SettingsDialog(self.link, self.data_dir, self.main)
         self.settings.show()
         self.settings.raise_()
 
     # --- notifications -------------------------------------------------------------
 
-    def _visible_window(self, session_id: str) -> SessionWindow | None:
-        for win in self.windows:
+    def _visible_window(self, session_id: str) -> Window | None:
+        for win in [self.main, *self.windows]:
             if win.session_id == session_id and win.isVisible() and win.isActiveWindow():
                 return win
         return None
@@ -259,8 +273,8 @@ class Controller(QObject):
                     approval.session_id, approval.approval_id)
         elif event.type == "approval.resolved" and isinstance(data, p.ApprovalEvent):
             self.notifier.resolve(data.approval.approval_id)
-            if self.browser.banner_target[1] == data.approval.approval_id:
-                self.browser.banner.hide()  # answered somewhere: the fallback banner goes too
+            if self.main.banner_target[1] == data.approval.approval_id:
+                self.main.banner.hide()  # answered somewhere: the fallback banner goes too
         elif event.type == "session.updated" and isinstance(data, p.SessionEvent):
             session = data.session
             sid, status = session.session_id, session.status
@@ -287,8 +301,8 @@ class Controller(QObject):
         self._tray_state()
 
     def _fallback(self, title: str, text: str, session_id: str, approval_id: str) -> None:
-        """No tray here: say it in the browser, and raise it so it is seen."""
-        self.browser.show_message(f"{title} — {text.splitlines()[0] if text else ''} (click to open)",
+        """No tray here: say it in the main window's banner."""
+        self.main.show_message(f"{title} — {text.splitlines()[0] if text else ''} (click to open)",
                                   session_id, approval_id)
 
     # --- layout --------------------------------------------------------------------
@@ -308,7 +322,10 @@ class Controller(QObject):
         if not self.keep_layout:
             return
         data = {
-            "browser": _geometry(self.browser),
+            "main": _geometry(self.main),
+            "splitter": base64.b64encode(bytes(self.main.splitter.saveState().data())).decode(),
+            "grouping": self.main.sidebar.model.grouping,
+            "current": self.main.session_id,
             "sessions": [{"session_id": w.session_id, "geometry": _geometry(w)} for w in self.windows],
             "background_told": self.background_told,
         }
@@ -324,36 +341,3 @@ class Controller(QObject):
 
 def _geometry(widget: QWidget) -> str:
     return base64.b64encode(bytes(widget.saveGeometry().data())).decode()
-
-
-def apply_palette(app: QApplication) -> None:
-    """Fusion, in light or dark as the system says, and again whenever the system changes it."""
-    app.setStyle(QStyleFactory.create("Fusion"))
-
-    def follow() -> None:
-        scheme = QGuiApplication.styleHints().colorScheme()
-        app.setPalette(_dark() if scheme == Qt.ColorScheme.Dark else app.style().standardPalette())
-
-    follow()
-    QGuiApplication.styleHints().colorSchemeChanged.connect(lambda _s: follow())
-
-
-def _dark() -> QPalette:
-    from PySide6.QtGui import QColor
-
-    p = QPalette()
-    role = QPalette.ColorRole
-    for r, c in ((role.Window, "#202225"), (role.WindowText, "#e6e6e6"), (role.Base, "#17181a"),
-                 (role.AlternateBase, "#26282c"), (role.Text, "#e6e6e6"), (role.Button, "#2a2c30"),
-                 (role.ButtonText, "#e6e6e6"), (role.Highlight, "#2f7de1"),
-                 (role.HighlightedText, "#ffffff"), (role.Mid, "#3a3d42"), (role.ToolTipBase, "#2a2c30"),
-                 (role.ToolTipText, "#e6e6e6"), (role.PlaceholderText, "#8a8f98"), (role.Link, "#6aa5ff")):
-        p.setColor(r, QColor(c))
-    # Disabled controls must look disabled: dimmer text, flatter buttons (without this group
-    # they inherit the active colours, and a disabled Stop reads like an enabled one).
-    off = QPalette.ColorGroup.Disabled
-    for r, c in ((role.WindowText, "#6b6f76"), (role.Text, "#6b6f76"), (role.ButtonText, "#6b6f76"),
-                 (role.Button, "#232528"), (role.Base, "#1b1c1e"), (role.Highlight, "#3a3d42"),
-                 (role.HighlightedText, "#9a9ea5")):
-        p.setColor(off, r, QColor(c))
-    return p

@@ -33,7 +33,8 @@ def actions_of(window: QWidget) -> list[QAction]:
     for action in window.findChildren(QAction):
         if id(action) in seen or action.isSeparator() or not plain(action.text()):
             continue
-        if not action.isEnabled() or action.menu() is not None or action.property("palette_opener"):
+        if not action.isEnabled() or action.menu() is not None or action.property("palette_opener") \
+                or action.property("palette_hidden"):
             continue
         seen.add(id(action))
         found.append(action)

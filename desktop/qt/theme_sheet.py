@@ -192,6 +192,40 @@ QLabel[banner="info"], QFrame[banner="info"] {
     color: $text; background: $info_fill; border: 1px solid $accent; border-radius: 6px;
     padding: 8px 10px;
 }
+/* --- Turnkey's own surfaces --------------------------------------------------------- */
+
+QLabel[tone="accent"] { color: $accent; }
+QWidget#sidebar { background: $window; }
+QListView#sessionList { background: transparent; }
+QToolButton#sidebarOptions::menu-indicator { image: none; width: 0px; }
+QWidget#conversation, QWidget#emptyPage, QWidget#conversationHeader { background: $base; }
+QFrame#rule { background: $border; border: none; }
+QLabel#emptyTitle { color: $text; font-size: 20pt; font-weight: 600; }
+QPushButton#newSession, QPushButton#sidebarSettings { text-align: left; padding-left: 10px; }
+QPushButton#newSession:focus, QPushButton#sidebarSettings:focus { padding-left: 9px; }
+/* The message box: a rounded frame around a borderless editor and its buttons; the frame
+   shows the editor's focus (Conversation sets `focused`), always 2 px so nothing moves. */
+QFrame#composerFrame { background: $base; border: 2px solid $border; border-radius: 12px; }
+QFrame#composerFrame[focused="true"] { border-color: $focus; }
+QPlainTextEdit#composer, QPlainTextEdit#composer:focus {
+    background: transparent; border: none; padding: 2px;
+}
+QFrame#approvalCard {
+    background: $warning_fill; border: 1px solid $warning; border-radius: 10px;
+}
+QLabel#approvalCommand {
+    color: $text; background: $base; border: 1px solid $border; border-radius: 6px;
+    padding: 6px 8px; font-family: "DejaVu Sans Mono", monospace;
+}
+QFrame#queueRow { background: $surface; border: 1px solid $border; border-radius: 8px; }
+QLabel#errorBanner {
+    color: $on_accent; background: $danger_fill; border-radius: 6px; padding: 8px 10px;
+}
+QLabel#statusChip {
+    color: $muted; background: $surface; border-radius: 10px; padding: 2px 10px;
+}
+QLabel#statusChip[tone="accent"] { color: $accent; background: $info_fill; }
+QLabel#statusChip[tone="warning"] { color: $warning; background: $warning_fill; }
 """)
 
 

@@ -24,6 +24,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
+from desktop.qt import theme
 from desktop.qt.compat import emit
 from desktop.state.transcript import AssistantItem, Item, NoteItem, ToolItem, Transcript, UserItem
 
@@ -34,20 +35,26 @@ CACHE_DOCS = 400
 CACHE_HEIGHTS = 50_000
 OUTPUT_LINES = 120
 
+# A tool call's status: its words and the theme colour (a `theme.Colors` field) they take.
 STATUS_TEXT = {
-    "pending": ("queued", "#8a8f98"),
-    "running": ("running", "#2f7de1"),
-    "waiting_approval": ("needs approval", "#d68a00"),
-    "ok": ("done", "#2e9d4f"),
-    "error": ("error", "#d0393e"),
-    "denied": ("denied", "#a43fbf"),
-    "skipped": ("skipped", "#8a8f98"),
-    "interrupted": ("interrupted", "#d06a00"),
-    "unknown": ("outcome unknown", "#b8860b"),
+    "pending": ("queued", "muted"),
+    "running": ("running", "accent"),
+    "waiting_approval": ("needs approval", "warning"),
+    "ok": ("done", "success"),
+    "error": ("error", "danger"),
+    "denied": ("denied", "danger"),
+    "skipped": ("skipped", "muted"),
+    "interrupted": ("interrupted", "warning"),
+    "unknown": ("outcome unknown", "warning"),
 }
 NOTE_LABELS = {"summary": "Summary of earlier messages", "continued": "Continued in a new session",
                "recovered": "Recovered after a restart"}
-NOTE_COLOR = {"failed": "#d0393e", "interrupted": "#d06a00", "recovered": "#b8860b", "summary": "#8a8f98"}
+NOTE_COLOR = {"failed": "danger", "interrupted": "warning", "recovered": "warning", "summary": "muted"}
+
+
+def tone(name: str) -> str:
+    """A `theme.Colors` field's colour in the current theme ("muted" -> "#5b616b")."""
+    return str(getattr(theme.colors(), name))
 
 
 Index = QModelIndex | QPersistentModelIndex
@@ -140,7 +147,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         elif isinstance(item, ToolItem):
             doc.setHtml(tool_html(item, dark))
         elif isinstance(item, NoteItem):
-            color = NOTE_COLOR.get(item.kind, "#8a8f98")
+            color = tone(NOTE_COLOR.get(item.kind, "muted"))
             label = NOTE_LABELS.get(item.kind, item.kind.capitalize())
             doc.setHtml(f'<p style="color:{color}"><b>{esc(label)}</b> — {esc(item.text)}</p>')
 
@@ -173,7 +180,6 @@ class TranscriptDelegate(QStyledItemDelegate):
         if item is None:
             return
         pal = self.view.palette()
-        dark = pal.color(QPalette.ColorRole.Base).lightness() < 128
         width = self._content_width(item)
         doc = self.document(item, width)
         rect = option.rect.adjusted(PAD, GAP // 2, -PAD, -GAP // 2)
@@ -184,13 +190,13 @@ class TranscriptDelegate(QStyledItemDelegate):
             bubble_w = min(rect.width(), int(doc.idealWidth()) + 2 * PAD + 2)
             rect.setLeft(rect.right() - bubble_w)
             painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(QColor("#2b3a55") if dark else QColor("#e4ecfb"))
+            painter.setBrush(QColor(theme.colors().bubble_user))
             painter.drawRoundedRect(QRectF(rect), 10, 10)
         elif isinstance(item, ToolItem):
-            color = QColor(STATUS_TEXT.get(item.status, ("", "#8a8f98"))[1])
-            painter.setPen(color.darker(110) if item.status in ("unknown", "denied", "error")
-                           else pal.color(QPalette.ColorRole.Mid))
-            painter.setBrush(pal.color(QPalette.ColorRole.AlternateBase))
+            color = QColor(tone(STATUS_TEXT.get(item.status, ("", "muted"))[1]))
+            painter.setPen(color if item.status in ("unknown", "denied", "error")
+                           else QColor(theme.colors().border))
+            painter.setBrush(QColor(theme.colors().surface))
             painter.drawRoundedRect(QRectF(rect).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(color)
@@ -208,18 +214,19 @@ class TranscriptDelegate(QStyledItemDelegate):
 
 
 def tool_html(item: ToolItem, dark: bool) -> str:
-    label, color = STATUS_TEXT.get(item.status, (item.status, "#8a8f98"))
+    label, color_name = STATUS_TEXT.get(item.status, (item.status, "muted"))
+    color, muted = tone(color_name), tone("muted")
     took = f" · {item.duration_ms / 1000:.1f} s" if item.duration_ms is not None else ""
     arrow = "▾" if item.expanded else "▸"
-    head = (f'<p><span style="color:#8a8f98">{arrow}</span> <b>{esc(item.name or "tool")}</b> '
+    head = (f'<p><span style="color:{muted}">{arrow}</span> <b>{esc(item.name or "tool")}</b> '
             f'<code>{esc(item.summary[:160])}</code> '
             f'<span style="color:{color}"><b>{esc(label)}</b>{took}</span></p>')
     parts = [head]
     if item.status == "unknown":
-        parts.append('<p style="color:#b8860b">Turnkey stopped while this ran; it may or may not '
+        parts.append(f'<p style="color:{tone("warning")}">Turnkey stopped while this ran; it may or may not '
                      'have finished. It was not run again.</p>')
     elif item.status == "denied":
-        parts.append('<p style="color:#a43fbf">Not run: refused by you, a rule, or a timeout.</p>')
+        parts.append(f'<p style="color:{tone("danger")}">Not run: refused by you, a rule, or a timeout.</p>')
     if item.status in ("running", "waiting_approval") and item.progress:
         tail = "\n".join(item.progress.splitlines()[-8:])
         parts.append(f"<pre>{esc(tail)}</pre>")
@@ -233,29 +240,30 @@ def tool_html(item: ToolItem, dark: bool) -> str:
             shown = "\n".join(lines[:OUTPUT_LINES])
             parts.append(f"<pre>{esc(shown)}</pre>")
             if more > 0:
-                parts.append(f'<p style="color:#8a8f98">… {more} more lines</p>')
+                parts.append(f'<p style="color:{muted}">… {more} more lines</p>')
         if item.spilled_path:
-            parts.append(f'<p style="color:#8a8f98">Full output: {esc(item.spilled_path)}</p>')
+            parts.append(f'<p style="color:{muted}">Full output: {esc(item.spilled_path)}</p>')
         if item.arguments and not item.diff:
             import json
 
             args = json.dumps(item.arguments, indent=2, ensure_ascii=False)
-            parts.append(f'<p style="color:#8a8f98">Arguments</p><pre>{esc(args[:4000])}</pre>')
+            parts.append(f'<p style="color:{muted}">Arguments</p><pre>{esc(args[:4000])}</pre>')
     elif item.diff:
         adds = sum(1 for ln in item.diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
         dels = sum(1 for ln in item.diff.splitlines() if ln.startswith("-") and not ln.startswith("---"))
-        parts.append(f'<p><span style="color:#2e9d4f">+{adds}</span> '
-                     f'<span style="color:#d0393e">−{dels}</span> '
-                     f'<span style="color:#8a8f98">(click to see the diff)</span></p>')
+        parts.append(f'<p><span style="color:{tone("success")}">+{adds}</span> '
+                     f'<span style="color:{tone("danger")}">−{dels}</span> '
+                     f'<span style="color:{muted}">(click to see the diff)</span></p>')
     return "".join(parts)
 
 
 def diff_html(diff: str, dark: bool) -> str:
-    add_bg, del_bg, hunk = ("#1f3d2a", "#4a2226", "#6c8ebf") if dark else ("#e6f7ea", "#fbe9ea", "#4a6fa5")
+    add_bg, del_bg = ("#1f3d2a", "#4a2226") if dark else ("#e6f7ea", "#fbe9ea")
+    hunk = tone("accent")
     rows = []
     for line in diff.splitlines()[:400]:
         if line.startswith("+++") or line.startswith("---"):
-            rows.append(f'<span style="color:#8a8f98">{esc(line)}</span>')
+            rows.append(f'<span style="color:{tone("muted")}">{esc(line)}</span>')
         elif line.startswith("@@"):
             rows.append(f'<span style="color:{hunk}">{esc(line)}</span>')
         elif line.startswith("+"):
@@ -269,7 +277,7 @@ def diff_html(diff: str, dark: bool) -> str:
 
 def _shade_code(doc: QTextDocument, dark: bool) -> None:
     """Gives fenced code blocks a background (Qt's markdown importer marks them, but plainly)."""
-    shade = QColor("#1e2227") if dark else QColor("#f3f4f6")
+    shade = QColor(theme.colors().surface)
     block = doc.begin()
     while block.isValid():
         fmt = block.blockFormat()

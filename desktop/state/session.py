@@ -69,7 +69,8 @@ class SessionState:
         self.approvals = {a.approval_id: a for a in resume.pending_approvals}
         self.notice = None
         self.mark = resume.latest_seq
-        self.transcript.load(resume.messages, resume.has_more, resume.active_turn)
+        self.transcript.load(resume.messages, resume.has_more, resume.active_turn,
+                             frozenset(a.call_id for a in resume.pending_approvals))
         self.loaded = True
         early, self._early = self._early, []
         for event in early:

@@ -153,8 +153,9 @@ class Transcript:
     # --- loading -----------------------------------------------------------------
 
     def load(self, messages: list[p.Message], has_more: bool,
-             active_turn: p.ActiveTurn | None = None) -> None:
-        """Replaces everything with the last page (and the text streamed so far of a running turn)."""
+             active_turn: p.ActiveTurn | None = None, waiting: frozenset[str] = frozenset()) -> None:
+        """Replaces everything with the last page (and the text streamed so far of a running
+        turn); the calls in `waiting` (call ids) wait for an approval."""
         self._stream = None
         if self.items:
             self._remove(0, len(self.items))
@@ -166,7 +167,7 @@ class Transcript:
             for item in items:
                 if isinstance(item, ToolItem) and item.turn_id == active_turn.turn_id \
                         and item.status == "pending":
-                    item.status = "running"
+                    item.status = "waiting_approval" if item.call_id in waiting else "running"
             if active_turn.text:
                 self._stream = AssistantItem(f"stream:{active_turn.turn_id}", active_turn.turn_id,
                                              text=active_turn.text, streaming=True)

@@ -11,7 +11,7 @@ windows loaded), never timings.
 - open: `controller.open_session(sid)` -> the transcript viewport's first paint with rows
   (an event filter on the viewport; the stamp is taken when the event loop is free again
   after that paint), with its parts: reply received, snapshot loaded into the model;
-- start-up: `Controller(...)` created -> browser window painted and the link connected
+- start-up: `Controller(...)` created -> main window painted and the link connected
   (the backend already running), plus the session list filled;
 - memory: VmRSS of this process before any window, with the 100k window open, and after
   scrolling up 10 pages (each scroll to the top fetches one page of 100 messages).
@@ -36,7 +36,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from desktop.qt.aio import settle
 from desktop.qt.controller import Controller
-from desktop.qt.session_window import SessionWindow
+from desktop.qt.conversation import Conversation
 from shared import protocol as p
 from tests.bench.client import BenchClient, ms
 from tests.desktop.conftest import desk_backend, drive, qloop  # noqa: F401  (fixtures)
@@ -129,10 +129,11 @@ def start_controller(qtbot: Any, data_dir: Path) -> tuple[Controller, dict[str, 
     """One app start with the backend running: stamps relative to `Controller(...)`."""
     t0 = time.perf_counter()
     ctl = Controller(data_dir, restart_after_s=None)
-    watch = PaintWatch(ctl.browser, lambda: True)
+    watch = PaintWatch(ctl.main, lambda: True)
     connected: list[float] = []
     ctl.link.state.connect(lambda s: connected.append(time.perf_counter()) if s == "connected" else None)
-    listed = PaintWatch(ctl.browser.table.viewport(), lambda: ctl.browser.model.rowCount() > 0)
+    sidebar = ctl.main.sidebar
+    listed = PaintWatch(sidebar.list.viewport(), lambda: sidebar.model.rowCount() > 0)
     ctl.start(restore=False)
     shown = wait_done(qtbot, watch)
     qtbot.waitUntil(lambda: bool(connected), timeout=15_000)
@@ -144,16 +145,17 @@ def start_controller(qtbot: Any, data_dir: Path) -> tuple[Controller, dict[str, 
 def stop_controller(qtbot: Any, ctl: Controller) -> None:
     for win in list(ctl.windows):
         win.close()
-    ctl.browser.close()
+    ctl.main.close()
     drive(qtbot, settle())
     drive(qtbot, ctl.link.close())
 
 
-def open_once(qtbot: Any, ctl: Controller, sid: str) -> tuple[SessionWindow, dict[str, float]]:
-    """`open_session` -> first painted frame of the transcript with rows, and its parts."""
+def open_once(qtbot: Any, ctl: Controller, sid: str) -> tuple[Conversation, dict[str, float]]:
+    """`open_session` (in a window of its own) -> first painted frame of the transcript with
+    rows, and its parts."""
     stamps: dict[str, float] = {}
     t0 = time.perf_counter()
-    win = ctl.open_session(sid)
+    win = ctl.open_session(sid, new_window=True).conversation
     load = win.state.load
 
     def timed_load(resume: p.ResumeResult) -> None:
@@ -187,10 +189,11 @@ def started(self, restore=True):
     t0 = time.monotonic()
 
     def poll():
-        loaded = len(self.windows) == want and all(w.state.loaded for w in self.windows)
+        shown = [w.conversation for w in self.windows] + [c for c in [self.main.current] if c]
+        loaded = len(shown) == want and all(c.state.loaded for c in shown)
         if loaded and self.link.current == "connected" and time.monotonic() - t0 > 1.5:
             rss = int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0])
-            rows = sum(w.model.rowCount() for w in self.windows)
+            rows = sum(c.model.rowCount() for c in shown)
             print(f"RSS {rss} ROWS {rows}", flush=True)
             os._exit(0)
 
@@ -205,8 +208,11 @@ sys.exit(desktop.app.run(Path(sys.argv[1])))
 
 def app_rss_mb(data_dir: Path, sessions: list[str]) -> tuple[float, int]:
     """The real app (desktop.app.run) in its own process, offscreen, restoring `sessions`
-    from DIR/desktop.json: its VmRSS 1.5 s after start once every window has loaded."""
-    (data_dir / "desktop.json").write_text(json.dumps({"sessions": [{"session_id": s} for s in sessions]}))
+    from DIR/desktop.json (the first beside the sidebar, any others in windows of their own):
+    its VmRSS 1.5 s after start once every conversation has loaded."""
+    layout = {"current": sessions[0] if sessions else "",
+              "sessions": [{"session_id": s} for s in sessions[1:]]}
+    (data_dir / "desktop.json").write_text(json.dumps(layout))
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", NO_PROXY="127.0.0.1,localhost")
     try:
         done = subprocess.run([sys.executable, "-c", APP_RSS, str(data_dir), str(len(sessions))],
@@ -248,7 +254,7 @@ def test_desktop_open_100k_session_startup_and_memory(
     for _ in range(STARTS):
         ctl, stamps = start_controller(qtbot, desk_backend.data_dir)
         assert ctl.link.current == "connected"
-        assert ctl.browser.isVisible()
+        assert ctl.main.isVisible()
         starts.append(stamps)
         stop_controller(qtbot, ctl)
     imports = import_seconds()
@@ -260,7 +266,7 @@ def test_desktop_open_100k_session_startup_and_memory(
         win, stamps = open_once(qtbot, ctl, sid)
         if i:
             opens.append(stamps)
-        win.close()
+        win.window().close()
         drive(qtbot, settle())
         qtbot.waitUntil(lambda: not ctl.windows, timeout=5_000)
 
@@ -303,7 +309,7 @@ def test_desktop_open_100k_session_startup_and_memory(
           f"ratio to raw resume {opened / raw_med:.1f}x — budget < 100 ms ({verdict(opened, 0.1)})")
     print(f"BENCH   parts (medians): reply received {ms(med('reply', opens))}, page in the model "
           f"{ms(med('loaded', opens))}, paint event {ms(med('paint', opens))}, painted {ms(opened)}")
-    print(f"BENCH desktop start, backend running: Controller() -> browser painted and connected: "
+    print(f"BENCH desktop start, backend running: Controller() -> main window painted and connected: "
           f"median {ms(ready)} over {STARTS} (painted {ms(med('painted', starts))}, connected "
           f"{ms(med('connected', starts))}, session list shown {ms(med('listed', starts))}) — "
           f"budget < 1.5 s ({verdict(ready, 1.5)})")
@@ -318,6 +324,6 @@ def test_desktop_open_100k_session_startup_and_memory(
           f"{rss_open:.1f} MB (+{rss_open - rss_before:.1f}); after {SCROLL_PAGES} pages up "
           f"{rss_scrolled:.1f} MB (+{rss_scrolled - rss_before:.1f}) — budget < 250 MB "
           f"({verdict(rss_scrolled, 250)})")
-    print(f"BENCH   the real app in its own process (desktop.app.run, offscreen): browser only "
+    print(f"BENCH   the real app in its own process (desktop.app.run, offscreen): main window only "
           f"{app_idle:.1f} MB; with the 100k session window restored ({app_rows} rows) {app_open:.1f} MB "
           f"— budget < 250 MB ({verdict(app_open, 250)})")

@@ -91,7 +91,7 @@ def make_controller(qloop: asyncio.AbstractEventLoop, qtbot: Any, desk_backend: 
     for ctl in made:
         for win in list(ctl.windows):
             win.close()
-        ctl.browser.close()
+        ctl.main.close()
         drive(qtbot, settle())
         drive(qtbot, ctl.notifier.stop())
         drive(qtbot, ctl.link.close())

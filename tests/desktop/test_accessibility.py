@@ -54,21 +54,21 @@ def test_every_control_of_every_window_has_a_name(
     sid = new_session(qtbot, controller, tmp_path)
     win = open_window(qtbot, controller, sid)
     type_and_send(qtbot, win, "clean")
-    qtbot.waitUntil(lambda: len(win.cards) == 1, timeout=15_000)
+    qtbot.waitUntil(lambda: len(win.conversation.cards) == 1, timeout=15_000)
     drive(qtbot, win.link.call(PromptSubmit(session_id=sid, request_id="queued-1", text="next")))
-    qtbot.waitUntil(lambda: len(win.queue_rows) == 1, timeout=10_000)
+    qtbot.waitUntil(lambda: len(win.conversation.queue_rows) == 1, timeout=10_000)
     win.rename_action.trigger()
-    controller.browser.new_session()
+    controller.main.new_session()
     controller.open_settings()
     settings = controller.settings
     assert isinstance(settings, SettingsDialog)
     qtbot.waitUntil(lambda: settings.config is not None, timeout=10_000)
-    roots: list[QWidget] = [controller.browser, win, settings, win.rename_dialog,
-                            *[d for d in controller.browser.findChildren(QDialog) if d.isVisible()]]
+    roots: list[QWidget] = [controller.main, win, settings, win.conversation.rename_dialog,
+                            *[d for d in controller.main.findChildren(QDialog) if d.isVisible()]]
     missing = [entry for root in roots for entry in unnamed(root)]
     assert not missing, "interactive widgets without an accessible name:\n  " + "\n  ".join(missing)
-    win.answer(next(iter(win.cards)), "deny")
-    qtbot.waitUntil(lambda: not win.cards, timeout=10_000)
+    win.conversation.answer(next(iter(win.conversation.cards)), "deny")
+    qtbot.waitUntil(lambda: not win.conversation.cards, timeout=10_000)
 
 
 def test_the_check_catches_an_unnamed_control(qtbot: Any) -> None:

@@ -29,9 +29,10 @@ def make_backend(tmp_path: Path, fake: FakeOpenAI, rotate: bool) -> Backend:
 
 def turn_shown(win: Any, prompt_start: str) -> bool:
     """The turn of the prompt starting so is finished and shown as stored."""
-    items = win.state.transcript.items
+    items = win.conversation.state.transcript.items
     users = [it for it in items if isinstance(it, UserItem)]
-    return (win.state.status == "idle" and bool(users) and users[-1].text.startswith(prompt_start)
+    return (win.conversation.state.status == "idle" and bool(users)
+            and users[-1].text.startswith(prompt_start)
             and all(not it.key.startswith(("stream:", "prompt:")) for it in items))
 
 
@@ -56,39 +57,41 @@ def test_a_window_shows_compression_and_keeps_following_the_conversation(
         qtbot.waitUntil(lambda: ctl.link.current == "connected", timeout=15_000)
         sid = drive(qtbot, ctl.link.call(SessionCreate(cwd=str(tmp_path)))).session.session_id
         win = ctl.open_session(sid)
-        qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
+        qtbot.waitUntil(lambda: win.conversation.state.loaded, timeout=10_000)
         notices: list[str] = []
         n = 0
         while not any(isinstance(it, NoteItem) and it.kind == "summary"
-                      for it in win.state.transcript.items):
+                      for it in win.conversation.state.transcript.items):
             n += 1
             assert n < 10, "no compression happened"
-            win.composer.setPlainText(prompt(n))
-            win.send()
+            win.conversation.composer.setPlainText(prompt(n))
+            win.conversation.send()
             qtbot.waitUntil(lambda k=n: turn_shown(win, f"question {k}:"), timeout=20_000)
-            if win.state.notice is not None:
-                notices.append(win.state.notice.text)
+            if win.conversation.state.notice is not None:
+                notices.append(win.conversation.state.notice.text)
         assert any("compressed" in t.lower() for t in notices)
         rotated = win.session_id != sid
         if rotated:
             # The window moved to the child session: head, summary and tail are here, and the
-            # browser lists both sessions.
-            qtbot.waitUntil(lambda: "continues in a new session" in win.banner.text(), timeout=10_000)
-        users = [it.text.split(":")[0] for it in win.state.transcript.items if isinstance(it, UserItem)]
+            # sidebar lists both sessions.
+            qtbot.waitUntil(lambda: "continues in a new session" in win.conversation.banner.text(),
+                            timeout=10_000)
+        users = [it.text.split(":")[0] for it in win.conversation.state.transcript.items
+                 if isinstance(it, UserItem)]
         if rotated:
             assert users[0] == "question 1"
-            qtbot.waitUntil(lambda: ctl.browser.sessions.index(win.session_id) is not None,
+            qtbot.waitUntil(lambda: ctl.main.sidebar.model.row_of(win.session_id) is not None,
                             timeout=10_000)
         else:
             # In place: every message is still on screen.
             assert users == [f"question {i}" for i in range(1, n + 1)]
         # And the conversation goes on from this window.
-        win.composer.setPlainText("one more")
-        win.send()
+        win.conversation.composer.setPlainText("one more")
+        win.conversation.send()
         qtbot.waitUntil(lambda: turn_shown(win, "one more"), timeout=20_000)
     finally:
         for w in list(ctl.windows):
             w.close()
-        ctl.browser.close()
+        ctl.main.close()
         drive(qtbot, settle())
         drive(qtbot, ctl.link.close())

@@ -20,7 +20,7 @@ from shared.methods import ApprovalRespond, PromptSubmit, SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .conftest import drive
-from .test_browser_and_tray import approval_turn
+from .test_main_window import approval_turn
 
 TOOLS = ("dbus-daemon", "dbus-monitor", "dbus-send", "dunst", "dunstctl", "Xvfb")
 
@@ -124,7 +124,7 @@ def test_without_a_tray_an_approval_reaches_a_notification_server_whose_button_a
     sid = drive(qtbot, controller.link.call(SessionCreate(cwd=str(tmp_path)))).session.session_id
 
     # The last window closes: the app stays, and says so once.
-    controller.browser.close()
+    controller.main.close()
     controller.last_window_closed()
     qtbot.waitUntil(lambda: any("keeps running in the background" in c for c in server.notify_calls()),
                     timeout=10_000)
@@ -148,6 +148,7 @@ def test_without_a_tray_an_approval_reaches_a_notification_server_whose_button_a
     assert "#Allow once" in server.menu_log.read_text()
     qtbot.waitUntil(lambda: controller.statuses.get(sid) == "idle", timeout=15_000)
     assert not controller.windows, "answered without opening a window"
+    assert controller.main.current is None
 
     # Another approval, answered elsewhere (the CLI): its notification is closed.
     closes_before = server.traffic().count("member=CloseNotification")
@@ -189,7 +190,7 @@ def test_with_no_way_to_reach_the_person_closing_the_last_window_quits(
     assert controller.notifier.channel == "window"
     ended: list[bool] = []
     controller.exit_app = lambda: ended.append(True)
-    controller.browser.close()
+    controller.main.close()
     controller.last_window_closed()
     qtbot.waitUntil(lambda: bool(ended), timeout=10_000)
     assert not controller.background_told

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 
 from desktop.qt.controller import Controller
-from desktop.qt.session_window import SessionWindow
+from desktop.qt.session_window import Window
 from desktop.state.transcript import AssistantItem, ToolItem, UserItem
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -18,12 +18,12 @@ from .test_session_window import new_session, open_window, texts, turn_done, typ
 LONG = "".join(f"Line {i} of a long answer that needs several rows to show.\n\n" for i in range(60))
 
 
-def at_bottom(win: SessionWindow) -> bool:
-    bar = win.view.verticalScrollBar()
+def at_bottom(win: Window) -> bool:
+    bar = win.conversation.view.verticalScrollBar()
     return bar.maximum() > 0 and bar.value() == bar.maximum()
 
 
-def small_window(qtbot: Any, controller: Controller, sid: str) -> SessionWindow:
+def small_window(qtbot: Any, controller: Controller, sid: str) -> Window:
     win = open_window(qtbot, controller, sid)
     win.resize(640, 420)
     win.show()
@@ -31,7 +31,7 @@ def small_window(qtbot: Any, controller: Controller, sid: str) -> SessionWindow:
     return win
 
 
-def long_turn(qtbot: Any, win: SessionWindow, fake: FakeOpenAI, n: int) -> None:
+def long_turn(qtbot: Any, win: Window, fake: FakeOpenAI, n: int) -> None:
     fake.script(Reply(deltas=[LONG]))
     type_and_send(qtbot, win, f"tell me a lot ({n})")
     qtbot.waitUntil(lambda: turn_done(win, n), timeout=15_000)
@@ -42,7 +42,7 @@ def test_a_new_window_takes_typing_in_its_composer(
 ) -> None:
     sid = new_session(qtbot, controller)
     win = small_window(qtbot, controller, sid)
-    assert win.focusWidget() is win.composer, "a new session's composer has focus"
+    assert win.focusWidget() is win.conversation.composer, "a new session's composer has focus"
 
 
 def test_typing_on_the_transcript_goes_to_the_composer_and_enter_sends(
@@ -55,21 +55,21 @@ def test_typing_on_the_transcript_goes_to_the_composer_and_enter_sends(
     type_and_send(qtbot, win, "list it")
     qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
     # Click a tool card: the transcript has focus now (its type-to-search used to eat keys).
-    card = next(i for i, it in enumerate(win.state.transcript.items) if isinstance(it, ToolItem))
-    rect = win.view.visualRect(win.model.index(card, 0))
-    qtbot.mouseClick(win.view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    win.view.setFocus()
+    card = next(i for i, it in enumerate(win.conversation.state.transcript.items) if isinstance(it, ToolItem))
+    rect = win.conversation.view.visualRect(win.conversation.model.index(card, 0))
+    qtbot.mouseClick(win.conversation.view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    win.conversation.view.setFocus()
     fake_provider.script(Reply(deltas=["Hello again."]))
-    qtbot.keyClicks(win.view, "and now?")
-    assert win.composer.toPlainText() == "and now?"
-    assert win.focusWidget() is win.composer
-    qtbot.keyClick(win.view, Qt.Key.Key_Return)  # Enter on the transcript sends, too
+    qtbot.keyClicks(win.conversation.view, "and now?")
+    assert win.conversation.composer.toPlainText() == "and now?"
+    assert win.focusWidget() is win.conversation.composer
+    qtbot.keyClick(win.conversation.view, Qt.Key.Key_Return)  # Enter on the transcript sends, too
     qtbot.waitUntil(lambda: turn_done(win, 2), timeout=15_000)
     assert texts(win, UserItem) == ["list it", "and now?"]
     # Shortcuts are not typing: Ctrl+C on the transcript leaves the composer alone.
-    win.view.setFocus()
-    qtbot.keyClick(win.view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
-    assert win.composer.toPlainText() == ""
+    win.conversation.view.setFocus()
+    qtbot.keyClick(win.conversation.view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert win.conversation.composer.toPlainText() == ""
 
 
 def test_the_view_follows_the_bottom_and_counts_what_arrives_while_scrolled_up(
@@ -79,33 +79,33 @@ def test_the_view_follows_the_bottom_and_counts_what_arrives_while_scrolled_up(
     win = small_window(qtbot, controller, sid)
     long_turn(qtbot, win, fake_provider, 1)
     qtbot.waitUntil(lambda: at_bottom(win), timeout=5_000)
-    assert not win.follower.button.isVisible()
+    assert not win.conversation.follower.button.isVisible()
     # Streaming while at the bottom: the view stays there, delta after delta.
     fake_provider.script(Reply(deltas=[f"chunk {i} " * 30 + "\n\n" for i in range(15)], delay=0.05))
     type_and_send(qtbot, win, "more")
     qtbot.waitUntil(lambda: any(isinstance(it, AssistantItem) and it.streaming
-                                for it in win.state.transcript.items), timeout=10_000)
+                                for it in win.conversation.state.transcript.items), timeout=10_000)
     qtbot.waitUntil(lambda: turn_done(win, 2), timeout=15_000)
     qtbot.waitUntil(lambda: at_bottom(win), timeout=5_000)
     # Scrolled up: left alone, and what arrives is counted on the button.
-    bar = win.view.verticalScrollBar()
+    bar = win.conversation.view.verticalScrollBar()
     bar.setValue(bar.maximum() // 3)
     kept = bar.value()
     fake_provider.script(Reply(deltas=["A short one."]))
-    win.composer.setPlainText("third")
-    win.send()  # sending jumps to the bottom ...
+    win.conversation.composer.setPlainText("third")
+    win.conversation.send()  # sending jumps to the bottom ...
     qtbot.waitUntil(lambda: at_bottom(win), timeout=5_000)
     qtbot.waitUntil(lambda: turn_done(win, 3), timeout=15_000)
     bar.setValue(kept)  # ... then the reader scrolls up again while another turn runs
     fake_provider.script(Reply(deltas=["Fourth answer."]))
     drive_submit(qtbot, win, "fourth")  # (from elsewhere: the reader stays where they are)
-    qtbot.waitUntil(lambda: win.follower.button.isVisible(), timeout=10_000)
-    qtbot.waitUntil(lambda: "new" in win.follower.button.text(), timeout=10_000)
+    qtbot.waitUntil(lambda: win.conversation.follower.button.isVisible(), timeout=10_000)
+    qtbot.waitUntil(lambda: "new" in win.conversation.follower.button.text(), timeout=10_000)
     assert bar.value() == kept, "the reader who scrolled up is not moved"
-    assert win.follower.button.accessibleName() == "Jump to latest"
-    qtbot.mouseClick(win.follower.button, Qt.MouseButton.LeftButton)
+    assert win.conversation.follower.button.accessibleName() == "Jump to latest"
+    qtbot.mouseClick(win.conversation.follower.button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: at_bottom(win), timeout=5_000)
-    assert not win.follower.button.isVisible()
+    assert not win.conversation.follower.button.isVisible()
 
 
 def test_an_approval_card_does_not_cover_the_latest_text(
@@ -117,13 +117,13 @@ def test_an_approval_card_does_not_cover_the_latest_text(
     fake_provider.script(Reply.calls({"name": "terminal", "arguments": {"command": "rm -rf build"}},
                                      text="Removing the build folder."))
     type_and_send(qtbot, win, "clean")
-    qtbot.waitUntil(lambda: len(win.cards) == 1, timeout=15_000)
+    qtbot.waitUntil(lambda: len(win.conversation.cards) == 1, timeout=15_000)
     qtbot.waitUntil(lambda: at_bottom(win), timeout=5_000)  # the view shrank and stayed down
-    win.answer(next(iter(win.cards)), "deny")
-    qtbot.waitUntil(lambda: not win.cards, timeout=10_000)
+    win.conversation.answer(next(iter(win.conversation.cards)), "deny")
+    qtbot.waitUntil(lambda: not win.conversation.cards, timeout=10_000)
 
 
-def drive_submit(qtbot: Any, win: SessionWindow, text: str) -> None:
+def drive_submit(qtbot: Any, win: Window, text: str) -> None:
     """A prompt sent by another window or client: this window only sees its events."""
     from shared.methods import PromptSubmit
 
@@ -131,3 +131,26 @@ def drive_submit(qtbot: Any, win: SessionWindow, text: str) -> None:
 
     drive(qtbot, win.link.call(PromptSubmit(session_id=win.session_id, request_id=f"other-{text}",
                                             text=text)))
+
+
+def test_the_message_box_grows_with_its_text_up_to_a_limit(qtbot: Any) -> None:
+    from desktop.qt.conversation import Composer
+
+    box = Composer()
+    qtbot.addWidget(box)
+    box.resize(500, box.height())
+    box.show()
+    qtbot.waitExposed(box)
+    empty = box.height()
+    box.setPlainText("one line")
+    assert box.height() == empty, "two lines high from the start: typing one does not jump"
+    box.setPlainText("\n".join(f"line {i}" for i in range(5)))
+    five = box.height()
+    assert five > empty
+    box.setPlainText("\n".join(f"line {i}" for i in range(40)))
+    most = box.height()
+    assert most > five
+    assert most < 40 * box.fontMetrics().lineSpacing(), "it stops growing and scrolls"
+    assert box.verticalScrollBar().maximum() > 0
+    box.clear()
+    assert box.height() == empty, "sending shrinks it back"

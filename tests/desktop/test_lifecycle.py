@@ -71,10 +71,10 @@ def test_the_app_starts_a_detached_backend_and_replaces_one_that_died(
         fake_provider.script(Reply(deltas=["back"]))
         sid = drive(qtbot, ctl.link.call(SessionCreate())).session.session_id
         win = ctl.open_session(sid)
-        qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
-        win.composer.setPlainText("hello?")
-        win.send()
-        qtbot.waitUntil(lambda: [it.text for it in win.state.transcript.items
+        qtbot.waitUntil(lambda: win.conversation.state.loaded, timeout=10_000)
+        win.conversation.composer.setPlainText("hello?")
+        win.conversation.send()
+        qtbot.waitUntil(lambda: [it.text for it in win.conversation.state.transcript.items
                                  if isinstance(it, AssistantItem)] == ["back"], timeout=15_000)
     finally:
         ctl.quit()
@@ -90,26 +90,27 @@ def test_enter_sends_shift_enter_breaks_the_line_and_esc_interrupts(
                          Reply(deltas=["second"]))
     sid = drive(qtbot, controller.link.call(SessionCreate())).session.session_id
     win = controller.open_session(sid)
-    qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
-    win.composer.setFocus()
-    qtbot.keyClicks(win.composer, "line one")
-    qtbot.keyClick(win.composer, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
-    qtbot.keyClicks(win.composer, "line two")
-    assert win.composer.toPlainText() == "line one\nline two"
-    qtbot.keyClick(win.composer, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: win.state.status == "running", timeout=10_000)
-    assert win.composer.toPlainText() == ""
+    qtbot.waitUntil(lambda: win.conversation.state.loaded, timeout=10_000)
+    win.conversation.composer.setFocus()
+    qtbot.keyClicks(win.conversation.composer, "line one")
+    qtbot.keyClick(win.conversation.composer, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(win.conversation.composer, "line two")
+    assert win.conversation.composer.toPlainText() == "line one\nline two"
+    qtbot.keyClick(win.conversation.composer, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: win.conversation.state.status == "running", timeout=10_000)
+    assert win.conversation.composer.toPlainText() == ""
     # Sent while busy: queued, shown, and cancellable.
-    qtbot.keyClicks(win.composer, "never mind")
-    qtbot.keyClick(win.composer, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: len(win.queue_rows) == 1, timeout=10_000)
-    row = next(iter(win.queue_rows.values()))
+    qtbot.keyClicks(win.conversation.composer, "never mind")
+    qtbot.keyClick(win.conversation.composer, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(win.conversation.queue_rows) == 1, timeout=10_000)
+    row = next(iter(win.conversation.queue_rows.values()))
     row.cancel.click()
-    qtbot.waitUntil(lambda: not win.queue_rows and not win.state.queue, timeout=10_000)
+    qtbot.waitUntil(lambda: not win.conversation.queue_rows and not win.conversation.state.queue,
+                    timeout=10_000)
     # Esc stops the running turn.
-    qtbot.keyClick(win.composer, Qt.Key.Key_Escape)
-    qtbot.waitUntil(lambda: win.state.status == "idle", timeout=15_000)
+    qtbot.keyClick(win.conversation.composer, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: win.conversation.state.status == "idle", timeout=15_000)
     release.set()
-    users = [it.text for it in win.state.transcript.items if isinstance(it, UserItem)]
+    users = [it.text for it in win.conversation.state.transcript.items if isinstance(it, UserItem)]
     assert users == ["line one\nline two"]  # the cancelled prompt never ran
     drive(qtbot, settle())

@@ -18,7 +18,7 @@ from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import QApplication
 
 from desktop.qt.controller import Controller
-from desktop.qt.session_window import SessionWindow
+from desktop.qt.session_window import Window
 from desktop.state.transcript import ToolItem
 from shared import protocol as p
 from shared.methods import SessionGet, SessionList, SessionMessages
@@ -72,14 +72,14 @@ def page_items(messages: list[p.Message]) -> int:
     return n
 
 
-def tool_counts(win: SessionWindow) -> Counter[str]:
-    return Counter(it.call_id for it in win.state.transcript.items if isinstance(it, ToolItem))
+def tool_counts(win: Window) -> Counter[str]:
+    return Counter(it.call_id for it in win.conversation.state.transcript.items if isinstance(it, ToolItem))
 
 
-def row_rect(win: SessionWindow, key: str) -> QRect:
-    row = win.state.transcript.find(key)
+def row_rect(win: Window, key: str) -> QRect:
+    row = win.conversation.state.transcript.find(key)
     assert row is not None, key
-    return win.view.visualRect(win.model.index(row))
+    return win.conversation.view.visualRect(win.conversation.model.index(row))
 
 
 def test_a_seeded_session_reads_back_through_the_backend(
@@ -146,18 +146,18 @@ def test_a_100k_message_session_opens_with_one_page_and_pages_up_one_at_a_time(
     sid = seeded.session_id
     t0 = time.perf_counter()
     win = controller.open_session(sid)
-    qtbot.waitUntil(lambda: win.state.loaded, timeout=15_000)
+    qtbot.waitUntil(lambda: win.conversation.state.loaded, timeout=15_000)
     print(f"window loaded in {(time.perf_counter() - t0) * 1000:.0f} ms")
-    bar = win.view.verticalScrollBar()
+    bar = win.conversation.view.verticalScrollBar()
     qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum(), timeout=5_000)
     qtbot.wait(200)  # anything that would fetch more on its own has had its chance
-    t = win.state.transcript
+    t = win.conversation.state.transcript
     assert t.fetched_messages == PAGE
     assert t.has_more
     assert t.oldest_message_id == seeded.message_id(-PAGE)
     newest = drive(qtbot, controller.link.call(SessionMessages(session_id=sid, limit=PAGE)))
     expected_rows = page_items(newest.messages)
-    assert win.model.rowCount() == len(t.items) == expected_rows
+    assert win.conversation.model.rowCount() == len(t.items) == expected_rows
     assert PAGE // 2 < expected_rows <= 2 * PAGE
     assert drive(qtbot, controller.link.call(SessionGet(session_id=sid))).session.message_count == LONG
     # The newest page opens with two results whose calls are on the older page: their cards
@@ -167,8 +167,8 @@ def test_a_100k_message_session_opens_with_one_page_and_pages_up_one_at_a_time(
     assert all(not it.arguments for it in t.items[:2] if isinstance(it, ToolItem))
 
     # Responsive: typing goes into the composer at once, events are processed promptly.
-    qtbot.keyClicks(win.composer, "still typing")
-    assert win.composer.toPlainText() == "still typing"
+    qtbot.keyClicks(win.conversation.composer, "still typing")
+    assert win.conversation.composer.toPlainText() == "still typing"
     start = time.perf_counter()
     qapp.processEvents()
     print(f"processEvents with the window open: {(time.perf_counter() - start) * 1000:.1f} ms")
@@ -177,20 +177,20 @@ def test_a_100k_message_session_opens_with_one_page_and_pages_up_one_at_a_time(
     bar.setValue(0)
     anchor = first_cards[0]
     assert row_rect(win, anchor).top() <= 5  # the newest page's first row is at the top
-    qtbot.waitUntil(lambda: t.fetched_messages == 2 * PAGE and not win.fetching, timeout=10_000)
+    qtbot.waitUntil(lambda: t.fetched_messages == 2 * PAGE and not win.conversation.fetching, timeout=10_000)
     qtbot.wait(300)
     assert t.fetched_messages == 2 * PAGE, "one scroll to the top fetches one page, not more"
     assert t.oldest_message_id == seeded.message_id(-2 * PAGE)
     assert bar.value() > 0, "the view did not jump to the top of the new page"
-    viewport = win.view.viewport().rect()
+    viewport = win.conversation.view.viewport().rect()
     rect = row_rect(win, anchor)
     assert viewport.intersects(rect), (rect, viewport)
     print(f"after the fetch the anchor row is at y={rect.top()} (was 0), scroll value {bar.value()}")
     assert abs(rect.top()) <= 40, f"the row that was at the top moved to y={rect.top()}"
     anchor_row = t.find(anchor)
     assert anchor_row is not None
-    assert win.view.indexAt(QPoint(5, 1)).row() >= anchor_row - 1  # older rows are above
-    assert win.model.rowCount() == len(t.items)
+    assert win.conversation.view.indexAt(QPoint(5, 1)).row() >= anchor_row - 1  # older rows are above
+    assert win.conversation.model.rowCount() == len(t.items)
 
     # The call whose results opened the newer page: one card per call, now complete.
     counts = tool_counts(win)
@@ -210,7 +210,7 @@ def test_a_100k_message_session_opens_with_one_page_and_pages_up_one_at_a_time(
 
     # And again: each scroll to the top fetches one more page.
     bar.setValue(0)
-    qtbot.waitUntil(lambda: t.fetched_messages == 3 * PAGE and not win.fetching, timeout=10_000)
+    qtbot.waitUntil(lambda: t.fetched_messages == 3 * PAGE and not win.conversation.fetching, timeout=10_000)
     qtbot.wait(200)
     assert t.fetched_messages == 3 * PAGE
     assert all(n == 1 for n in tool_counts(win).values())

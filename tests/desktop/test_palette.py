@@ -35,7 +35,7 @@ def palette_of(qtbot: Any, window: Any) -> CommandPalette:
 
 def test_ctrl_k_in_a_session_window_finds_rename_and_runs_it(qtbot: Any, controller: Controller) -> None:
     sid = new_session(qtbot, controller)
-    win = open_window(qtbot, controller, sid)
+    win = open_window(qtbot, controller, sid, new_window=True)
     qtbot.waitExposed(win)
     names = {plain(a.text()) for a in actions_of(win)}
     assert {"New session", "All sessions", "Settings", "Quit", "Rename", "Open in new window",
@@ -45,13 +45,16 @@ def test_ctrl_k_in_a_session_window_finds_rename_and_runs_it(qtbot: Any, control
     qtbot.keyClicks(found.query, "renam")
     assert found.list.count() == 1
     qtbot.keyClick(found.query, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: win.rename_dialog.isVisible(), timeout=5_000)
+    qtbot.waitUntil(lambda: win.conversation.rename_dialog.isVisible(), timeout=5_000)
     assert not found.isVisible()
 
 
-def test_ctrl_k_in_the_browser_opens_settings(qtbot: Any, controller: Controller) -> None:
-    qtbot.waitExposed(controller.browser)
-    found = palette_of(qtbot, controller.browser)
+def test_ctrl_k_in_the_main_window_opens_settings(qtbot: Any, controller: Controller) -> None:
+    qtbot.waitExposed(controller.main)
+    names = [plain(a.text()) for a in actions_of(controller.main)]
+    assert len(names) == len(set(names)), "each command once"
+    assert {"Group by day", "Group by folder", "Show sidebar", "Search sessions"} <= set(names)
+    found = palette_of(qtbot, controller.main)
     qtbot.keyClicks(found.query, "sett")
     qtbot.keyClick(found.query, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: controller.settings is not None and controller.settings.isVisible(),

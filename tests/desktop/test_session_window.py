@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from desktop.qt.controller import Controller
-from desktop.qt.session_window import SessionWindow
+from desktop.qt.session_window import Window
 from desktop.state.transcript import AssistantItem, Item, ToolItem, UserItem
 from shared.methods import SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -21,14 +21,14 @@ def new_session(qtbot: Any, controller: Controller, cwd: Path | None = None) -> 
     return result.session.session_id
 
 
-def texts(win: SessionWindow, kind: type[UserItem | AssistantItem]) -> list[str]:
-    items: list[Item] = win.state.transcript.items
+def texts(win: Window, kind: type[UserItem | AssistantItem]) -> list[str]:
+    items: list[Item] = win.conversation.state.transcript.items
     return [it.text for it in items if isinstance(it, kind)]
 
 
-def type_and_send(qtbot: Any, win: SessionWindow, text: str) -> None:
-    win.composer.setPlainText(text)
-    win.send()
+def type_and_send(qtbot: Any, win: Window, text: str) -> None:
+    win.conversation.composer.setPlainText(text)
+    win.conversation.send()
 
 
 def test_a_streamed_turn_appears_and_ends_with_the_authoritative_text(
@@ -38,30 +38,30 @@ def test_a_streamed_turn_appears_and_ends_with_the_authoritative_text(
     sid = new_session(qtbot, controller)
     win = controller.open_session(sid)
     qtbot.addWidget(win)
-    qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
+    qtbot.waitUntil(lambda: win.conversation.state.loaded, timeout=10_000)
     type_and_send(qtbot, win, "say hello")
     # Mid-stream: a streaming item with part of the text.
     qtbot.waitUntil(lambda: any(isinstance(it, AssistantItem) and it.streaming and it.text
-                                for it in win.state.transcript.items), timeout=10_000)
-    qtbot.waitUntil(lambda: win.state.status == "idle" and texts(win, AssistantItem) == ["Hello there"],
-                    timeout=15_000)
+                                for it in win.conversation.state.transcript.items), timeout=10_000)
+    qtbot.waitUntil(lambda: win.conversation.state.status == "idle"
+                    and texts(win, AssistantItem) == ["Hello there"], timeout=15_000)
     qtbot.waitUntil(lambda: all(not it.key.startswith(("stream:", "prompt:"))
-                                for it in win.state.transcript.items), timeout=10_000)
+                                for it in win.conversation.state.transcript.items), timeout=10_000)
     assert texts(win, UserItem) == ["say hello"]
     assert texts(win, AssistantItem) == ["Hello there"]
-    assert win.usage_label.text()  # tokens and cost in the status bar
+    assert win.conversation.usage_label.text()  # tokens and cost in the status bar
 
 
-def open_window(qtbot: Any, controller: Controller, sid: str, new_window: bool = False) -> SessionWindow:
+def open_window(qtbot: Any, controller: Controller, sid: str, new_window: bool = False) -> Window:
     win = controller.open_session(sid, new_window=new_window)
-    qtbot.waitUntil(lambda: win.state.loaded, timeout=10_000)
+    qtbot.waitUntil(lambda: win.conversation.state.loaded, timeout=10_000)
     return win
 
 
-def turn_done(win: SessionWindow, n: int) -> bool:
+def turn_done(win: Window, n: int) -> bool:
     """n turns finished and reconciled with the stored rows."""
-    items = win.state.transcript.items
-    return (win.state.status == "idle" and len(texts(win, UserItem)) == n
+    items = win.conversation.state.transcript.items
+    return (win.conversation.state.status == "idle" and len(texts(win, UserItem)) == n
             and all(not it.key.startswith(("stream:", "prompt:")) for it in items))
 
 
@@ -78,17 +78,18 @@ def test_an_approval_card_answered_in_the_window_unblocks_the_tool(
     sid = new_session(qtbot, controller, tmp_path)
     win = open_window(qtbot, controller, sid)
     type_and_send(qtbot, win, "clean up")
-    qtbot.waitUntil(lambda: len(win.cards) == 1, timeout=15_000)
-    card = next(iter(win.cards.values()))
+    qtbot.waitUntil(lambda: len(win.conversation.cards) == 1, timeout=15_000)
+    card = next(iter(win.conversation.cards.values()))
     assert "rm -rf" in card.approval.summary
     assert victim.exists()  # nothing ran before the answer
-    cards = [it for it in win.state.transcript.items if isinstance(it, ToolItem)]
+    cards = [it for it in win.conversation.state.transcript.items if isinstance(it, ToolItem)]
     assert [c.status for c in cards] == ["waiting_approval"]
     card.buttons["once"].click()
     qtbot.waitUntil(lambda: turn_done(win, 1), timeout=20_000)
-    qtbot.waitUntil(lambda: not win.cards, timeout=5_000)  # gone once the backend said it was answered
+    qtbot.waitUntil(lambda: not win.conversation.cards,
+                    timeout=5_000)  # gone once the backend said it was answered
     assert not victim.exists()
-    cards = [it for it in win.state.transcript.items if isinstance(it, ToolItem)]
+    cards = [it for it in win.conversation.state.transcript.items if isinstance(it, ToolItem)]
     assert [c.status for c in cards] == ["ok"]
     assert texts(win, AssistantItem)[-1] == "Removed it."
 
@@ -99,13 +100,13 @@ def test_two_windows_on_one_session_stay_in_sync(
     fake_provider.script(Reply(deltas=["one ", "two ", "three"], delay=0.1), Reply(deltas=["again"]))
     sid = new_session(qtbot, controller)
     first = open_window(qtbot, controller, sid)
-    browser = controller.browser
-    qtbot.waitUntil(lambda: browser.sessions.index(sid) is not None, timeout=10_000)
-    browser.table.selectRow(browser.sessions.index(sid))
-    browser.open_new_action.trigger()  # File → Open in new window
-    qtbot.waitUntil(lambda: len(controller.windows) == 2 and controller.windows[1].state.loaded,
+    sidebar = controller.main.sidebar
+    qtbot.waitUntil(lambda: sidebar.model.row_of(sid) is not None, timeout=10_000)
+    sidebar.list.setCurrentIndex(sidebar.model.index(sidebar.model.row_of(sid), 0))
+    sidebar.open_new_action.trigger()  # the row's context menu → Open in new window
+    qtbot.waitUntil(lambda: len(controller.windows) == 1 and controller.windows[0].conversation.state.loaded,
                     timeout=10_000)
-    second = controller.windows[1]
+    second = controller.windows[0]
     assert first is not second
     assert second.session_id == sid
     type_and_send(qtbot, first, "count")
@@ -133,10 +134,10 @@ def test_after_the_backend_is_killed_and_restarted_the_window_reconnects_without
     qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
     desk_backend.kill9()
     qtbot.waitUntil(lambda: controller.link.current == "reconnecting", timeout=10_000)
-    qtbot.waitUntil(lambda: "reconnecting" in win.conn_label.text(), timeout=5_000)
+    qtbot.waitUntil(lambda: "reconnecting" in win.conversation.conn_label.text(), timeout=5_000)
     desk_backend.start()
     qtbot.waitUntil(lambda: controller.link.current == "connected", timeout=20_000)
-    qtbot.waitUntil(lambda: win.conn_label.text() == "", timeout=5_000)
+    qtbot.waitUntil(lambda: win.conversation.conn_label.text() == "", timeout=5_000)
     type_and_send(qtbot, win, "two")
     qtbot.waitUntil(lambda: turn_done(win, 2), timeout=15_000)
     assert texts(win, UserItem) == ["one", "two"]
@@ -152,7 +153,7 @@ def test_a_dropped_connection_mid_stream_replays_what_was_missed_exactly_once(
     win = open_window(qtbot, controller, sid)
     type_and_send(qtbot, win, "talk")
     qtbot.waitUntil(lambda: any(isinstance(it, AssistantItem) and len(it.text) > 10
-                                for it in win.state.transcript.items), timeout=10_000)
+                                for it in win.conversation.state.transcript.items), timeout=10_000)
     ws = controller.link.client._ws
     assert ws is not None
     ws.transport.abort()  # the network drops; the backend and its turn go on
@@ -163,30 +164,36 @@ def test_a_dropped_connection_mid_stream_replays_what_was_missed_exactly_once(
 def test_closing_every_window_leaves_the_turn_running_and_reopening_shows_it(
     qtbot: Any, make_controller: Any, fake_provider: FakeOpenAI
 ) -> None:
-    words = [f"part{i} " for i in range(20)]
+    # Long enough (6 s) that the turn still runs when the second app has connected.
+    words = [f"part{i} " for i in range(60)]
     fake_provider.script(Reply(deltas=words, delay=0.1))
     first = make_controller()
     sid = new_session(qtbot, first)
-    win = open_window(qtbot, first, sid)
+    open_window(qtbot, first, sid)  # beside the sidebar
+    win = open_window(qtbot, first, sid, new_window=True)  # and popped out
     type_and_send(qtbot, win, "long answer")
     qtbot.waitUntil(lambda: any(isinstance(it, AssistantItem) and "part3" in it.text
-                                for it in win.state.transcript.items), timeout=10_000)
+                                for it in win.conversation.state.transcript.items), timeout=10_000)
     win.setGeometry(140, 120, 700, 640)
     # Quit saves the layout (which sessions are open, and where), closes every window and the
     # app's connection; the backend keeps going.
     first.quit()
     qtbot.waitUntil(lambda: first.link.client.state == "closed", timeout=10_000)
     again = make_controller(restore=True)
-    qtbot.waitUntil(lambda: len(again.windows) == 1 and again.windows[0].state.loaded, timeout=15_000)
+    qtbot.waitUntil(lambda: len(again.windows) == 1 and again.windows[0].conversation.state.loaded,
+                    timeout=15_000)
     reopened = again.windows[0]
     assert reopened.session_id == sid
+    qtbot.waitUntil(lambda: again.main.current is not None, timeout=5_000)
+    assert again.main.session_id == sid, "the main window shows what it showed"
+    qtbot.waitUntil(lambda: again.main.conversation.state.loaded, timeout=15_000)
     assert (reopened.width(), reopened.height()) == (700, 640)
     assert again.notifier.state == "working"  # what runs now, before any broadcast
     # Mid-stream: the text so far is there at once, the rest follows live.
     streamed = texts(reopened, AssistantItem)
     assert streamed
     assert streamed[0].startswith("part0 part1 part2 part3")
-    assert reopened.state.status in ("running", "idle")
+    assert reopened.conversation.state.status in ("running", "idle")
     qtbot.waitUntil(lambda: turn_done(reopened, 1), timeout=20_000)
     assert texts(reopened, AssistantItem) == ["".join(words)]
 
@@ -199,7 +206,7 @@ def test_quit_right_after_opening_a_window_keeps_it_in_the_saved_layout(
     # flaky restore above, whenever its turn streamed in under 500 ms).
     first = make_controller()
     sid = new_session(qtbot, first)
-    open_window(qtbot, first, sid)
+    open_window(qtbot, first, sid, new_window=True)
     assert first._save_timer.isActive()
     first.quit()
     qtbot.waitUntil(lambda: first.link.client.state == "closed", timeout=10_000)
@@ -207,7 +214,8 @@ def test_quit_right_after_opening_a_window_keeps_it_in_the_saved_layout(
     layout = json.loads((first.data_dir / "desktop.json").read_text())
     assert [s["session_id"] for s in layout["sessions"]] == [sid]
     again = make_controller(restore=True)
-    qtbot.waitUntil(lambda: len(again.windows) == 1 and again.windows[0].state.loaded, timeout=15_000)
+    qtbot.waitUntil(lambda: len(again.windows) == 1 and again.windows[0].conversation.state.loaded,
+                    timeout=15_000)
     assert again.windows[0].session_id == sid
 
 
@@ -219,17 +227,18 @@ def test_a_retry_shows_a_countdown_and_a_crashed_tool_shows_its_outcome_as_unkno
     sid = new_session(qtbot, controller, tmp_path)
     win = open_window(qtbot, controller, sid)
     type_and_send(qtbot, win, "hi")
-    qtbot.waitUntil(lambda: win.notice.isVisible() and "Retrying in" in win.notice.text(), timeout=10_000)
-    assert "attempt 2" in win.notice.text()
+    notice = win.conversation.notice
+    qtbot.waitUntil(lambda: notice.isVisible() and "Retrying in" in notice.text(), timeout=10_000)
+    assert "attempt 2" in win.conversation.notice.text()
     qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
-    qtbot.waitUntil(lambda: not win.notice.isVisible(), timeout=5_000)
+    qtbot.waitUntil(lambda: not win.conversation.notice.isVisible(), timeout=5_000)
     # A tool that is running when the backend dies: after the restart the card says "unknown".
     marker = tmp_path / "marker"
     fake_provider.script(Reply.calls({"name": "terminal",
                                       "arguments": {"command": f"sleep 3; touch {marker}"}}))
     type_and_send(qtbot, win, "slow tool")
     qtbot.waitUntil(lambda: any(isinstance(it, ToolItem) and it.status == "running"
-                                for it in win.state.transcript.items), timeout=10_000)
+                                for it in win.conversation.state.transcript.items), timeout=10_000)
     desk_backend.kill9()
     fake_provider.script(Reply(deltas=["after the crash"]))
     qtbot.waitUntil(lambda: controller.link.current == "reconnecting", timeout=10_000)
@@ -237,7 +246,7 @@ def test_a_retry_shows_a_countdown_and_a_crashed_tool_shows_its_outcome_as_unkno
     # Sent while the connection is down: it goes out (once) when the app is back.
     type_and_send(qtbot, win, "what happened?")
     qtbot.waitUntil(lambda: turn_done(win, 3), timeout=20_000)
-    cards = [it for it in win.state.transcript.items if isinstance(it, ToolItem)]
+    cards = [it for it in win.conversation.state.transcript.items if isinstance(it, ToolItem)]
     assert [c.status for c in cards] == ["unknown"]
     assert not marker.exists()
     assert texts(win, AssistantItem)[-1] == "after the crash"

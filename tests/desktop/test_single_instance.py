@@ -126,14 +126,14 @@ def served(controller: Any, desk_backend: Backend) -> Iterator[Any]:
 def test_a_second_launch_raises_the_running_app_and_exits_at_once(
     qtbot: Any, served: Any, desk_backend: Backend, procs: list[subprocess.Popen[str]]
 ) -> None:
-    served.browser.hide()
+    served.main.hide()
     started = time.monotonic()
     second = launch(desk_backend.data_dir)
     procs.append(second)
     qtbot.waitUntil(lambda: second.poll() is not None, timeout=int(SECOND_LAUNCH_S * 1000))
     took = time.monotonic() - started
     assert second.returncode == 0, second.stderr.read() if second.stderr else ""
-    assert served.browser.isVisible()
+    assert served.main.isVisible()
     assert took < SECOND_LAUNCH_S
     print(f"second launch: {took:.2f} s")
 
@@ -142,7 +142,8 @@ def test_a_second_launch_raises_the_running_app_and_exits_at_once(
     procs.append(third)
     qtbot.waitUntil(lambda: third.poll() is not None, timeout=int(SECOND_LAUNCH_S * 1000))
     assert third.returncode == 0
-    assert [w.session_id for w in served.windows] == [sid]
+    qtbot.waitUntil(lambda: served.main.session_id == sid, timeout=5_000)
+    assert not served.windows, "it opens beside the sidebar"
 
 
 def test_another_folder_gets_its_own_app(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:

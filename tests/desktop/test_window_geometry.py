@@ -30,7 +30,7 @@ def test_a_restored_window_from_a_bigger_screen_comes_back_on_screen(
 ) -> None:
     first = make_controller()
     sid = new_session(qtbot, first)
-    win = first.open_session(sid)
+    win = first.open_session(sid, new_window=True)
     qtbot.waitExposed(win)
     area = available(win)
     # As if saved on a wide monitor to the right that is gone now.
@@ -43,4 +43,4 @@ def test_a_restored_window_from_a_bigger_screen_comes_back_on_screen(
     restored = again.windows[0]
     qtbot.waitExposed(restored)
     qtbot.waitUntil(lambda: on_screen(restored), timeout=2_000)
-    qtbot.waitUntil(lambda: on_screen(again.browser), timeout=2_000)
+    qtbot.waitUntil(lambda: on_screen(again.main), timeout=2_000)

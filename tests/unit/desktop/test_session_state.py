@@ -555,3 +555,19 @@ def test_a_receipt_for_a_prompt_still_waiting_queues_it() -> None:
     s.apply(ev.queued("a1", "next, please"))
     s.apply(ev.started("t1", "a1"))
     assert s.queue == {}
+
+
+def test_a_call_waiting_for_its_approval_opens_as_waiting_not_running() -> None:
+    """Opened (or popped out) while an approval is pending: the call's card says it waits for
+    you, like the window that saw the request live; the call beside it runs."""
+    from tests.unit.desktop.factories import assistant, user
+
+    s = SessionState(SID)
+    rows = [user("m1", "clean up", "t1"),
+            assistant("m2", "", "t1", tool_calls=[call("c1", command="rm -rf build"),
+                                                  call("c2", command="ls")])]
+    s.load(resume(rows, status="waiting_approval",
+                  pending_approvals=[approval("a1", "c1", "t1")],
+                  active_turn=active("t1", "adm1")))
+    cards = {it.call_id: it.status for it in s.transcript.items if isinstance(it, ToolItem)}
+    assert cards == {"c1": "waiting_approval", "c2": "running"}

@@ -1,0 +1,630 @@
+"""One session's conversation: header, transcript, approvals, queue, notices and composer.
+
+A `Conversation` is a widget, not a window: the main window shows one beside its sessions
+sidebar (and swaps it when another session is chosen), and a popped-out `SessionWindow`
+holds one on its own.  Each follows its session through the link (`open_session` counts
+followers, so the same session in two places is one subscription) until `close_conversation`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.qt import theme
+from desktop.qt.aio import spawn
+from desktop.qt.compat import emit
+from desktop.qt.follow import Follower
+from desktop.qt.transcript_view import TranscriptModel, esc, make_view
+from desktop.state.session import SessionState
+from desktop.state.sessions import status_label
+from shared import protocol as p
+from shared.client import RESYNC, ConnectionLost, Incoming, RpcError
+from shared.errors import ErrorCode
+from shared.methods import (
+    AdmissionCancel,
+    ApprovalRespond,
+    PromptSubmit,
+    SessionMessages,
+    SessionResume,
+    SessionUpdate,
+    TurnInterrupt,
+)
+
+if TYPE_CHECKING:
+    from desktop.link import Link
+
+PAGE = 100
+SUBMIT_ATTEMPTS = 5
+RECONCILE_PAGES = 20  # a turn longer than this many pages keeps its live items
+MATCH_PAGES = 20  # how far back a search match is looked for before giving up
+DECISIONS: tuple[tuple[p.Decision, str, str], ...] = (
+    ("once", "Allow once", "allow"), ("session", "Allow for this session", ""),
+    ("always", "Always allow", ""), ("deny", "Deny", "deny"),
+)
+STATUS_TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning",
+                "unknown": "warning"}
+
+
+def home_relative(folder: str) -> str:
+    home = str(Path.home())
+    return "~" + folder[len(home):] if folder == home or folder.startswith(home + "/") else folder
+
+
+class Composer(QPlainTextEdit):
+    """Enter sends, Shift+Enter is a newline, Esc interrupts.  Two lines high when empty, it
+    grows with what is typed up to MAX_LINES, then scrolls."""
+
+    MIN_LINES = 2
+    MAX_LINES = 10
+
+    send = Signal()
+    interrupt = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("composer")
+        self.setPlaceholderText("Message Turnkey…  (Enter sends · Shift+Enter new line · Esc stops)")
+        self.setTabChangesFocus(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.document().documentLayout().documentSizeChanged.connect(lambda _size: self._fit())
+        self._fit()
+
+    def lines(self) -> int:
+        """The lines the text takes as shown (wrapped lines counted), at least one."""
+        return max(1, int(self.document().documentLayout().documentSize().height()))
+
+    def _fit(self) -> None:
+        shown = max(self.MIN_LINES, min(self.MAX_LINES, self.lines()))
+        margins = self.contentsMargins()
+        height = (shown * self.fontMetrics().lineSpacing() + 2 * int(self.document().documentMargin())
+                  + margins.top() + margins.bottom())
+        if height != self.height():
+            self.setFixedHeight(height)
+
+    def keyPressEvent(self, e: QKeyEvent) -> None:
+        if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
+                and not e.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            emit(self.send)
+            return
+        if e.key() == Qt.Key.Key_Escape:
+            emit(self.interrupt)
+            return
+        super().keyPressEvent(e)
+
+
+class ApprovalCard(QFrame):
+    """One pending approval with its four answers and the time left."""
+
+    def __init__(self, approval: p.Approval, answer: Callable[[str, p.Decision], None]) -> None:
+        super().__init__()
+        self.approval = approval
+        self.setObjectName("approvalCard")
+        self.setAccessibleName(f"Approval for {approval.tool}")
+        box = QVBoxLayout(self)
+        box.setContentsMargins(14, 12, 14, 12)
+        box.setSpacing(6)
+        head = QHBoxLayout()
+        icon = QLabel()
+        icon.setPixmap(theme.icon("warning").pixmap(18, 18))
+        title = QLabel(f"<b>{esc(approval.tool)}</b> needs your approval")
+        self.left = QLabel()
+        self.left.setProperty("muted", True)
+        head.addWidget(icon)
+        head.addWidget(title, 1)
+        head.addWidget(self.left)
+        what = QLabel(esc(approval.summary))
+        what.setObjectName("approvalCommand")
+        what.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        what.setWordWrap(True)
+        why = QLabel(esc(approval.reason))
+        why.setProperty("muted", True)
+        why.setWordWrap(True)
+        row = QHBoxLayout()
+        row.setSpacing(8)
+        self.buttons: dict[str, QPushButton] = {}
+        for decision, text, icon_name in DECISIONS:
+            b = QPushButton(text)
+            if icon_name:
+                b.setIcon(theme.icon(icon_name))
+            if decision == "once":
+                b.setProperty("primary", True)
+            elif decision == "deny":
+                b.setProperty("danger", True)
+            b.setAccessibleDescription(f"{text} for {approval.tool}: {approval.summary}")
+            b.clicked.connect(lambda _=False, d=decision: answer(approval.approval_id, d))
+            self.buttons[decision] = b
+        for decision in ("once", "session", "always"):
+            row.addWidget(self.buttons[decision])
+        row.addStretch(1)
+        row.addWidget(self.buttons["deny"])
+        box.addLayout(head)
+        box.addWidget(what)
+        box.addWidget(why)
+        box.addLayout(row)
+        self.tick()
+
+    def tick(self) -> None:
+        try:
+            end = datetime.fromisoformat(self.approval.expires_at.replace("Z", "+00:00"))
+        except ValueError:
+            return
+        left = int((end - datetime.now(UTC)).total_seconds())
+        self.left.setText(f"{max(0, left) // 60}:{max(0, left) % 60:02d} left" if left > 0 else "expiring…")
+
+    def busy(self, on: bool) -> None:
+        for b in self.buttons.values():
+            b.setEnabled(not on)
+
+
+class QueueRow(QFrame):
+    def __init__(self, receipt: p.Receipt, text: str, cancel: Callable[[str], None]) -> None:
+        super().__init__()
+        self.setObjectName("queueRow")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 4, 6, 4)
+        lines = text.strip().splitlines()
+        icon = QLabel()
+        icon.setPixmap(theme.icon("queue").pixmap(16, 16))
+        label = QLabel(f"Queued: {esc((lines[0] if lines else '')[:120])}")
+        label.setProperty("muted", True)
+        self.cancel = QPushButton("Cancel")
+        self.cancel.setAccessibleDescription(f"Cancel the queued message: {text[:80]}")
+        self.cancel.clicked.connect(lambda: cancel(receipt.admission_id))
+        row.addWidget(icon)
+        row.addWidget(label, 1)
+        row.addWidget(self.cancel)
+
+
+class Conversation(QWidget):
+    error = Signal(str)
+    changed = Signal()  # title, status or session changed: the window's title follows
+    moved = Signal(str, str)  # compression continued the conversation: old, new session_id
+
+    def __init__(self, link: Link, session_id: str, at_message: str | None = None) -> None:
+        super().__init__()
+        self.setObjectName("conversation")
+        self.link = link
+        self.session_id = session_id
+        self.state = SessionState(session_id)
+        self.state.on_turn_done = self._turn_done
+        self.state.on_change = self._refresh_soon
+        self.model = TranscriptModel(self.state.transcript)
+        self.fetching = False
+        self.closed = False
+        self._resumed: list[p.Message] = []  # the page the session opened with
+        self.cards: dict[str, ApprovalCard] = {}
+        self.queue_rows: dict[str, QueueRow] = {}
+        self._build()
+        link.received.connect(self._on_event)
+        link.state.connect(self._on_link_state)
+        self._refresh_timer = QTimer(self, singleShot=True, interval=30)
+        self._refresh_timer.timeout.connect(self.refresh)
+        self._tick = QTimer(self, interval=1000)
+        self._tick.timeout.connect(self._on_tick)
+        self._tick.start()
+        theme.changed.connect(self._restyle)
+        spawn(self._open(at_message), self._show_error)
+
+    # --- layout --------------------------------------------------------------------
+
+    def _build(self) -> None:
+        box = QVBoxLayout(self)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(0)
+        header = QWidget()
+        header.setObjectName("conversationHeader")
+        top = QHBoxLayout(header)
+        top.setContentsMargins(18, 10, 12, 10)
+        self.header = QLabel()
+        self.header.setAccessibleName("Session")
+        self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status_label = QLabel()
+        self.status_label.setObjectName("statusChip")
+        self.conn_label = QLabel()
+        self.conn_label.setProperty("tone", "warning")
+        top.addWidget(self.header, 1)
+        top.addWidget(self.conn_label)
+        top.addWidget(self.status_label)
+        self.header_bar = top  # a window adds its own buttons here (pop out)
+        column = QVBoxLayout()
+        column.setContentsMargins(16, 8, 16, 14)
+        column.setSpacing(8)
+        self.view = make_view(self.model)
+        self.view.setProperty("flat", True)
+        self.view.setAccessibleName("Conversation")
+        self.view.setAccessibleDescription(
+            "The messages and tool calls of this session; click a tool call to show its output. "
+            "Typing here goes to the message box")
+        self.view.clicked.connect(self._clicked)
+        self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
+        self.notice = QLabel()
+        self.notice.setWordWrap(True)
+        self.notice.setProperty("tone", "warning")
+        self.notice.hide()
+        self.banner = QLabel()
+        self.banner.setObjectName("errorBanner")
+        self.banner.setWordWrap(True)
+        self.banner.hide()
+        self.approvals_box = QVBoxLayout()
+        self.queue_box = QVBoxLayout()
+        self.composer = Composer()
+        self.composer.setAccessibleName("Message")
+        self.composer.setAccessibleDescription(
+            "Your message to Turnkey: Enter sends, Shift+Enter starts a new line, Esc stops the turn")
+        self.composer.send.connect(self.send)
+        self.composer.interrupt.connect(self.interrupt)
+        self.follower = Follower(self.view, self.composer)
+        self.send_button = QPushButton("Send")
+        self.send_button.setProperty("primary", True)
+        self.send_button.setAccessibleDescription("Send the message (Enter)")
+        self.send_button.clicked.connect(self.send)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setAccessibleDescription("Interrupt the running turn (Esc)")
+        self.stop_button.setToolTip("Interrupt the running turn (Esc)")
+        self.stop_button.clicked.connect(self.interrupt)
+        self.usage_label = QLabel()
+        self.usage_label.setProperty("muted", True)
+        frame = QFrame()
+        frame.setObjectName("composerFrame")
+        self.composer_frame = frame
+        self.composer.installEventFilter(self)
+        inner = QVBoxLayout(frame)
+        inner.setContentsMargins(10, 6, 8, 8)
+        inner.setSpacing(4)
+        inner.addWidget(self.composer)
+        under = QHBoxLayout()
+        under.addWidget(self.usage_label, 1)
+        under.addWidget(self.stop_button)
+        under.addWidget(self.send_button)
+        inner.addLayout(under)
+        column.addWidget(self.banner)
+        column.addWidget(self.view, 1)
+        column.addWidget(self.notice)
+        column.addLayout(self.approvals_box)
+        column.addLayout(self.queue_box)
+        column.addWidget(frame)
+        box.addWidget(header)
+        line = QFrame()
+        line.setObjectName("rule")
+        line.setFixedHeight(1)
+        box.addWidget(line)
+        box.addLayout(column, 1)
+        QShortcut(QKeySequence("Ctrl+Return"), self, lambda: self.send())
+        QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.view, lambda: self._copy())
+        self._restyle()
+
+    def _restyle(self, _scheme: str = "") -> None:
+        self.send_button.setIcon(theme.icon("send"))
+        self.stop_button.setIcon(theme.icon("stop"))
+        self.refresh()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """The message box's frame shows its focus (the editor inside has no border)."""
+        if watched is self.composer and event.type() in (QEvent.Type.FocusIn, QEvent.Type.FocusOut):
+            theme.restyle(self.composer_frame, focused=event.type() == QEvent.Type.FocusIn)
+        return False
+
+    def rename(self) -> None:
+        """F2: a new title for this session (not modal: the loop keeps running)."""
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle("Rename session")
+        dialog.setLabelText("Title:")
+        dialog.setTextValue(self.state.title)
+        dialog.textValueSelected.connect(self._renamed)
+        dialog.open()
+        self.rename_dialog = dialog
+
+    def _renamed(self, title: str) -> None:
+        title = title.strip()
+        if title and title != self.state.title:
+            spawn(self.link.call(SessionUpdate(session_id=self.session_id, title=title)),
+                  self._show_error)
+
+    # --- loading -------------------------------------------------------------------
+
+    async def _open(self, at_message: str | None) -> None:
+        result = await self.link.open_session(self.session_id)
+        if self.closed:
+            await self.link.close_session(self.session_id)
+            return
+        self.state.load(result)
+        self._resumed = result.messages
+        self.follower.jump()
+        self.refresh()
+        if at_message:
+            await self.show_message(at_message)
+
+    async def show_message(self, message_id: str) -> bool:
+        """Scrolls to a stored message (a search match), loading older pages until it is
+        there; False when it is not within MATCH_PAGES pages."""
+        key = self._key_of(message_id, self._resumed)
+        for _ in range(MATCH_PAGES):
+            if key is not None and self.state.transcript.find(key) is not None:
+                break
+            t = self.state.transcript
+            if not t.has_more or not t.oldest_message_id:
+                break
+            page = await self.link.call(SessionMessages(
+                session_id=self.session_id, before_id=t.oldest_message_id, limit=PAGE))
+            self.state.transcript.prepend(page.messages, page.has_more)
+            key = key or self._key_of(message_id, page.messages)
+        row = self.state.transcript.find(key) if key is not None else None
+        if row is None:
+            return False
+        self.view.doItemsLayout()
+        index = self.model.index(row, 0)
+        self.follower.stuck = False
+        self.view.setCurrentIndex(index)
+        self.view.scrollTo(index, self.view.ScrollHint.PositionAtCenter)
+        self.follower._show_button()
+        return True
+
+    @staticmethod
+    def _key_of(message_id: str, messages: list[p.Message]) -> str | None:
+        for m in messages:
+            if m.message_id == message_id:
+                return f"call:{m.call_id}" if m.role == "tool" and m.call_id else m.message_id
+        return None
+
+    async def _reload(self) -> None:
+        self.state.reset()
+        result = await self.link.call(SessionResume(session_id=self.session_id))
+        with self.follower.replacing():
+            self.state.load(result)
+        self.refresh()
+
+    async def _continue_in(self, child: str) -> None:
+        """Compression rotated the conversation into a child session: this view follows it
+        (the earlier messages stay in the parent session, listed in the sidebar)."""
+        parent = self.session_id
+        notice = self.state.notice  # "context compressed", said in the parent
+        self.session_id = self.state.session_id = child
+        self.state.reset()
+        result = await self.link.open_session(child)
+        self.state.load(result)
+        if self.state.notice is None:
+            self.state.notice = notice
+        self.follower.jump()
+        await self.link.close_session(parent)
+        emit(self.moved, parent, child)
+        self.banner.setText("The conversation continues in a new session; earlier messages are "
+                            "summarized here and kept in full in the previous session.")
+        self.banner.show()
+        QTimer.singleShot(10_000, self, self.banner.hide)
+        self.refresh()
+
+    def fetch_older(self) -> None:
+        t = self.state.transcript
+        if self.fetching or not t.has_more or not t.oldest_message_id:
+            return
+        self.fetching = True
+        spawn(self._fetch_older(t.oldest_message_id), self._show_error)
+
+    async def _fetch_older(self, before_id: str) -> None:
+        try:
+            page = await self.link.call(SessionMessages(
+                session_id=self.session_id, before_id=before_id, limit=PAGE))
+            bar = self.view.verticalScrollBar()
+            keep = bar.maximum() - bar.value()
+            self.state.transcript.prepend(page.messages, page.has_more)
+            self.view.doItemsLayout()
+            bar.setValue(bar.maximum() - keep)  # the same messages stay under the reader's eyes
+        finally:
+            self.fetching = False
+
+    def _scrolled(self, value: int) -> None:
+        if value <= self.view.verticalScrollBar().minimum() + 4 and self.state.loaded:
+            self.fetch_older()
+
+    # --- events --------------------------------------------------------------------
+
+    def _on_event(self, event: Incoming) -> None:
+        mine = event.session_id == self.session_id
+        if event.type == RESYNC and mine:
+            spawn(self._reload(), self._show_error)
+            return
+        if isinstance(event.data, p.SessionDeletedEvent) and mine:
+            self.banner.setText("This session was deleted.")
+            self.banner.show()
+            self.composer.setEnabled(False)
+            return
+        if isinstance(event.data, p.CompressionComplete) and mine and event.data.child_session_id:
+            spawn(self._continue_in(event.data.child_session_id), self._show_error)
+        self.state.apply(event)  # the follower keeps a reader at the bottom there
+
+    def _on_link_state(self, state: str) -> None:
+        self._refresh_soon()
+
+    def _turn_done(self, turn_id: str) -> None:
+        spawn(self._reconcile(turn_id), self._show_error)
+
+    async def _reconcile(self, turn_id: str) -> None:
+        """The finished turn as stored, in place of what was streamed."""
+        request = SessionMessages(session_id=self.session_id, limit=PAGE)
+        rows: list[p.Message] = []
+        for _ in range(RECONCILE_PAGES):  # back to the turn's first row (its prompt)
+            page = await self.link.call(request)
+            rows = page.messages + rows
+            if not page.has_more or not rows or any(
+                    m.turn_id == turn_id and m.role == "user" for m in page.messages) \
+                    or rows[0].turn_id != turn_id:
+                break
+            request = SessionMessages(session_id=self.session_id, limit=PAGE,
+                                      before_id=rows[0].message_id)
+        with self.follower.replacing():  # the stored rows of what was shown: not news
+            self.state.transcript.reconcile_turn(turn_id, rows)
+
+    # --- actions -------------------------------------------------------------------
+
+    def send(self) -> None:
+        text = self.composer.toPlainText().strip()
+        if not text:
+            return
+        self.composer.clear()
+        self.follower.jump()  # sending always shows the end, where the answer will come
+        spawn(self._submit(text), self._submit_failed(text))
+
+    async def _submit(self, text: str) -> None:
+        # The same request id on every attempt: if the connection drops after the backend took
+        # the prompt, sending it again returns the first receipt instead of running it twice.
+        request = PromptSubmit(session_id=self.session_id, request_id=str(uuid.uuid4()), text=text)
+        for attempt in range(SUBMIT_ATTEMPTS):
+            try:
+                result = await self.link.call(request)
+                break
+            except ConnectionLost:
+                if attempt == SUBMIT_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.2)  # the next call waits for the reconnection itself
+        self.state.submitted(result.receipt, text)
+        self._refresh_soon()
+
+    def _submit_failed(self, text: str) -> Callable[[str], None]:
+        def failed(message: str) -> None:
+            if not self.composer.toPlainText().strip():
+                self.composer.setPlainText(text)  # the words are not lost
+            self._show_error(f"Not sent: {message}")
+        return failed
+
+    def interrupt(self) -> None:
+        if self.state.busy:
+            spawn(self.link.call(TurnInterrupt(session_id=self.session_id)), self._show_error)
+
+    def answer(self, approval_id: str, decision: p.Decision) -> None:
+        card = self.cards.get(approval_id)
+        if card is not None:
+            card.busy(True)
+
+        async def go() -> None:
+            try:
+                await self.link.call(ApprovalRespond(approval_id=approval_id, decision=decision))
+            except Exception as exc:
+                if isinstance(exc, RpcError) and exc.code == ErrorCode.APPROVAL_CLOSED:
+                    self.state.approvals.pop(approval_id, None)  # answered elsewhere, or expired
+                    self.refresh()
+                    return
+                if card is not None:
+                    card.busy(False)
+                raise
+
+        spawn(go(), self._show_error)
+
+    def cancel(self, admission_id: str) -> None:
+        async def go() -> None:
+            await self.link.call(AdmissionCancel(admission_id=admission_id))
+            self.state.queue.pop(admission_id, None)
+            self.refresh()
+
+        spawn(go(), self._show_error)
+
+    def focus_approval(self, approval_id: str) -> None:
+        card = self.cards.get(approval_id)
+        if card is not None:
+            card.buttons["once"].setFocus()
+
+    def focus_composer(self) -> None:
+        self.composer.setFocus(Qt.FocusReason.ActiveWindowFocusReason)
+
+    def _clicked(self, index: QModelIndex) -> None:
+        self.state.transcript.toggle(index.row())
+
+    def _copy(self) -> None:
+        index = self.view.currentIndex()
+        if index.isValid():
+            QGuiApplication.clipboard().setText(str(index.data(Qt.ItemDataRole.DisplayRole) or ""))
+
+    def _show_error(self, message: str) -> None:
+        if self.closed:
+            return
+        self.banner.setText(message)
+        self.banner.show()
+        QTimer.singleShot(8000, self, self.banner.hide)
+        emit(self.error, message)
+
+    # --- refresh -------------------------------------------------------------------
+
+    def _refresh_soon(self) -> None:
+        if not self._refresh_timer.isActive():
+            self._refresh_timer.start()
+
+    def refresh(self) -> None:
+        s = self.state
+        folder = home_relative(s.session.cwd) if s.session else ""
+        model = s.session.model if s.session else ""
+        muted = theme.colors().muted
+        where = " · ".join(esc(x) for x in (folder, model) if x)
+        self.header.setText(f"<span style='font-size:13pt; font-weight:600'>{esc(s.title)}</span>"
+                            f"<br><span style='color:{muted}'>{where}</span>")
+        link_state = self.link.current
+        self.conn_label.setText("" if link_state == "connected" else f"⟳ {link_state}…")
+        self.status_label.setText(status_label(s.status))
+        theme.restyle(self.status_label, tone=STATUS_TONES.get(s.status, "muted"))
+        self.usage_label.setText(s.usage_line())
+        self.stop_button.setEnabled(s.busy)
+        if s.notice is not None:
+            self.notice.setText(s.notice.render(time.monotonic()))
+            self.notice.show()
+        else:
+            self.notice.hide()
+        for aid in [a for a in self.cards if a not in s.approvals]:
+            card = self.cards.pop(aid)
+            self.approvals_box.removeWidget(card)
+            card.deleteLater()
+        for aid, approval in s.approvals.items():
+            if aid not in self.cards:
+                card = ApprovalCard(approval, self.answer)
+                self.cards[aid] = card
+                self.approvals_box.addWidget(card)
+        for adm in [a for a in self.queue_rows if a not in s.queue]:
+            row = self.queue_rows.pop(adm)
+            self.queue_box.removeWidget(row)
+            row.deleteLater()
+        for adm, receipt in s.queue.items():
+            if adm not in self.queue_rows:
+                row = QueueRow(receipt, receipt.text or s.prompts.get(adm, ""), self.cancel)
+                self.queue_rows[adm] = row
+                self.queue_box.addWidget(row)
+        emit(self.changed)
+
+    def _on_tick(self) -> None:
+        for card in self.cards.values():
+            card.tick()
+        if self.state.notice is not None and self.state.notice.until is not None:
+            self.notice.setText(self.state.notice.render(time.monotonic()))
+
+    def close_conversation(self) -> None:
+        """Stops following the session (once); the widget can then be deleted."""
+        if self.closed:
+            return
+        self.closed = True
+        self._tick.stop()
+        self._refresh_timer.stop()
+        try:
+            self.link.received.disconnect(self._on_event)
+            self.link.state.disconnect(self._on_link_state)
+            theme.changed.disconnect(self._restyle)
+        except (RuntimeError, TypeError):
+            pass
+        if self.state.loaded:
+            spawn(self.link.close_session(self.session_id))

@@ -1,0 +1,665 @@
+"""The main window's sessions sidebar: new, search with snippets, every session grouped by day
+or by folder, with its live status and cost.
+
+A click (or Enter) opens a session beside the sidebar; a search result opens at the message
+that matched.  F2 renames, Delete deletes (after asking), the context menu also pops a session
+out into a window of its own.  The list stays current from the backend's broadcasts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QEvent,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QRect,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import (
+    QAction,
+    QColor,
+    QFont,
+    QFontMetrics,
+    QKeyEvent,
+    QKeySequence,
+    QPainter,
+    QPalette,
+)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.qt import theme
+from desktop.qt.aio import spawn
+from desktop.qt.compat import emit
+from desktop.qt.conversation import home_relative
+from desktop.state.sessions import SessionRows, ago, cost, status_label
+from shared import protocol as p
+from shared.client import ClientState, Incoming, RpcError
+from shared.errors import ErrorCode
+from shared.methods import SessionDelete, SessionList, SessionUpdate
+
+if TYPE_CHECKING:
+    from desktop.link import Link
+
+Index = QModelIndex | QPersistentModelIndex
+PAGE = 100
+GROUPINGS = (("day", "By day"), ("folder", "By folder"))
+# Roles beyond Qt's own.
+KIND = Qt.ItemDataRole.UserRole + 1  # "header" or "session"
+SESSION = Qt.ItemDataRole.UserRole + 2  # the p.Session
+MATCH = Qt.ItemDataRole.UserRole + 3  # the p.SearchMatch, when searching
+GROUPING = Qt.ItemDataRole.UserRole + 4  # how the list is grouped now
+SESSION_ID = Qt.ItemDataRole.UserRole
+TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning", "unknown": "warning"}
+
+
+@dataclass(frozen=True)
+class Header:
+    label: str
+
+
+def day_group(stamp: str, today: date | None = None) -> str:
+    """Today, Yesterday, Previous 7 days, Previous 30 days, or the month ("March 2026")."""
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "Older"
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    day = when.astimezone().date()
+    today = today or datetime.now().astimezone().date()
+    if day >= today:
+        return "Today"
+    if day == today - timedelta(days=1):
+        return "Yesterday"
+    if day > today - timedelta(days=7):
+        return "Previous 7 days"
+    if day > today - timedelta(days=30):
+        return "Previous 30 days"
+    return day.strftime("%B %Y")
+
+
+class SidebarModel(QAbstractListModel):
+    """The sessions as a flat list with a header row before each group."""
+
+    rename = Signal(str, str)  # session_id, new title
+
+    def __init__(self, sessions: SessionRows) -> None:
+        super().__init__()
+        self.sessions = sessions
+        self.grouping = "day"
+        self.matches: dict[str, p.SearchMatch] = {}
+        self.entries: list[Header | int] = []  # a header, or an index into sessions.rows
+        self.more: Any = None  # set by the sidebar: loads the next page
+        sessions.on_reset = self.rebuild
+        sessions.on_row = self._row
+
+    def rebuild(self) -> None:
+        self.beginResetModel()
+        self.entries = self._entries()
+        self.endResetModel()
+
+    def _entries(self) -> list[Header | int]:
+        rows = self.sessions.rows
+        if self.sessions.query:  # ranked by the backend: one group, in its order
+            return [Header(f"{len(rows)} result{'s' if len(rows) != 1 else ''}"
+                           f"{'+' if self.sessions.next_cursor else ''}"), *range(len(rows))]
+        out: list[Header | int] = []
+        if self.grouping == "folder":
+            groups: dict[str, list[int]] = {}
+            for i, s in enumerate(rows):  # folders in order of their latest session
+                groups.setdefault(home_relative(s.cwd), []).append(i)
+            for folder, members in groups.items():
+                out.append(Header(folder))
+                out.extend(members)
+            return out
+        last = None
+        for i, s in enumerate(rows):
+            label = day_group(s.updated_at)
+            if label != last:
+                out.append(Header(label))
+                last = label
+            out.append(i)
+        return out
+
+    def _row(self, i: int) -> None:
+        for n, entry in enumerate(self.entries):
+            if entry == i and not isinstance(entry, Header):
+                emit(self.dataChanged, self.index(n, 0), self.index(n, 0))
+                return
+
+    def refresh_all(self) -> None:
+        """Every row's text again ("5 min ago" stays true)."""
+        if self.entries:
+            emit(self.dataChanged, self.index(0, 0), self.index(len(self.entries) - 1, 0))
+
+    def row_of(self, session_id: str) -> int | None:
+        i = self.sessions.index(session_id)
+        if i is None:
+            return None
+        for n, entry in enumerate(self.entries):
+            if entry == i and not isinstance(entry, Header):
+                return n
+        return None
+
+    def session_at(self, row: int) -> p.Session | None:
+        if not 0 <= row < len(self.entries):
+            return None
+        entry = self.entries[row]
+        return None if isinstance(entry, Header) else self.sessions.rows[entry]
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.entries)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or index.row() >= len(self.entries):
+            return None
+        entry = self.entries[index.row()]
+        if isinstance(entry, Header):
+            if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole):
+                return entry.label
+            return "header" if role == KIND else None
+        s = self.sessions.rows[entry]
+        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
+            return s.title or "New session"
+        if role == Qt.ItemDataRole.AccessibleTextRole:
+            return f"{s.title or 'New session'}, {status_label(s.status)}, {cost(s)}, {ago(s.updated_at)}"
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return f"{s.title or 'New session'}\n{home_relative(s.cwd)} · {s.model}\n" \
+                   f"{s.message_count} messages · {cost(s)} · {ago(s.updated_at)}"
+        if role == SESSION_ID:
+            return s.session_id
+        if role == KIND:
+            return "session"
+        if role == SESSION:
+            return s
+        if role == MATCH:
+            return self.matches.get(s.session_id)
+        if role == GROUPING:
+            return self.grouping
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        if not index.isValid() or isinstance(self.entries[index.row()], Header):
+            return Qt.ItemFlag.NoItemFlags  # never selected, skipped by the arrow keys
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEditable
+
+    def setData(self, index: Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
+        s = self.session_at(index.row()) if index.isValid() else None
+        title = str(value).strip()
+        if role != Qt.ItemDataRole.EditRole or s is None or not title:
+            return False
+        emit(self.rename, s.session_id, title)
+        return True
+
+    def canFetchMore(self, parent: Index) -> bool:
+        return not parent.isValid() and bool(self.sessions.next_cursor)
+
+    def fetchMore(self, parent: Index) -> None:
+        if self.more is not None:
+            self.more()
+
+
+class SessionDelegate(QStyledItemDelegate):
+    """A header is a small muted label; a session is its title with cost, and beneath it its
+    status and age (or, when searching, the words that matched)."""
+
+    PAD = 10
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
+        fm = QFontMetrics(option.font)
+        if index.data(KIND) == "header":
+            return QSize(200, fm.height() + 16)
+        return QSize(200, fm.height() * 2 + 18)
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
+        c = theme.colors()
+        rect: QRect = option.rect
+        font: QFont = option.font
+        state = option.state
+        palette: QPalette = option.palette
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        if index.data(KIND) == "header":
+            small = QFont(font)
+            small.setPointSizeF(font.pointSizeF() * 0.85)
+            small.setBold(True)
+            painter.setFont(small)
+            painter.setPen(QColor(c.muted))
+            painter.drawText(rect.adjusted(self.PAD, 8, -self.PAD, 0),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             str(index.data(Qt.ItemDataRole.DisplayRole)))
+            painter.restore()
+            return
+        session: p.Session = index.data(SESSION)
+        match: p.SearchMatch | None = index.data(MATCH)
+        box = rect.adjusted(4, 1, -4, -1)
+        selected = bool(state & QStyle.StateFlag.State_Selected)
+        if selected or state & QStyle.StateFlag.State_MouseOver:
+            fill = QColor(palette.color(QPalette.ColorRole.Highlight) if selected else QColor(c.text))
+            fill.setAlpha(46 if selected else 16)
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(fill)
+            painter.drawRoundedRect(box, 8, 8)
+        if state & QStyle.StateFlag.State_HasFocus and state & QStyle.StateFlag.State_Active \
+                and option.widget is not None and option.widget.hasFocus():
+            pen = painter.pen()
+            pen.setColor(QColor(c.accent))
+            pen.setWidthF(2)
+            painter.setPen(pen)
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(box.adjusted(1, 1, -1, -1), 8, 8)
+        fm = QFontMetrics(font)
+        inner = box.adjusted(self.PAD, 6, -self.PAD, -6)
+        line1 = QRect(inner.left(), inner.top(), inner.width(), fm.height())
+        line2 = QRect(inner.left(), inner.top() + fm.height() + 2, inner.width(), fm.height())
+        price = cost(session)
+        small = QFont(font)
+        small.setPointSizeF(font.pointSizeF() * 0.9)
+        sfm = QFontMetrics(small)
+        price_w = sfm.horizontalAdvance(price)
+        painter.setFont(small)
+        painter.setPen(QColor(c.muted))
+        painter.drawText(line1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, price)
+        title_font = QFont(font)
+        title_font.setWeight(QFont.Weight.DemiBold if selected else QFont.Weight.Normal)
+        painter.setFont(title_font)
+        painter.setPen(QColor(c.text))
+        title = QFontMetrics(title_font).elidedText(
+            str(index.data(Qt.ItemDataRole.DisplayRole)), Qt.TextElideMode.ElideRight,
+            line1.width() - price_w - 8)
+        painter.drawText(line1, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, title)
+        painter.setFont(small)
+        x = line2.left()
+        tone = TONES.get(session.status)
+        if tone is not None:
+            color = QColor(getattr(c, tone))
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(color)
+            d = 7
+            painter.drawEllipse(x, line2.center().y() - d // 2 + 1, d, d)
+            x += d + 6
+            painter.setPen(color)
+            words = status_label(session.status)
+            painter.drawText(QRect(x, line2.top(), line2.right() - x, line2.height()),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, words)
+            x += sfm.horizontalAdvance(words) + 8
+        rest = QRect(x, line2.top(), max(0, line2.right() - x), line2.height())
+        if match is not None and match.snippet:
+            self._snippet(painter, rest, small, match, c)
+        else:
+            painter.setPen(QColor(c.muted))
+            when = ago(session.updated_at)
+            if index.data(GROUPING) != "folder":
+                when = f"{when} · {home_relative(session.cwd).rsplit('/', 1)[-1] or '/'}"
+            painter.drawText(rest, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             sfm.elidedText(when, Qt.TextElideMode.ElideRight, rest.width()))
+        painter.restore()
+
+    @staticmethod
+    def _snippet(painter: QPainter, rect: QRect, font: QFont, match: p.SearchMatch,
+                 c: theme.Colors) -> None:
+        """The snippet in muted text with its matched words in the accent colour, elided."""
+        bold = QFont(font)
+        bold.setBold(True)
+        text = " ".join(match.snippet.split("\n"))
+        spans: list[tuple[str, bool]] = []
+        at = 0
+        for start, end in sorted(match.highlights):
+            if start < at or end > len(text):
+                continue
+            spans.append((text[at:start], False))
+            spans.append((text[start:end], True))
+            at = end
+        spans.append((text[at:], False))
+        x = rect.left()
+        for part, hit in spans:
+            if not part:
+                continue
+            f = bold if hit else font
+            fm = QFontMetrics(f)
+            room = rect.right() - x
+            if room <= 0:
+                break
+            shown = fm.elidedText(part, Qt.TextElideMode.ElideRight, room)
+            painter.setFont(f)
+            painter.setPen(QColor(c.accent if hit else c.muted))
+            painter.drawText(QRect(x, rect.top(), room, rect.height()),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, shown)
+            if shown != part:
+                break
+            x += fm.horizontalAdvance(part)
+
+
+class Sidebar(QWidget):
+    open_requested = Signal(str, str)  # session_id, the message to open at ("" for the end)
+    open_new_requested = Signal(str)  # session_id: in a window of its own
+    new_requested = Signal()
+    settings_requested = Signal()
+    message = Signal(str)  # something went wrong: the window says it
+
+    def __init__(self, link: Link) -> None:
+        super().__init__()
+        self.setObjectName("sidebar")
+        self.link = link
+        self.sessions = SessionRows()
+        self.model = SidebarModel(self.sessions)
+        self.model.more = self._load_more
+        self.model.rename.connect(self.rename)
+        self._loading_more = False
+        self._force_next: str | None = None  # a busy session the user asked to delete once already
+        self._keep: str | None = None  # the current session across a model reset
+        self._build()
+        link.received.connect(self._on_event)
+        self._search_timer = QTimer(self, singleShot=True, interval=250)
+        self._search_timer.timeout.connect(self.reload)
+        self._age_timer = QTimer(self, interval=30_000)
+        self._age_timer.timeout.connect(self.model.refresh_all)
+        self._age_timer.start()
+        theme.changed.connect(self._restyle)
+        self._restyle()
+
+    def _build(self) -> None:
+        box = QVBoxLayout(self)
+        box.setContentsMargins(10, 10, 10, 10)
+        box.setSpacing(8)
+        self.new_button = QPushButton("New session")
+        self.new_button.setObjectName("newSession")
+        self.new_button.setAccessibleDescription("Start a new session (Ctrl+N)")
+        self.new_button.setToolTip("New session (Ctrl+N)")
+        self.new_button.clicked.connect(lambda: emit(self.new_requested))
+        self.options = QToolButton()
+        self.options.setObjectName("sidebarOptions")
+        self.options.setAccessibleName("Sidebar options")
+        self.options.setAccessibleDescription("Group the sessions by day or by folder")
+        self.options.setToolTip("Group sessions")
+        self.options.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.group_actions: dict[str, QAction] = {}
+        menu = QMenu(self.options)
+        for key, text in GROUPINGS:
+            action = QAction(f"Group {text.lower()}", self, checkable=True)
+            action.setChecked(key == self.model.grouping)
+            action.triggered.connect(lambda _=False, k=key: self.set_grouping(k))
+            self.group_actions[key] = action
+            menu.addAction(action)
+        self.options.setMenu(menu)
+        top = QHBoxLayout()
+        top.setSpacing(6)
+        top.addWidget(self.new_button, 1)
+        top.addWidget(self.options)
+        self.search = QLineEdit()
+        self.search.setAccessibleName("Search sessions")
+        self.search.setAccessibleDescription("Finds sessions by title and by what was said in them")
+        self.search.setPlaceholderText("Search (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(lambda _: self._search_timer.start())
+        self.search.returnPressed.connect(self._first_result)
+        self.search.installEventFilter(self)
+        self._search_icon = self.search.addAction(theme.icon("search"),
+                                                  QLineEdit.ActionPosition.LeadingPosition)
+        self._search_icon.setText("Search")
+        self._search_icon.triggered.connect(lambda _=False: self.focus_search())
+        for button in self.search.findChildren(QToolButton):  # the icon and the clear button
+            action = button.defaultAction()
+            button.setAccessibleName("Search" if action is self._search_icon else "Clear the search")
+        self.list = QListView()
+        self.list.setObjectName("sessionList")
+        self.list.setProperty("flat", True)
+        self.list.setAccessibleName("Sessions")
+        self.list.setAccessibleDescription(
+            "Every session, most recent first: Enter opens one, F2 renames it, Delete deletes it")
+        self.list.setModel(self.model)
+        self.list.setItemDelegate(SessionDelegate(self.list))
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.list.setMouseTracking(True)
+        self.list.setUniformItemSizes(False)
+        self.list.setFrameShape(QListView.Shape.NoFrame)
+        # `activated`: Enter on the current row, or a double click; `clicked`: a single click.
+        self.list.activated.connect(self._open_index)
+        self.list.clicked.connect(self._open_index)
+        self.model.modelAboutToBeReset.connect(self._remember)
+        self.model.modelReset.connect(self._restore)
+        self.open_action = self._action("Open", None, self.open_selected)
+        self.open_new_action = self._action("Open in new window", None, self.open_selected_new)
+        self.rename_action = self._action("Rename…", "F2", self.rename_selected)
+        self.delete_action = self._action("Delete…", QKeySequence.StandardKey.Delete,
+                                          self.delete_selected)
+        for a in (self.rename_action, self.delete_action):
+            a.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)  # the window's F2 is its own
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        for a in (self.open_action, self.open_new_action, self.rename_action, self.delete_action):
+            a.setProperty("palette_hidden", True)  # on the selected row: the window has its own
+            self.list.addAction(a)
+        self.empty = QLabel("No sessions yet.\nPress Ctrl+N to start one.")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setProperty("muted", True)
+        self.empty.setWordWrap(True)
+        self.empty.hide()
+        self.settings_button = QPushButton("Settings")
+        self.settings_button.setObjectName("sidebarSettings")
+        self.settings_button.setFlat(True)
+        self.settings_button.setAccessibleDescription("Providers, models, approvals (Ctrl+,)")
+        self.settings_button.setToolTip("Settings (Ctrl+,)")
+        self.settings_button.clicked.connect(lambda: emit(self.settings_requested))
+        box.addLayout(top)
+        box.addWidget(self.search)
+        box.addWidget(self.list, 1)
+        box.addWidget(self.empty, 1)
+        box.addWidget(self.settings_button)
+
+    def _action(self, text: str, key: Any, slot: Any) -> QAction:
+        action = QAction(text, self.list if key is not None else self)
+        if key is not None:
+            action.setShortcut(QKeySequence(key))
+        action.triggered.connect(lambda _=False: slot())
+        return action
+
+    def _restyle(self, _scheme: str = "") -> None:
+        self.new_button.setIcon(theme.icon("new"))
+        self.options.setIcon(theme.icon("more"))
+        self.settings_button.setIcon(theme.icon("settings"))
+        self._search_icon.setIcon(theme.icon("search"))
+        self.list.viewport().update()
+
+    def focus_search(self) -> None:
+        self.search.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.search.selectAll()
+
+    def set_grouping(self, key: str) -> None:
+        self.model.grouping = key
+        for k, action in self.group_actions.items():
+            action.setChecked(k == key)
+        self.model.rebuild()
+
+    # --- the current session -------------------------------------------------------
+
+    def mark_current(self, session_id: str | None) -> None:
+        """Shows `session_id` as the current row (the session beside the sidebar)."""
+        row = self.model.row_of(session_id) if session_id else None
+        if row is None:
+            self.list.clearSelection()
+            return
+        index = self.model.index(row, 0)
+        self.list.setCurrentIndex(index)
+        self.list.scrollTo(index)
+
+    def _remember(self) -> None:
+        self._keep = self.selected_id()
+
+    def _restore(self) -> None:
+        if self._keep:
+            self.mark_current(self._keep)
+        self._update_empty()
+
+    # --- data ----------------------------------------------------------------------
+
+    def reload(self) -> None:
+        spawn(self._reload(), lambda m: emit(self.message, m))
+
+    async def _reload(self) -> None:
+        query = self.search.text().strip()
+        result = await self.link.call(SessionList(limit=PAGE, query=query or None))
+        if query != self.search.text().strip():
+            return  # typed on meanwhile; the newer search wins
+        self.model.matches = {m.session_id: m for m in result.matches}
+        self.sessions.load(result.sessions, result.next_cursor, query)
+        self._update_empty()
+
+    def _load_more(self) -> None:
+        if self._loading_more or not self.sessions.next_cursor:
+            return
+        self._loading_more = True
+
+        async def more() -> None:
+            try:
+                result = await self.link.call(SessionList(
+                    limit=PAGE, cursor=self.sessions.next_cursor, query=self.sessions.query or None))
+                self.model.matches.update({m.session_id: m for m in result.matches})
+                self.sessions.extend(result.sessions, result.next_cursor)
+            finally:
+                self._loading_more = False
+
+        spawn(more(), lambda m: emit(self.message, m))
+
+    def _update_empty(self) -> None:
+        none = not self.sessions.rows
+        self.empty.setVisible(none)
+        self.list.setVisible(not none)
+        if none and self.sessions.query:
+            self.empty.setText(f"Nothing matches “{self.sessions.query}”.")
+        elif none:
+            self.empty.setText("No sessions yet.\nPress Ctrl+N to start one.")
+
+    def _on_event(self, event: Incoming) -> None:
+        if event.type in ("session.created", "session.updated", "session.deleted") \
+                and (event.seq is None or event.type != "session.updated"):
+            self.sessions.apply(event)
+            self._update_empty()
+        elif isinstance(event.data, ClientState) and event.data.state == "connected":
+            self.reload()  # what changed while we were away
+
+    def add(self, session: p.Session) -> None:
+        """A session this app just created, listed before its broadcast arrives."""
+        self.sessions.apply(Incoming("session.created", session.session_id,
+                                     p.SessionEvent(session=session)))
+        self._update_empty()
+
+    # --- actions -------------------------------------------------------------------
+
+    def selected_id(self) -> str | None:
+        index = self.list.currentIndex()
+        sid = index.data(SESSION_ID) if index.isValid() else None
+        return str(sid) if sid else None
+
+    def _open_index(self, index: QModelIndex) -> None:
+        sid = index.data(SESSION_ID)
+        if not sid:
+            return
+        match: p.SearchMatch | None = index.data(MATCH)
+        emit(self.open_requested, str(sid), (match.message_id or "") if match else "")
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """Down in the search field goes on to the list, at its first session."""
+        if watched is self.search and isinstance(event, QKeyEvent) \
+                and event.type() == QEvent.Type.KeyPress and event.key() == Qt.Key.Key_Down:
+            first = self._first_index()
+            if first is not None:
+                self.list.setFocus(Qt.FocusReason.TabFocusReason)
+                self.list.setCurrentIndex(first)
+                return True
+        return False
+
+    def _first_index(self) -> QModelIndex | None:
+        for row in range(self.model.rowCount()):
+            index = self.model.index(row, 0)
+            if index.data(KIND) == "session":
+                return index
+        return None
+
+    def _first_result(self) -> None:
+        """Enter in the search field opens the best match."""
+        index = self._first_index()
+        if index is not None:
+            self.list.setCurrentIndex(index)
+            self._open_index(index)
+
+    def open_selected(self) -> None:
+        index = self.list.currentIndex()
+        if index.isValid():
+            self._open_index(index)
+
+    def open_selected_new(self) -> None:
+        sid = self.selected_id()
+        if sid:
+            emit(self.open_new_requested, sid)
+
+    def rename_selected(self) -> None:
+        index = self.list.currentIndex()
+        if index.isValid() and index.data(KIND) == "session":
+            self.list.edit(index)
+
+    def rename(self, session_id: str, title: str) -> None:
+        spawn(self.link.call(SessionUpdate(session_id=session_id, title=title)),
+              lambda m: emit(self.message, m))
+
+    def delete_selected(self) -> None:
+        sid = self.selected_id()
+        if sid:
+            self.confirm_delete(sid)
+
+    def confirm_delete(self, sid: str) -> None:
+        i = self.sessions.index(sid)
+        title = (self.sessions.rows[i].title or "New session") if i is not None else sid
+        box = QMessageBox(QMessageBox.Icon.Warning, "Delete session",
+                          f"Delete “{title}” and its whole transcript? This cannot be undone.",
+                          QMessageBox.StandardButton.Cancel, self)
+        delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
+        delete.setProperty("danger", True)
+        box.buttonClicked.connect(
+            lambda b: self.delete(sid) if box.buttonRole(b) == QMessageBox.ButtonRole.DestructiveRole
+            else None)
+        box.open()
+        self.delete_box = box
+
+    def delete(self, session_id: str, force: bool = False) -> None:
+        async def go() -> None:
+            try:
+                await self.link.call(SessionDelete(session_id=session_id, force=force))
+            except RpcError as exc:
+                if exc.code == ErrorCode.SESSION_BUSY:
+                    emit(self.message, "That session is working right now. Stop it first, or "
+                                       "delete again to interrupt it and delete.")
+                    self._force_next = session_id
+                    return
+                raise
+
+        if self._force_next == session_id:
+            force = True
+            self._force_next = None
+        spawn(go(), lambda m: emit(self.message, m))
