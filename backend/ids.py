@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from datetime import UTC, datetime
 
@@ -12,9 +13,26 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+_last = [0, 0]  # the ms clock and the 48-bit tail of the latest id made in this process
+_ids_lock = threading.Lock()
+
+
 def new_id(prefix: str) -> str:
-    """A unique id that sorts by creation time: prefix, 12 hex of ms clock, 12 hex random."""
-    return f"{prefix}_{int(time.time() * 1000):012x}{os.urandom(6).hex()}"
+    """A unique id that sorts by creation time: prefix, 12 hex of ms clock, 12 hex tail.
+
+    The tail is random, except within one millisecond (or when the clock steps back): then
+    it is the previous id's tail plus one, so ids made by this process always sort in the
+    order they were made (two tokens created in the same ms used to list in random order).
+    """
+    with _ids_lock:
+        ms = max(int(time.time() * 1000), _last[0])
+        if ms == _last[0] and _last[1] < (1 << 48) - 1:
+            tail = _last[1] + 1
+        else:
+            ms = max(ms, _last[0] + (ms == _last[0]))  # a full tail moves to the next ms
+            tail = int.from_bytes(os.urandom(6), "big") >> 1  # room to count up within the ms
+        _last[0], _last[1] = ms, tail
+    return f"{prefix}_{ms:012x}{tail:012x}"
 
 
 def message_id(rowid: int) -> str:

@@ -49,6 +49,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.qt import theme
 from desktop.qt.aio import describe, spawn
 from desktop.qt.compat import emit
 from desktop.state.settings import (
@@ -70,7 +71,6 @@ from shared.config import APPROVAL_MODES, PROVIDER_KINDS, ConfigView, ProviderKi
 from shared.errors import ErrorCode
 from shared.methods import ConfigGet, ConfigSet, ProviderTest, Request, SecretSet
 
-PROBLEM_STYLE = "border: 1px solid #c62828;"
 TEST_TIMEOUT_S = 90.0  # provider.test waits up to 60 s for the provider itself
 
 R = TypeVar("R")
@@ -152,7 +152,7 @@ class SettingsDialog(QDialog):
 
         self.error_label = QLabel()
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet("color: #c62828;")
+        self.error_label.setProperty("tone", "danger")
         self.error_label.hide()
         right.addWidget(self.error_label)
 
@@ -543,7 +543,7 @@ class SettingsDialog(QDialog):
         self.test_button.setEnabled(False)
         self.test_button.setText("Testing…")
         self.test_progress.show()
-        self.test_result_label.setStyleSheet("")
+        theme.restyle(self.test_result_label, tone="")
         text = f"Testing “{name}”: one short request (up to a minute)…"
         if self.provider_patch() is not None:
             text += " Unsaved changes in the form are not used: Save first to test them."
@@ -570,13 +570,13 @@ class SettingsDialog(QDialog):
         name = result.provider or "the provider"
         if result.ok:
             text = f"OK: “{name}” ({result.model}) answered in {result.latency_ms} ms."
-            self.test_result_label.setStyleSheet("color: #2e7d32;")
+            theme.restyle(self.test_result_label, tone="success")
         else:
             error = result.error
             kind = TEST_KINDS.get(error.kind, "") if error is not None else ""
             message = (error.message if error is not None else "") or "unknown error"
             text = f"Failed: “{name}”: {kind + ': ' if kind else ''}{message}"
-            self.test_result_label.setStyleSheet("color: #c62828;")
+            theme.restyle(self.test_result_label, tone="danger")
         self.test_result_label.setText(text)
         emit(self.tested, result)
 
@@ -663,7 +663,7 @@ class SettingsDialog(QDialog):
         self.error_label.show()
         widget = self._widget_for(key)
         if widget is not None:
-            widget.setStyleSheet(PROBLEM_STYLE)
+            theme.restyle(widget, problem=True)
             widget.setFocus()
         emit(self.failed, words)
 
@@ -672,7 +672,7 @@ class SettingsDialog(QDialog):
         self.error_label.setText("")
         self.last_error_field = None
         for w in (self.name_edit, self.kind_combo, *self.fields.values(), self.default_check):
-            w.setStyleSheet("")
+            theme.restyle(w, problem=False)
 
     def _widget_for(self, key: str) -> QWidget | None:
         if key in self.fields:

@@ -177,7 +177,7 @@ def test_an_invalid_value_shows_the_backends_field_error(
     assert "Traceback" not in words
     assert "`" not in words
     assert "Expected `int` >= 1" in d.error_label.toolTip()  # the backend's own words
-    assert d.fields["context_window"].styleSheet()  # the field is marked
+    assert d.fields["context_window"].property("problem") is True  # the field is marked
     assert d.fields["context_window"].text() == "-5"  # the input stays, to fix
     assert d.save_button.isEnabled()
     assert _config(_qt_loop, qtbot, _link).providers["main"].context_window == 128000
@@ -193,7 +193,7 @@ def test_an_invalid_value_shows_the_backends_field_error(
         d.save_provider()
     _idle(qtbot, d)
     assert not d.error_label.isVisible()
-    assert d.fields["context_window"].styleSheet() == ""
+    assert d.fields["context_window"].property("problem") is False
     assert _config(_qt_loop, qtbot, _link).providers["main"].context_window == 64000
 
 
