@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QComboBox,
     QFrame,
     QHBoxLayout,
     QInputDialog,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
+    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -37,6 +39,8 @@ from desktop.qt.follow import Follower
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
 from desktop.state.session import SessionState
 from desktop.state.sessions import status_label
+from desktop.state.transcript import ToolItem
+from desktop.state.turns import TurnActions, latest
 from shared import protocol as p
 from shared.client import RESYNC, ConnectionLost, Incoming, RpcError
 from shared.errors import ErrorCode
@@ -46,6 +50,7 @@ from shared.methods import (
     PromptSubmit,
     SessionMessages,
     SessionResume,
+    SessionUndo,
     SessionUpdate,
     TurnInterrupt,
 )
@@ -116,7 +121,8 @@ class Composer(QPlainTextEdit):
 class ApprovalCard(QFrame):
     """One pending approval with its four answers and the time left."""
 
-    def __init__(self, approval: p.Approval, answer: Callable[[str, p.Decision], None]) -> None:
+    def __init__(self, approval: p.Approval, answer: Callable[[str, p.Decision], None],
+                 preview: tuple[str, str] | None = None) -> None:
         super().__init__()
         self.approval = approval
         self.setObjectName("approvalCard")
@@ -160,6 +166,21 @@ class ApprovalCard(QFrame):
         row.addWidget(self.buttons["deny"])
         box.addLayout(head)
         box.addWidget(what)
+        self.preview: QTextBrowser | None = None
+        if preview is not None:
+            caption, html_text = preview
+            note = QLabel(esc(caption))
+            note.setProperty("muted", True)
+            self.preview = QTextBrowser()
+            self.preview.setObjectName("approvalPreview")
+            self.preview.setAccessibleName("What would be written")
+            self.preview.setOpenLinks(False)
+            self.preview.setOpenExternalLinks(False)
+            self.preview.setHtml(html_text)
+            self.preview.setMaximumHeight(220)
+            self.preview.setLineWrapMode(QTextBrowser.LineWrapMode.NoWrap)
+            box.addWidget(note)
+            box.addWidget(self.preview)
         box.addWidget(why)
         box.addLayout(row)
         self.tick()
@@ -175,6 +196,35 @@ class ApprovalCard(QFrame):
     def busy(self, on: bool) -> None:
         for b in self.buttons.values():
             b.setEnabled(not on)
+
+
+PREVIEW_LINES = 400  # of a file write awaiting approval; the rest is counted
+
+
+def change_preview(name: str, arguments: dict[str, object]) -> tuple[str, str] | None:
+    """What a file-changing call asks to write, for its approval card: a caption and the lines
+    as HTML (escaped: the model wrote them), added lines tinted, removed lines tinted."""
+    c = theme.tokens()
+    dark = theme.current() == "dark"
+    add_bg, del_bg = ("#1f3d2a", "#4a2226") if dark else ("#e6f7ea", "#fbe9ea")
+    path = str(arguments.get("path", ""))
+    if name == "write_file" and isinstance(arguments.get("content"), str):
+        lines = str(arguments["content"]).splitlines() or [""]
+        caption = f"The whole new content of {path} ({len(lines):,} line{'s' if len(lines) != 1 else ''}):"
+        rows = [(f"+{line}", add_bg) for line in lines]
+    elif name == "patch" and isinstance(arguments.get("old"), str) and isinstance(arguments.get("new"), str):
+        every = " (every occurrence)" if arguments.get("replace_all") else ""
+        caption = f"The change to {path}{every}:"
+        rows = [(f"-{line}", del_bg) for line in str(arguments["old"]).splitlines()]
+        rows += [(f"+{line}", add_bg) for line in str(arguments["new"]).splitlines()]
+    else:
+        return None
+    more = len(rows) - PREVIEW_LINES
+    body = "\n".join(f'<span style="background:{bg}">{esc(text)}</span>'
+                     for text, bg in rows[:PREVIEW_LINES])
+    if more > 0:
+        body += f'\n<span style="color:{c.muted}">… {more:,} more lines</span>'
+    return caption, f'<pre style="margin:0; color:{c.text}">{body}</pre>'
 
 
 class QueueRow(QFrame):
@@ -213,6 +263,7 @@ class Conversation(QWidget):
         self.fetching = False
         self.closed = False
         self._resumed: list[p.Message] = []  # the page the session opened with
+        self._note_until = 0.0  # an undo's note shows until then
         self.cards: dict[str, ApprovalCard] = {}
         self.queue_rows: dict[str, QueueRow] = {}
         self._build()
@@ -243,7 +294,22 @@ class Conversation(QWidget):
         self.status_label.setObjectName("statusChip")
         self.conn_label = QLabel()
         self.conn_label.setProperty("tone", "warning")
+        self.model_box = QComboBox()
+        self.model_box.setObjectName("modelBox")
+        self.model_box.setEditable(True)
+        self.model_box.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.model_box.setMinimumContentsLength(14)
+        self.model_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.model_box.setAccessibleName("Model")
+        self.model_box.setAccessibleDescription(
+            "The model this session asks its provider for; type another model's name and press Enter")
+        self.model_box.activated.connect(lambda _i: self._choose_model(self.model_box.currentText()))
+        entry = self.model_box.lineEdit()
+        if entry is not None:
+            entry.setAccessibleName("Model name")
+            entry.returnPressed.connect(lambda: self._choose_model(self.model_box.currentText()))
         top.addWidget(self.header, 1)
+        top.addWidget(self.model_box)
         top.addWidget(self.conn_label)
         top.addWidget(self.status_label)
         self.header_bar = top  # a window adds its own buttons here (pop out)
@@ -266,6 +332,19 @@ class Conversation(QWidget):
         self.banner.setObjectName("errorBanner")
         self.banner.setWordWrap(True)
         self.banner.hide()
+        self.thinking = QLabel("Thinking…")
+        self.thinking.setObjectName("thinking")
+        self.thinking.setProperty("muted", True)
+        self.thinking.setAccessibleName("Thinking")
+        self.thinking.hide()
+        self._build_turn_bar()
+        self.empty = QLabel(self.view.viewport())
+        self.empty.setObjectName("conversationEmpty")
+        self.empty.setWordWrap(True)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setTextFormat(Qt.TextFormat.RichText)
+        self.empty.hide()
+        self.view.viewport().installEventFilter(self)
         self.approvals_box = QVBoxLayout()
         self.queue_box = QVBoxLayout()
         self.composer = Composer()
@@ -300,7 +379,9 @@ class Conversation(QWidget):
         inner.addLayout(under)
         column.addWidget(self.banner)
         column.addWidget(self.view, 1)
+        column.addWidget(self.thinking)
         column.addWidget(self.notice)
+        column.addWidget(self.turn_bar)
         column.addLayout(self.approvals_box)
         column.addLayout(self.queue_box)
         column.addWidget(frame)
@@ -319,11 +400,60 @@ class Conversation(QWidget):
         self.stop_button.setIcon(theme.icon("stop"))
         self.refresh()
 
+    def _build_turn_bar(self) -> None:
+        """Retry a failed or stopped turn; undo the file changes of the latest one."""
+        self.turn_bar = QFrame()
+        self.turn_bar.setObjectName("turnBar")
+        row = QHBoxLayout(self.turn_bar)
+        row.setContentsMargins(2, 0, 2, 0)
+        self.turn_label = QLabel()
+        self.turn_label.setProperty("muted", True)
+        self.retry_button = QPushButton("Retry")
+        self.retry_button.setAccessibleDescription("Send the last message again")
+        self.retry_button.clicked.connect(self.retry)
+        self.undo_button = QPushButton("Undo file changes")
+        self.undo_button.setAccessibleDescription(
+            "Put back the files the last turn changed, as they were before it")
+        self.undo_button.clicked.connect(self.undo)
+        row.addWidget(self.turn_label, 1)
+        row.addWidget(self.undo_button)
+        row.addWidget(self.retry_button)
+        self.turn_bar.hide()
+        self.undone: set[str] = set()
+        self.turn_actions = TurnActions()
+
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        """The message box's frame shows its focus (the editor inside has no border)."""
+        """The message box's frame shows its focus (the editor inside has no border); the
+        empty-session text stays centred in the transcript."""
         if watched is self.composer and event.type() in (QEvent.Type.FocusIn, QEvent.Type.FocusOut):
             theme.restyle(self.composer_frame, focused=event.type() == QEvent.Type.FocusIn)
+        elif watched is self.view.viewport() and event.type() == QEvent.Type.Resize:
+            self._place_empty()
         return False
+
+    def _place_empty(self) -> None:
+        area = self.view.viewport().rect()
+        width = min(560, area.width() - 40)
+        height = self.empty.heightForWidth(width)
+        self.empty.setGeometry((area.width() - width) // 2, max(10, (area.height() - height) // 3),
+                               width, height)
+
+    def _models(self) -> list[str]:
+        """This session's model, then the model turns use first (what a new session gets)."""
+        out: list[str] = []
+        server = self.link.server
+        for name in ((self.state.session.model if self.state.session else ""),
+                     (server.capabilities.provider.model or "") if server is not None else ""):
+            if name and name not in out:
+                out.append(name)
+        return out
+
+    def _choose_model(self, name: str) -> None:
+        name = name.strip()
+        current = self.state.session.model if self.state.session else ""
+        if not name or name == current:
+            return
+        spawn(self.link.call(SessionUpdate(session_id=self.session_id, model=name)), self._show_error)
 
     def rename(self) -> None:
         """F2: a new title for this session (not modal: the loop keeps running)."""
@@ -507,6 +637,49 @@ class Conversation(QWidget):
             self._show_error(f"Not sent: {message}")
         return failed
 
+    def retry(self) -> None:
+        """The failed or stopped turn's prompt, sent again as a new message."""
+        text = self.turn_actions.retry_text
+        if text is None or self.state.busy:
+            return
+        self.turn_actions = TurnActions()
+        self.turn_bar.hide()
+        self.follower.jump()
+        spawn(self._submit(text), self._submit_failed(text))
+
+    def undo(self) -> None:
+        turn = self.turn_actions.undo_turn
+        if turn is None or self.state.busy:
+            return
+        self.undone.add(turn)
+        self.undo_button.setEnabled(False)
+
+        async def go() -> None:
+            try:
+                result = await self.link.call(SessionUndo(session_id=self.session_id, turn_id=turn))
+            except Exception:
+                self.undone.discard(turn)
+                raise
+            finally:
+                self.undo_button.setEnabled(True)
+            names = ", ".join(Path(f).name for f in result.restored[:5])
+            more = f" and {len(result.restored) - 5} more" if len(result.restored) > 5 else ""
+            self.state.notice = None
+            self.banner_note(f"Put back {len(result.restored)} file"
+                             f"{'s' if len(result.restored) != 1 else ''}: {names}{more}."
+                             if result.restored else "Nothing to put back: no file had changed.")
+            self.refresh()
+
+        spawn(go(), self._show_error)
+
+    def banner_note(self, text: str) -> None:
+        """A passing note under the transcript (not an error)."""
+        self.turn_label.setText(text)
+        self.turn_bar.show()
+        self.retry_button.hide()
+        self.undo_button.hide()
+        self._note_until = time.monotonic() + 8
+
     def interrupt(self) -> None:
         if self.state.busy:
             spawn(self.link.call(TurnInterrupt(session_id=self.session_id)), self._show_error)
@@ -576,12 +749,23 @@ class Conversation(QWidget):
         where = " · ".join(esc(x) for x in (folder, model) if x)
         self.header.setText(f"<span style='font-size:13pt; font-weight:600'>{esc(s.title)}</span>"
                             f"<br><span style='color:{muted}'>{where}</span>")
+        models = self._models()
+        if [self.model_box.itemText(i) for i in range(self.model_box.count())] != models:
+            self.model_box.clear()
+            self.model_box.addItems(models)
+        entry = self.model_box.lineEdit()
+        if models and not (entry is not None and entry.hasFocus()):
+            self.model_box.setCurrentText(models[0])
+        server = self.link.server
+        first = server.capabilities.provider.name if server is not None else None
+        self.model_box.setToolTip(f"Asked of {first}" if first else "")
         link_state = self.link.current
         self.conn_label.setText("" if link_state == "connected" else f"⟳ {link_state}…")
         self.status_label.setText(status_label(s.status))
         theme.restyle(self.status_label, tone=STATUS_TONES.get(s.status, "muted"))
         self.usage_label.setText(s.usage_line())
         self.stop_button.setEnabled(s.busy)
+        self._refresh_turn()
         if s.notice is not None:
             self.notice.setText(s.notice.render(time.monotonic()))
             self.notice.show()
@@ -593,7 +777,7 @@ class Conversation(QWidget):
             card.deleteLater()
         for aid, approval in s.approvals.items():
             if aid not in self.cards:
-                card = ApprovalCard(approval, self.answer)
+                card = ApprovalCard(approval, self.answer, self._preview(approval))
                 self.cards[aid] = card
                 self.approvals_box.addWidget(card)
         for adm in [a for a in self.queue_rows if a not in s.queue]:
@@ -607,9 +791,66 @@ class Conversation(QWidget):
                 self.queue_box.addWidget(row)
         emit(self.changed)
 
+    def _refresh_turn(self) -> None:
+        s = self.state
+        self.turn_actions = latest(s.transcript.items, s.status, frozenset(self.undone))
+        self.thinking.setVisible(self.turn_actions.thinking)
+        if time.monotonic() < self._note_until:
+            pass  # an undo's note is showing
+        elif self.turn_actions.retry_text is not None or self.turn_actions.undo_turn is not None:
+            parts = []
+            if self.turn_actions.retry_text is not None:
+                parts.append("The last turn did not finish.")
+            if self.turn_actions.undo_turn is not None:
+                n = self.turn_actions.files_changed
+                parts.append(f"It changed files ({n} change{'s' if n != 1 else ''}).")
+            self.turn_label.setText(" ".join(parts))
+            self.retry_button.setVisible(self.turn_actions.retry_text is not None)
+            self.undo_button.setVisible(self.turn_actions.undo_turn is not None)
+            self.turn_bar.show()
+        else:
+            self.turn_bar.hide()
+        empty = s.loaded and not s.transcript.items and not s.busy
+        if empty:
+            self.empty.setText(self._welcome())
+            self._place_empty()
+        self.empty.setVisible(empty)
+
+    def _welcome(self) -> str:
+        """What a new session can do, and which model answers it."""
+        c = theme.colors()
+        folder = home_relative(self.state.session.cwd) if self.state.session else "this folder"
+        server = self.link.server
+        summary = server.capabilities.provider if server is not None else None
+        model = (self.state.session.model if self.state.session else "") or \
+            (summary.model if summary is not None else "") or "the configured model"
+        who = f"{esc(model)}" + (f" ({esc(summary.name)})" if summary is not None and summary.name else "")
+        weak = ""
+        if summary is not None and summary.offline_default:
+            weak = (f"<p style='color:{c.warning}'>No provider is set up, so the small built-in "
+                    "offline model answers: fine for trying Turnkey out, weak at real work. Add a "
+                    "provider in Settings (Ctrl+,).</p>")
+        return (f"<p style='font-size:15pt; font-weight:600; color:{c.text}'>New session</p>"
+                f"<p style='color:{c.muted}'>Ask Turnkey to read, change and run things in "
+                f"<b>{esc(folder)}</b>. It asks you before anything outside the folder or risky, "
+                f"and every change can be undone.</p>"
+                f"<p style='color:{c.muted}'>Answering: {who}</p>{weak}")
+
+    def _preview(self, approval: p.Approval) -> tuple[str, str] | None:
+        row = self.state.transcript.find(f"call:{approval.call_id}")
+        item = self.state.transcript.items[row] if row is not None else None
+        if not isinstance(item, ToolItem):
+            return None
+        return change_preview(item.name or approval.tool, item.arguments)
+
     def _on_tick(self) -> None:
         for card in self.cards.values():
             card.tick()
+        if self.thinking.isVisible():
+            self.thinking.setText("Thinking" + "." * (1 + int(time.monotonic()) % 3))
+        if self._note_until and time.monotonic() >= self._note_until:
+            self._note_until = 0.0
+            self._refresh_turn()
         if self.state.notice is not None and self.state.notice.until is not None:
             self.notice.setText(self.state.notice.render(time.monotonic()))
 

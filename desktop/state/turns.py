@@ -1,0 +1,42 @@
+"""What the latest turn of a conversation offers: Retry when it failed or was stopped, Undo
+when it changed files, and "thinking" while the model has said nothing yet.  Qt-free."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from desktop.state.transcript import AssistantItem, Item, NoteItem, ToolItem, UserItem
+
+RETRY_NOTES = frozenset({"failed", "interrupted"})  # a turn that ended without its answer
+
+
+@dataclass(frozen=True)
+class TurnActions:
+    thinking: bool = False  # running, and nothing said or called yet
+    retry_text: str | None = None  # the prompt to send again
+    undo_turn: str | None = None  # the turn whose file changes can be undone
+    files_changed: int = 0  # how many calls of that turn changed a file
+
+
+def latest(items: Sequence[Item], status: str, undone: frozenset[str] = frozenset()) -> TurnActions:
+    """The actions for the last prompt's turn (`status` is the session's)."""
+    start = next((i for i in range(len(items) - 1, -1, -1) if isinstance(items[i], UserItem)), None)
+    if start is None:
+        return TurnActions()
+    prompt = items[start]
+    assert isinstance(prompt, UserItem)
+    after = items[start + 1:]
+    if status in ("running", "waiting_approval"):
+        said = any((isinstance(it, AssistantItem) and it.text.strip()) or isinstance(it, ToolItem)
+                   for it in after)
+        return TurnActions(thinking=status == "running" and not said)
+    if status == "queued":
+        return TurnActions()
+    retry = None
+    if after and isinstance(after[-1], NoteItem) and after[-1].kind in RETRY_NOTES:
+        retry = prompt.text
+    changed = [it for it in after if isinstance(it, ToolItem) and it.diff and it.status == "ok"]
+    turn = prompt.turn_id
+    undo = turn if changed and turn is not None and turn not in undone else None
+    return TurnActions(retry_text=retry, undo_turn=undo, files_changed=len(changed) if undo else 0)

@@ -1,0 +1,139 @@
+"""From the conversation itself: Retry a failed turn, Undo the file changes of the latest
+one, see what a file write awaiting approval would write, see "thinking" before the first
+word, and a new session that says what it can do and who answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from desktop.qt.controller import Controller
+from desktop.state.transcript import AssistantItem, UserItem
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from .test_session_window import new_session, open_window, texts, turn_done, type_and_send
+
+
+def test_retry_sends_a_failed_turns_prompt_again(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
+) -> None:
+    fake_provider.script(Reply.http_error(401, "invalid api key"), Reply(deltas=["Second time lucky."]))
+    sid = new_session(qtbot, controller)
+    win = open_window(qtbot, controller, sid)
+    conv = win.conversation
+    type_and_send(qtbot, win, "summarize the changelog")
+    qtbot.waitUntil(lambda: conv.retry_button.isVisible(), timeout=15_000)
+    assert "did not finish" in conv.turn_label.text()
+    assert not conv.undo_button.isVisible()
+    conv.retry_button.click()
+    qtbot.waitUntil(lambda: texts(win, AssistantItem)[-1:] == ["Second time lucky."], timeout=15_000)
+    qtbot.waitUntil(lambda: turn_done(win, 2), timeout=10_000)
+    assert texts(win, UserItem) == ["summarize the changelog", "summarize the changelog"]
+    assert not conv.turn_bar.isVisible()
+    assert len(fake_provider.requests) == 2
+
+
+def test_undo_puts_back_what_the_latest_turn_changed(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("original\n")
+    fake_provider.script(
+        Reply.calls({"name": "write_file", "arguments": {"path": "notes.txt", "content": "rewritten\n"}}),
+        Reply(deltas=["Rewrote it."]),
+    )
+    sid = new_session(qtbot, controller, tmp_path)
+    win = open_window(qtbot, controller, sid)
+    conv = win.conversation
+    type_and_send(qtbot, win, "rewrite the notes")
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
+    assert target.read_text() == "rewritten\n"
+    qtbot.waitUntil(lambda: conv.undo_button.isVisible(), timeout=5_000)
+    assert "changed files" in conv.turn_label.text()
+    conv.undo_button.click()
+    qtbot.waitUntil(lambda: target.read_text() == "original\n", timeout=10_000)
+    qtbot.waitUntil(lambda: "Put back 1 file: notes.txt" in conv.turn_label.text(), timeout=5_000)
+    assert not conv.undo_button.isVisible(), "undone once: the button goes"
+
+
+def test_a_file_write_awaiting_approval_shows_what_it_would_write(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    folder = tmp_path / "project"
+    folder.mkdir()
+    hostile = "line one\n<img src='file:///etc/passwd'>\nexport TOKEN=$(cat ~/.ssh/id_rsa)\n"
+    fake_provider.script(
+        Reply.calls({"name": "write_file",
+                     "arguments": {"path": str(outside / "run.sh"), "content": hostile}}),
+        Reply(deltas=["Not written."]),
+    )
+    sid = new_session(qtbot, controller, folder)
+    win = open_window(qtbot, controller, sid)
+    conv = win.conversation
+    type_and_send(qtbot, win, "write the script over there")
+    qtbot.waitUntil(lambda: len(conv.cards) == 1, timeout=15_000)
+    card = next(iter(conv.cards.values()))
+    assert card.preview is not None, "the content being approved is shown"
+    shown = card.preview.toPlainText()
+    assert "+line one" in shown
+    assert "+<img src='file:///etc/passwd'>" in shown, "shown as text, never as markup"
+    assert "+export TOKEN=$(cat ~/.ssh/id_rsa)" in shown
+    card.buttons["deny"].click()
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
+    assert not (outside / "run.sh").exists()
+
+
+def test_thinking_shows_until_the_first_word(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
+) -> None:
+    fake_provider.script(Reply(deltas=["", "Here", " it is."], delay=0.8))
+    sid = new_session(qtbot, controller)
+    win = open_window(qtbot, controller, sid)
+    conv = win.conversation
+    type_and_send(qtbot, win, "think first")
+    qtbot.waitUntil(lambda: conv.thinking.isVisible(), timeout=10_000)
+    assert conv.thinking.text().startswith("Thinking")
+    qtbot.waitUntil(lambda: any(isinstance(it, AssistantItem) and it.text.strip()
+                                for it in conv.state.transcript.items), timeout=10_000)
+    qtbot.waitUntil(lambda: not conv.thinking.isVisible(), timeout=2_000)
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=10_000)
+
+
+def test_a_new_session_says_what_it_can_do_and_which_model_answers(
+    qtbot: Any, controller: Controller, tmp_path: Path
+) -> None:
+    sid = new_session(qtbot, controller, tmp_path)
+    win = open_window(qtbot, controller, sid)
+    conv = win.conversation
+    qtbot.waitUntil(lambda: conv.empty.isVisible(), timeout=5_000)
+    words = conv.empty.text()
+    assert tmp_path.name in words
+    assert conv.state.session is not None
+    assert f"Answering: {conv.state.session.model}" in words
+    assert "offline model" not in words, "a real provider is configured here"
+
+
+def test_the_model_box_sets_the_sessions_model_and_the_next_turn_asks_for_it(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
+) -> None:
+    from PySide6.QtCore import Qt
+
+    sid = new_session(qtbot, controller)
+    win = open_window(qtbot, controller, sid)
+    conv = win.conversation
+    box = conv.model_box
+    assert conv.state.session is not None
+    assert box.currentText() == conv.state.session.model
+    entry = box.lineEdit()
+    assert entry is not None
+    entry.selectAll()
+    qtbot.keyClicks(entry, "bigger-model")
+    qtbot.keyClick(entry, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: conv.state.session is not None
+                    and conv.state.session.model == "bigger-model", timeout=10_000)
+    fake_provider.script(Reply(deltas=["ok"]))
+    type_and_send(qtbot, win, "which model?")
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
+    assert fake_provider.requests[-1].body["model"] == "bigger-model"

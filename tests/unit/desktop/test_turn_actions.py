@@ -1,0 +1,54 @@
+"""The latest turn's actions: Retry after a failed or stopped turn, Undo after file changes,
+"thinking" before the first word."""
+
+from __future__ import annotations
+
+from desktop.state.transcript import items_from_messages
+from desktop.state.turns import TurnActions, latest
+from tests.unit.desktop.factories import Rows, call
+
+
+def test_a_failed_or_stopped_turn_offers_its_prompt_again() -> None:
+    for kind in ("failed", "interrupted"):
+        r = Rows()
+        r.user("first", "t1")
+        r.assistant("done", "t1")
+        r.user("explain the parser\nin detail", "t2")
+        r.note(kind, "The provider failed", "t2")
+        assert latest(items_from_messages(r.rows), "idle").retry_text == "explain the parser\nin detail"
+
+
+def test_a_finished_turn_offers_no_retry_and_a_busy_one_offers_nothing() -> None:
+    r = Rows()
+    r.user("hi", "t1")
+    r.assistant("hello", "t1")
+    items = items_from_messages(r.rows)
+    assert latest(items, "idle") == TurnActions()
+    r.note("failed", "boom", "t1")
+    items = items_from_messages(r.rows)
+    assert latest(items, "queued") == TurnActions(), "the next prompt is on its way"
+    assert latest([], "idle") == TurnActions()
+
+
+def test_file_changes_of_the_latest_turn_can_be_undone_once() -> None:
+    r = Rows()
+    r.user("fix it", "t1")
+    r.assistant("", "t1", [call("c1", "write_file", path="a.py", content="x"),
+                           call("c2", "write_file", path="b.py", content="y"),
+                           call("c3", "read_file", path="c.py")])
+    r.tool("c1", "wrote a.py", "t1", name="write_file", meta={"diff": "--- a/a.py\n+++ b/a.py\n+x"})
+    r.tool("c2", "no", "t1", name="write_file", status="error", meta={"diff": ""})
+    r.tool("c3", "1 x", "t1", name="read_file")
+    r.assistant("Fixed.", "t1")
+    items = items_from_messages(r.rows)
+    assert latest(items, "idle") == TurnActions(undo_turn="t1", files_changed=1)
+    assert latest(items, "idle", undone=frozenset({"t1"})) == TurnActions()
+
+
+def test_thinking_until_the_model_says_or_calls_something() -> None:
+    r = Rows()
+    r.user("go", "t1")
+    assert latest(items_from_messages(r.rows), "running").thinking
+    assert not latest(items_from_messages(r.rows), "waiting_approval").thinking
+    r.assistant("", "t1", [call("c1", "terminal", command="ls")])
+    assert not latest(items_from_messages(r.rows), "running").thinking
