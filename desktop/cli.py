@@ -13,6 +13,7 @@ import getpass
 import signal
 import sys
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +48,76 @@ async def ensure_client(data_dir: Path) -> Client:
     return client
 
 
+class Answer:
+    """Where the model's words go: plain text as it streams (a pipe gets exactly the
+    answer), or, on a terminal, markdown rendered live by `rich` (headings, lists, code
+    highlighted), one block per stretch of text between tool calls."""
+
+    def __init__(self, rendered: bool) -> None:
+        self.rendered = rendered
+        self.segment = ""  # the text since the last tool call
+        self._live: Any = None
+
+    def add(self, text: str) -> None:
+        if not self.rendered:
+            print(text, end="", flush=True)
+            return
+        self.segment += text
+        if self._live is None:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(console=Console(), refresh_per_second=8, vertical_overflow="visible")
+            self._live.start()
+        self._live.update(_markdown(self.segment))
+
+    def pause(self) -> None:
+        """A tool call starts: what was said so far stays as it is."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        self.segment = ""
+
+    def end(self) -> None:
+        if self.rendered:
+            self.pause()
+        else:
+            print()
+
+
+def _markdown(text: str) -> Any:
+    from rich.markdown import Markdown
+
+    return Markdown(text, code_theme="ansi_dark", hyperlinks=False)
+
+
+def local_time(stamp: str) -> str:
+    """An RFC 3339 UTC time as the local wall-clock time ("14:05:09")."""
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
+    return when.astimezone().strftime("%H:%M:%S")
+
+
+def usage_words(usage: p.Usage) -> str:
+    est = "~" if usage.estimated else ""
+    return (f"[{est}{usage.input_tokens:,} in · {usage.output_tokens:,} out"
+            f"{f' · {usage.cached_tokens:,} cached' if usage.cached_tokens else ''}"
+            f" · ${usage.cost_usd:.4f}]")
+
+
 class Chat:
     """Streams one session's turns to the terminal."""
 
-    def __init__(self, client: Client, session_id: str) -> None:
+    def __init__(self, client: Client, session_id: str, rendered: bool | None = None) -> None:
         self.client = client
         self.session_id = session_id
         self.waiting: str | None = None  # admission id whose message.complete ends the turn
         self.done = asyncio.Event()
         self.shown = ""
+        self.rendered = sys.stdout.isatty() if rendered is None else rendered
+        self.answer = Answer(self.rendered)
         self.ended: str = "completed"  # how the last turn ended: a TurnStatus, or an AdmissionOutcome
         self._tasks: set[asyncio.Future[Any]] = set()
         self._asked: set[str] = set()
@@ -74,6 +136,7 @@ class Chat:
         if ev.admission_id != self.waiting:
             return
         if isinstance(data, p.ToolStart):
+            self.answer.pause()
             print(f"\n[{data.name}] {data.summary}", file=sys.stderr, flush=True)
         elif isinstance(data, p.ToolComplete):
             print(f"[{data.name} {data.status}, {data.duration_ms} ms] {data.summary}", file=sys.stderr)
@@ -87,17 +150,20 @@ class Chat:
                   "session]", file=sys.stderr)
         elif isinstance(data, p.TextDelta):
             self.shown += data.text
-            print(data.text, end="", flush=True)
+            self.answer.add(data.text)
         elif isinstance(data, p.MessageComplete):
             final = data.text
             # The final text is the truth; mend the screen if the stream differed.
             if final.startswith(self.shown):
-                print(final[len(self.shown):], end="")
+                if final[len(self.shown):]:
+                    self.answer.add(final[len(self.shown):])
             else:
-                print(f"\n{final}", end="")
-            print()
+                self.answer.pause()
+                self.answer.add(f"\n{final}")
+            self.answer.end()
             if data.status != "completed":
                 print(f"[{data.status}: {data.failure_reason or data.status}]", file=sys.stderr)
+            print(usage_words(data.usage), file=sys.stderr)
             self.ended = data.status
             self.done.set()
         elif isinstance(data, p.AdmissionEvent) and data.receipt.outcome == "cancelled":
@@ -109,6 +175,7 @@ class Chat:
         """Sends `text` and streams its turn; returns how it ended ("completed", ...)."""
         self.done.clear()
         self.shown = ""
+        self.answer = Answer(self.rendered)
         self.waiting = None
         answer = await self.client.call(PromptSubmit(
             session_id=self.session_id, request_id=uuid.uuid4().hex, text=text))
@@ -142,7 +209,7 @@ class Chat:
         """Asks on the terminal; no answer (no terminal, end of input) leaves the request to
         time out as denied, or to be answered in another window."""
         print(f"\n[approval needed] {approval.tool}: {approval.summary}\n"
-              f"  why: {approval.reason}  (expires {approval.expires_at[11:19]} UTC)",
+              f"  why: {approval.reason}  (expires at {local_time(approval.expires_at)})",
               file=sys.stderr)
         print("  allow [o]nce, for this [s]ession, [a]lways, or [d]eny? ", end="", file=sys.stderr,
               flush=True)

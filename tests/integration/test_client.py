@@ -95,6 +95,49 @@ def test_cli_chat_streams_an_answer_and_lists_the_session(
     assert f"pid {backend.pid}" in status.stdout
 
 
+def test_cli_renders_markdown_on_a_terminal_and_says_what_the_turn_cost(
+    backend: Backend, fake_provider: FakeOpenAI
+) -> None:
+    """On a terminal (a pty here) the answer is rendered markdown; a pipe gets it verbatim.
+    Every turn ends with its tokens and cost on stderr."""
+    import pty
+
+    answer = "# Plan\n\nUse **bold** moves and `code`:\n\n```python\nprint('hi')\n```\n"
+    fake_provider.default = Reply(deltas=[answer[i:i + 7] for i in range(0, len(answer), 7)])
+    cli = [sys.executable, "-m", "desktop.cli", "--data-dir", str(backend.data_dir)]
+    env = dict(backend.env(), COLUMNS="80", TERM="xterm-256color")
+    main, child = pty.openpty()
+    try:
+        proc = subprocess.Popen([*cli, "chat", "plan it"], env=env, stdout=child,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=False)
+        os.close(child)
+        chunks: list[bytes] = []
+        while True:
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # the child closed its end
+                break
+            if not data:
+                break
+            chunks.append(data)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(main)
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.returncode == 0, err
+    assert "\x1b[" in shown, "styled for the terminal"
+    assert "bold" in shown
+    assert "**bold**" not in shown, "markdown is rendered, not shown raw"
+    assert "```" not in shown
+    assert "print" in shown
+    assert "11 in · 7 out" in err.decode(), err
+    # Piped, the same answer comes out verbatim.
+    piped = subprocess.run([*cli, "chat", "plan it again"], env=backend.env(), capture_output=True,
+                           text=True, timeout=60, check=False)
+    assert piped.stdout.strip() == answer.strip()
+    assert "$0.0" in piped.stderr
+
+
 def test_cli_shows_tool_calls_and_asks_for_approval_on_the_terminal(
     backend: Backend, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
