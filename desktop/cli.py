@@ -17,6 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from desktop.state.ansi import SGR_AND_EL, AnsiStripper
+from desktop.state.live_tail import Lines
 from shared import protocol as p
 from shared.client import BackendNotFound, Client, ClientState, Incoming, RpcError
 from shared.launcher import running, start_backend, stop_backend
@@ -85,6 +87,48 @@ class Answer:
             print()
 
 
+class ToolOutput:
+    """What running tools print (tool.progress, a stream), on stderr: on a terminal as it comes,
+    colours kept and `\r` left to redraw the line, other control sequences dropped; else as
+    clean finished lines, each progress bar as it was left."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+        self._call: str | None = None
+        self._start()
+
+    def _start(self) -> None:
+        self._ansi = AnsiStripper(SGR_AND_EL if self.tty else None)
+        self._lines = Lines()
+        self._written = False
+        self._mid_line = False  # on a terminal: the cursor is not at a line start
+
+    def add(self, call_id: str, text: str) -> None:
+        if call_id != self._call:
+            self.end()
+            self._call = call_id
+        clean = self._ansi.feed(text)
+        if not clean:
+            return
+        if self.tty:
+            sys.stderr.write(clean)
+            self._written, self._mid_line = True, not clean.endswith("\n")
+        else:
+            for line in self._lines.feed(clean):
+                print(line, file=sys.stderr)
+        sys.stderr.flush()
+
+    def end(self) -> None:
+        """The call finished, or another one's output comes: its last line is ended."""
+        if self.tty and self._written:
+            sys.stderr.write("\x1b[0m" + ("\n" if self._mid_line else ""))  # colours off
+        elif self._lines.current:
+            print(self._lines.current, file=sys.stderr)
+        sys.stderr.flush()
+        self._call = None
+        self._start()
+
+
 def _markdown(text: str) -> Any:
     from rich.markdown import Markdown
 
@@ -118,6 +162,7 @@ class Chat:
         self.shown = ""
         self.rendered = sys.stdout.isatty() if rendered is None else rendered
         self.answer = Answer(self.rendered)
+        self.tool_output = ToolOutput(sys.stderr.isatty())
         self.ended: str = "completed"  # how the last turn ended: a TurnStatus, or an AdmissionOutcome
         self._tasks: set[asyncio.Future[Any]] = set()
         self._asked: set[str] = set()
@@ -137,8 +182,12 @@ class Chat:
             return
         if isinstance(data, p.ToolStart):
             self.answer.pause()
+            self.tool_output.end()
             print(f"\n[{data.name}] {data.summary}", file=sys.stderr, flush=True)
+        elif isinstance(data, p.ToolProgress):
+            self.tool_output.add(data.call_id, data.text)
         elif isinstance(data, p.ToolComplete):
+            self.tool_output.end()
             print(f"[{data.name} {data.status}, {data.duration_ms} ms] {data.summary}", file=sys.stderr)
         elif isinstance(data, p.ProviderRetry):
             print(f"\n[retrying in {data.delay_s:g} s (attempt {data.attempt}): {data.reason}]",

@@ -554,8 +554,12 @@ class ToolStart(Wire):
 
 
 class ToolProgress(Wire):
+    """The next chunk of what a running call printed: append `text` in order (see PROTOCOL.md)."""
+
     call_id: str
-    text: str
+    text: str  # raw output, `\r` and escape sequences included; "" for a heartbeat
+    elided_bytes: int | None = None  # addition: output skipped before `text`, whose first line says so
+    elapsed_s: int | None = None  # addition: on a heartbeat, seconds the call has been running
 
 
 class ToolComplete(Wire):

@@ -40,9 +40,10 @@ class Guard:
 
 @dataclass
 class ToolContext:
-    """What a running call may use.  `progress` is cheap and never blocks (the executor
-    throttles and stores it); `checkpoint(path, old content or None)` must be awaited
-    before a file is changed."""
+    """What a running call may use.  `progress(text)` adds to the call's live output, a
+    stream: pass what it printed, in order, each piece once; it is cheap and never blocks
+    (the executor batches, bounds and stores it, `tools/live.py`).  `checkpoint(path, old
+    content or None)` must be awaited before a file is changed."""
 
     cwd: Path
     session_id: str

@@ -12,6 +12,10 @@ reports the failure: an unstored result must never reach the model.
 The batch deadline (`limits.tool_batch_deadline_s`) counts only time in
 which no call waits for a person.  An interrupt or the deadline stops
 running calls (`interrupted` / `error`) and skips the ones not started.
+
+What a running tool prints goes out as `tool.progress` chunks, cut and
+bounded by `tools/live.py`; a call's last chunk is stored before its
+`tool.complete`.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals
 from backend.tools.base import Guard, Tool, ToolContext, ToolResult
 from backend.tools.checkpoints import Checkpoints
+from backend.tools.live import LiveOutput
 from backend.tools.procs import ProcessTable
 from backend.tools.spill import spill
 from shared import logs
@@ -41,10 +46,8 @@ from shared.protocol import OUTPUT_PREVIEW_CHARS, ToolComplete, ToolProgress, To
 log = logging.getLogger("tools")
 
 MAX_WORKERS = 8
-HEARTBEAT_S = 15.0
-PROGRESS_EVERY_S = 0.5
+HEARTBEAT_S = 15.0  # a running call that printed nothing for this long gets an empty tool.progress
 TICK_S = 0.1
-MAX_PROGRESS_CHARS = 2_000
 
 
 @dataclass
@@ -114,8 +117,8 @@ class _Call:
     waiting_person: bool = False
     announced: bool = False  # its tool.start is queued
     approved: Guard | None = None  # the guard a person or a rule allowed; the run re-checks it
-    pending_progress: str | None = None
-    last_progress: float = 0.0
+    live: LiveOutput = field(default_factory=LiveOutput)
+    last_progress: float = 0.0  # when its last tool.progress was queued
 
 
 class Executor:
@@ -212,6 +215,8 @@ class _Batch:
         call.running, call.began = True, time.monotonic()
         finished, result = await unless_stopped(self._invoke(call, p.tool), self.halt)
         call.running = False
+        # Before its result, so that clients see the output end as the command's did.
+        await self._drain_progress(call)
         ms = int((time.monotonic() - began) * 1000)
         if not finished or result is None:
             status: ToolStatus = "error" if self.deadline_hit else "interrupted"
@@ -223,13 +228,10 @@ class _Batch:
     async def _invoke(self, call: _Call, tool: Tool) -> ToolResult:
         p, s = call.prepared, self.scope
 
-        def progress(text: str) -> None:
-            call.pending_progress = text[-MAX_PROGRESS_CHARS:]
-
         async def checkpoint(path: Path, old: bytes | None) -> None:
             await self.ex.checkpoints.save(s.session_id, s.turn_id, p.call_id, path, old)
 
-        ctx = ToolContext(s.cwd, s.session_id, s.turn_id, p.call_id, s.env, progress,
+        ctx = ToolContext(s.cwd, s.session_id, s.turn_id, p.call_id, s.env, call.live.write,
                           checkpoint if tool.changes_files else None,
                           spawned=self.ex.procs.spawned, reaped=self.ex.procs.reaped,
                           mode=s.mode, approved=call.approved, data_dir=self.ex.data_dir)
@@ -370,24 +372,37 @@ class _Batch:
             await self._flush_progress(now)
 
     async def _flush_progress(self, now: float) -> None:
-        s = self.scope
         for call in self.calls:
             if not call.running:
                 continue
-            text = call.pending_progress
-            if text is None and now - max(call.last_progress, call.began) >= HEARTBEAT_S:
-                text = f"still running ({int(now - call.began)} s)"
-            if text is None or now - call.last_progress < PROGRESS_EVERY_S:
-                continue
-            call.pending_progress, call.last_progress = None, now
-            data = ToolProgress(call_id=call.prepared.call_id, text=text)
-            try:
-                await self.ex.db.write(functools.partial(
-                    events.append, session_id=s.session_id, type_="tool.progress", data=data,
-                    turn_id=s.turn_id, admission_id=s.admission_id))
-            except StoreUnavailable:
-                pass  # progress is a courtesy; results are what must be stored
-            s.on_progress()
+            chunk = call.live.take()
+            if chunk is not None:
+                await self._send_progress(call, ToolProgress(
+                    call_id=call.prepared.call_id, text=chunk.text,
+                    elided_bytes=chunk.elided_bytes or None))
+            elif now - max(call.last_progress, call.began) >= HEARTBEAT_S:
+                await self._send_progress(call, ToolProgress(
+                    call_id=call.prepared.call_id, text="", elapsed_s=int(now - call.began)))
+
+    async def _drain_progress(self, call: _Call) -> None:
+        """Sends what the finished call printed that was not sent yet."""
+        while (chunk := call.live.take(final=True)) is not None:
+            await self._send_progress(call, ToolProgress(
+                call_id=call.prepared.call_id, text=chunk.text,
+                elided_bytes=chunk.elided_bytes or None))
+
+    async def _send_progress(self, call: _Call, data: ToolProgress) -> None:
+        s = self.scope
+        call.last_progress = time.monotonic()
+        try:
+            # Queued at once (no await before the enqueue), so one call's chunks, taken in
+            # order by the monitor and then by the finished call, commit in that order.
+            await self.ex.db.write(functools.partial(
+                events.append, session_id=s.session_id, type_="tool.progress", data=data,
+                turn_id=s.turn_id, admission_id=s.admission_id))
+        except StoreUnavailable:
+            pass  # progress is a courtesy; results are what must be stored
+        s.on_progress()
 
 
 def _done(call: _Call) -> bool:

@@ -4,7 +4,9 @@ Output is read from pipes we own (not asyncio's subprocess pipes), so that
 once the shell has exited we can stop reading and close them even while a
 backgrounded child (`sleep 100 &`) still holds them open.  Only the first
 and last characters of each stream are kept, so a command printing hundreds
-of megabytes costs a few tens of kilobytes.
+of megabytes costs a few tens of kilobytes.  What the command prints also goes,
+decoded but otherwise raw, stdout and stderr in the order they arrive, to
+`ctx.progress`, which streams it to clients (`tools/live.py` bounds that).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import codecs
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,6 @@ DEFAULT_TIMEOUT_S = 120
 MAX_TIMEOUT_S = 3600
 HEAD_CHARS = 8_000
 TAIL_CHARS = 24_000
-PROGRESS_INTERVAL_S = 0.5
 KILL_GRACE_S = 2.0  # SIGTERM → SIGKILL on timeout
 CANCEL_GRACE_S = 0.5  # the same when interrupted: the caller waits for us
 DRAIN_GRACE_S = 1.0  # reading on after the shell exits, for output still in flight
@@ -133,7 +133,7 @@ class Terminal:
         else:
             argv = ["/bin/sh", "-c", command]
         try:
-            shell = await _Shell.start(argv, workdir, ctx.env, _Throttle(ctx.progress))
+            shell = await _Shell.start(argv, workdir, ctx.env, ctx.progress)
         except (OSError, ValueError) as exc:
             return _error(f"could not start the shell: {exc}")
         ctx.spawned(shell.proc.pid)
@@ -161,26 +161,27 @@ class _Capture:
     """The first and last characters of one stream, and a count of everything seen."""
 
     def __init__(self) -> None:
+        # Its own decoder per stream: a character split across two reads is decoded whole,
+        # whatever the other stream printed in between.
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.head = ""
         self.tail = ""
         self.chars = 0
         self.bytes = 0
-        self.last_line = ""
 
-    def feed(self, data: bytes, final: bool = False) -> None:
-        text = self._decoder.decode(data, final)
+    def feed(self, data: bytes, final: bool = False) -> str:
+        """Keeps what it must of `data`; returns it decoded (a split character waits for
+        its next read)."""
+        decoded = text = self._decoder.decode(data, final)
         self.bytes += len(data)
         self.chars += len(text)
-        line = text[-4096:].rstrip("\r\n").rsplit("\n", 1)[-1].rsplit("\r", 1)[-1].strip()
-        if line:
-            self.last_line = line[:200]
         room = HEAD_CHARS - len(self.head)
         if room > 0:
             self.head += text[:room]
             text = text[room:]
         if text:
             self.tail = text[-TAIL_CHARS:] if len(text) >= TAIL_CHARS else (self.tail + text)[-TAIL_CHARS:]
+        return decoded
 
     def render(self) -> str:
         omitted = self.chars - len(self.head) - len(self.tail)
@@ -189,26 +190,12 @@ class _Capture:
         return self.head + self.tail
 
 
-class _Throttle:
-    """Forwards the latest output line at most every PROGRESS_INTERVAL_S."""
-
-    def __init__(self, progress: Callable[[str], None]) -> None:
-        self._progress = progress
-        self._last = 0.0
-
-    def __call__(self, line: str) -> None:
-        now = time.monotonic()
-        if line and now - self._last >= PROGRESS_INTERVAL_S:
-            self._last = now
-            self._progress(line)
-
-
 class _Shell:
     """One running shell: its process, its two output pipes and their readers."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, on_line: _Throttle) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, on_output: Callable[[str], None]) -> None:
         self.proc = proc
-        self.on_line = on_line
+        self.on_output = on_output
         self.stdout = _Capture()
         self.stderr = _Capture()
         self.timed_out = False
@@ -216,7 +203,9 @@ class _Shell:
         self._readers: list[asyncio.Task[None]] = []
 
     @classmethod
-    async def start(cls, argv: list[str], workdir: Path, env: dict[str, str], on_line: _Throttle) -> _Shell:
+    async def start(
+        cls, argv: list[str], workdir: Path, env: dict[str, str], on_output: Callable[[str], None]
+    ) -> _Shell:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
@@ -232,7 +221,7 @@ class _Shell:
         finally:
             os.close(out_w)  # the child holds its copies; ours would keep the pipes from ending
             os.close(err_w)
-        shell = cls(proc, on_line)
+        shell = cls(proc, on_output)
         pending = [(out_r, shell.stdout), (err_r, shell.stderr)]
         try:
             while pending:
@@ -260,9 +249,12 @@ class _Shell:
 
     async def _pump(self, reader: asyncio.StreamReader, capture: _Capture) -> None:
         while chunk := await reader.read(_CHUNK):
-            capture.feed(chunk)
-            self.on_line(capture.last_line)
-        capture.feed(b"", final=True)
+            self._output(capture.feed(chunk))
+        self._output(capture.feed(b"", final=True))
+
+    def _output(self, text: str) -> None:
+        if text:
+            self.on_output(text)
 
     async def finish(self, timeout: float) -> int | None:
         """Waits for the shell (killing its group on timeout), then for its output."""

@@ -19,10 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from desktop.state.live_tail import LiveTail
 from shared import protocol as p
 from shared.client import Incoming
 
-PROGRESS_KEEP = 4000  # characters of live tool output kept for the card
+PROGRESS_LINES = 400  # of live tool output, the last lines kept for the card
+PROGRESS_KEEP = 16_000  # and at most this many characters of them
 DONE_TOOL = frozenset({"ok", "error", "denied", "skipped", "interrupted", "unknown"})
 
 _versions = itertools.count(1)
@@ -56,7 +58,8 @@ class ToolItem(Item):
     arguments: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
     status: str = "pending"  # pending, running, waiting_approval, then a DONE_TOOL status
-    progress: str = ""
+    progress: str = ""  # the end of its live output, as a terminal shows it (no escape sequences)
+    tail: LiveTail | None = field(default=None, repr=False)  # makes `progress`; while it runs
     output: str = ""
     diff: str = ""
     duration_ms: int | None = None
@@ -249,11 +252,13 @@ class Transcript:
             self._touch(card)
         elif isinstance(data, p.ToolProgress):
             card = self._card(data.call_id, turn, "")
-            card.progress = (card.progress + data.text)[-PROGRESS_KEEP:]
+            if data.text:
+                self._live_output(card, data.text)
             self._touch(card)
         elif isinstance(data, p.ToolComplete):
             card = self._card(data.call_id, turn, data.name)
             card.status = data.status
+            card.tail = None  # its output is complete: `progress` stays as it was left
             card.summary = data.summary or card.summary
             card.duration_ms = data.duration_ms
             card.spilled_path = data.spilled_path
@@ -340,6 +345,15 @@ class Transcript:
         elif name and not card.name:
             card.name = name
         return card
+
+    @staticmethod
+    def _live_output(card: ToolItem, chunk: str) -> None:
+        """Appends a chunk of the call's raw output (tool.progress: a stream, in order)."""
+        if card.tail is None:
+            card.tail = LiveTail(PROGRESS_LINES, PROGRESS_KEEP)
+            card.tail.feed(card.progress)  # "" unless output came after the card completed
+        card.tail.feed(chunk)
+        card.progress = card.tail.text
 
     def _touch(self, item: Item) -> None:
         item.bump()

@@ -8,6 +8,7 @@ import pytest
 
 from desktop.state.transcript import (
     PROGRESS_KEEP,
+    PROGRESS_LINES,
     AssistantItem,
     Item,
     NoteItem,
@@ -587,14 +588,40 @@ def test_tool_progress_appends_and_keeps_the_tail() -> None:
     t.apply(ev.tool_progress("t1", "c1", "line 2\n"))
     card = cards(t)[0]
     assert card.progress == "line 1\nline 2\n"
-    t.apply(ev.tool_progress("t1", "c1", "x" * PROGRESS_KEEP))
-    assert len(card.progress) == PROGRESS_KEEP
-    assert card.progress == "x" * PROGRESS_KEEP
+    t.apply(ev.tool_progress("t1", "c1", "".join(f"row {i}\n" for i in range(3 * PROGRESS_LINES))))
+    assert card.progress.splitlines() == [f"row {i}" for i in range(2 * PROGRESS_LINES, 3 * PROGRESS_LINES)]
+    t.apply(ev.tool_progress("t1", "c1", ("y" * 999 + "\n") * 100))
+    assert len(card.progress) <= PROGRESS_KEEP
     t.apply(ev.tool_progress("t1", "c1", "END"))
-    assert card.progress.endswith("END")
-    assert len(card.progress) == PROGRESS_KEEP
-    assert rec.changes() == [0, 0, 0, 0, 0]
+    assert card.progress.endswith("y\nEND")
+    assert len(card.progress) <= PROGRESS_KEEP
+    assert rec.changes() == [0, 0, 0, 0, 0, 0]
     rec.check()
+
+
+def test_tool_progress_is_a_stream_shown_as_a_terminal_leaves_it() -> None:
+    """The garbled-output report: 40 lines over 10 s arrive as chunks that split lines anywhere,
+    with progress bars redrawn by \r and colours; the card shows clean, whole lines."""
+    t = Transcript()
+    ev = Events()
+    t.apply(ev.tool_start("t1", "c1", command="make"))
+    stream = "".join(f"line {i}\n" for i in range(1, 41))
+    stream += "\x1b[1;32mBuilding\x1b[0m \x1b]0;make: building\x07target\n"
+    stream += "".join(f"\r[{'#' * i:<10}] {i * 10}%" for i in range(11)) + "\r\n"
+    stream += "\x1b[31merror:\x1b[0m none\r\n\x1b[2K\rdone"
+    for start in range(0, len(stream), 7):  # cuts lines, \r\n pairs and escape sequences
+        t.apply(ev.tool_progress("t1", "c1", stream[start:start + 7]))
+    lines = cards(t)[0].progress.splitlines()
+    assert lines == [*(f"line {i}" for i in range(1, 41)),
+                     "Building target", "[##########] 100%", "error: none", "done"]
+
+
+def test_a_heartbeat_changes_no_output() -> None:
+    t = Transcript()
+    ev = Events()
+    t.apply(ev.tool_progress("t1", "c1", "half a line"))
+    t.apply(ev.tool_progress("t1", "c1", ""))
+    assert cards(t)[0].progress == "half a line"
 
 
 def test_tool_progress_for_a_card_not_shown_yet_opens_one() -> None:

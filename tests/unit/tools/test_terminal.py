@@ -154,13 +154,28 @@ async def test_background_child_holding_the_pipes_does_not_hang(tmp_path: Path) 
         os.kill(int(pidfile.read_text()), 9)
 
 
-async def test_progress_sends_the_latest_line_throttled(tmp_path: Path) -> None:
+async def test_progress_gets_every_byte_in_order_as_it_comes(tmp_path: Path) -> None:
     seen: list[str] = []
-    command = "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.25; done"
+    command = "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.1; done"
     result = await TOOL.run({"command": command}, _ctx(tmp_path, seen))
     assert result.status == "ok"
-    assert 1 <= len(seen) < 6, seen
-    assert all(line.startswith("line") for line in seen)
+    assert "".join(seen) == "".join(f"line{i}\n" for i in range(1, 7))
+    assert len(seen) >= 3, "it comes while the command runs, not at the end"
+
+
+async def test_progress_interleaves_stdout_and_stderr_and_keeps_characters_whole(
+    tmp_path: Path,
+) -> None:
+    seen: list[str] = []
+    # "é" is \xc3\xa9: its two bytes come in two writes, with stderr in between.
+    command = ("printf 'out 1\\n'; sleep 0.2; printf 'err 1\\n' >&2; sleep 0.2; "
+               "printf 'caf\\303'; sleep 0.2; printf 'err 2\\n' >&2; sleep 0.2; "
+               "printf '\\251 \\033[32mgreen\\033[0m\\r50%%\\r100%%\\n'")
+    result = await TOOL.run({"command": command}, _ctx(tmp_path, seen))
+    assert result.status == "ok", result.content
+    # Arrival order, as a terminal would show it; the held byte waits for its partner.
+    assert "".join(seen) == ("out 1\nerr 1\ncaferr 2\né \x1b[32mgreen\x1b[0m\r50%\r100%\n")
+    assert "\ufffd" not in "".join(seen)
 
 
 def test_summary_and_guard(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from backend.providers.base import TextChunk
 from backend.store import messages
-from backend.tools import registry
+from backend.tools import executor, registry
 from backend.tools.base import Guard, ToolContext, ToolResult
 from shared.config import ApprovalMode
 from shared.protocol import Message
@@ -163,3 +163,64 @@ async def test_an_interrupt_while_a_tool_runs_leaves_no_call_without_a_result(
     assert rows[3].status in ("ok", "skipped")
     assert await open_calls(harness, sid, settled.turn_id or "") == []
     assert len(harness.provider.requests) == 1, "no model call after the interrupt"
+
+
+class Printer:
+    """A test tool that prints `lines` lines through `ctx.progress`, `pause` seconds apart, then
+    stays quiet for `quiet` seconds."""
+
+    name = "printer"
+    description = "A test tool."
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object", "additionalProperties": False,
+        "properties": {"lines": {"type": "integer"}, "pause": {"type": "number"},
+                       "quiet": {"type": "number"}},
+    }
+    spill = False
+    changes_files = False
+
+    def summary(self, args: dict[str, Any]) -> str:
+        return "printer"
+
+    def guard(self, args: dict[str, Any], cwd: Path, mode: ApprovalMode,
+              data_dir: Path) -> Guard | None:
+        return None
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        for i in range(int(args.get("lines", 0))):
+            ctx.progress(f"line {i}\n")
+            await asyncio.sleep(float(args.get("pause", 0)))
+        await asyncio.sleep(float(args.get("quiet", 0)))
+        return ToolResult("ok", "printed", "printer")
+
+
+async def test_progress_streams_every_chunk_and_the_last_comes_before_the_result(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(registry.BUILTINS, "printer", Printer())
+    sid = await harness.session()
+    harness.provider.script(calls(("c1", "printer", '{"lines": 300, "pause": 0.002}')), text("Done."))
+    receipt = await harness.turn(sid, "print")
+    assert receipt.outcome == "completed", receipt
+    stored = await harness.stored_events(sid)
+    progress = [e for e in stored if e.type == "tool.progress"]
+    assert "".join(e.data["text"] for e in progress) == "".join(f"line {i}\n" for i in range(300))
+    assert 1 < len(progress) < 30, "batched, not one event per line"
+    complete = next(e for e in stored if e.type == "tool.complete")
+    assert max(e.seq or 0 for e in progress) < (complete.seq or 0)
+
+
+async def test_a_quiet_call_gets_heartbeats_that_add_no_text(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(registry.BUILTINS, "printer", Printer())
+    monkeypatch.setattr(executor, "HEARTBEAT_S", 0.3)
+    sid = await harness.session()
+    harness.provider.script(calls(("c1", "printer", '{"lines": 1, "quiet": 1.0}')), text("Done."))
+    receipt = await harness.turn(sid, "print, then think")
+    assert receipt.outcome == "completed", receipt
+    progress = harness.events(sid, "tool.progress")
+    assert progress[0].data == {"call_id": "c1", "text": "line 0\n"}
+    beats = progress[1:]
+    assert beats, "a heartbeat while the call is quiet"
+    assert all(b.data["text"] == "" and b.data["elapsed_s"] >= 0 for b in beats)
