@@ -14,7 +14,7 @@ import msgspec
 import tomli_w
 
 from backend.errors import ConfigError, InvalidParams
-from shared.codec import ParamsError
+from shared.codec import ParamsError, convert
 from shared.config import Config, ConfigView, ProviderConfig, ProviderView, validate
 
 
@@ -55,6 +55,18 @@ class ConfigFile:
             return merged, validate(merged)
         except ParamsError as exc:
             raise InvalidParams(f"patch.{exc.field}" if exc.field else "patch", exc.message) from None
+
+    def provider_preview(self, name: str, table: dict[str, Any]) -> ProviderConfig:
+        """The provider `table` would make as `config.set {patch: {providers: {name: table}}}`
+        (merged over the saved table of `name`, if any; None deletes a key), validated,
+        without applying it.  Errors name `provider_config.FIELD`."""
+        saved = self.raw.get("providers", {}).get(name)
+        merged = _merge(saved if isinstance(saved, dict) else {}, table)
+        try:
+            return convert(merged, ProviderConfig)
+        except ParamsError as exc:
+            field = f"provider_config.{exc.field}" if exc.field else "provider_config"
+            raise InvalidParams(field, exc.message) from None
 
     def effective(self, secret: Callable[[str], str | None]) -> ConfigView:
         """The config with defaults filled in; keys shown only as "set"/"unset"."""

@@ -127,15 +127,19 @@ class ConfigError(EnvironmentFault):
 
 class ProviderError(EnvironmentFault):
     """A model call failed. `kind` classifies it (see providers/errors.py for what the turn
-    may do about each kind); `message` is safe to show a user.  `retry_after` is the wait
-    the provider asked for, in seconds; `streamed` is True once text reached the client."""
+    may do about each kind); `message` is the raw detail (the provider's name and what it
+    said, never a key), shown a click away.  `words`, when the raiser knows better than the
+    kind's default, is what a person is told (providers/errors.py `told`).  `retry_after`
+    is the wait the provider asked for, in seconds; `streamed` is True once text reached
+    the client."""
 
     def __init__(
         self, kind: str, message: str, *, status: int | None = None,
-        retry_after: float | None = None,
+        retry_after: float | None = None, words: str | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
         self.retry_after = retry_after
+        self.words = words
         self.streamed = False

@@ -212,6 +212,8 @@ class Chat:
             self.answer.end()
             if data.status != "completed":
                 print(f"[{data.status}: {data.failure_reason or data.status}]", file=sys.stderr)
+                if data.failure_detail:
+                    print(f"[details: {data.failure_detail}]", file=sys.stderr)
             print(usage_words(data.usage), file=sys.stderr)
             self.ended = data.status
             self.done.set()
@@ -386,8 +388,10 @@ async def provider_test(data_dir: Path, name: str | None) -> int:
     if result.ok:
         print(f"ok: {what} answered in {result.latency_ms} ms")
         return 0
-    kind, message = (result.error.kind, result.error.message) if result.error else ("", "")
-    print(f"failed: {what} after {result.latency_ms} ms: {kind}: {message}")
+    error = result.error
+    print(f"failed: {what} after {result.latency_ms} ms: {error.message if error else ''}")
+    if error is not None and error.detail:
+        print(f"  details ({error.kind}): {error.detail}")
     return 1
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from shared.codec import ParamsError, convert
-from shared.protocol import ModelName
+from shared.protocol import ModelName, ProviderSummary
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -158,9 +158,12 @@ class ProviderView(ProviderConfig, forbid_unknown_fields=False, frozen=True):
 
 class ConfigView(Config, forbid_unknown_fields=False, frozen=True):
     """The effective config (defaults filled in) as `config.get` and `config.set` answer it.
-    Unknown fields are ignored, so an older front-end reads a newer backend's answer."""
+    Unknown fields are ignored, so an older front-end reads a newer backend's answer.
+    `active_provider` (an addition) is what turns use now, as `initialize` reports it: with
+    nothing configured, possibly the small bundled offline model (`offline_default`)."""
 
     providers: dict[str, ProviderView] = {}  # type: ignore[assignment]
+    active_provider: ProviderSummary | None = None
 
 
 def validate(raw: dict[str, Any]) -> Config:

@@ -235,7 +235,7 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(ConfigGet, "admin"),
     MethodSpec(ConfigSet, "admin"),
     MethodSpec(SecretSet, "admin", secret=("value",)),
-    MethodSpec(ProviderTest, "admin"),
+    MethodSpec(ProviderTest, "admin", secret=("api_key",)),
     # A minted admin token must not mint more: a token handed to a script cannot outlive
     # its revocation through tokens it made.
     MethodSpec(TokenCreate, "admin", owner_only=True),

@@ -150,6 +150,9 @@ class Receipt(Wire):
 
 ApprovalStatus = Literal["pending", "allowed", "denied", "expired"]
 Decision = Literal["once", "session", "always", "deny"]
+# Who closed an approval: a person's answer; nobody within approvals.timeout_s; or nobody,
+# because its turn stopped (interrupted, or the backend restarted) before the time ran out.
+DecidedBy = Literal["user", "timeout", "stopped"]
 ToolStatus = Literal["ok", "error", "denied", "skipped", "interrupted", "unknown"]
 
 
@@ -165,6 +168,8 @@ class Approval(Wire):
     created_at: str
     expires_at: str
     decision: Decision | None = None
+    decided_at: str | None = None  # addition: when it stopped being pending
+    decided_by: DecidedBy | None = None  # addition: who closed it (absent while pending)
 
 
 class Rule(Wire):
@@ -316,7 +321,18 @@ class SecretSetParams(Params):
 
 
 class ProviderTestParams(Params):
-    provider: Id | None = None  # a [providers.NAME] of config; default: what turns use first
+    """`provider`: a [providers.NAME] of config; default: what turns use first.
+
+    Additions, to test a settings form before it is saved: `provider_config` is a provider
+    table as in `config.set {patch: {providers: {NAME: ...}}}` (merged over NAME's saved table
+    when there is one, null deleting a key; validated the same way, errors naming
+    `provider_config.FIELD`), and NAME may then be a provider not saved yet.  `api_key` is a key
+    used for this one request only: never stored, logged or echoed (a secret param, like
+    `secret.set`'s value).  Either needs `provider`.  Nothing is saved."""
+
+    provider: Id | None = None
+    provider_config: dict[str, Any] | None = None
+    api_key: str | None = None
 
 
 MAX_TOKEN_LABEL = 100
@@ -482,7 +498,8 @@ class SecretSetResult(Wire):
 
 class ProviderFailure(Wire):
     kind: str  # a ProviderError kind (providers/errors.py), or "timeout"
-    message: str
+    message: str  # for a person: what happened and what to do
+    detail: str | None = None  # addition: the raw detail (provider, HTTP status, its words)
 
 
 class ProviderTestResult(Wire):
@@ -542,7 +559,8 @@ class MessageComplete(Wire):
     text: str
     status: TurnStatus
     usage: Usage
-    failure_reason: str | None = None
+    failure_reason: str | None = None  # for a person: what happened and what to do
+    failure_detail: str | None = None  # addition: the raw detail behind a provider's failure
 
 
 class ToolStart(Wire):
@@ -592,14 +610,16 @@ class LeaseWaiting(Wire):
 class ProviderRetry(Wire):
     attempt: int  # the attempt about to be made: 2 for the first retry
     delay_s: float  # the wait actually applied
-    reason: str
+    reason: str  # for a person
     provider: str | None = None  # addition: the provider being retried
+    detail: str | None = None  # addition: the raw detail (provider, HTTP status, its words)
 
 
 class ProviderFallback(Wire):
     from_: str = msgspec.field(name="from")
     to: str
-    reason: str
+    reason: str  # for a person
+    detail: str | None = None  # addition: the raw detail (provider, HTTP status, its words)
 
 
 class UsageUpdate(Wire):

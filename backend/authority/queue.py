@@ -28,7 +28,16 @@ from backend.store.admissions import AdmissionRecord
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.turn.finalize import CLOSE_RETRY_S, TurnEnd, close_turn, settle_event
-from backend.turn.route import Claim, Routes, RunningTurn, take_session
+from backend.turn.route import (
+    DEFAULT_REASON,
+    NEWER_PROMPT,
+    SESSION_DELETED,
+    SHUTDOWN,
+    Claim,
+    Routes,
+    RunningTurn,
+    take_session,
+)
 from backend.turn.runner import TurnRunner
 from shared import logs
 from shared.protocol import AdmissionEvent, PromptSubmitParams, Receipt, TurnStarted, Usage
@@ -111,7 +120,7 @@ class SessionAuthority:
         params.session_id = receipt.session_id
         if not receipt.duplicate:
             if params.intent == "interrupt":
-                self.interrupt(params.session_id, "Interrupted by a newer prompt.")
+                self.interrupt(params.session_id, NEWER_PROMPT)
             self.wake(params.session_id)
         return receipt
 
@@ -145,7 +154,7 @@ class SessionAuthority:
 
     # --- turns ----------------------------------------------------------------
 
-    def interrupt(self, session_id: str, reason: str = "Interrupted by the user.") -> bool:
+    def interrupt(self, session_id: str, reason: str = DEFAULT_REASON) -> bool:
         turn = self._active.find(session_id)
         if turn is None:
             return False
@@ -315,7 +324,7 @@ class SessionAuthority:
     async def retire(self, session_id: str) -> None:
         """Stops the session's drainer for good (before deletion), interrupting its turn."""
         self._retired.add(session_id)
-        self.interrupt(session_id, "Interrupted: the session was deleted.")
+        self.interrupt(session_id, SESSION_DELETED)
         self._wake_waiters()  # a drainer waiting on the store stops waiting
         task = self._drainers.get(session_id)
         if task is not None and not task.done():
@@ -340,7 +349,7 @@ class SessionAuthority:
         _, pending = await asyncio.wait(tasks, timeout=grace_s * 0.7)
         if pending:
             for turn in self._active:
-                turn.interrupt("Interrupted: the backend was shut down.")
+                turn.interrupt(SHUTDOWN)
             await asyncio.wait(pending, timeout=grace_s * 0.3)
 
 

@@ -35,7 +35,7 @@ from backend.providers.base import (
     UsageChunk,
     WireMessage,
 )
-from backend.providers.errors import from_http
+from backend.providers.errors import error_page, from_http, looks_like_html
 from backend.providers.transport import MAX_LINE_BYTES, post_stream, sse_lines
 
 API_VERSION = "2023-06-01"
@@ -192,7 +192,8 @@ def _wire_tool(tool: ToolSpec) -> dict[str, Any]:
 async def _parse_stream(name: str, response: httpx.Response) -> AsyncIterator[Chunk]:
     content_type = response.headers.get("content-type", "")
     if "text/html" in content_type:
-        raise ProviderError("server_error", f"{name}: the provider returned an HTML page instead of a stream")
+        raise ProviderError("server_error", f"{name}: the provider returned an HTML page instead "
+                            "of a stream", words=error_page(None))
     if "application/json" in content_type:  # not a stream: an error object, or a proxy's oddity
         await response.aread()
         raise _json_instead_of_stream(name, response)
@@ -350,9 +351,9 @@ def _http_error(name: str, response: httpx.Response) -> ProviderError:
     headers = dict(response.headers)
     detail = _error_detail(response)
     if detail is None:
-        html = "text/html" in response.headers.get("content-type", "")
+        html = looks_like_html(response.headers.get("content-type", ""), response.content)
         what = "the provider returned an HTML page" if html else "no error details"
-        return from_http(name, response.status_code, what, headers)
+        return from_http(name, response.status_code, what, headers, html=html)
     message, code = detail
     return from_http(name, response.status_code, message, headers, code)
 

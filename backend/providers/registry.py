@@ -17,6 +17,7 @@ from backend.config import api_key
 from backend.errors import ProviderError
 from backend.providers.anthropic import AnthropicChat
 from backend.providers.base import ChatProvider
+from backend.providers.errors import SETTINGS
 from backend.providers.local import (
     LOCAL_DEFAULT,
     LOCAL_NAME,
@@ -99,6 +100,12 @@ class Providers:
             self._retired.append(cached[2])
         return provider
 
+    def trial(self, name: str, cfg: ProviderConfig, key: str | None) -> ChatProvider:
+        """A client for settings that are not saved (provider.test of a settings form), with
+        `key`: never cached, so the clients and keys turns use are untouched.  The caller
+        closes it (`aclose`)."""
+        return self._build(name, _effective(cfg), key)
+
     def _build(self, name: str, cfg: ProviderConfig, key: str | None) -> ChatProvider:
         base_url = cfg.base_url or PROVIDER_KINDS[cfg.kind].base_url or ""
         if cfg.kind == "openai":
@@ -112,6 +119,8 @@ class Providers:
             "not_configured",
             f"provider {name!r} has kind {cfg.kind!r}, which this backend cannot call yet; "
             "use kind = \"openai\" with an OpenAI-compatible base_url",
+            words=f"Turnkey cannot call providers of the kind “{cfg.kind}”. Choose another kind "
+                  f"for “{name}” in {SETTINGS}.",
         )
 
     async def aclose(self) -> None:

@@ -20,6 +20,7 @@ import httpx
 
 from backend.errors import ProviderError
 from backend.providers.base import Chunk
+from backend.providers.errors import SETTINGS
 
 ErrorReader = Callable[[str, httpx.Response], ProviderError]
 StreamParser = Callable[[httpx.Response], AsyncIterator[Chunk]]
@@ -63,6 +64,8 @@ async def _post(
             "connection",
             f"{name}: could not connect to {origin(url)}; check that the server is running and "
             "base_url is right",
+            words=f"Turnkey could not reach {origin(url)}. Check that the server is running and "
+                  f"that the base URL in {SETTINGS} is right.",
         )
     except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
         raise ProviderError(

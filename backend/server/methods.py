@@ -25,7 +25,7 @@ from backend.compress.compressor import Compressor
 from backend.config import ConfigFile, api_key
 from backend.errors import Forbidden, InvalidParams, NotFound, ProviderError, SessionBusy
 from backend.ids import message_rowid, new_id
-from backend.providers.errors import described
+from backend.providers.errors import told
 from backend.providers.local import LOCAL_DEFAULT, LOCAL_NAME
 from backend.providers.probe import PROBE_TIMEOUT_S, probe
 from backend.providers.registry import ConfiguredProvider, Providers
@@ -374,7 +374,7 @@ class Methods:
     # --- config -----------------------------------------------------------------
 
     async def config_get(self, conn: Connection, params: p.NoParams) -> ConfigView:
-        return self.config.effective(self.secrets.get)
+        return self._effective()
 
     async def config_set(self, conn: Connection, params: p.ConfigSetParams) -> ConfigView:
         old = msgspec.to_builtins(self.config.config)
@@ -383,7 +383,7 @@ class Methods:
         if loosened:
             await self._may_loosen(conn, loosened)
         self.config.patch(params.patch)
-        return self.config.effective(self.secrets.get)
+        return self._effective()
 
     async def _may_loosen(self, conn: Connection, fields: list[str]) -> None:
         """Loosening approvals or the sandbox takes the owner's token on a connection that no
@@ -451,32 +451,59 @@ class Methods:
         self, conn: Connection, params: p.ProviderTestParams
     ) -> p.ProviderTestResult:
         config = self.config.config
-        if params.provider is not None and params.provider not in config.providers:
+        inline = params.provider_config is not None or params.api_key is not None
+        if inline and params.provider is None:
+            raise InvalidParams("provider", "provider_config and api_key need provider: the name "
+                                "of the provider they are for (saved or not)")
+        if params.provider is not None and params.provider not in config.providers \
+                and params.provider_config is None:
             names = ", ".join(sorted(config.providers)) or "none"
             raise InvalidParams(
                 "provider", f"no provider named {params.provider!r} in config (configured: {names})"
             )
+        inline_key = _secret_value(params.api_key, "api_key") if params.api_key is not None else None
         name, model = params.provider or "", ""
+        trial = None
         try:
-            if params.provider is None:
+            if inline:
+                # A settings form's values, not saved: a client of their own, never cached.
+                cfg = (self.config.provider_preview(name, params.provider_config)
+                       if params.provider_config is not None else config.providers[name])
+                model = cfg.model
+                key = inline_key or api_key(cfg, self.secrets.get)
+                trial = self.providers.trial(name, cfg, key)
+                link = ConfiguredProvider(name, cfg, trial)
+            elif params.provider is None:
                 link = self.providers.primary(config, self.config.path)
+                key = api_key(link.cfg, self.secrets.get)
             else:
                 cfg = config.providers[params.provider]
-                name, model = params.provider, cfg.model
+                model = cfg.model
                 link = ConfiguredProvider(name, cfg, self.providers.get(name, cfg))
+                key = api_key(cfg, self.secrets.get)
         except ProviderError as exc:  # none configured, or a kind this backend cannot call
-            failure = p.ProviderFailure(kind=exc.kind, message=described(exc))
+            failure = p.ProviderFailure(kind=exc.kind, message=told(exc), detail=exc.message)
             return p.ProviderTestResult(ok=False, provider=name, model=model, latency_ms=0,
                                         error=failure)
-        key = api_key(link.cfg, self.secrets.get)
-        result = await probe(link.provider, min(PROBE_TIMEOUT_S, link.cfg.request_timeout_s), key)
+        try:
+            result = await probe(link.provider, min(PROBE_TIMEOUT_S, link.cfg.request_timeout_s),
+                                 key)
+        finally:
+            if trial is not None:
+                await trial.aclose()
         error = None
         if result.error_kind is not None:
-            error = p.ProviderFailure(kind=result.error_kind, message=result.error_message or "")
+            error = p.ProviderFailure(kind=result.error_kind, message=result.error_message or "",
+                                      detail=result.error_detail)
         return p.ProviderTestResult(ok=result.ok, provider=link.name, model=link.provider.model,
                                     latency_ms=result.latency_ms, error=error)
 
     # --- helpers ----------------------------------------------------------------
+
+    def _effective(self) -> ConfigView:
+        """The effective config, with what turns use now (the offline model, perhaps)."""
+        view = self.config.effective(self.secrets.get)
+        return msgspec.structs.replace(view, active_provider=self._provider_summary())
 
     def _provider_summary(self) -> p.ProviderSummary:
         """What turns will use, so a front-end can say so (and warn about the tiny model)."""
@@ -540,14 +567,14 @@ def _cwd(cwd: str | None) -> str:
     return str(path.resolve())
 
 
-def _secret_value(raw: str) -> str:
-    """The value to store: trimmed (pasted keys end in a newline), 1 byte to 8 KiB.  Errors
+def _secret_value(raw: str, field: str = "value") -> str:
+    """A key as sent: trimmed (pasted keys end in a newline), 1 byte to 8 KiB.  Errors
     describe the value, never quote it (dispatch already refused lone surrogates)."""
     value = raw.strip()
     if not value:
-        raise InvalidParams("value", "value is empty (surrounding whitespace is trimmed)")
+        raise InvalidParams(field, f"{field} is empty (surrounding whitespace is trimmed)")
     if len(value.encode()) > MAX_SECRET_BYTES:
-        raise InvalidParams("value", f"value is longer than {MAX_SECRET_BYTES // 1024} KiB")
+        raise InvalidParams(field, f"{field} is longer than {MAX_SECRET_BYTES // 1024} KiB")
     return value
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime, timedelta
 
 import msgspec
 
@@ -10,7 +11,11 @@ from backend.ids import new_id, now
 from backend.store import sessions
 from backend.store.db import Tx
 from backend.store.records import Record
-from shared.protocol import Approval, ApprovalStatus, Decision, Rule
+from shared.protocol import Approval, ApprovalStatus, DecidedBy, Decision, Rule
+
+# An expiry this close to `expires_at` (or after it) was the clock's: the stored times are
+# taken a moment apart (expires_at before the request is written, decided_at after the wait).
+CLOCK_SLACK = timedelta(seconds=0.5)
 
 
 class ApprovalRecord(Record, frozen=True):
@@ -25,8 +30,30 @@ class ApprovalRecord(Record, frozen=True):
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> ApprovalRecord:
-        return cls(msgspec.convert(dict(row), Approval), row["rule_key"], row["epoch"],
-                   row["decided_at"])
+        approval = msgspec.convert(dict(row), Approval)
+        by = decided_by(approval.status, approval.decided_at, approval.expires_at)
+        if by is not None:
+            approval = msgspec.structs.replace(approval, decided_by=by)
+        return cls(approval, row["rule_key"], row["epoch"], row["decided_at"])
+
+
+def decided_by(status: ApprovalStatus, decided_at: str | None, expires_at: str) -> DecidedBy | None:
+    """Who closed an approval, read from its row: only a person's answer allows or denies;
+    an expiry at its time is the timeout's, one before it was cut short (`stopped`: its turn
+    was interrupted, or a restart expired it)."""
+    if status == "pending":
+        return None
+    if status in ("allowed", "denied"):
+        return "user"
+    try:
+        cut_short = decided_at is not None and _when(decided_at) < _when(expires_at) - CLOCK_SLACK
+    except ValueError:  # not a time: nothing says it was cut short
+        cut_short = False
+    return "stopped" if cut_short else "timeout"
+
+
+def _when(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def insert(

@@ -20,7 +20,7 @@ from typing import Any
 
 from backend.config import ConfigFile
 from backend.errors import ApprovalClosed, NotFound
-from backend.ids import new_id
+from backend.ids import new_id, now
 from backend.store import admissions, approvals, events
 from backend.store.db import Database, Tx
 from backend.tools import policy
@@ -38,21 +38,24 @@ class Approvals:
         self.epoch = epoch
         self._waiting: dict[str, asyncio.Future[Decision]] = {}
 
-    async def allowed_by_rule(
+    async def allowing_rule(
         self, session_id: str, tool: str, args: dict[str, Any], cwd: Path, mode: ApprovalMode,
         key: str,
-    ) -> bool:
-        """Whether a stored rule covers the call; `key` is its guard's rule key (for a file
-        tool, the folder its path was resolved to: the rule judges that same resolution)."""
+    ) -> str | None:
+        """The pattern of a stored rule that covers the call, or None; `key` is its guard's
+        rule key (for a file tool, the folder its path was resolved to: the rule judges that
+        same resolution)."""
         patterns = await self.db.read(lambda tx: approvals.rules_for(tx, tool, session_id))
-        return any(policy.rule_allows(tool, pattern, tool, args, cwd, mode=mode, key=key)
-                   for pattern in patterns)
+        return next((pattern for pattern in patterns
+                     if policy.rule_allows(tool, pattern, tool, args, cwd, mode=mode, key=key)),
+                    None)
 
     async def ask(
         self, *, session_id: str, turn_id: str, call_id: str, tool: str, summary: str, guard: Guard,
-    ) -> Decision | None:
-        """Waits for a person's decision; None when the request expired (or the wait was
-        cancelled, which expires it and re-raises)."""
+    ) -> Approval | None:
+        """Waits for a person's decision and returns the closed approval: its `decision`, or
+        None when it expired (`decided_by` says by the clock or cut short); None when its row
+        went with its session.  A cancelled wait expires it and re-raises."""
         approval_id = new_id("apr")
         timeout = self.config.config.approvals.timeout_s
         expires = (datetime.now(UTC) + timedelta(seconds=timeout)).isoformat()
@@ -69,13 +72,14 @@ class Approvals:
 
         try:
             await self.db.write(job)
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError:
-            # A person may have answered just as the time ran out: the stored row decides.
-            return await self._expire(approval_id)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(future), timeout)
+            # Answered, or the time ran out; a person may have answered just as it did: the
+            # stored row decides.
+            return await self._close(approval_id)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._expire(approval_id))
+                await asyncio.shield(self._close(approval_id))
             raise
         finally:
             self._waiting.pop(approval_id, None)
@@ -107,18 +111,51 @@ class Approvals:
         log.info("approval %s: %s", approval_id, decision)
         return approval
 
-    async def _expire(self, approval_id: str) -> Decision | None:
-        """Expires the request unless it was answered; returns the answer that stands."""
-        def job(tx: Tx) -> Decision | None:
-            if approvals.decide(tx, approval_id, "expired", None):
-                approval = approvals.get(tx, approval_id)
-                assert approval is not None
+    async def _close(self, approval_id: str) -> Approval | None:
+        """Expires the request unless it was answered; returns it as it stands (None when it
+        was deleted with its session)."""
+        def job(tx: Tx) -> Approval | None:
+            expired = approvals.decide(tx, approval_id, "expired", None)
+            approval = approvals.get(tx, approval_id)
+            if expired and approval is not None:
                 _announce(tx, "approval.resolved", approval)
-                return None
-            row = approvals.row(tx, approval_id)
-            return row.approval.decision if row is not None else None
+            return approval
 
         return await self.db.write(job)
+
+
+# --- who decided, for the tool result's meta -----------------------------------------------
+
+
+def decided_meta(approval: Approval) -> dict[str, Any]:
+    """What a tool result's meta says of the request that decided its call: `decided_by`
+    ("user", "timeout" or "stopped"), `decided_at`, `approval_id`, the person's `decision`
+    when there was one, `waited_ms`, and `timeout_s` when nobody answered in time."""
+    meta: dict[str, Any] = {"decided_by": approval.decided_by or "timeout",
+                            "approval_id": approval.approval_id}
+    if approval.decided_at:
+        meta["decided_at"] = approval.decided_at
+        meta["waited_ms"] = max(0, round((_when(approval.decided_at)
+                                           - _when(approval.created_at)).total_seconds() * 1000))
+    if approval.decision is not None:
+        meta["decision"] = approval.decision
+    if meta["decided_by"] == "timeout":
+        meta["timeout_s"] = round((_when(approval.expires_at)
+                                   - _when(approval.created_at)).total_seconds(), 1)
+    return meta
+
+
+def unasked_meta(decided_by: str, rule: str | None = None) -> dict[str, Any]:
+    """The meta of a call decided without asking: "rule" (a stored rule allowed it; `rule`
+    is its pattern) or "policy" (a built-in guard refuses it in every mode)."""
+    meta: dict[str, Any] = {"decided_by": decided_by, "decided_at": now()}
+    if rule is not None:
+        meta["rule"] = rule
+    return meta
+
+
+def _when(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def expire_stale(tx: Tx, epoch: int, keep: set[str]) -> int:

@@ -33,7 +33,7 @@ from backend.errors import StoreUnavailable
 from backend.race import unless_stopped
 from backend.store import events, messages
 from backend.store.db import Database, Tx
-from backend.tools.approvals import Approvals
+from backend.tools.approvals import Approvals, decided_meta, unasked_meta
 from backend.tools.base import Guard, Tool, ToolContext, ToolResult
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.live import LiveOutput
@@ -117,6 +117,7 @@ class _Call:
     waiting_person: bool = False
     announced: bool = False  # its tool.start is queued
     approved: Guard | None = None  # the guard a person or a rule allowed; the run re-checks it
+    decided: dict[str, Any] = field(default_factory=dict)  # who allowed it, for the result's meta
     live: LiveOutput = field(default_factory=LiveOutput)
     last_progress: float = 0.0  # when its last tool.progress was queued
 
@@ -259,16 +260,17 @@ class _Batch:
         if guard.kind == "hardline":
             return FinishedCall(p.call_id, p.name, "denied",
                            f"Refused: this is never run ({guard.reason}), in any approval mode.",
-                           call.summary)
-        if await self.ex.approvals.allowed_by_rule(s.session_id, p.name, p.arguments, s.cwd,
-                                                   s.mode, guard.rule_key):
-            call.approved = guard
+                           call.summary, meta=unasked_meta("policy"))
+        rule = await self.ex.approvals.allowing_rule(s.session_id, p.name, p.arguments, s.cwd,
+                                                     s.mode, guard.rule_key)
+        if rule is not None:
+            call.approved, call.decided = guard, unasked_meta("rule", rule)
             return None
         call.waiting_person = True
         self.people_waiting += 1
         s.on_person(+1)
         try:
-            decision = await self.ex.approvals.ask(
+            approval = await self.ex.approvals.ask(
                 session_id=s.session_id, turn_id=s.turn_id, call_id=p.call_id, tool=p.name,
                 summary=call.summary, guard=guard,
             )
@@ -276,15 +278,17 @@ class _Batch:
             call.waiting_person = False
             self.people_waiting -= 1
             s.on_person(-1)
+        meta = decided_meta(approval) if approval is not None else {"decided_by": "stopped"}
+        decision = approval.decision if approval is not None else None
         if decision is None:
             return FinishedCall(p.call_id, p.name, "denied",
                            f"Not run: nobody approved it in time ({guard.reason}). Do not retry it "
-                           "unasked; tell the user what you wanted to do.", call.summary)
+                           "unasked; tell the user what you wanted to do.", call.summary, meta=meta)
         if decision == "deny":
             return FinishedCall(p.call_id, p.name, "denied",
                            f"Not run: the user denied it ({guard.reason}). Do not retry it; ask the "
-                           "user or take another way.", call.summary)
-        call.approved = guard
+                           "user or take another way.", call.summary, meta=meta)
+        call.approved, call.decided = guard, meta
         return None
 
     def _skipped(self, call: _Call) -> FinishedCall:
@@ -327,6 +331,7 @@ class _Batch:
 
     def _store_one(self, tx: Tx, call: _Call, out: FinishedCall) -> None:
         s = self.scope
+        out.meta = {**call.decided, **out.meta}  # who allowed it, beside what the tool reports
         meta = dict(out.meta, duration_ms=out.duration_ms)
         if out.spilled_path:
             meta["spilled_path"] = out.spilled_path

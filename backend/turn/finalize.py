@@ -64,6 +64,8 @@ class TurnEnd:
     transcript: bool = True  # False: the turn never held the lease, so it writes no rows
     text_stored: bool = False  # True: `text` is already in an assistant row (with tool calls)
     ledger: list[LedgerEntry] = field(default_factory=list)  # calls not yet in the ledger
+    failure_detail: str | None = None  # a provider failure's raw detail (beside the words)
+    failure_kind: str | None = None  # a provider failure's kind
 
 
 def close_turn(tx: Tx, out: TurnEnd) -> None:
@@ -79,11 +81,14 @@ def close_turn(tx: Tx, out: TurnEnd) -> None:
             status = None if out.status == "completed" else out.status
             messages.insert(tx, sid, "assistant", out.text, turn_id=tid, status=status)
         # A failed or interrupted turn gets a closing note, so the next turn does not
-        # read as a continuation of it.
+        # read as a continuation of it.  Its text is the reason alone (front-ends label the
+        # note by its kind); a provider's raw detail goes to meta, shown a click away.
         if out.status == "failed":
+            meta = {k: v for k, v in (("kind", out.failure_kind), ("detail", out.failure_detail))
+                    if v}
             messages.insert(
-                tx, sid, "system_note", f"The turn failed: {out.failure_reason}",
-                turn_id=tid, note_kind="failed",
+                tx, sid, "system_note", out.failure_reason or "The turn failed.",
+                turn_id=tid, note_kind="failed", meta=meta or None,
             )
         elif out.status == "interrupted":
             messages.insert(
@@ -106,6 +111,7 @@ def close_turn(tx: Tx, out: TurnEnd) -> None:
     complete = MessageComplete(
         admission_id=aid, turn_id=tid, text=out.text, status=out.status, usage=out.usage,
         failure_reason=out.failure_reason if out.status != "completed" else None,
+        failure_detail=out.failure_detail if out.status == "failed" else None,
     )
     events.append(tx, sid, "message.complete", complete, turn_id=tid, admission_id=aid)
     settle_event(tx, aid)

@@ -99,8 +99,8 @@ class LeaseWatch:
             if self.waiting_for_person:
                 self.progress()
             if time.monotonic() - self.last_progress > self.stall_s:
-                self.on_lost(f"Interrupted: no progress for {self.stall_s:g} s "
-                             "(limits.stall_timeout_s).")
+                self.on_lost(f"Stopped after no progress for {self.stall_s:g} s (the limit is "
+                             "limits.stall_timeout_s in config.toml).")
                 return
             if time.monotonic() < next_refresh:
                 continue
@@ -113,12 +113,13 @@ class LeaseWatch:
             except Exception as exc:  # the store is failing: keep trying until the TTL runs out
                 log.warning("session %s: lease refresh failed: %s", self.session_id, exc)
                 if time.time() >= expires:
-                    self.on_lost("Interrupted: the session lease could not be refreshed.")
+                    self.on_lost("Stopped: the session lease could not be renewed (the database "
+                                 "took no writes).")
                     return
                 continue
             if not held:
                 log.warning("session %s: lease lost to another holder", self.session_id)
-                self.on_lost("Interrupted: another process took over this session's lease.")
+                self.on_lost("Stopped: another Turnkey process took over this session's lease.")
                 return
             expires = until
 

@@ -19,7 +19,22 @@ from backend.store.db import Database, Tx
 from backend.store.leases import Holder, LeaseRecord
 from backend.turn.lease import LeaseWatch, try_take
 
-DEFAULT_REASON = "Interrupted by the user."
+# Why a turn was stopped, as the person reads it (the closing note, failure_reason).
+DEFAULT_REASON = "Stopped by you."
+NEWER_PROMPT = "Stopped for your newer message."
+SESSION_DELETED = "The session was deleted while the turn ran."
+SHUTDOWN = "The Turnkey service shut down while the turn ran."
+# The same, as the model reads it in the results of the calls the stop cut short ("you"
+# would be the model there).
+_FOR_MODEL = {
+    DEFAULT_REASON: "the user stopped the turn",
+    NEWER_PROMPT: "the user sent a newer message, which stopped the turn",
+}
+
+
+def for_model(reason: str) -> str:
+    """A stop's reason as tool results tell the model (no final period)."""
+    return _FOR_MODEL.get(reason, reason).rstrip(".")
 
 
 @dataclass(frozen=True)

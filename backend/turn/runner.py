@@ -29,7 +29,7 @@ from backend.compress.compressor import Compressor, Where
 from backend.config import ConfigFile
 from backend.errors import ProviderError, StoreUnavailable
 from backend.providers.base import ChatRequest, ToolSpec
-from backend.providers.errors import described, policy
+from backend.providers.errors import policy, told
 from backend.providers.registry import ConfiguredProvider, Providers
 from backend.store import events, messages
 from backend.store.db import Database, Tx
@@ -49,7 +49,7 @@ from backend.turn.lease import LeaseWatch, wait_for_lease
 from backend.turn.preflight import preflight
 from backend.turn.request import assemble
 from backend.turn.retry import MAX_ATTEMPTS, delay_for
-from backend.turn.route import RunningTurn, take_session
+from backend.turn.route import RunningTurn, for_model, take_session
 from backend.turn.stages import Action
 from backend.turn.stream import DeltaWriter
 from backend.turn.tool_round import prepare, run_round, signature
@@ -73,7 +73,9 @@ class TurnState:
     iterations: int = 0
     usage: Usage = field(default_factory=Usage)
     status: TurnStatus = "completed"
-    reason: str | None = None
+    reason: str | None = None  # for a person: what happened and what to do
+    detail: str | None = None  # a provider failure's raw detail, shown a click away
+    failure_kind: str | None = None  # a provider failure's kind (providers/errors.py)
     text: str = ""  # the final text (message.complete's)
     text_stored: bool = False  # True: `text` already sits in an assistant row
     call_ids: set[str] = field(default_factory=set)
@@ -89,9 +91,13 @@ class TurnState:
     def link(self) -> ConfiguredProvider:
         return self.chain[self.chain_index]
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: str, exc: ProviderError | None = None) -> None:
+        """Fails the turn (the first failure stands); `exc`, a provider's failure behind it,
+        gives the raw detail and kind kept beside the words."""
         if self.status == "completed":
             self.status, self.reason = "failed", reason
+            if exc is not None:
+                self.detail, self.failure_kind = exc.message, exc.kind
 
     def spend(self, why: str) -> None:
         if self.budget_why is None:
@@ -136,7 +142,7 @@ class TurnRunner:
             if st.budget_why and not st.interrupted and st.status == "completed" and not st.text:
                 await self._summarize(st, watch)
         except ProviderError as exc:
-            st.fail(exc.message)
+            st.fail(told(exc), exc)
         except StoreUnavailable as exc:
             st.fail(f"session_persistence_failed: {exc.message}")
         finally:
@@ -263,8 +269,8 @@ class TurnRunner:
         if streamed:
             # People saw part of an answer: a retry would repeat or contradict it.
             st.text = streamed
-            st.fail(f"{described(exc)}; the answer broke off after it had started, so it was not "
-                    "retried (the part shown is kept)")
+            st.fail(f"{told(exc)} The answer broke off after it had started, so it was not "
+                    "retried; the part shown is kept.", exc)
             return Action.BREAK
         rules = policy(exc)
         if rules.compress:
@@ -274,16 +280,17 @@ class TurnRunner:
                 st.overflow_compressed = True
                 tools = registry.specs() if link.cfg.tools else ()
                 if await self._compress(st, link, tools, f"{link.name} refused the request as too "
-                                        f"large ({described(exc)})"):
+                                        f"large ({exc.message})"):
                     return Action.CONTINUE
-            st.fail(f"context_overflow: {described(exc)}; compressing the conversation could not make "
-                    "it fit, so it was not sent again — start a new session or use a model with a "
-                    "larger window")
+            st.fail("The conversation is too long for this model, even after compressing it, so "
+                    "it was not sent again. Start a new session, or choose a model with a larger "
+                    "context window.", exc)
             return Action.BREAK
         if rules.retryable and n < MAX_ATTEMPTS:
             delay = delay_for(exc, n)
             await self._event(st, "provider.retry", ProviderRetry(
-                attempt=n + 1, delay_s=delay, reason=described(exc), provider=link.name))
+                attempt=n + 1, delay_s=delay, reason=told(exc), provider=link.name,
+                detail=exc.message))
             log.info("turn %s: %s failed (%s); retry %d in %.1f s", st.turn.turn_id, link.name,
                      exc.kind, n + 1, delay)
             with contextlib.suppress(TimeoutError):
@@ -292,12 +299,12 @@ class TurnRunner:
         if rules.fallback and st.chain_index + 1 < len(st.chain):
             nxt = st.chain[st.chain_index + 1]
             await self._event(st, "provider.fallback", ProviderFallback(
-                from_=link.name, to=nxt.name, reason=described(exc)))
+                from_=link.name, to=nxt.name, reason=told(exc), detail=exc.message))
             log.warning("turn %s: falling back from %s to %s (%s)", st.turn.turn_id, link.name,
                         nxt.name, exc.kind)
             st.chain_index += 1
             return Action.CONTINUE
-        st.fail(described(exc))
+        st.fail(told(exc), exc)
         return Action.BREAK
 
     async def _stopped_mid_answer(self, st: TurnState, streamed: str) -> None:
@@ -345,7 +352,7 @@ class TurnRunner:
             cwd=Path(turn.claim.cwd), env=tool_env(self.config), mode=cfg.approvals.mode,
             deadline_s=cfg.limits.tool_batch_deadline_s, spill_chars=cfg.limits.spill_chars,
             stop=st.halt, on_progress=watch.progress, on_person=on_person,
-            why=lambda: turn.reason.rstrip(".") if st.interrupted else
+            why=lambda: for_model(turn.reason) if st.interrupted else
             f"the turn reached its limit ({st.budget_why})",
         )
         ledger, st.ledger = st.ledger, []
@@ -427,6 +434,7 @@ class TurnRunner:
         outcome = TurnEnd(
             turn.session_id, turn.admission_id, turn.turn_id, st.status, st.text, st.usage,
             st.reason, holder=turn.holder, text_stored=st.text_stored, ledger=st.ledger,
+            failure_detail=st.detail, failure_kind=st.failure_kind,
         )
         await self.db.write_patiently(lambda tx: close_turn(tx, outcome), CLOSE_RETRY_S)
 

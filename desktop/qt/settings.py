@@ -1,9 +1,12 @@
-"""The settings dialog: providers, API keys, the provider test, the approval mode, the data folder.
+"""The settings dialog: who answers now, providers, API keys, the provider test, the approval
+mode, the "always allow" rules, the data folder.
 
 A client of the backend only: everything it shows comes from `config.get` /
-`config.set` (the effective config, keys as "set"/"unset"), and every change
-goes through `config.set {patch}`, `secret.set` or `provider.test`, each
-scheduled with `spawn()` on the qasync loop so the GUI thread never waits.
+`config.set` (the effective config, keys as "set"/"unset", and what turns use now) and
+`rules.list`, and every change goes through `config.set {patch}`, `secret.set`,
+`provider.test` or `rules.delete`, each scheduled with `spawn()` on the qasync loop so the
+GUI thread never waits.  Test sends the form as it stands (`provider_config`, and a key typed
+but not saved as `api_key`): what is tested is what Save would keep, without saving it.
 
 Patches carry only what the person changed: a cleared field sends `null`,
 which `config.set` treats as "delete the key" (the backend's default then
@@ -29,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 
 import shiboken6
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QDesktopServices, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -43,8 +46,8 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QMessageBox,
-    QProgressBar,
     QPushButton,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -52,12 +55,14 @@ from PySide6.QtWidgets import (
 from desktop.qt import theme
 from desktop.qt.aio import describe, spawn
 from desktop.qt.compat import emit
+from desktop.qt.settings_probe import ConnectionTest
+from desktop.qt.settings_rules import RulesPage
 from desktop.state.settings import (
     INT_FIELDS,
     LABELS,
     PRICE_FIELDS,
-    TEST_KINDS,
     TEXT_FIELDS,
+    answering,
     base_url_hint,
     number,
     placeholder,
@@ -72,6 +77,7 @@ from shared.errors import ErrorCode
 from shared.methods import ConfigGet, ConfigSet, ProviderTest, Request, SecretSet
 
 TEST_TIMEOUT_S = 90.0  # provider.test waits up to 60 s for the provider itself
+TABS = ("Providers", "Approvals", "Rules")
 
 R = TypeVar("R")
 
@@ -98,7 +104,7 @@ class SettingsDialog(QDialog):
         self.data_dir = data_dir
         self.config: ConfigView | None = None
         self.current: str | None = None  # the provider shown in the form; None: a new one
-        self.busy: set[str] = set()  # operations in flight: load, save, key, test, mode
+        self.busy: set[str] = set()  # in flight: load, save, key, test, mode, rules, revoke
         self.last_error_field: str | None = None  # the backend's data.field of the last error
         self.setWindowTitle("Turnkey settings")
         self._build()
@@ -112,6 +118,13 @@ class SettingsDialog(QDialog):
         self.status_label = QLabel("Loading settings…")
         self.status_label.setWordWrap(True)
         root.addWidget(self.status_label)
+        self.answering_label = QLabel()  # who answers new turns now (the offline model?)
+        self.answering_label.setWordWrap(True)
+        self.answering_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        root.addWidget(self.answering_label)
+        self.tabs = QTabWidget()
+        self.tabs.setAccessibleName("Settings pages")
+        root.addWidget(self.tabs, 1)
 
         # Providers: a list on the left, the selected one's form on the right.
         providers = QGroupBox("Model providers")
@@ -187,26 +200,18 @@ class SettingsDialog(QDialog):
         keylay.addWidget(self.key_result_label)
         right.addWidget(keybox)
 
-        # provider.test of the selected provider, as saved.
-        testbox = QGroupBox("Connection test")
-        testlay = QVBoxLayout(testbox)
-        testrow = QHBoxLayout()
-        self.test_button = QPushButton("Test")
-        self.test_button.setToolTip("Sends one short request with the saved settings")
+        # provider.test of the form as it stands (saved or not).
+        self.test_box = ConnectionTest()
+        self.test_button = self.test_box.button
         self.test_button.clicked.connect(self.test_provider)
-        self.test_progress = QProgressBar()
-        self.test_progress.setRange(0, 0)  # indeterminate
-        self.test_progress.hide()
-        testrow.addWidget(self.test_button)
-        testrow.addWidget(self.test_progress, 1)
-        testlay.addLayout(testrow)
-        self.test_result_label = QLabel()
-        self.test_result_label.setWordWrap(True)
-        testlay.addWidget(self.test_result_label)
-        right.addWidget(testbox)
+        self.test_progress = self.test_box.progress
+        self.test_result_label = self.test_box.result_label
+        self.test_details_button = self.test_box.details_button
+        self.test_detail_label = self.test_box.detail_label
+        right.addWidget(self.test_box)
 
         row.addLayout(right, 2)
-        root.addWidget(providers)
+        self.tabs.addTab(providers, TABS[0])
 
         # General settings.
         general = QGroupBox("Approvals")
@@ -219,7 +224,15 @@ class SettingsDialog(QDialog):
         self.approval_label = QLabel()
         self.approval_label.setWordWrap(True)
         genlay.addRow("", self.approval_label)
-        root.addWidget(general)
+        approvals_page = QWidget()
+        approvals_lay = QVBoxLayout(approvals_page)
+        approvals_lay.addWidget(general)
+        approvals_lay.addStretch(1)
+        self.tabs.addTab(approvals_page, TABS[1])
+
+        self.rules_page = RulesPage(self.link, self._run, lambda q, d: self._confirm(q, d))
+        self.tabs.addTab(self.rules_page, TABS[2])
+        self.tabs.currentChanged.connect(self._on_tab)
 
         bottom = QHBoxLayout()
         self.open_folder_button = QPushButton("Open data folder")
@@ -239,8 +252,27 @@ class SettingsDialog(QDialog):
     # --- loading -----------------------------------------------------------------------
 
     def reload(self, refill: bool = True) -> None:
-        """Fetches the effective config (`config.get`) and shows it."""
+        """Fetches the effective config (`config.get`) and shows it, and the rules."""
         self._run("load", self._load(refill), self._show_status_error)
+        if refill:
+            self.rules_page.reload()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """Shown again (the app keeps one dialog): what answers and the rules may have changed
+        meanwhile; the form keeps what the person left in it."""
+        super().showEvent(event)
+        if self.config is not None and "load" not in self.busy:
+            self.reload(refill=False)
+            if "rules" not in self.busy:
+                self.rules_page.reload()
+
+    def show_tab(self, name: str) -> None:
+        """Opens a page of the dialog by its title ("Providers", "Approvals", "Rules")."""
+        self.tabs.setCurrentIndex(TABS.index(name))
+
+    def _on_tab(self, index: int) -> None:
+        if self.tabs.widget(index) is self.rules_page and "rules" not in self.busy:
+            self.rules_page.reload()  # rules made by answers since the dialog opened
 
     async def _load(self, refill: bool) -> None:
         config = await self.link.call(ConfigGet())
@@ -278,8 +310,9 @@ class SettingsDialog(QDialog):
             self.approval_combo.setCurrentIndex(index)
         self.approval_combo.setEnabled("mode" not in self.busy)
         self.add_button.setEnabled(True)
-        if not names:
-            self.status_label.setText("No provider is configured yet: add one.")
+        words, tone = answering(config)
+        self.answering_label.setText(words)
+        theme.restyle(self.answering_label, tone=tone)
         emit(self.loaded, config)
 
     def providers(self) -> dict[str, ProviderView]:
@@ -301,7 +334,7 @@ class SettingsDialog(QDialog):
             return
         self.current = item.data(Qt.ItemDataRole.UserRole)
         self._show_current()
-        self.test_result_label.setText("")
+        self.test_box.clear()
         self.key_result_label.setText("")
 
     def _show_current(self) -> None:
@@ -345,9 +378,9 @@ class SettingsDialog(QDialog):
             w.setEnabled(on)
         saved = on and self.current is not None
         self.remove_button.setEnabled(saved)
-        self.key_edit.setEnabled(saved)
+        self.key_edit.setEnabled(on)  # a new provider's key can be tested before it is saved
         self.key_button.setEnabled(saved and "key" not in self.busy)
-        self.test_button.setEnabled(saved and "test" not in self.busy)
+        self.test_button.setEnabled(on and "test" not in self.busy)
         if on:
             self._on_kind_changed()
 
@@ -382,7 +415,7 @@ class SettingsDialog(QDialog):
         self.provider_list.blockSignals(False)
         self.current = None
         self._fill_form(name, None)
-        self.test_result_label.setText("")
+        self.test_box.clear()
         self.key_result_label.setText("")
         self._set_form_enabled(True)
         self.default_check.setChecked(not self.providers())
@@ -488,7 +521,11 @@ class SettingsDialog(QDialog):
     def save_key(self) -> None:
         """Save key: `secret.set {name, value}`; the field is cleared once stored."""
         name = self.current
-        if name is None or "key" in self.busy:
+        if name is None:
+            self.key_result_label.setText("Save the provider first, then its key (Test already "
+                                          "uses the key as typed).")
+            return
+        if "key" in self.busy:
             return
         value = self.key_edit.text()
         if not value.strip():
@@ -535,50 +572,47 @@ class SettingsDialog(QDialog):
 
     # --- provider.test -----------------------------------------------------------------
 
+    def test_params(self) -> ProviderTest:
+        """provider.test for the form as it stands: its values as `provider_config` (merged
+        over the saved provider, as Save would), and a key typed but not saved as `api_key`
+        (used for this request only; the backend never keeps it)."""
+        name = self.name_edit.text().strip()
+        key = self.key_edit.text().strip()
+        return ProviderTest(provider=name, provider_config=self.form_values(), api_key=key or None)
+
     def test_provider(self) -> None:
-        """Test: `provider.test {provider}` on the saved settings, with a busy state."""
-        name = self.current
-        if name is None or "test" in self.busy:
+        """Test: `provider.test` on the form's values (saved or not), with a busy state."""
+        name = self.name_edit.text().strip()
+        if not name or not self.test_button.isEnabled() or "test" in self.busy:
             return
-        self.test_button.setEnabled(False)
-        self.test_button.setText("Testing…")
-        self.test_progress.show()
-        theme.restyle(self.test_result_label, tone="")
-        text = f"Testing “{name}”: one short request (up to a minute)…"
-        if self.provider_patch() is not None:
-            text += " Unsaved changes in the form are not used: Save first to test them."
-        self.test_result_label.setText(text)
+        self._clear_problem()
+        request = self.test_params()
+        unsaved = self.current is None or self.provider_patch() is not None
+        self.test_box.begin(
+            f"Testing “{name}”{' as the form shows it (not saved)' if unsaved else ''}: one "
+            "short request (up to a minute)…")
 
         def failed(words: str) -> None:
             self._show_test(p.ProviderTestResult(
                 ok=False, provider=name, model="", latency_ms=0,
                 error=p.ProviderFailure(kind="rpc", message=words)))
 
-        self._run("test", self._test(name, failed), failed)
+        self._run("test", self._test(request, failed), failed)
 
-    async def _test(self, name: str, failed: Callable[[str], None]) -> None:
+    async def _test(self, request: ProviderTest, failed: Callable[[str], None]) -> None:
         try:
-            result = await self.link.call(ProviderTest(provider=name), timeout=TEST_TIMEOUT_S)
+            result = await self.link.call(request, timeout=TEST_TIMEOUT_S)
         except RpcError as exc:
+            if self._alive() and exc.code == ErrorCode.INVALID_PARAMS:
+                self._show_rpc_error(exc)  # a form value the backend refused: marked there
             failed(self._rpc_words(exc))
             return
         self._show_test(result)
 
     def _show_test(self, result: p.ProviderTestResult) -> None:
-        if not self._alive():
-            return
-        name = result.provider or "the provider"
-        if result.ok:
-            text = f"OK: “{name}” ({result.model}) answered in {result.latency_ms} ms."
-            theme.restyle(self.test_result_label, tone="success")
-        else:
-            error = result.error
-            kind = TEST_KINDS.get(error.kind, "") if error is not None else ""
-            message = (error.message if error is not None else "") or "unknown error"
-            text = f"Failed: “{name}”: {kind + ': ' if kind else ''}{message}"
-            theme.restyle(self.test_result_label, tone="danger")
-        self.test_result_label.setText(text)
-        emit(self.tested, result)
+        if self._alive():
+            self.test_box.show_result(result)
+            emit(self.tested, result)
 
     # --- approval mode -----------------------------------------------------------------
 
@@ -638,9 +672,7 @@ class SettingsDialog(QDialog):
         elif op == "key":
             self.key_button.setEnabled(self.current is not None)
         elif op == "test":
-            self.test_button.setText("Test")
-            self.test_button.setEnabled(self.current is not None)
-            self.test_progress.hide()
+            self.test_box.end(self.name_edit.isEnabled())
         elif op == "mode":
             self.approval_combo.setEnabled(self.config is not None)
 

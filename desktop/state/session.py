@@ -166,8 +166,8 @@ class SessionState:
             self.turn_usage = data.usage
             if self.notice is not None and self.notice.kind in ("retry", "lease"):
                 self.notice = None
-            if data.status == "failed" and data.failure_reason:
-                self.notice = Notice("failed", f"The turn failed: {data.failure_reason}")
+            # A failure is not repeated in a notice: the turn's closing note in the transcript
+            # says it once (with its detail a click away), next to the Retry it offers.
             self.status = "queued" if self.queue else "idle"
             done = self.transcript.apply(event)
             if done:

@@ -1,5 +1,5 @@
 """What the settings dialog knows without Qt: its fields and labels, how form text becomes
-config values, and the backend's validation errors in words a person reads."""
+config values, the backend's validation errors in words a person reads, and who answers now."""
 
 from __future__ import annotations
 
@@ -7,7 +7,16 @@ import math
 import re
 from typing import Any
 
-from shared.config import PROVIDER_KINDS, Approvals, Config, ProviderConfig, ProviderKind, fields
+from shared import protocol as p
+from shared.config import (
+    PROVIDER_KINDS,
+    Approvals,
+    Config,
+    ConfigView,
+    ProviderConfig,
+    ProviderKind,
+    fields,
+)
 
 # The form shows these provider settings, in this order; their labels and defaults come from
 # the config schema (shared/config.py), as do the kinds and the approval modes.
@@ -39,15 +48,40 @@ def base_url_hint(kind: ProviderKind) -> str:
     return info.base_url or info.base_url_hint or ""
 
 
-TEST_KINDS = {
-    "auth": "the key was refused",
-    "connection": "the server could not be reached",
-    "timeout": "no answer in time",
-    "rate_limit": "rate limited",
-    "model_not_found": "the model was not found",
-    "not_configured": "not configured",
-    "rpc": "",
-}
+def probe_words(result: p.ProviderTestResult) -> tuple[str, str]:
+    """provider.test's result as the dialog shows it: the line (the backend's words, which
+    say what to do), and the detail kept a click away ("" when there is none)."""
+    name = result.provider or "the provider"
+    if result.ok:
+        return f"OK: “{name}” ({result.model}) answered in {result.latency_ms} ms.", ""
+    error = result.error
+    message = (error.message if error is not None else "") or "It failed for an unknown reason."
+    return f"Failed: “{name}”: {message}", (error.detail or "") if error is not None else ""
+
+
+# Who answers now, as the dialog's first line says it: (text, tone).
+OFFLINE_WORDS = (
+    "Answering now: the built-in offline model ({model}). It is small and weak: fine for a "
+    "hello, not for real work. Next step: add a provider with “Add…” below (a hosted model "
+    "with its API key, or a server of your own).")
+
+
+def answering(config: ConfigView) -> tuple[str, str]:
+    """Which provider new turns use, and whether that is the weak offline model."""
+    summary = config.active_provider
+    if summary is None:  # an older backend: what the config itself names
+        chosen = config.provider()
+        if chosen is None:
+            return "No provider is configured yet: add one.", "warning"
+        return f"Answering now: “{chosen[0]}” ({chosen[1].model}).", ""
+    if summary.offline_default:
+        return OFFLINE_WORDS.format(model=summary.model or "a tiny model"), "warning"
+    if not summary.configured or summary.name is None:
+        return ("No provider is configured, and the built-in offline model is not installed, so "
+                "nothing can answer yet. Add a provider with “Add…” below.", "danger")
+    kind = next((info for name, info in PROVIDER_KINDS.items() if name == summary.kind), None)
+    what = ", ".join(x for x in (summary.model, kind.label if kind else "") if x)
+    return f"Answering now: “{summary.name}” ({what}).", ""
 
 
 def shown(value: Any) -> str:

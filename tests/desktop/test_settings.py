@@ -15,10 +15,12 @@ os.environ.setdefault("QT_API", "pyside6")  # qasync's binding, whatever the imp
 
 import asyncio
 from collections.abc import Coroutine, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QLineEdit, QListWidget
 from pytestqt.qtbot import QtBot
 
@@ -27,7 +29,7 @@ from desktop.qt.settings import SettingsDialog
 from shared import protocol as p
 from shared.config import ConfigView
 from shared.methods import ConfigGet
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.backend_proc import Backend
 
 KEY = "sk-test-DESKTOP-LEAKCHECK-0123456789abcdef"
@@ -262,8 +264,6 @@ def test_provider_test_reports_ok_and_latency(_dialog: SettingsDialog, qtbot: Qt
 def test_provider_test_failure_shows_the_error_and_the_dialog_stays_responsive(
     _dialog: SettingsDialog, fake_provider: FakeOpenAI, qtbot: QtBot
 ) -> None:
-    from tests.fakes.openai_server import Reply
-
     d = _dialog
     fake_provider.script(Reply(deltas=["slow"], delay=1.0), Reply.http_error(401, "bad key"))
     with qtbot.waitSignal(d.tested, timeout=WAIT_MS) as first:
@@ -281,7 +281,16 @@ def test_provider_test_failure_shows_the_error_and_the_dialog_stays_responsive(
     assert failure.ok is False
     assert failure.error is not None
     assert failure.error.kind == "auth"
-    assert d.test_result_label.text().startswith("Failed: “main”: the key was refused")
+    assert d.test_result_label.text() == (
+        "Failed: “main”: The server rejected the API key. Paste a new key in Settings → Providers.")
+    # The raw detail is a click away, not in the sentence.
+    assert d.test_result_label.toolTip() == "main: HTTP 401: bad key"
+    assert d.test_details_button.isVisible()
+    assert not d.test_detail_label.isVisible()
+    d.test_details_button.click()
+    assert d.test_detail_label.isVisible()
+    assert d.test_detail_label.text() == "main: HTTP 401: bad key"
+    assert d.test_details_button.text() == "Hide details"
 
 
 def test_approval_mode_change_persists(
@@ -355,3 +364,232 @@ def test_open_data_folder_opens_the_data_dir(
     _dialog.open_folder_button.click()
     assert opened == [QUrl.fromLocalFile(str(_backend.data_dir))]
     assert opened[0].toLocalFile() == str(_backend.data_dir)
+
+
+# --- Test: the form as it stands, not the saved settings ------------------------------------
+
+ERROR_PAGE = b"<!DOCTYPE html><html><body><h1>501 Not Implemented</h1></body></html>"
+INLINE_KEY = "sk-test-DESKTOP-INLINE-0123456789abcdef"
+
+
+@pytest.fixture
+def failing_provider() -> Iterator[FakeOpenAI]:
+    """A second fake on another port whose every answer is a 501 error page."""
+    fake = FakeOpenAI()
+    fake.default = Reply(status=501, raw=ERROR_PAGE, content_type="text/html")
+    yield fake
+    fake.close()
+
+
+def test_test_sends_the_unsaved_base_url_and_saves_nothing(
+    _dialog: SettingsDialog, _link: Link, _backend: Backend, _qt_loop: asyncio.AbstractEventLoop,
+    fake_provider: FakeOpenAI, failing_provider: FakeOpenAI, qtbot: QtBot,
+) -> None:
+    d = _dialog
+    toml = (_backend.data_dir / "config.toml").read_bytes()
+    d.fields["base_url"].setText(failing_provider.base_url)  # edited, not saved
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS) as blocker:
+        d.test_button.click()
+        assert "as the form shows it (not saved)" in d.test_result_label.text()
+    _idle(qtbot, d)
+    result = _tested(blocker)
+    assert result.ok is False
+    assert len(failing_provider.snapshot()) == 1, "the form's URL was tested"
+    assert fake_provider.snapshot() == [], "not the saved one"
+    assert d.test_result_label.text() == (
+        "Failed: “main”: The provider's server answered with an error page (HTTP 501: Not "
+        "Implemented). Check the base URL in Settings → Providers.")
+    assert d.test_result_label.property("tone") == "danger"
+    assert (_backend.data_dir / "config.toml").read_bytes() == toml, "nothing saved"
+    assert _config(_qt_loop, qtbot, _link).providers["main"].base_url == fake_provider.base_url
+    assert d.fields["base_url"].text() == failing_provider.base_url, "the form keeps the edit"
+
+    d.fields["base_url"].setText(fake_provider.base_url)  # back to what works
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS) as blocker:
+        d.test_button.click()
+    _idle(qtbot, d)
+    assert _tested(blocker).ok is True
+    assert not d.test_details_button.isVisible(), "no detail to show for an OK"
+
+
+def test_a_key_typed_but_not_saved_is_tested_and_never_kept(
+    _dialog: SettingsDialog, _backend: Backend, fake_provider: FakeOpenAI, qtbot: QtBot,
+) -> None:
+    d = _dialog
+    d.key_edit.setText(INLINE_KEY)
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS) as blocker:
+        d.test_button.click()
+    _idle(qtbot, d)
+    assert _tested(blocker).ok is True
+    assert fake_provider.snapshot()[-1].authorization == f"Bearer {INLINE_KEY}"
+    assert d.key_edit.text() == INLINE_KEY, "still there, to save if it works"
+    assert "no key is set" in d.key_status_label.text()
+    assert not (_backend.data_dir / "secrets.json").exists()
+    leaks = [str(p) for p in sorted(_backend.data_dir.rglob("*"))
+             if p.is_file() and INLINE_KEY.encode() in p.read_bytes()]
+    assert leaks == []
+
+
+def test_a_new_provider_can_be_tested_before_it_is_saved(
+    _dialog: SettingsDialog, _link: Link, _qt_loop: asyncio.AbstractEventLoop,
+    fake_provider: FakeOpenAI, qtbot: QtBot,
+) -> None:
+    d = _dialog
+    assert d.start_new_provider("draft")
+    assert d.test_button.isEnabled(), "a new provider's form can be tested"
+    d.fields["base_url"].setText(fake_provider.base_url)
+    d.fields["model"].setText("draft-model")
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS) as blocker:
+        d.test_button.click()
+    _idle(qtbot, d)
+    result = _tested(blocker)
+    assert (result.ok, result.provider, result.model) == (True, "draft", "draft-model")
+    assert "draft" not in _config(_qt_loop, qtbot, _link).providers
+
+    d.fields["context_window"].setText("-5")  # the backend's refusal marks the field
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS):
+        d.test_button.click()
+    _idle(qtbot, d)
+    assert d.last_error_field == "provider_config.context_window"
+    assert d.fields["context_window"].property("problem") is True
+    assert "Context window" in d.error_label.text()
+
+
+# --- who answers now ------------------------------------------------------------------------
+
+
+def test_settings_name_the_provider_that_answers(_dialog: SettingsDialog) -> None:
+    text = _dialog.answering_label.text()
+    assert text == "Answering now: “main” (fake-model, OpenAI-compatible (Chat Completions))."
+
+
+def test_with_nothing_configured_settings_say_the_weak_offline_model_answers(
+    tmp_path: Path, _qt_loop: asyncio.AbstractEventLoop, qtbot: QtBot,
+) -> None:
+    from backend.providers.local import BUNDLED_MODEL, local_available
+
+    if not local_available():
+        pytest.skip("the offline model is not installed")
+    backend = Backend(tmp_path / "fresh", "http://127.0.0.1:9/unused",
+                      extra_env={"TURNKEY_NO_KEYRING": "1"})
+    (backend.data_dir / "config.toml").unlink()  # a fresh install
+    backend.start()
+    link = Link(backend.data_dir, restart_after_s=None)
+    task = _qt_loop.create_task(link.start())
+    try:
+        qtbot.waitUntil(lambda: link.current == "connected" or task.done(), timeout=WAIT_MS)
+        dialog = SettingsDialog(link, backend.data_dir)
+        qtbot.addWidget(dialog)
+        dialog.show()
+        _idle(qtbot, dialog)
+        text = dialog.answering_label.text()
+        assert text.startswith(f"Answering now: the built-in offline model ({BUNDLED_MODEL}).")
+        assert "small and weak" in text
+        assert "add a provider" in text
+        assert "No provider is configured yet" not in " ".join(_texts(dialog))
+        assert dialog.answering_label.property("tone") == "warning"
+        assert dialog.add_button.isEnabled(), "the next step is one click away"
+        _idle(qtbot, dialog)
+    finally:
+        _run(_qt_loop, qtbot, link.close())
+        backend.close()
+
+
+# --- Rules ----------------------------------------------------------------------------------
+
+
+def _make_rule(loop: asyncio.AbstractEventLoop, qtbot: QtBot, link: Link, folder: Path,
+               fake: FakeOpenAI) -> None:
+    """A real "always" rule: a turn asks to run `rm -rf build`, the answer is Always."""
+    from shared.methods import ApprovalList, ApprovalRespond, PromptSubmit, SessionCreate
+
+    (folder / "build").mkdir()
+    fake.script(Reply.calls({"name": "terminal", "arguments": {"command": "rm -rf build"}}),
+                Reply(deltas=["done"]))
+    sid = _run(loop, qtbot, link.call(SessionCreate(cwd=str(folder)))).session.session_id
+    _run(loop, qtbot, link.call(PromptSubmit(session_id=sid, request_id="r1", text="clean")))
+    pending: list[p.Approval] = []
+
+    def asked() -> bool:
+        pending[:] = _run(loop, qtbot, link.call(ApprovalList(session_id=sid))).approvals
+        return bool(pending)
+
+    qtbot.waitUntil(asked, timeout=WAIT_MS)
+    _run(loop, qtbot, link.call(ApprovalRespond(approval_id=pending[0].approval_id,
+                                                decision="always")))
+    qtbot.waitUntil(lambda: not (folder / "build").exists(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: len(fake.snapshot()) == 2, timeout=WAIT_MS)  # the script is spent
+
+
+def test_rules_are_listed_and_revoked_after_a_confirmation(
+    _dialog: SettingsDialog, _link: Link, _qt_loop: asyncio.AbstractEventLoop,
+    fake_provider: FakeOpenAI, qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from shared.methods import RulesList
+
+    d = _dialog
+    page = d.rules_page
+    d.show_tab("Rules")
+    _idle(qtbot, d)
+    assert page.shown == []
+    assert page.empty_label.isVisible(), "the empty state says what rules are"
+    assert "Always" in page.empty_label.text()
+    assert not page.revoke_button.isEnabled()
+
+    _make_rule(_qt_loop, qtbot, _link, tmp_path, fake_provider)
+    d.show_tab("Providers")
+    with qtbot.waitSignal(page.listed, timeout=WAIT_MS):
+        d.show_tab("Rules")  # shown again: listed again
+    _idle(qtbot, d)
+    assert [(r.tool, r.allows) for r in page.shown] == [
+        ("Terminal", "commands starting with “rm -rf”")]
+    assert page.table.isVisible()
+    assert not page.empty_label.isVisible()
+    item = page.table.topLevelItem(0)
+    assert item is not None
+    assert [item.text(i) for i in range(3)][:2] == ["Terminal", "commands starting with “rm -rf”"]
+    assert page.revoke_button.isEnabled()
+
+    asked: list[str] = []
+
+    def say_no(question: str, _detail: str) -> bool:
+        asked.append(question)
+        return False
+
+    monkeypatch.setattr(d, "_confirm", say_no)
+    page.revoke_button.click()
+    assert asked == ["Revoke the rule for terminal: commands starting with “rm -rf”?"]
+    _idle(qtbot, d)
+    assert len(page.shown) == 1, "not revoked without a yes"
+
+    monkeypatch.setattr(d, "_confirm", lambda *_a: True)
+    page.table.setFocus()
+    with qtbot.waitSignal(page.listed, timeout=WAIT_MS):
+        QTest.keyClick(page.table, Qt.Key.Key_Delete)  # the keyboard way
+    _idle(qtbot, d)
+    assert page.shown == [], "listed again after the revoke"
+    assert page.empty_label.isVisible()
+    assert "Revoked" in page.status_label.text()
+    assert _run(_qt_loop, qtbot, _link.call(RulesList())).rules == []
+
+
+def test_every_control_of_every_settings_page_has_a_name(
+    _dialog: SettingsDialog, _link: Link, _qt_loop: asyncio.AbstractEventLoop,
+    fake_provider: FakeOpenAI, qtbot: QtBot, tmp_path: Path,
+) -> None:
+    from tests.desktop.test_accessibility import unnamed
+
+    d = _dialog
+    _make_rule(_qt_loop, qtbot, _link, tmp_path, fake_provider)
+    fake_provider.script(Reply.http_error(401, "bad key"))
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS):
+        d.test_button.click()
+    _idle(qtbot, d)
+    assert d.test_details_button.isVisible()
+    missing = []
+    for name in ("Providers", "Approvals", "Rules"):
+        d.show_tab(name)
+        _idle(qtbot, d)
+        missing += unnamed(d)
+    assert d.rules_page.shown, "the rules page was checked with a rule on it"
+    assert not missing, "unnamed controls:\n  " + "\n  ".join(missing)

@@ -132,6 +132,17 @@ async def test_smart_mode_asks_before_rm_rf_and_a_denial_keeps_the_folder(
     rows = await tool_rows(rpc, sid)
     assert [r["status"] for r in rows] == ["denied"], rows
     assert "denied" in rows[0]["content"]
+    # Who denied it and when, for the card: "Denied by you at 14:02".
+    closed = resolved["data"]["approval"]
+    assert (closed["decided_by"], closed["decided_at"]) == ("user", answer["approval"]["decided_at"])
+    meta = rows[0]["meta"]
+    assert (meta["decided_by"], meta["decision"], meta["approval_id"]) == (
+        "user", "deny", approval["approval_id"])
+    assert meta["decided_at"] == closed["decided_at"]
+    assert meta["waited_ms"] >= 0
+    assert "timeout_s" not in meta
+    assert {k: v for k, v in complete["data"]["meta"].items()} == {
+        k: v for k, v in meta.items() if k != "duration_ms"}, "the live event says the same"
 
     requests = fake_provider.snapshot()
     assert len(requests) == 2
@@ -169,7 +180,10 @@ async def test_always_stores_a_rule_that_survives_a_restart_until_deleted(
     assert done["data"]["status"] == "completed"
     assert done["data"]["text"] == "Removed build1."
     assert not builds[0].exists()
-    assert [r["status"] for r in await tool_rows(rpc, sid)] == ["ok"]
+    [first_row] = await tool_rows(rpc, sid)
+    assert first_row["status"] == "ok"
+    assert (first_row["meta"]["decided_by"], first_row["meta"]["decision"]) == ("user", "always")
+    assert "exit_code" in first_row["meta"], "beside what the tool reports"
 
     rules = (await rpc.call("rules.list"))["rules"]
     assert len(rules) == 1, rules
@@ -190,7 +204,10 @@ async def test_always_stores_a_rule_that_survives_a_restart_until_deleted(
     assert done["data"]["text"] == "Removed build2."
     assert not builds[1].exists()
     assert approvals_in(rpc, sid, "approval.request") == [], "the stored rule allows it"
-    assert [r["status"] for r in await tool_rows(rpc, sid)] == ["ok", "ok"]
+    rows = await tool_rows(rpc, sid)
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert (rows[1]["meta"]["decided_by"], rows[1]["meta"]["rule"]) == ("rule", "rm -rf")
+    assert rows[1]["meta"]["decided_at"]
 
     assert await rpc.call("rules.delete", {"rule_id": rule["rule_id"]}) == {}
     assert (await rpc.call("rules.list"))["rules"] == []
@@ -227,6 +244,8 @@ async def test_an_unanswered_request_expires_and_the_turn_goes_on(
         assert resolved["approval_id"] == request["approval_id"]
         assert resolved["status"] == "expired"
         assert resolved.get("decision") is None
+        assert resolved["decided_by"] == "timeout"
+        assert resolved["decided_at"] >= request["created_at"]
         done = await wait_complete(rpc, receipt["admission_id"])
         assert done["data"]["status"] == "completed"
         assert done["data"]["text"] == "Nobody answered."
@@ -234,6 +253,11 @@ async def test_an_unanswered_request_expires_and_the_turn_goes_on(
         rows = await tool_rows(rpc, sid)
         assert [r["status"] for r in rows] == ["denied"], rows
         assert "in time" in rows[0]["content"]
+        meta = rows[0]["meta"]  # "Expired after 0.5 s without an answer"
+        assert (meta["decided_by"], meta["timeout_s"]) == ("timeout", 0.5), meta
+        assert meta["decided_at"] == resolved["decided_at"]
+        assert meta["waited_ms"] >= 400
+        assert "decision" not in meta
         assert "denied" in tool_messages(fake_provider.snapshot()[1].body)[0]["content"]
 
         with pytest.raises(RpcError) as late:
@@ -271,6 +295,8 @@ async def test_hardline_commands_never_run_even_with_approvals_off(
         assert [r["status"] for r in rows] == ["denied", "denied"], rows
         for row in rows:
             assert "never run" in row["content"], row["content"]
+            assert row["meta"]["decided_by"] == "policy", "refused by a built-in rule"
+            assert row["meta"]["decided_at"]
         assert "formats a disk" in rows[0]["content"]
         assert "fork bomb" in rows[1]["content"]
         completes = [e for e in rpc.session_events(sid) if e["type"] == "tool.complete"]
@@ -457,6 +483,7 @@ async def test_interrupt_while_an_approval_is_pending_ends_the_turn_promptly(
     resolved = (await rpc.wait_event(stored("approval.resolved", sid)))["data"]["approval"]
     assert resolved["approval_id"] == approval["approval_id"]
     assert resolved["status"] == "expired"
+    assert resolved["decided_by"] == "stopped", "cut short by the stop, not the clock"
     assert (await rpc.call("approval.list", {}))["approvals"] == []
     rows = await tool_rows(rpc, sid)
     assert [r["status"] for r in rows] == ["skipped"], rows

@@ -59,7 +59,8 @@ async def test_a_10_mb_line_fails_the_call_and_is_never_stored(
     _, complete = await run_turn(rpc, sid, "answer in one line", timeout=120)
     data = complete["data"]
     assert data["status"] == "failed", data
-    assert f"longer than {MAX_LINE_BYTES // 1024} KiB" in data["failure_reason"], data
+    assert f"longer than {MAX_LINE_BYTES // 1024} KiB" in data["failure_detail"], data
+    assert data["failure_reason"].startswith("The provider's server failed while answering."), data
     assert data["text"] == "", "nothing of the line reached anyone"
     grown = _used_bytes(backend) - before
     assert grown < BIG / 10, f"the database grew by {grown} bytes for a refused line"

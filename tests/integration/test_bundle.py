@@ -235,4 +235,5 @@ async def test_a_bundle_with_no_provider_says_how_to_add_one(bundle: Path, tmp_p
     assert result.ok is False
     assert result.error is not None
     assert result.error.kind == "not_configured"
-    assert "File → Settings" in result.error.message
+    assert result.error.message == "No model provider is set up yet. Add one in Settings → Providers."
+    assert "File → Settings" in (result.error.detail or ""), "the detail says where, too"

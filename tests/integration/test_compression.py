@@ -238,8 +238,9 @@ async def test_a_provider_overflow_compresses_once_then_fails_closed(
         sent_before = len(turn_requests(fake_provider))
         done = await turn(rpc, sid, prompt(7, 10))
         assert done["status"] == "failed"
-        assert "context_overflow" in done["failure_reason"]
+        assert done["failure_reason"].startswith("The conversation is too long for this model")
         assert "not sent again" in done["failure_reason"]
+        assert "main" in done["failure_detail"], "the provider's own words, a click away"
         assert len(events_of(rpc, sid, "compression.complete")) == 1, "one compress-and-retry"
         assert len(turn_requests(fake_provider)) - sent_before == 2, "sent once, retried once, no more"
 

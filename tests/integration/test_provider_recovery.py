@@ -64,7 +64,8 @@ async def test_429_with_retry_after_then_success(
         [retry] = events_of(rpc, sid, "provider.retry")
         assert retry["data"]["attempt"] == 2
         assert retry["data"]["delay_s"] == 1.0, "Retry-After is honoured"
-        assert "slow down" in retry["data"]["reason"]
+        assert retry["data"]["reason"].startswith("The provider is limiting how many requests")
+        assert retry["data"]["detail"] == "main: HTTP 429: slow down"
         requests = fake_provider.snapshot()
         assert len(requests) == 2
         assert requests[1].started - requests[0].ended >= 0.9  # type: ignore[operator]
@@ -90,6 +91,9 @@ async def test_500_three_times_then_the_fallback_answers_re_preflighted_for_its_
         assert [e["data"]["attempt"] for e in events_of(rpc, sid, "provider.retry")] == [2, 3]
         [fallback] = events_of(rpc, sid, "provider.fallback")
         assert (fallback["data"]["from"], fallback["data"]["to"]) == ("main", "backup")
+        assert fallback["data"]["reason"].startswith(
+            "The provider's server failed (HTTP 500: Internal Server Error).")
+        assert fallback["data"]["detail"] == "main: HTTP 500: kaput"
         primary_body = fake_provider.snapshot()[0].body
         [backup] = backup_provider.snapshot()
         assert primary_body["max_tokens"] == 4096, "the primary's window leaves the full budget"
@@ -106,7 +110,7 @@ async def test_500_three_times_then_the_fallback_answers_re_preflighted_for_its_
         await rpc.close()
 
 
-async def test_401_fails_at_once_without_retry(
+async def test_401_fails_at_once_without_retry_said_once_in_a_persons_words(
     backend_factory: BackendFactory, fake_provider: FakeOpenAI
 ) -> None:
     fake_provider.default = Reply.http_error(401, "invalid api key")
@@ -114,12 +118,58 @@ async def test_401_fails_at_once_without_retry(
                          + provider_table("main", fake_provider.base_url))
     rpc, sid, done = await turn(backend, "hello")
     try:
+        words = "The server rejected the API key. Paste a new key in Settings → Providers."
         assert done["data"]["status"] == "failed"
-        reason = done["data"]["failure_reason"]
-        assert "HTTP 401" in reason
-        assert "API key" in reason, "the reason says what to do"
+        assert done["data"]["failure_reason"] == words
+        assert done["data"]["failure_detail"] == "main: HTTP 401: invalid api key"
         assert len(fake_provider.snapshot()) == 1
         assert events_of(rpc, sid, "provider.retry") == []
+        [note] = [m for m in await transcript(rpc, sid) if m["role"] == "system_note"]
+        assert (note["note_kind"], note["content"]) == ("failed", words), "no 'The turn failed:'"
+        assert note["meta"] == {"kind": "auth", "detail": "main: HTTP 401: invalid api key"}
+        receipt = (await rpc.call("admission.get", {"admission_id": done["admission_id"]}))
+        assert receipt["receipt"]["failure_reason"] == words
+    finally:
+        await rpc.close()
+
+
+async def test_an_error_page_fails_the_turn_naming_the_status_and_the_setting(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    page = b"<html><head><title>501 Not Implemented</title></head><body>nginx</body></html>"
+    fake_provider.default = Reply(status=501, raw=page, content_type="text/html", headers=RETRY_NOW)
+    backend = start_with(backend_factory, 'default_provider = "main"\n'
+                         + provider_table("main", fake_provider.base_url))
+    rpc, sid, done = await turn(backend, "hello")
+    try:
+        assert done["data"]["status"] == "failed"
+        assert done["data"]["failure_reason"] == (
+            "The provider's server answered with an error page (HTTP 501: Not Implemented). "
+            "Check the base URL in Settings → Providers.")
+        assert done["data"]["failure_detail"] == "main: HTTP 501: the provider returned an HTML page"
+        retries = events_of(rpc, sid, "provider.retry")
+        assert [r["data"]["reason"] for r in retries] == [done["data"]["failure_reason"]] * 2
+    finally:
+        await rpc.close()
+
+
+async def test_an_interrupted_turn_says_who_stopped_it_once(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    fake_provider.default = Reply(deltas=["a", "b"], hang_after=1)
+    backend = start_with(backend_factory, 'default_provider = "main"\n'
+                         + provider_table("main", fake_provider.base_url))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc)
+        receipt = await submit(rpc, sid, "hello")
+        await rpc.wait_event(is_event("message.delta", receipt["admission_id"]))
+        await rpc.call("turn.interrupt", {"session_id": sid})
+        done = await wait_complete(rpc, receipt["admission_id"])
+        assert done["data"]["status"] == "interrupted"
+        assert done["data"]["failure_reason"] == "Stopped by you."
+        notes = [m for m in await transcript(rpc, sid) if m["role"] == "system_note"]
+        assert [(n["note_kind"], n["content"]) for n in notes] == [("interrupted", "Stopped by you.")]
     finally:
         await rpc.close()
 

@@ -154,10 +154,14 @@ async def test_provider_test_classifies_failures_as_results(
         fake_provider.script(Reply.http_error(401, "Incorrect API key provided"))
         auth = await rpc.call("provider.test", {})
         assert (auth["ok"], auth["provider"], auth["error"]["kind"]) == (False, "main", "auth"), auth
-        assert "401" in auth["error"]["message"]
+        assert auth["error"]["message"] == ("The server rejected the API key. Paste a new key in "
+                                            "Settings → Providers.")
+        assert auth["error"]["detail"] == "main: HTTP 401: Incorrect API key provided"
 
         down = await rpc.call("provider.test", {"provider": "down"})
         assert (down["ok"], down["model"], down["error"]["kind"]) == (False, "m-down", "connection")
+        assert down["error"]["message"].startswith("Turnkey could not reach http://127.0.0.1:")
+        assert "could not connect" in down["error"]["detail"]
 
         fake_provider.routes[PROBE_TEXT] = Reply(hang_after=0)  # hangs until the client leaves
         slow = await rpc.call("provider.test", {"provider": "slow"})
@@ -280,7 +284,9 @@ def test_cli_secret_set_and_provider_test(
     failed = run("provider", "test", "main")
     assert failed.returncode == 1
     assert failed.stdout.startswith("failed: main (fake-model) after "), failed.stdout
-    assert ": auth: " in failed.stdout
+    assert "ms: The server rejected the API key. Paste a new key in Settings → Providers.\n" \
+        in failed.stdout, "the words the app uses"
+    assert "  details (auth): main: HTTP 401: nope" in failed.stdout
 
     unknown = run("provider", "test", "nosuch")
     assert unknown.returncode == 1

@@ -13,6 +13,7 @@ import pytest
 from backend.authority.loosening import loosened
 from backend.config import ConfigFile
 from backend.errors import Forbidden
+from backend.providers.registry import Providers
 from backend.secrets import Secrets
 from backend.server import peer
 from backend.server.auth import OWNER
@@ -109,12 +110,14 @@ class _Conn:
 
 
 def _methods(tmp_path: Path) -> Methods:
-    """Just what config.set uses: the config file, the secrets and the process table."""
+    """Just what config.set uses: the config file, the secrets, the process table and the
+    providers (its answer says which one turns use now)."""
     methods = Methods.__new__(Methods)
     methods.config = ConfigFile(tmp_path / "config.toml")
     methods.config.load()
     methods.secrets = Secrets(tmp_path)
     methods.procs = ProcessTable(tmp_path)
+    methods.providers = Providers(methods.secrets, tmp_path)
     return methods
 
 

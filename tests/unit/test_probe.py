@@ -52,14 +52,15 @@ async def test_ok_reports_latency_to_the_end_of_the_stream() -> None:
     assert [(m.role, m.content) for m in request.messages] == [("user", "Reply with the word OK.")]
 
 
-async def test_provider_failure_is_a_classified_result_with_advice() -> None:
+async def test_provider_failure_is_a_classified_result_in_words_with_the_detail_apart() -> None:
     provider = ScriptedProvider(fail=ProviderError("auth", f"scripted: HTTP 401: bad key {KEY}"))
     result = await probe(provider, key=KEY)
     assert not result.ok
     assert result.error_kind == "auth"
-    assert result.error_message is not None
-    assert "check the API key" in result.error_message, "the advice is appended"
-    assert KEY not in result.error_message, "a key the provider failed to redact is removed"
+    assert result.error_message == ("The server rejected the API key. Paste a new key in "
+                                    "Settings → Providers.")
+    assert result.error_detail == "scripted: HTTP 401: bad key ***", (
+        "the raw detail, with a key the provider failed to redact removed")
 
 
 async def test_bounded_by_the_timeout() -> None:
@@ -68,5 +69,6 @@ async def test_bounded_by_the_timeout() -> None:
     assert not result.ok
     assert result.error_kind == "timeout"
     assert "0.05 s" in (result.error_message or "")
+    assert result.error_detail == "scripted: no complete answer within 0.05 s"
     assert 50 <= result.latency_ms < 2000
     assert provider.closed_stream, "the stream was closed, not left hanging"

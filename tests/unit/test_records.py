@@ -22,7 +22,7 @@ from backend.store.db import Database, Tx
 from backend.store.leases import Holder, LeaseRecord, provably_dead
 from backend.store.messages import ModelRow
 from backend.store.sessions import SessionRecord
-from shared.protocol import Usage
+from shared.protocol import ApprovalStatus, Usage
 
 OTHER_BOOT = "00000000-0000-0000-0000-000000000000/pid:[4026531836]"
 
@@ -221,6 +221,26 @@ async def test_an_approval_record_has_every_column(db: Database) -> None:
     assert decided is not None
     assert (decided.approval.status, decided.approval.decision) == ("allowed", "session")
     assert decided.decided_at is not None
+    assert decided.approval.decided_at == decided.decided_at, "the wire shows when"
+    assert decided.approval.decided_by == "user", "and who"
+    assert (r.approval.decided_by, r.approval.decided_at) == (None, None), "pending: neither"
+
+
+@pytest.mark.parametrize(("status", "decided_at", "by"), [
+    ("pending", None, None),
+    ("allowed", "2026-11-30T14:02:00.000Z", "user"),
+    ("denied", "2026-11-30T14:02:00.000Z", "user"),
+    ("expired", "2026-11-30T14:05:00.120Z", "timeout"),  # at its time
+    ("expired", "2026-11-30T14:04:59.800Z", "timeout"),  # a moment early: the clocks' gap
+    ("expired", "2026-11-30T14:02:30.000Z", "stopped"),  # cut short: its turn stopped
+    ("expired", "2026-11-30T16:00:00.000Z", "timeout"),  # a restart long after it ran out
+    ("expired", None, "timeout"),
+])
+def test_who_closed_an_approval_is_read_from_its_row(
+    status: ApprovalStatus, decided_at: str | None, by: str | None
+) -> None:
+    expires = "2026-11-30T14:05:00.000100+00:00"  # as ask() writes it
+    assert approvals.decided_by(status, decided_at, expires) == by
 
 
 async def test_a_checkpoint_record_has_every_column(db: Database) -> None:

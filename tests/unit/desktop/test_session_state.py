@@ -424,19 +424,16 @@ def test_the_end_of_a_turn_clears_only_waiting_notices(type_: str, data: dict[st
     assert (s.notice is not None) is kept
 
 
-def test_a_failed_turn_says_why_and_the_next_turn_clears_it() -> None:
+def test_a_failed_turn_is_said_once_by_its_note_not_again_in_a_notice() -> None:
     s, calls, _ = state()
     s.load(resume(latest_seq=0))
     ev = Events()
     s.apply(ev.started("t1", "a1"))
     s.apply(ev.other("provider.retry", {"attempt": 3, "delay_s": 2, "reason": "503"}, "t1"))
     s.apply(ev.complete("t1", "a1", "", "failed", "the provider is down"))
-    assert s.notice is not None
-    assert (s.notice.kind, s.notice.render()) == ("failed", "The turn failed: the provider is down")
+    assert s.notice is None, "the retry countdown is gone and the failure is not repeated"
     assert s.status == "idle"
     assert calls.done == ["t1"]
-    s.apply(ev.started("t2", "a2"))
-    assert s.notice is None
 
 
 def test_usage_update_and_the_usage_line() -> None:

@@ -1,4 +1,5 @@
-"""Classifying provider failures, reading Retry-After, and the wait before a retry."""
+"""Classifying provider failures, what a person is told about them, reading Retry-After, and
+the wait before a retry."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ import email.utils
 import pytest
 
 from backend.errors import ProviderError
-from backend.providers.errors import POLICIES, described, from_http, policy, retry_after
+from backend.providers.errors import (
+    POLICIES,
+    WORDS,
+    error_page,
+    from_http,
+    looks_like_html,
+    policy,
+    retry_after,
+    told,
+)
 from backend.turn.retry import MAX_BACKOFF_S, delay_for
 
 
@@ -37,14 +47,63 @@ def test_http_answers_are_classified(status: int, message: str, kind: str) -> No
 
 
 def test_every_kind_says_what_to_do_and_flags_are_consistent() -> None:
+    assert set(WORDS) == set(POLICIES)
     for kind, rules in POLICIES.items():
-        assert rules.advice, kind
         assert not (rules.retryable and rules.compress), kind
     assert policy(from_http("m", 429, "x")).retryable
     assert not policy(from_http("m", 401, "x")).retryable
     assert policy(from_http("m", 401, "x")).fallback
     assert policy(from_http("m", 400, "maximum context length")).compress
-    assert "check the API key" in described(from_http("m", 401, "bad key"))
+
+
+INTERNAL = ("secret.set", "api_key_env", "base_url", "config.toml", "HTTP 4", "kind", "_")
+
+
+@pytest.mark.parametrize("kind", sorted(WORDS))
+def test_every_kind_is_told_in_a_persons_words_ending_in_what_to_do(kind: str) -> None:
+    words = told(ProviderError(kind, "main: HTTP 999: raw server words"))
+    assert words == WORDS[kind]
+    assert words[0].isupper(), words
+    assert words.endswith("."), words
+    assert len([s for s in words.split(". ") if s]) >= 2, "what happened, then what to do"
+    assert "raw server words" not in words, "the detail stays apart"
+    assert not any(term in words for term in INTERNAL), words
+
+
+@pytest.mark.parametrize(("status", "message", "html", "words"), [
+    (401, "Incorrect API key provided", False,
+     "The server rejected the API key. Paste a new key in Settings → Providers."),
+    (501, "the provider returned an HTML page", True,
+     "The provider's server answered with an error page (HTTP 501: Not Implemented). "
+     "Check the base URL in Settings → Providers."),
+    (404, "the provider returned an HTML page", True,
+     "The provider's server answered with an error page (HTTP 404: Not Found). "
+     "Check the base URL in Settings → Providers."),
+    (500, "oops", False,
+     "The provider's server failed (HTTP 500: Internal Server Error). Try again soon; if it "
+     "keeps failing, check the base URL in Settings → Providers."),
+    (404, "The model `gpt-9` does not exist", False, WORDS["model_not_found"]),
+    (404, "no route /chat/completions", False,
+     "The server has nothing at this address (HTTP 404: Not Found). Check the base URL in "
+     "Settings → Providers."),
+    (503, "the provider returned an HTML page", True, WORDS["overloaded"]),  # busy says more
+    (429, "Rate limit reached", False, WORDS["rate_limit"]),
+])
+def test_http_failures_are_told_by_what_they_mean(
+    status: int, message: str, html: bool, words: str
+) -> None:
+    err = from_http("main", status, message, html=html)
+    assert told(err) == words
+    assert err.message == f"main: HTTP {status}: {message}", "the raw detail is kept as it was"
+
+
+def test_web_pages_are_recognized_by_type_or_by_how_they_start() -> None:
+    assert looks_like_html("text/html; charset=utf-8")
+    assert looks_like_html("", b"  <!DOCTYPE html><html>")
+    assert looks_like_html("application/octet-stream", "<html><body>501</body></html>")
+    assert not looks_like_html("application/json", b'{"error": {}}')
+    assert error_page(None) == ("The provider's server answered with a web page instead of an "
+                                "answer. Check the base URL in Settings → Providers.")
 
 
 def test_an_error_inside_a_200_stream_is_classified_by_its_text() -> None:
