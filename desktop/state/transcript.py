@@ -65,12 +65,19 @@ class ToolItem(Item):
     duration_ms: int | None = None
     spilled_path: str | None = None
     expanded: bool = False
+    # Who let it run or stopped it (meta of its result): "user", "timeout", "stopped", "rule",
+    # "policy"; when (RFC 3339 UTC); the answer given; how long an unanswered ask waited.
+    decided_by: str | None = None
+    decided_at: str | None = None
+    decision: str | None = None
+    timeout_s: float | None = None
 
 
 @dataclass(eq=False)
 class NoteItem(Item):
     kind: str = ""
     text: str = ""
+    detail: str = ""  # the raw words behind a failure (provider, HTTP status, what it said)
 
 
 class Listener(Protocol):
@@ -127,7 +134,8 @@ def items_from_messages(messages: Iterable[p.Message]) -> list[Item]:
                 out.append(found)
             _fill_result(found, m)
         elif m.role == "system_note":
-            out.append(NoteItem(m.message_id, turn, kind=m.note_kind or "", text=m.content))
+            out.append(NoteItem(m.message_id, turn, kind=m.note_kind or "", text=m.content,
+                                detail=str((m.meta or {}).get("detail") or "")))
     return out
 
 
@@ -139,7 +147,18 @@ def _fill_result(card: ToolItem, m: p.Message) -> None:
     card.duration_ms = meta.get("duration_ms", card.duration_ms)
     card.spilled_path = meta.get("spilled_path", card.spilled_path)
     card.name = card.name or m.tool_name or ""
+    _decided(card, meta)
     card.bump()
+
+
+def _decided(card: ToolItem, meta: dict[str, Any]) -> None:
+    """Who decided about the call, from its result's meta (absent: nobody was asked)."""
+    by = meta.get("decided_by")
+    card.decided_by = str(by) if by else card.decided_by
+    card.decided_at = str(meta["decided_at"]) if meta.get("decided_at") else card.decided_at
+    card.decision = str(meta["decision"]) if meta.get("decision") else card.decision
+    timeout = meta.get("timeout_s")
+    card.timeout_s = float(timeout) if isinstance(timeout, int | float) else card.timeout_s
 
 
 class Transcript:
@@ -264,6 +283,7 @@ class Transcript:
             card.spilled_path = data.spilled_path
             meta = data.meta or {}
             card.diff = str(meta.get("diff") or card.diff)
+            _decided(card, meta)
             if data.output and not card.output:
                 # The start of the stored result, until the turn's rows replace it in full.
                 card.output = data.output + ("\n…" if data.output_truncated else "")

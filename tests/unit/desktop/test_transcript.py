@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import msgspec
 import pytest
 
 from desktop.state.transcript import (
@@ -844,3 +845,19 @@ def test_find_returns_the_last_row_with_the_key() -> None:
     assert t.find("m2") == 1
     assert t.find("m1") == 0
     assert t.find("nope") is None
+
+
+def test_a_denied_card_knows_who_decided_and_a_failure_note_keeps_its_detail() -> None:
+    r = Rows()
+    r.user("clean", "t1")
+    r.assistant("", "t1", [call("c1", "terminal", command="rm -rf build")])
+    r.tool("c1", "denied", "t1", status="denied",
+           meta={"decided_by": "user", "decided_at": "2026-11-30T14:02:00.000Z", "decision": "deny",
+                 "duration_ms": 0})
+    r.note("failed", "The server rejected the API key.", "t1")
+    r.rows[-1] = msgspec.structs.replace(r.rows[-1], meta={"kind": "auth", "detail": "HTTP 401: bad key"})
+    items = items_from_messages(r.rows)
+    card = next(i for i in items if isinstance(i, ToolItem))
+    assert (card.decided_by, card.decided_at, card.decision) == ("user", "2026-11-30T14:02:00.000Z", "deny")
+    note = next(i for i in items if isinstance(i, NoteItem))
+    assert note.detail == "HTTP 401: bad key"
