@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QShortcut
+from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -68,6 +68,7 @@ DECISIONS: tuple[tuple[p.Decision, str, str], ...] = (
 )
 STATUS_TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning",
                 "unknown": "warning"}
+LONG_MESSAGE_TOKENS = 8_000  # a message box text over this (estimated) warns: it is resent every turn
 
 
 def home_relative(folder: str) -> str:
@@ -320,9 +321,10 @@ class Conversation(QWidget):
         self.view.setProperty("flat", True)
         self.view.setAccessibleName("Conversation")
         self.view.setAccessibleDescription(
-            "The messages and tool calls of this session; click a tool call to show its output. "
-            "Typing here goes to the message box")
+            "The messages and tool calls of this session; click a tool call to show its output, "
+            "a message to select and copy from it. Typing here goes to the message box")
         self.view.clicked.connect(self._clicked)
+        self.view.quote_requested.connect(self.quote)
         self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
         self.notice = QLabel()
         self.notice.setWordWrap(True)
@@ -372,6 +374,13 @@ class Conversation(QWidget):
         inner.setContentsMargins(10, 6, 8, 8)
         inner.setSpacing(4)
         inner.addWidget(self.composer)
+        self.long_note = QLabel()  # a long message's cost, under the box (see _measure)
+        self.long_note.setObjectName("longMessageNote")
+        self.long_note.setProperty("muted", True)
+        self.long_note.setWordWrap(True)
+        self.long_note.hide()
+        self.composer.textChanged.connect(self._measure)
+        inner.addWidget(self.long_note)
         under = QHBoxLayout()
         under.addWidget(self.usage_label, 1)
         under.addWidget(self.stop_button)
@@ -723,9 +732,25 @@ class Conversation(QWidget):
         self.state.transcript.toggle(index.row())
 
     def _copy(self) -> None:
-        index = self.view.currentIndex()
-        if index.isValid():
-            QGuiApplication.clipboard().setText(str(index.data(Qt.ItemDataRole.DisplayRole) or ""))
+        self.view.copy_current()  # the selected text, else the current message's
+
+    def quote(self, text: str) -> None:
+        """Quote in reply: `text` as "> " lines at the end of the message box, which takes focus."""
+        quoted = "\n".join(f"> {line}".rstrip() for line in text.strip("\n").splitlines())
+        before = self.composer.toPlainText()
+        newlines = len(before) - len(before.rstrip("\n"))
+        gap = "\n" * max(0, 2 - newlines) if before.strip() else ""  # a blank line after what is there
+        self.composer.moveCursor(QTextCursor.MoveOperation.End)
+        self.composer.insertPlainText(f"{gap}{quoted}\n\n")
+        self.composer.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _measure(self) -> None:
+        """Warns (without stopping anything) when the message box holds a long text: every later
+        turn sends the whole conversation again, so its cost repeats."""
+        tokens = self.composer.document().characterCount() // 4  # a rough estimate, and cheap
+        if tokens > LONG_MESSAGE_TOKENS:
+            self.long_note.setText(f"Long message: about {tokens:,} tokens, sent with every turn from now on")
+        self.long_note.setVisible(tokens > LONG_MESSAGE_TOKENS)
 
     def _show_error(self, message: str) -> None:
         if self.closed:

@@ -1,40 +1,80 @@
-"""The transcript as a virtualized list: a model over `Transcript` and a delegate that paints items.
+"""The transcript as a virtualized list: a model over `Transcript`, a delegate that paints items,
+and the view that makes them readable (selection, copy, links, a context menu).
 
 Only the loaded page(s) are rows; the view lays out and paints only what is
-visible.  Each item is drawn from a QTextDocument (markdown for messages,
-generated HTML for tool cards and notes) cached by (key, version, width), so
-a streaming message re-lays out only itself.
+visible.  Each item is drawn from a QTextDocument cached by (key, version, width, ...), so
+a streaming message re-lays out only itself.  Its HTML comes from `markdown.py` for the
+assistant's messages (rendered once per version), from `user_html` for the user's (plain
+text as typed, a long paste collapsed), and from `tool_html` for tool cards.
+
+Painted rows are pictures: to select text in one, clicking it (or Enter) opens a `Reader`
+over that row only, a read-only text browser showing the same document in the same place.
 """
 
 from __future__ import annotations
 
 import html
 from collections import OrderedDict
+from functools import cache
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, QRectF, QSize, Qt
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QEvent,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPoint,
+    QPointF,
+    QRect,
+    QRectF,
+    QSize,
+    Qt,
+    QTimer,
+    QUrl,
+    Signal,
+)
 from PySide6.QtGui import (
     QColor,
+    QContextMenuEvent,
+    QDesktopServices,
+    QFontDatabase,
+    QGuiApplication,
+    QKeySequence,
+    QMouseEvent,
     QPainter,
     QPalette,
-    QTextBlockFormat,
-    QTextCursor,
-    QTextDocument,
-    QTextFormat,
+    QShortcut,
 )
-from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QListView,
+    QMenu,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QWidget,
+)
 
-from desktop.qt import theme
+from desktop.qt import markdown, theme
 from desktop.qt.compat import emit
+from desktop.qt.reader import Reader, SafeDocument
 from desktop.state.transcript import AssistantItem, Item, NoteItem, ToolItem, Transcript, UserItem
 
 ITEM_ROLE = Qt.ItemDataRole.UserRole + 1
 PAD = 10
 GAP = 6
+COLUMN = 980  # px: the widest the conversation's column gets (longer lines are hard to read)
 CACHE_DOCS = 400
 CACHE_HEIGHTS = 50_000
 OUTPUT_LINES = 120
-
+# A user's message longer than this shows its first PREVIEW_LINES (at most PREVIEW_CHARS) and
+# a "Show all" link.
+LONG_LINES = 25
+LONG_CHARS = 4_000
+PREVIEW_LINES = 12
+PREVIEW_CHARS = 1_500
+COPIED_MS = 1_500  # a code block's link says "Copied" this long
 # A tool call's status: its words and the theme colour (a `theme.Colors` field) they take.
 STATUS_TEXT = {
     "pending": ("queued", "muted"),
@@ -107,65 +147,183 @@ def plain_text(item: Item) -> str:
     return ""
 
 
+def is_long(text: str) -> bool:
+    """A message long enough to be collapsed (a paste, usually)."""
+    return len(text) > LONG_CHARS or text.count("\n") >= LONG_LINES
+
+
+def user_html(text: str, expanded: bool) -> str:
+    """The user's message as typed: escaped (never markdown), its line breaks and indentation
+    kept; a long one shows its first lines and a link to show all of it (or less again)."""
+    shown = text
+    long = is_long(text)
+    if long and not expanded:
+        shown = "\n".join(text.split("\n")[:PREVIEW_LINES])[:PREVIEW_CHARS].rstrip()
+    parts = [f'<p style="white-space:pre-wrap; margin:0px; line-height:125%">{esc(shown)}</p>']
+    if long:
+        lines = text.count("\n") + 1
+        size = f"{lines:,} lines" if lines > 1 else f"{len(text):,} characters"
+        label = "Show less" if expanded else f"Show all ({size})"
+        parts.append(f'<p style="margin-top:8px; margin-bottom:0px"><a href="{markdown.ACTION}:expand" '
+                     f'style="color:{tone("accent")}; text-decoration:none; font-weight:600">{label}</a></p>')
+    return "".join(parts)
+
+
+def note_html(item: NoteItem) -> str:
+    color = tone(NOTE_COLOR.get(item.kind, "muted"))
+    label = NOTE_LABELS.get(item.kind, item.kind.capitalize())
+    return f'<p style="color:{color}"><b>{esc(label)}</b> — {esc(item.text)}</p>'
+
+
+@cache
+def mono_family() -> str:
+    """The system's fixed-pitch font, for code."""
+    return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).family()
+
+
+def look(dark: bool, font_pt: float) -> markdown.Look:
+    """The colours markdown takes in a theme (code blocks a shade off the conversation's base)."""
+    t = theme.THEMES["dark" if dark else "light"]
+    return markdown.Look(
+        dark=dark, text=t.text, muted=t.muted, link=t.accent, border=t.border,
+        code_bg="#111214" if dark else "#f7f8fa", code_head="#202125" if dark else "#eceef1",
+        inline_code_bg="#2b2d31" if dark else "#eef0f3", quote_bar=t.border_strong, quote_bg=t.alt_base,
+        table_head=t.surface, font_pt=font_pt, mono=mono_family())
+
+
+RenderKey = tuple[str, int, bool, int]  # what a rendering depends on: key, version, dark, state
+Stamp = tuple[str, int, bool, int, int]  # ... and its layout: the width too
+
+
 class TranscriptDelegate(QStyledItemDelegate):
-    def __init__(self, view: QListView) -> None:
+    """Paints items from cached documents, and makes the `Reader` a row opens as."""
+
+    def __init__(self, view: TranscriptView) -> None:
         super().__init__(view)
         self.view = view
-        self._docs: OrderedDict[tuple[str, int, int, bool], QTextDocument] = OrderedDict()
+        # A document per rendering (and whether its code is coloured), laid out again, not
+        # parsed again, at another width.
+        self._docs: OrderedDict[RenderKey, tuple[SafeDocument, bool]] = OrderedDict()
         # Heights outlive the documents: relaying out rows already measured (after a page is
         # added above, or a window resize back) costs a lookup, not a markdown render.
-        self._heights: dict[tuple[str, int, int, bool], int] = {}
+        self._heights: dict[Stamp, int] = {}
+        self._latest: dict[str, RenderKey] = {}  # each item's newest document
 
-    # --- documents -------------------------------------------------------------
+    # --- renderings ----------------------------------------------------------------------
 
-    def document(self, item: Item, width: int) -> QTextDocument:
-        dark = self.view.palette().color(QPalette.ColorRole.Base).lightness() < 128
-        key = (item.key, item.version, width, dark)
-        doc = self._docs.get(key)
-        if doc is not None:
-            self._docs.move_to_end(key)
-            return doc
-        doc = QTextDocument()
-        doc.setDocumentMargin(0)
+    def _dark(self) -> bool:
+        return self.view.palette().color(QPalette.ColorRole.Base).lightness() < 128
+
+    def _state(self, item: Item) -> int:
+        """What else than its version an item's rendering shows: a long message expanded (1),
+        the code block whose Copy link says "Copied" (its number), or nothing (-1)."""
+        if isinstance(item, UserItem):
+            return int(item.key in self.view.expanded)
+        copied = self.view.copied
+        return copied[1] if copied is not None and copied[0] == item.key else -1
+
+    def render_key(self, item: Item) -> RenderKey:
+        return (item.key, item.version, self._dark(), self._state(item))
+
+    def stamp(self, item: Item, width: int) -> Stamp:
+        return (*self.render_key(item), width)
+
+    def rendered(self, item: Item, colored: bool = True) -> markdown.Rendered:
+        """The item's HTML (and code blocks); `colored` False leaves code unhighlighted (the
+        same layout, cheaper: for measuring).  Markdown renderings are cached (markdown.py)."""
+        _, _, dark, state = self.render_key(item)
+        if isinstance(item, AssistantItem):
+            return markdown.render(item.text or " ", look(dark, self.view.font().pointSizeF()),
+                                   streaming=item.streaming, copied=state, colored=colored)
+        if isinstance(item, UserItem):
+            return markdown.Rendered(user_html(item.text, state == 1))
+        if isinstance(item, ToolItem):
+            return markdown.Rendered(tool_html(item, dark))
+        if isinstance(item, NoteItem):
+            return markdown.Rendered(note_html(item))
+        return markdown.Rendered("")
+
+    def new_document(self, item: Item, width: int, colored: bool = True) -> SafeDocument:
+        doc = SafeDocument()
         doc.setDefaultFont(self.view.font())
-        self._fill(doc, item, dark)
+        text_color = self.view.palette().color(QPalette.ColorRole.Text).name()
+        doc.setDefaultStyleSheet(f"body {{ color: {text_color}; }} pre {{ margin: 0; }}")
+        doc.setHtml(self.rendered(item, colored).html)
         doc.setTextWidth(max(50, width))
-        self._docs[key] = doc
+        return doc
+
+    def document(self, item: Item, width: int, colored: bool = False) -> SafeDocument:
+        """The item's document laid out at `width`; with `colored`, its code highlighted (a row
+        only measured never needs that: rows above the view are not highlighted until seen)."""
+        key = self.render_key(item)
+        found = self._docs.get(key)
+        if found is not None and (found[1] or not colored):
+            self._docs.move_to_end(key)
+            doc = found[0]
+            if doc.textWidth() != max(50, width):
+                doc.setTextWidth(max(50, width))
+            return doc
+        doc = self.new_document(item, width, colored)
+        self._docs[key] = (doc, colored or not isinstance(item, AssistantItem))
+        self._docs.move_to_end(key)
+        before = self._latest.get(item.key)
+        if before is not None and before != key:
+            self._docs.pop(before, None)  # an older version (a streaming answer's last delta)
+        self._latest[item.key] = key
         if len(self._docs) > CACHE_DOCS:
             self._docs.popitem(last=False)
         return doc
 
-    def _fill(self, doc: QTextDocument, item: Item, dark: bool) -> None:
-        text_color = self.view.palette().color(QPalette.ColorRole.Text).name()
-        doc.setDefaultStyleSheet(f"body {{ color: {text_color}; }} pre {{ margin: 0; }}")
-        if isinstance(item, UserItem | AssistantItem):
-            body = item.text
-            if isinstance(item, AssistantItem) and item.streaming:
-                body += " ▍"
-            doc.setMarkdown(body or (" " if isinstance(item, AssistantItem) else ""))
-            _shade_code(doc, dark)
-        elif isinstance(item, ToolItem):
-            doc.setHtml(tool_html(item, dark))
-        elif isinstance(item, NoteItem):
-            color = tone(NOTE_COLOR.get(item.kind, "muted"))
-            label = NOTE_LABELS.get(item.kind, item.kind.capitalize())
-            doc.setHtml(f'<p style="color:{color}"><b>{esc(label)}</b> — {esc(item.text)}</p>')
-
     # --- geometry and painting ---------------------------------------------------
 
-    def _content_width(self, item: Item) -> int:
-        width = self.view.viewport().width() - 2 * PAD - 4
+    def column(self) -> int:
+        """The width of the conversation's column: the view's, up to COLUMN."""
+        width = self.view.viewport().width() - 4
+        bar = self.view.verticalScrollBar()
+        if not bar.isVisible():
+            # As if the scroll bar were there: when it appears (a long page just loaded), the
+            # rows keep their layout instead of all being laid out again, narrower.
+            width -= bar.sizeHint().width()
+        return min(width, COLUMN)
+
+    def content_width(self, item: Item) -> int:
+        width = self.column() - 2 * PAD
         if isinstance(item, UserItem):
             width = int(width * 0.8)
         return max(80, width - (2 * PAD if not isinstance(item, AssistantItem) else 0))
+
+    def _frame(self, item: Item, row: QRect, doc: SafeDocument) -> QRect:
+        """The item's card or bubble inside its row (in the column, centred)."""
+        column = self.column()
+        left = row.left() + max(0, (row.width() - column) // 2)
+        rect = QRect(left, row.top(), column, row.height()).adjusted(PAD, GAP // 2, -PAD, -GAP // 2)
+        if isinstance(item, UserItem):
+            bubble_w = min(rect.width(), int(doc.idealWidth()) + 2 * PAD + 2)
+            rect.setLeft(rect.right() - bubble_w)
+        return rect
+
+    def text_rect(self, item: Item, row: QRect, doc: SafeDocument) -> QRect:
+        """Where the item's document is drawn (and its reader goes)."""
+        frame = self._frame(item, row, doc)
+        inner = 2 if isinstance(item, AssistantItem) else PAD
+        left = frame.left() + (0 if isinstance(item, AssistantItem) else inner)
+        return QRect(left, frame.top() + inner, int(doc.textWidth()), int(doc.size().height()) + 1)
+
+    def anchor_at(self, index: Index, pos: QPoint) -> str:
+        """The link under `pos` (viewport coordinates) in a painted row, or ""."""
+        item = index.data(ITEM_ROLE)
+        if item is None:
+            return ""
+        doc = self.document(item, self.content_width(item))
+        rect = self.text_rect(item, self.view.visualRect(index), doc)
+        return str(doc.documentLayout().anchorAt(QPointF(pos - rect.topLeft())))
 
     def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
         item = index.data(ITEM_ROLE)
         if item is None:
             return QSize(0, 0)
-        width = self._content_width(item)
-        dark = self.view.palette().color(QPalette.ColorRole.Base).lightness() < 128
-        key = (item.key, item.version, width, dark)
+        width = self.content_width(item)
+        key = self.stamp(item, width)
         height = self._heights.get(key)
         if height is None:
             height = int(self.document(item, width).size().height())
@@ -175,23 +333,30 @@ class TranscriptDelegate(QStyledItemDelegate):
         inner = PAD if not isinstance(item, AssistantItem) else 2
         return QSize(self.view.viewport().width() - 4, height + 2 * inner + GAP)
 
+    def _check_height(self, item: Item, width: int, doc: SafeDocument, index: Index) -> None:
+        """A row measured uncoloured is painted coloured: the same height, unless a font
+        surprises us; then the row is measured again."""
+        stamp = self.stamp(item, width)
+        height = int(doc.size().height())
+        if self._heights.get(stamp, height) != height:
+            self._heights[stamp] = height
+            emit(self.sizeHintChanged, self.view.model().index(index.row(), 0))
+
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
         item = index.data(ITEM_ROLE)
         if item is None:
             return
         pal = self.view.palette()
-        width = self._content_width(item)
-        doc = self.document(item, width)
-        rect = option.rect.adjusted(PAD, GAP // 2, -PAD, -GAP // 2)
+        width = self.content_width(item)
+        doc = self.document(item, width, colored=True)
+        self._check_height(item, width, doc, index)
+        rect = self._frame(item, option.rect, doc)
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        inner = PAD
         if isinstance(item, UserItem):
-            bubble_w = min(rect.width(), int(doc.idealWidth()) + 2 * PAD + 2)
-            rect.setLeft(rect.right() - bubble_w)
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(QColor(theme.colors().bubble_user))
-            painter.drawRoundedRect(QRectF(rect), 10, 10)
+            painter.drawRoundedRect(QRectF(rect), 12, 12)
         elif isinstance(item, ToolItem):
             color = QColor(tone(STATUS_TEXT.get(item.status, ("", "muted"))[1]))
             painter.setPen(color if item.status in ("unknown", "denied", "error")
@@ -201,16 +366,290 @@ class TranscriptDelegate(QStyledItemDelegate):
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(color)
             painter.drawRoundedRect(QRectF(rect.left(), rect.top(), 4, rect.height()), 2, 2)
-        elif isinstance(item, AssistantItem):
-            inner = 2
-        if option.state & QStyle.StateFlag.State_Selected:
+        if option.state & QStyle.StateFlag.State_Selected and self.view.hasFocus():
             painter.setPen(pal.color(QPalette.ColorRole.Highlight))
             painter.setBrush(Qt.BrushStyle.NoBrush)
-            painter.drawRoundedRect(QRectF(rect), 6, 6)
-        painter.translate(rect.left() + (inner if not isinstance(item, AssistantItem) else 0),
-                          rect.top() + inner)
-        doc.drawContents(painter)
+            painter.drawRoundedRect(QRectF(rect).adjusted(-2.5, -2.5, 2.5, 2.5), 8, 8)
+        if not self.view.reading(index):  # (else the reader shows the text, over the row)
+            painter.translate(self.text_rect(item, option.rect, doc).topLeft())
+            doc.drawContents(painter)
         painter.restore()
+
+    # --- the reader ----------------------------------------------------------------------
+
+    def createEditor(self, parent: QWidget, option: QStyleOptionViewItem, index: Index) -> QWidget:
+        reader = Reader(parent)
+        reader.setFont(self.view.font())
+        self.view.adopt(reader)
+        return reader
+
+    def setEditorData(self, editor: QWidget, index: Index) -> None:
+        item = index.data(ITEM_ROLE)
+        if isinstance(editor, Reader) and item is not None:
+            width = self.content_width(item)
+            stamp = self.stamp(item, width)
+            if stamp != editor.stamp:
+                editor.show_document(stamp, self.new_document(item, width))
+
+    def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem, index: Index) -> None:
+        item = index.data(ITEM_ROLE)
+        if item is not None:
+            self.setEditorData(editor, index)  # (a new width is a new layout)
+            doc = self.document(item, self.content_width(item))
+            editor.setGeometry(self.text_rect(item, option.rect, doc))
+
+    def setModelData(self, editor: QWidget, model: Any, index: Index) -> None:
+        pass  # read-only
+
+    def eventFilter(self, watched: Any, event: Any) -> bool:
+        return False  # not the item-editor keys (Enter commits, Tab moves on): a reader reads
+
+
+class TranscriptView(QListView):
+    """The transcript's list.  Clicking a message (or Enter on it) opens it as a `Reader`, its
+    text selectable; the one reader closes when another row becomes current.  Ctrl+C copies the
+    selection, or else the current item's whole text; a context menu offers Copy, Copy as
+    Markdown and Quote in reply.  Enter or Space also expands a tool card or a long message."""
+
+    quote_requested = Signal(str)  # "Quote in reply": the text to quote in the message box
+    link_clicked = Signal(QUrl)  # a link in a message (http, https or mailto) was clicked
+
+    def __init__(self, model: TranscriptModel) -> None:
+        super().__init__()
+        self.setModel(model)
+        self.delegate = TranscriptDelegate(self)
+        self.setItemDelegate(self.delegate)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.setResizeMode(QListView.ResizeMode.Adjust)
+        self.setUniformItemSizes(False)
+        self.setWordWrap(True)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setFrameShape(QListView.Shape.NoFrame)
+        self.verticalScrollBar().setSingleStep(24)
+        self.setMouseTracking(True)  # links under the pointer show a hand
+        self.expanded: set[str] = set()  # long user messages shown in full, by item key
+        self.copied: tuple[str, int] | None = None  # (item key, code block) just copied
+        self._reading: QPersistentModelIndex | None = None
+        self._held: Reader | None = None  # the reader a press opened, until its release
+        self._uncopy = QTimer(self, singleShot=True, interval=COPIED_MS)
+        self._uncopy.timeout.connect(self._copied_done)
+        for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space):
+            # A shortcut, not a key handler: the follower sends keys the list gets to the
+            # message box (follow.py), and Enter on a focused row means the row.
+            shortcut = QShortcut(QKeySequence(key), self)
+            shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
+            shortcut.activated.connect(self.activate_current)
+        self.selectionModel().currentChanged.connect(self._current_changed)
+        self.link_clicked.connect(open_link)
+
+    def model(self) -> TranscriptModel:
+        found = super().model()
+        assert isinstance(found, TranscriptModel)
+        return found
+
+    def item(self, index: Index) -> Item | None:
+        found = index.data(ITEM_ROLE) if index.isValid() else None
+        return found if isinstance(found, Item) else None
+
+    def document(self, index: Index) -> SafeDocument | None:
+        """The document the row at `index` is painted from (what a reader of it shows), laid out."""
+        item = self.item(index)
+        if item is None:
+            return None
+        doc = self.delegate.document(item, self.delegate.content_width(item), colored=True)
+        doc.size()  # (layout is lazy: now its lines exist)
+        return doc
+
+    # --- the reader ----------------------------------------------------------------------
+
+    def open_reader(self, index: Index) -> Reader | None:
+        """Opens the message at `index` for reading (a tool card has no reader: None)."""
+        if not isinstance(self.item(index), UserItem | AssistantItem | NoteItem):
+            return None
+        if not self.reading(index):
+            self.close_reader()
+            if self.currentIndex().row() != index.row():
+                self.setCurrentIndex(self.model().index(index.row(), 0))  # the reader is the current row's
+            self.openPersistentEditor(index)
+            self._reading = QPersistentModelIndex(index)
+        return self.reader()
+
+    def reader(self) -> Reader | None:
+        """The open reader, if any."""
+        if self._reading is None or not self._reading.isValid():
+            return None
+        found = self.indexWidget(self.model().index(self._reading.row(), 0))
+        return found if isinstance(found, Reader) else None
+
+    def reading(self, index: Index) -> bool:
+        return self._reading is not None and self._reading.isValid() and self._reading.row() == index.row()
+
+    def close_reader(self) -> None:
+        reading, self._reading = self._reading, None
+        if reading is not None and reading.isValid():
+            self.closePersistentEditor(self.model().index(reading.row(), 0))
+
+    def adopt(self, reader: Reader) -> None:
+        """Connects a reader the delegate just made."""
+        reader.anchor.connect(self._anchor)
+        reader.copy_asked.connect(self.copy_current)
+        reader.menu_asked.connect(self._reader_menu)
+        reader.leave.connect(self._leave_reader)
+
+    def _leave_reader(self) -> None:
+        self.close_reader()
+        self.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def _current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if self._reading is not None and not self.reading(current):
+            self.close_reader()
+
+    # --- actions -------------------------------------------------------------------------
+
+    def activate_current(self) -> None:
+        """Enter or Space on a row: a tool card or a long message expands (or collapses); a
+        message opens for reading, the keyboard in it."""
+        index = self.currentIndex()
+        item = self.item(index)
+        if isinstance(item, ToolItem):
+            self.model().transcript.toggle(index.row())
+            return
+        if isinstance(item, UserItem) and is_long(item.text):
+            self.toggle_expanded(index)
+        reader = self.open_reader(index)
+        if reader is not None:
+            reader.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def toggle_expanded(self, index: Index) -> None:
+        item = self.item(index)
+        if item is None:
+            return
+        self.expanded.symmetric_difference_update({item.key})
+        self.model().changed(index.row())
+        if item.key not in self.expanded:
+            self.scrollTo(self.model().index(index.row(), 0))  # (collapsed: keep it in sight)
+
+    def selected_text(self, index: Index) -> str:
+        reader = self.reader() if self.reading(index) else None
+        return reader.selected_text() if reader is not None else ""
+
+    def copy_current(self) -> None:
+        """Ctrl+C: the selected text of the open message, else the current item's whole text."""
+        index = self.currentIndex()
+        item = self.item(index)
+        text = self.selected_text(index) or (plain_text(item) if item is not None else "")
+        if text:
+            QGuiApplication.clipboard().setText(text)
+
+    def message_menu(self, index: Index) -> QMenu:
+        """The context menu of the row at `index` (the caller shows it, then drops it)."""
+        item = self.item(index)
+        menu = QMenu(self)
+        if item is None:
+            return menu
+        selected = self.selected_text(index)
+        copy = menu.addAction("Copy selection\tCtrl+C" if selected else "Copy\tCtrl+C")
+        copy.triggered.connect(lambda: QGuiApplication.clipboard().setText(selected or plain_text(item)))
+        if isinstance(item, UserItem | AssistantItem | NoteItem):
+            source = menu.addAction("Copy as Markdown")
+            source.triggered.connect(lambda: QGuiApplication.clipboard().setText(item.text))
+            quote = menu.addAction("Quote in reply")
+            quote.triggered.connect(lambda: emit(self.quote_requested, selected or item.text))
+        return menu
+
+    def _show_menu(self, index: Index, where: QPoint) -> None:
+        menu = self.message_menu(index)
+        if not menu.isEmpty():
+            menu.exec(where)
+        menu.deleteLater()
+
+    def _reader_menu(self, where: QPoint) -> None:
+        if self._reading is not None and self._reading.isValid():
+            self._show_menu(self.model().index(self._reading.row(), 0), where)
+
+    def _anchor(self, url: QUrl) -> None:
+        """A link clicked in the reader: the app's own (Copy, Show all), or the model's."""
+        action = markdown.action_of(url.toString())
+        if action is None:
+            if url.scheme() in ("http", "https", "mailto"):
+                emit(self.link_clicked, url)
+            return
+        if self._reading is None or not self._reading.isValid():
+            return
+        index = self.model().index(self._reading.row(), 0)
+        item = self.item(index)
+        what, n = action
+        if what == "expand":
+            self.toggle_expanded(index)
+        elif what == "copy" and item is not None:
+            code = self.delegate.rendered(item, colored=False).code
+            if n < len(code):
+                QGuiApplication.clipboard().setText(code[n])
+                self.copied = (item.key, n)
+                self._uncopy.start()
+                self.model().changed(index.row())
+
+    def _copied_done(self) -> None:
+        copied, self.copied = self.copied, None
+        row = self.model().transcript.find(copied[0]) if copied is not None else None
+        if row is not None:
+            self.model().changed(row)
+
+    # --- events --------------------------------------------------------------------------
+
+    def mousePressEvent(self, e: QMouseEvent) -> None:
+        super().mousePressEvent(e)
+        if e.button() != Qt.MouseButton.LeftButton:
+            return
+        reader = self.open_reader(self.indexAt(e.position().toPoint()))
+        if reader is not None:
+            # The press that opens a reader is its first: a drag selects from there.
+            reader.setFocus(Qt.FocusReason.MouseFocusReason)
+            self._held = reader
+            self._forward(reader, e)
+
+    def mouseMoveEvent(self, e: QMouseEvent) -> None:
+        if self._held is not None and e.buttons() & Qt.MouseButton.LeftButton:
+            self._forward(self._held, e)
+            return
+        super().mouseMoveEvent(e)
+        index = self.indexAt(e.position().toPoint())
+        link = self.delegate.anchor_at(index, e.position().toPoint()) if index.isValid() else ""
+        if link:
+            self.viewport().setCursor(Qt.CursorShape.PointingHandCursor)
+        else:
+            self.viewport().unsetCursor()
+
+    def mouseReleaseEvent(self, e: QMouseEvent) -> None:
+        held, self._held = self._held, None
+        super().mouseReleaseEvent(e)
+        if held is not None and held is self.reader():
+            self._forward(held, e)
+
+    def _forward(self, reader: Reader, e: QMouseEvent) -> None:
+        target = reader.viewport()
+        pos = QPointF(target.mapFrom(self.viewport(), e.position().toPoint()))
+        QApplication.sendEvent(target, QMouseEvent(e.type(), pos, e.globalPosition(), e.button(),
+                                                   e.buttons(), e.modifiers()))
+
+    def contextMenuEvent(self, e: QContextMenuEvent) -> None:
+        index = self.indexAt(e.pos())
+        if index.isValid():
+            self.setCurrentIndex(index)
+            self._show_menu(index, e.globalPos())
+
+    def changeEvent(self, e: QEvent) -> None:
+        super().changeEvent(e)
+        if e.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange):
+            self.close_reader()  # (its document has the old theme's colours)
+
+
+def open_link(url: QUrl) -> None:
+    """A link the model wrote, clicked: opened by the desktop (web and mail links only)."""
+    if url.scheme() in ("http", "https", "mailto"):
+        QDesktopServices.openUrl(url)
 
 
 def tool_html(item: ToolItem, dark: bool) -> str:
@@ -275,36 +714,11 @@ def diff_html(diff: str, dark: bool) -> str:
     return "<pre>" + "\n".join(rows) + "</pre>"
 
 
-def _shade_code(doc: QTextDocument, dark: bool) -> None:
-    """Gives fenced code blocks a background (Qt's markdown importer marks them, but plainly)."""
-    shade = QColor(theme.colors().surface)
-    block = doc.begin()
-    while block.isValid():
-        fmt = block.blockFormat()
-        if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or \
-                fmt.hasProperty(QTextFormat.Property.BlockCodeLanguage):
-            cursor = QTextCursor(block)
-            shaded = QTextBlockFormat()
-            shaded.setBackground(shade)
-            cursor.mergeBlockFormat(shaded)
-        block = block.next()
-
-
 def esc(text: object) -> str:
     """Text for Qt's rich text: markup characters escaped."""
     return html.escape(str(text), quote=False)
 
 
-def make_view(model: TranscriptModel) -> QListView:
-    view = QListView()
-    view.setModel(model)
-    view.setItemDelegate(TranscriptDelegate(view))
-    view.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
-    view.setResizeMode(QListView.ResizeMode.Adjust)
-    view.setUniformItemSizes(False)
-    view.setWordWrap(True)
-    view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-    view.setFrameShape(QListView.Shape.NoFrame)
-    view.verticalScrollBar().setSingleStep(24)
-    return view
+
+def make_view(model: TranscriptModel) -> TranscriptView:
+    return TranscriptView(model)

@@ -174,6 +174,26 @@ def test_the_bundle_leaves_out_what_the_app_does_not_use(bundle: Path) -> None:
         assert wanted in files, f"{wanted} is missing from the bundle"
 
 
+def test_the_bundle_carries_what_rendering_loads_by_name(bundle: Path) -> None:
+    """Highlighting imports a lexer by a code block's language and a style by the theme, at
+    run time: PyInstaller cannot see those imports, so each must have been collected."""
+    readers = pytest.importorskip("PyInstaller.archive.readers")
+    from pygments.lexers._mapping import LEXERS
+    from pygments.styles import get_style_by_name
+
+    from desktop.qt.code_html import STYLES
+
+    modules = set(readers.pkg_archive_contents(str(bundle)))
+    wanted = {"markdown_it", "markdown_it.presets.commonmark", "mdurl", "desktop.qt.markdown",
+              "rich.markdown", "rich.live", "rich.syntax"}  # the CLI renders with rich
+    wanted |= {get_style_by_name(name).__module__ for name in STYLES.values()}
+    for language in ("python", "bash", "javascript", "typescript", "json", "yaml", "rust", "go",
+                     "diff", "sql", "html", "c", "cpp", "java"):
+        wanted |= {module for module, _name, aliases, *_ in LEXERS.values() if language in aliases}
+    missing = sorted(wanted - modules)
+    assert not missing, f"not in the bundle: {missing}"
+
+
 async def _wait_event(seen: list[Incoming], kind: type[W], admission_id: str,
                       timeout: float = 60.0) -> W:
     deadline = time.monotonic() + timeout
