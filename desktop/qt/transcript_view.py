@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 from collections import OrderedDict
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -170,9 +171,18 @@ def user_html(text: str, expanded: bool) -> str:
 
 
 def note_html(item: NoteItem) -> str:
+    """A note in one line; a failure's raw detail behind "Details" (a click or Enter)."""
     color = tone(NOTE_COLOR.get(item.kind, "muted"))
     label = NOTE_LABELS.get(item.kind, item.kind.capitalize())
-    return f'<p style="color:{color}"><b>{esc(label)}</b> — {esc(item.text)}</p>'
+    words = f'<p style="color:{color}"><b>{esc(label)}</b> — {esc(item.text)}</p>'
+    if not item.detail:
+        return words
+    muted = tone("muted")
+    arrow = "▾" if item.expanded else "▸"
+    words += f'<p style="color:{muted}">{arrow} Details</p>'
+    if item.expanded:
+        words += f'<pre style="color:{muted}">{esc(item.detail)}</pre>'
+    return words
 
 
 @cache
@@ -513,7 +523,7 @@ class TranscriptView(QListView):
         message opens for reading, the keyboard in it."""
         index = self.currentIndex()
         item = self.item(index)
-        if isinstance(item, ToolItem):
+        if isinstance(item, ToolItem) or (isinstance(item, NoteItem) and item.detail):
             self.model().transcript.toggle(index.row())
             return
         if isinstance(item, UserItem) and is_long(item.text):
@@ -652,10 +662,35 @@ def open_link(url: QUrl) -> None:
         QDesktopServices.openUrl(url)
 
 
+def denied_words(item: ToolItem) -> str:
+    """Who refused the call, and when: "Not run: denied by you at 14:02." """
+    when = local_time(item.decided_at) if item.decided_at else ""
+    at = f" at {when}" if when else ""
+    if item.decided_by == "user":
+        return f"Not run: denied by you{at}."
+    if item.decided_by == "timeout":
+        waited = f" {int(item.timeout_s // 60)} min" if item.timeout_s and item.timeout_s >= 60 else ""
+        return f"Not run: nobody answered within{waited or ' the time allowed'}, so it was denied{at}."
+    if item.decided_by == "stopped":
+        return f"Not run: the turn stopped before it was answered{at}."
+    if item.decided_by == "policy":
+        return "Not run: Turnkey never runs this (a built-in rule)."
+    return "Not run: it was refused."
+
+
+def local_time(stamp: str) -> str:
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    return when.astimezone().strftime("%H:%M")
+
+
 def tool_html(item: ToolItem, dark: bool) -> str:
     label, color_name = STATUS_TEXT.get(item.status, (item.status, "muted"))
     color, muted = tone(color_name), tone("muted")
-    took = f" · {item.duration_ms / 1000:.1f} s" if item.duration_ms is not None else ""
+    never_ran = item.status in ("denied", "skipped")  # (its duration is 0: it did not run)
+    took = f" · {item.duration_ms / 1000:.1f} s" if item.duration_ms is not None and not never_ran else ""
     arrow = "▾" if item.expanded else "▸"
     head = (f'<p><span style="color:{muted}">{arrow}</span> <b>{esc(item.name or "tool")}</b> '
             f'<code>{esc(item.summary[:160])}</code> '
@@ -665,7 +700,7 @@ def tool_html(item: ToolItem, dark: bool) -> str:
         parts.append(f'<p style="color:{tone("warning")}">Turnkey stopped while this ran; it may or may not '
                      'have finished. It was not run again.</p>')
     elif item.status == "denied":
-        parts.append(f'<p style="color:{tone("danger")}">Not run: refused by you, a rule, or a timeout.</p>')
+        parts.append(f'<p style="color:{tone("danger")}">{esc(denied_words(item))}</p>')
     if item.status in ("running", "waiting_approval") and item.progress:
         tail = "\n".join(item.progress.splitlines()[-8:])
         parts.append(f"<pre>{esc(tail)}</pre>")

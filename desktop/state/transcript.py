@@ -78,6 +78,7 @@ class NoteItem(Item):
     kind: str = ""
     text: str = ""
     detail: str = ""  # the raw words behind a failure (provider, HTTP status, what it said)
+    expanded: bool = False  # the detail shown
 
 
 class Listener(Protocol):
@@ -320,7 +321,7 @@ class Transcript:
 
     def toggle(self, index: int) -> None:
         item = self.items[index]
-        if isinstance(item, ToolItem):
+        if isinstance(item, ToolItem) or (isinstance(item, NoteItem) and item.detail):
             item.expanded = not item.expanded
             self._touch(item)
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from PySide6.QtGui import QTextDocumentFragment
+
 from desktop.qt.controller import Controller
-from desktop.state.transcript import AssistantItem, UserItem
+from desktop.qt.transcript_view import note_html, tool_html
+from desktop.state.transcript import AssistantItem, NoteItem, ToolItem, UserItem
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .test_session_window import new_session, open_window, texts, turn_done, type_and_send
@@ -24,6 +27,18 @@ def test_retry_sends_a_failed_turns_prompt_again(
     type_and_send(qtbot, win, "summarize the changelog")
     qtbot.waitUntil(lambda: conv.retry_button.isVisible(), timeout=15_000)
     assert "did not finish" in conv.turn_label.text()
+    # Said once, in people's words, with the raw detail a click away.
+    qtbot.waitUntil(lambda: any(isinstance(it, NoteItem) and it.detail
+                                for it in conv.state.transcript.items), timeout=10_000)
+    row, note = next((i, it) for i, it in enumerate(conv.state.transcript.items)
+                     if isinstance(it, NoteItem))
+    assert "API key" in note.text
+    assert "Details" in note_html(note)
+    assert note.detail not in note_html(note)
+    conv.state.transcript.toggle(row)
+    assert note.detail in QTextDocumentFragment.fromHtml(note_html(note)).toPlainText()
+    assert not conv.banner.isVisible()
+    assert not conv.notice.isVisible()
     assert not conv.undo_button.isVisible()
     conv.retry_button.click()
     qtbot.waitUntil(lambda: texts(win, AssistantItem)[-1:] == ["Second time lucky."], timeout=15_000)
@@ -83,6 +98,12 @@ def test_a_file_write_awaiting_approval_shows_what_it_would_write(
     card.buttons["deny"].click()
     qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
     assert not (outside / "run.sh").exists()
+    # The card says who refused it, and when; a call that never ran has no duration.
+    denied = next(it for it in conv.state.transcript.items if isinstance(it, ToolItem))
+    assert denied.status == "denied"
+    words = QTextDocumentFragment.fromHtml(tool_html(denied, False)).toPlainText()
+    assert "Not run: denied by you at " in words
+    assert " s" not in words.splitlines()[0].split("denied")[-1], "no '0.0 s' for a call that never ran"
 
 
 def test_thinking_shows_until_the_first_word(
