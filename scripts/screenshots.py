@@ -188,8 +188,53 @@ async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
     ctl.settings.resize(760, 620)
     await asyncio.sleep(1.5)
     ctl.settings.grab().save(str(OUT / "settings.png"))
-    # Answer, so the backend is not left waiting.
+    ctl.settings.close()
+    for w in list(ctl.windows):
+        w.close()
+    # Answer, so the turn goes on.
     await link.call(ApprovalRespond(approval_id=next(iter(conv.cards)), decision="deny"))
+    await wait(lambda: conv.state.status == "idle" and not conv.cards)
+    main_win.resize(1240, 800)
+    ctl.show_main()
+    # A file write outside the folder waits for approval and shows what it would write.
+    shared_dir = project.parent / "shared-utils"
+    shared_dir.mkdir(exist_ok=True)
+    fake.script(
+        Reply.calls({"name": "write_file", "arguments": {"path": str(shared_dir / "dates.py"),
+                                                         "content": FIXED}},
+                    text="The shared copy has the same bug; I will write the fix there too."),
+        Reply(deltas=["Left the shared copy alone."]),
+    )
+    await run_turn(ctl, conv, "Fix the copy in shared-utils as well.", 4)
+    await asyncio.sleep(0.8)
+    conv.view.scrollToBottom()
+    await asyncio.sleep(0.4)
+    main_win.grab().save(str(OUT / "write-approval.png"))
+    await link.call(ApprovalRespond(approval_id=next(iter(conv.cards)), decision="deny"))
+    await wait(lambda: conv.state.status == "idle" and not conv.cards)
+    # A command's output as it runs.
+    fake.script(
+        Reply.calls({"name": "terminal", "arguments": {"command": (
+            "for t in parse_date format_date leap_years week_numbers time_zones iso_weeks "
+            "month_ends quarters holidays spans; do printf 'tests/test_%s.py ' $t; "
+            "sleep 0.25; echo '\033[32mPASSED\033[0m'; done")}},
+            text="Running the date tests."),
+        Reply(deltas=["All ten test files pass."]),
+    )
+    conv.composer.setPlainText("Run the date tests.")
+    conv.send()
+
+    def live_lines() -> int:
+        for item in conv.state.transcript.items:
+            if isinstance(item, ToolItem) and item.status == "running":
+                return item.progress.count("PASSED")
+        return 0
+
+    await wait(lambda: live_lines() >= 6)
+    conv.view.scrollToBottom()
+    await asyncio.sleep(0.3)
+    main_win.grab().save(str(OUT / "live-output.png"))
+    await wait(lambda: conv.state.status == "idle")
     await asyncio.sleep(0.5)
     for w in list(ctl.windows):
         w.close()
