@@ -67,7 +67,19 @@ EXPLAIN = textwrap.dedent('''\
     1. return `None` for impossible dates and let callers decide, or
     2. raise your own `InvalidDate` with the original text in the message.
 
-    I would take the first: the importer already skips rows with a missing date.''')
+    The first is a small change:
+
+    ```python
+    def parse_date(text: str) -> date | None:
+        \"\"\"An ISO date, or None when it names no real day.\"\"\"
+        try:
+            year, month, day = (int(part) for part in text.split("-"))
+            return date(year, month, day)
+        except ValueError:  # "2026-02-30", "soon", ""
+            return None
+    ```
+
+    > The importer already skips rows with a missing date, so `None` fits.''')
 
 
 async def wait(pred, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
@@ -130,6 +142,12 @@ async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
     await wait(lambda: conv.state.loaded)
     fake.script(Reply(deltas=[EXPLAIN[i:i + 40] for i in range(0, len(EXPLAIN), 40)]))
     await run_turn(ctl, conv, "Why does parse_date('2026-02-30') blow up?", 1)
+    OUT.mkdir(parents=True, exist_ok=True)
+    main_win.banner.hide()
+    await asyncio.sleep(0.6)
+    conv.view.scrollToBottom()
+    await asyncio.sleep(0.4)
+    main_win.grab().save(str(OUT / "code.png"))
     fake.script(
         Reply.calls({"name": "read_file", "arguments": {"path": "dates.py"}},
                     text="Let me look at the file first."),

@@ -54,3 +54,27 @@ def bundle() -> Path:
     executable = ROOT / "dist" / "turnkey" / "turnkey"
     assert os.access(executable, os.X_OK), f"{executable} was not built"
     return executable
+
+
+# --- ending the test process ---------------------------------------------------------------
+# After a desktop test has quoted a message into the composer and the clipboard holds text,
+# the interpreter's teardown of Qt (offscreen platform) dies with SIGSEGV once every test has
+# passed and the summary is printed: no Python frame, and not under gdb (timing).  The app
+# itself, on the xcb platform people run, quits with 0 after the same steps (checked under
+# Xvfb).  Until that teardown is understood, a run that used Qt ends without it: the exit
+# status is pytest's own.  (A crash *during* a test still fails it as before.)
+_exit_status: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    qt = sys.modules.get("PySide6.QtWidgets")
+    if qt is None or qt.QApplication.instance() is None or not _exit_status:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_exit_status[-1])

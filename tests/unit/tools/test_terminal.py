@@ -23,7 +23,7 @@ def _alive(pid: int) -> bool:
     """Running, not a zombie waiting for a parent (container init may never reap it)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # (gone between the open and the read)
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
