@@ -678,6 +678,18 @@ def denied_words(item: ToolItem) -> str:
     return "Not run: it was refused."
 
 
+ALLOWED_AS = {"once": "once", "session": "for this session", "always": "always"}
+
+
+def allowed_words(item: ToolItem) -> str:
+    """Who let an asked-about call run: "Allowed by you (once) at 14:02." """
+    if item.decided_by == "rule":
+        return "Allowed by one of your “always allow” rules."
+    when = local_time(item.decided_at) if item.decided_at else ""
+    how = ALLOWED_AS.get(item.decision or "", "")
+    return f"Allowed by you{f' ({how})' if how else ''}{f' at {when}' if when else ''}."
+
+
 def local_time(stamp: str) -> str:
     try:
         when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
@@ -701,6 +713,8 @@ def tool_html(item: ToolItem, dark: bool) -> str:
                      'have finished. It was not run again.</p>')
     elif item.status == "denied":
         parts.append(f'<p style="color:{tone("danger")}">{esc(denied_words(item))}</p>')
+    elif item.decided_by in ("user", "rule"):
+        parts.append(f'<p style="color:{muted}">{esc(allowed_words(item))}</p>')
     if item.status in ("running", "waiting_approval") and item.progress:
         tail = "\n".join(item.progress.splitlines()[-8:])
         parts.append(f"<pre>{esc(tail)}</pre>")

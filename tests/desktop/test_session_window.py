@@ -6,8 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from PySide6.QtGui import QTextDocumentFragment
+
 from desktop.qt.controller import Controller
 from desktop.qt.session_window import Window
+from desktop.qt.transcript_view import tool_html
 from desktop.state.transcript import AssistantItem, Item, ToolItem, UserItem
 from shared.methods import SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -92,6 +95,8 @@ def test_an_approval_card_answered_in_the_window_unblocks_the_tool(
     cards = [it for it in win.conversation.state.transcript.items if isinstance(it, ToolItem)]
     assert [c.status for c in cards] == ["ok"]
     assert texts(win, AssistantItem)[-1] == "Removed it."
+    words = QTextDocumentFragment.fromHtml(tool_html(cards[0], False)).toPlainText()
+    assert "Allowed by you (once) at " in words, "the card says who let it run, and when"
 
 
 def test_two_windows_on_one_session_stay_in_sync(
