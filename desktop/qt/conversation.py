@@ -828,7 +828,8 @@ class Conversation(QWidget):
                 parts.append("The last turn did not finish.")
             if self.turn_actions.undo_turn is not None:
                 n = self.turn_actions.files_changed
-                parts.append(f"It changed files ({n} change{'s' if n != 1 else ''}).")
+                who = "It" if parts else "The last turn"
+                parts.append(f"{who} changed files ({n} change{'s' if n != 1 else ''}).")
             self.turn_label.setText(" ".join(parts))
             self.retry_button.setVisible(self.turn_actions.retry_text is not None)
             self.undo_button.setVisible(self.turn_actions.undo_turn is not None)
