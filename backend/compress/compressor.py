@@ -205,11 +205,12 @@ class Compressor:
         if p.previous_summary is not None:
             compacted.append(p.previous_summary.id)
         anchor = p.head[-1].id if p.head else 0
+        dropped = set(compacted)  # (a list made this check quadratic: 99k rows took seconds)
 
         def commit(tx: Tx) -> None:
             store.compact(tx, session_id, compacted)
             for old, new in changed:
-                if old.id not in compacted:
+                if old.id not in dropped:
                     store.set_wire(tx, old.id, new.content if new.content != old.content else None,
                                    [call_json(c) for c in new.calls] if new.calls != old.calls else None)
             messages.insert(

@@ -268,8 +268,16 @@ def _m007(conn: sqlite3.Connection) -> None:
                     (SELECT 1 FROM admissions a WHERE a.session_id = sessions.session_id)""")
 
 
+def _m008(conn: sqlite3.Connection) -> None:
+    # A turn's rows (open_calls at turn close, under the write lock, read them twice), and the
+    # model's view of a session (for_model, every request): both scanned the whole session.
+    conn.execute("CREATE INDEX messages_turn ON messages (session_id, turn_id, role)")
+    conn.execute("CREATE INDEX messages_model ON messages (session_id, id) "
+                 "WHERE active = 1 AND compacted = 0")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
-    _m001, _m002, _m003, _m004, _m005, _m006, _m007,
+    _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
