@@ -58,7 +58,9 @@ class Backend:
         self.config = ConfigFile(data_dir / "config.toml")
         self.db = Database(data_dir / "state.db")
         self.secrets = Secrets(data_dir)
-        self.providers = Providers(self.secrets, data_dir)
+        self.providers = Providers(
+            self.secrets, data_dir, lambda: self.config.config.local_model_idle_minutes
+        )
         self.hub = Hub()
         self.epoch = 0
         self._stop = asyncio.Event()

@@ -125,7 +125,14 @@ class Config(Strict, frozen=True):
     default_provider: Annotated[str, msgspec.Meta(title="Default provider")] | None = None
     fallback_providers: Annotated[list[str], msgspec.Meta(title="Fallback providers")] = []
     auxiliary_provider: Annotated[str, msgspec.Meta(title="Auxiliary provider")] | None = None
-    idle_exit_minutes: Annotated[float, msgspec.Meta(ge=0)] = 0  # fractions allowed
+    # The backend exits after this long with no client, no turn running or queued and no
+    # approval pending; front-ends start it again on demand.  0: never; fractions allowed.
+    idle_exit_minutes: Annotated[float, msgspec.Meta(
+        ge=0, title="Minutes idle before the backend exits (0 = never)")] = 30
+    # The offline model's server (hundreds of MB) stops after this long with no request
+    # and starts again, in about a second, on the next.  0: never; fractions allowed.
+    local_model_idle_minutes: Annotated[float, msgspec.Meta(
+        ge=0, title="Minutes idle before the offline model's server stops (0 = never)")] = 5
     allowed_origins: list[str] = []
     max_frame_bytes: Annotated[int, msgspec.Meta(ge=1024)] = DEFAULT_MAX_FRAME_BYTES
     providers: dict[str, ProviderConfig] = {}

@@ -8,6 +8,13 @@ an `OpenAIChat` pointed at it.  That server sends no usage while streaming
 (it ignores `stream_options`), so the tokens are counted afterwards with its
 own tokenizer.  The server lives in its own process group, is
 killed if the backend dies (kill -9 included) and is stopped by `aclose`.
+
+An idle server costs hundreds of MB, so it is also stopped (its whole process
+group) once no request has been in flight for `local_model_idle_minutes`
+(0: never), and started again by the next request; it starts in about a second.
+Starting, stopping and counting requests in flight all happen under one lock:
+a request that arrives while the server stops waits for the stop and then
+starts it again, and a stop never happens while a request holds the server.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 
@@ -99,66 +106,152 @@ def _spec(module: str) -> ModuleSpec | None:
     return importlib.util.find_spec(module)
 
 
-class LocalChat:
-    """A ChatProvider backed by a llama.cpp server this object starts and stops."""
+def llama_command(model_path: Path, port: int, cfg: ProviderConfig) -> list[str]:
+    """The command line of llama.cpp's OpenAI-compatible server."""
+    return [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
+        "--model_alias", cfg.model, "--host", "127.0.0.1", "--port", str(port),
+        "--n_ctx", str(cfg.context_window),
+        # By default a new request cuts off the one streaming; turns of other
+        # sessions must wait their turn instead.
+        "--interrupt_requests", "False",
+    ]
 
-    def __init__(self, name: str, cfg: ProviderConfig, data_dir: Path) -> None:
+
+ServerCommand = Callable[[Path, int, ProviderConfig], list[str]]
+
+
+class LocalChat:
+    """A ChatProvider backed by a llama.cpp server this object starts and stops.
+
+    `idle_minutes` is read whenever the server falls idle (config changes apply);
+    `command` builds the server's command line (another OpenAI-compatible server
+    that serves GET /v1/models may stand in)."""
+
+    def __init__(
+        self, name: str, cfg: ProviderConfig, data_dir: Path,
+        idle_minutes: Callable[[], float] = lambda: 0.0,
+        command: ServerCommand = llama_command,
+    ) -> None:
         self.name = name
         self.model = cfg.model
         self._cfg = cfg
         self._log_path = data_dir / "logs" / "llama-server.log"
-        self._lock = asyncio.Lock()
+        self._idle_minutes = idle_minutes
+        self._command = command
+        self._lock = asyncio.Lock()  # guards _proc, _inner, _extras and _in_flight
         self._proc: asyncio.subprocess.Process | None = None
         self._inner: OpenAIChat | None = None
         self._extras: httpx.AsyncClient | None = None  # the server's own endpoints (tokenizer)
+        self._in_flight = 0  # requests holding the server
+        self._last_used = time.monotonic()
+        self._idle_task: asyncio.Task[None] | None = None
+        self.starts = 0  # servers started (for tests and logs)
+        self.idle_stops = 0  # servers stopped for idleness
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
-        inner = await self._ensure_started()
-        answer: list[str] = []
-        counted = False
+        inner = await self._acquire()
         try:
-            async for chunk in inner.stream(request):
-                if isinstance(chunk, TextChunk):
-                    answer.append(chunk.text)
-                counted = counted or isinstance(chunk, UsageChunk)
-                yield chunk
-        except ProviderError as exc:
-            if exc.kind == "connection" and self._exited():
-                exc.message = f"{self.name}: the offline model's server stopped\n{self._log_tail()}"
-                exc.args = (exc.message,)
-            raise
-        if not counted:
-            yield await self._count_usage(request.messages, "".join(answer))
+            answer: list[str] = []
+            counted = False
+            try:
+                async for chunk in inner.stream(request):
+                    if isinstance(chunk, TextChunk):
+                        answer.append(chunk.text)
+                    counted = counted or isinstance(chunk, UsageChunk)
+                    yield chunk
+            except ProviderError as exc:
+                if exc.kind == "connection" and self._exited():
+                    exc.message = f"{self.name}: the offline model's server stopped\n{self._log_tail()}"
+                    exc.args = (exc.message,)
+                raise
+            if not counted:
+                yield await self._count_usage(request.messages, "".join(answer))
+        finally:
+            self._release()
 
     async def aclose(self) -> None:
+        # The stop first, under the lock: an idle stop under way finishes rather than
+        # being cancelled half-way (which could leave its process running).
         async with self._lock:
             await self._stop()
+            task, self._idle_task = self._idle_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def running(self) -> bool:
+        """Whether a server process is up (started and not exited)."""
+        return self._proc is not None and self._proc.returncode is None
+
+    async def _acquire(self) -> OpenAIChat:
+        """The running server's client, counted in flight until `_release`; under the
+        lock, so the idle stop cannot take the server from a request holding it."""
+        async with self._lock:
+            inner = await self._ensure_started()
+            self._in_flight += 1
+            return inner
+
+    def _release(self) -> None:
+        self._in_flight -= 1
+        self._last_used = time.monotonic()
+        if self._in_flight == 0:
+            self._arm_idle_stop()
+
+    def _arm_idle_stop(self) -> None:
+        if self._idle_task is None or self._idle_task.done():
+            with contextlib.suppress(RuntimeError):  # no running loop: nothing to arm
+                self._idle_task = asyncio.get_running_loop().create_task(self._idle_watch())
+
+    async def _idle_watch(self) -> None:
+        """Stops the server once nothing has held it for idle_minutes; one task per
+        idle stretch, re-armed by the next request that ends."""
+        while True:
+            minutes = self._idle_minutes()
+            if minutes <= 0:
+                return  # 0: never; re-read when the next request ends
+            wait = self._last_used + minutes * 60 - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            async with self._lock:
+                if self._in_flight or self._proc is None:
+                    return  # busy (re-armed by its release) or already stopped
+                if time.monotonic() - self._last_used < minutes * 60:
+                    continue  # used while this waited for the lock
+                log.info("%s: offline model idle for %g minutes; stopping its server",
+                         self.name, minutes)
+                self.idle_stops += 1
+                self._idle_task = None  # _stop must not wait for this very task
+                await self._stop()
+                return
 
     async def _ensure_started(self) -> OpenAIChat:
         """The running server's client; starts the server first if it is not running
-        (the first call, or after it died)."""
-        async with self._lock:
-            if self._inner is not None and not self._exited():
-                return self._inner
-            await self._stop()  # a dead server's leftovers
-            model_path = self._model_path()
-            started = time.monotonic()
-            port = _free_port()
-            self._proc = await self._spawn(model_path, port)
-            base_url = f"http://127.0.0.1:{port}/v1"
-            try:
-                await self._wait_ready(base_url)
-            except BaseException:
-                await self._stop()
-                raise
-            log.info("%s: llama.cpp server ready on port %d in %.1f s (%s)",
-                     self.name, port, time.monotonic() - started, model_path.name)
-            self._inner = OpenAIChat(self.name, base_url, self.model, None,
-                                     self._cfg.request_timeout_s, "max_tokens")
-            self._extras = httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{port}", timeout=10.0, trust_env=False
-            )
+        (the first call, after an idle stop, or after it died).  The caller holds the lock."""
+        if self._inner is not None and not self._exited():
             return self._inner
+        await self._stop()  # a dead server's leftovers
+        model_path = self._model_path()
+        started = time.monotonic()
+        port = _free_port()
+        self._proc = await self._spawn(model_path, port)
+        base_url = f"http://127.0.0.1:{port}/v1"
+        try:
+            await self._wait_ready(base_url)
+        except BaseException:
+            await self._stop()
+            raise
+        log.info("%s: llama.cpp server ready on port %d in %.1f s (%s)",
+                 self.name, port, time.monotonic() - started, model_path.name)
+        self._inner = OpenAIChat(self.name, base_url, self.model, None,
+                                 self._cfg.request_timeout_s, "max_tokens")
+        self._extras = httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", timeout=10.0, trust_env=False
+        )
+        self.starts += 1
+        return self._inner
 
     async def _count_usage(self, messages: list[WireMessage], answer: str) -> UsageChunk:
         """The request's and the answer's tokens, by the server's tokenizer (an estimate
@@ -178,7 +271,7 @@ class LocalChat:
         return max(1, len(text) // 4)
 
     def _model_path(self) -> Path:
-        if not _installed("llama_cpp"):
+        if self._command is llama_command and not _installed("llama_cpp"):
             raise ProviderError("not_configured", f"{self.name}: {NOT_INSTALLED}",
                                 words=NOT_INSTALLED_WORDS)
         if self._cfg.model_path:
@@ -197,14 +290,7 @@ class LocalChat:
         return bundled
 
     async def _spawn(self, model_path: Path, port: int) -> asyncio.subprocess.Process:
-        command = [
-            sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
-            "--model_alias", self.model, "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(self._cfg.context_window),
-            # By default a new request cuts off the one streaming; turns of other
-            # sessions must wait their turn instead.
-            "--interrupt_requests", "False",
-        ]
+        command = self._command(model_path, port, self._cfg)
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         with self._log_path.open("ab") as out:
             out.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n".encode())

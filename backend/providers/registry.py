@@ -10,6 +10,7 @@ is one module and one line in `_build`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,9 +43,11 @@ class ConfiguredProvider:
 log = logging.getLogger("providers")
 
 class Providers:
-    def __init__(self, secrets: Secrets, data_dir: Path) -> None:
+    def __init__(self, secrets: Secrets, data_dir: Path,
+                 local_idle_minutes: Callable[[], float] = lambda: 0.0) -> None:
         self.secrets = secrets
         self.data_dir = data_dir
+        self.local_idle_minutes = local_idle_minutes  # read live: config.set applies
         self._cache: dict[str, tuple[ProviderConfig, str | None, ChatProvider]] = {}
         self._retired: list[ChatProvider] = []
 
@@ -114,7 +117,7 @@ class Providers:
         if cfg.kind == "anthropic":
             return AnthropicChat(name, base_url, cfg.model, key, cfg.request_timeout_s)
         if cfg.kind == "local":
-            return LocalChat(name, cfg, self.data_dir)
+            return LocalChat(name, cfg, self.data_dir, self.local_idle_minutes)
         raise ProviderError(
             "not_configured",
             f"provider {name!r} has kind {cfg.kind!r}, which this backend cannot call yet; "

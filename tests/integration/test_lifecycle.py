@@ -109,3 +109,37 @@ async def test_idle_exit_waits_for_clients_and_work(
     status = await asyncio.to_thread(idle.proc.wait, 30)
     assert status == 0, "idle exit is a clean exit"
     assert not (idle.data_dir / "backend.json").exists(), "backend.json is withdrawn"
+
+
+async def test_idle_exit_waits_for_turns_running_and_queued_without_a_client(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    """No client connected, but a turn running and one queued behind it: the backend
+    stays up until both are done, then exits on its own."""
+    idle = backend_factory(fake_provider.base_url, extra_config="idle_exit_minutes = 0.02")
+    rpc = await Rpc.open(idle.port, idle.token)
+    sid = await create_session(rpc)
+    fake_provider.default = Reply(deltas=["slow ", "answer"], delay=1.0)  # ~2 s a turn
+    await submit(rpc, sid, "first")
+    await submit(rpc, sid, "queued behind")
+    await rpc.close()  # nobody connected from here on
+    await asyncio.sleep(3.0)  # more than two idle periods (1.2 s each)
+    assert idle.alive(), "a running turn and a queued one keep the backend up"
+    assert idle.proc is not None
+    status = await asyncio.to_thread(idle.proc.wait, 30)
+    assert status == 0, "idle exit is a clean exit"
+    ran = {r.last_user_text: r for r in fake_provider.snapshot()}
+    assert set(ran) == {"first", "queued behind"}, "both turns ran before the exit"
+    assert not any(r.disconnected for r in ran.values()), "no reply was cut off"
+
+
+async def test_idle_defaults_are_30_minutes_for_the_backend_and_5_for_the_model_server(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    """The shipped defaults, as config.get reports them."""
+    started = backend_factory(fake_provider.base_url)
+    rpc = await Rpc.open(started.port, started.token)
+    config = await rpc.call("config.get", {})
+    await rpc.close()
+    assert config["idle_exit_minutes"] == 30
+    assert config["local_model_idle_minutes"] == 5
