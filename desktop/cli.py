@@ -13,12 +13,12 @@ import getpass
 import signal
 import sys
 import uuid
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from desktop.state.ansi import SGR_AND_EL, AnsiStripper
 from desktop.state.live_tail import Lines
+from desktop.state.sessions import local_time
 from shared import protocol as p
 from shared.client import BackendNotFound, Client, ClientState, Incoming, RpcError
 from shared.launcher import running, start_backend, stop_backend
@@ -133,15 +133,6 @@ def _markdown(text: str) -> Any:
     from rich.markdown import Markdown
 
     return Markdown(text, code_theme="ansi_dark", hyperlinks=False)
-
-
-def local_time(stamp: str) -> str:
-    """An RFC 3339 UTC time as the local wall-clock time ("14:05:09")."""
-    try:
-        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return stamp
-    return when.astimezone().strftime("%H:%M:%S")
 
 
 def usage_words(usage: p.Usage) -> str:
@@ -260,7 +251,7 @@ class Chat:
         """Asks on the terminal; no answer (no terminal, end of input) leaves the request to
         time out as denied, or to be answered in another window."""
         print(f"\n[approval needed] {approval.tool}: {approval.summary}\n"
-              f"  why: {approval.reason}  (expires at {local_time(approval.expires_at)})",
+              f"  why: {approval.reason}  (expires at {local_time(approval.expires_at, '%H:%M:%S')})",
               file=sys.stderr)
         print("  allow [o]nce, for this [s]ession, [a]lways, or [d]eny? ", end="", file=sys.stderr,
               flush=True)

@@ -820,9 +820,11 @@ class Conversation(QWidget):
         s = self.state
         self.turn_actions = latest(s.transcript.items, s.status, frozenset(self.undone))
         self.thinking.setVisible(self.turn_actions.thinking)
-        if time.monotonic() < self._note_until:
-            pass  # an undo's note is showing
-        elif self.turn_actions.retry_text is not None or self.turn_actions.undo_turn is not None:
+        showing_note = time.monotonic() < self._note_until  # an undo's note stays a while
+        offers = self.turn_actions.retry_text is not None or self.turn_actions.undo_turn is not None
+        if showing_note:
+            self.turn_bar.show()
+        elif offers:
             parts = []
             if self.turn_actions.retry_text is not None:
                 parts.append("The last turn did not finish.")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import html
 from collections import OrderedDict
-from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -60,6 +59,7 @@ from PySide6.QtWidgets import (
 from desktop.qt import markdown, theme
 from desktop.qt.compat import emit
 from desktop.qt.reader import Reader, SafeDocument
+from desktop.state.sessions import local_time
 from desktop.state.transcript import AssistantItem, Item, NoteItem, ToolItem, Transcript, UserItem
 
 ITEM_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -664,7 +664,7 @@ def open_link(url: QUrl) -> None:
 
 def denied_words(item: ToolItem) -> str:
     """Who refused the call, and when: "Not run: denied by you at 14:02." """
-    when = local_time(item.decided_at) if item.decided_at else ""
+    when = local_time(item.decided_at, unknown="") if item.decided_at else ""
     at = f" at {when}" if when else ""
     if item.decided_by == "user":
         return f"Not run: denied by you{at}."
@@ -685,17 +685,9 @@ def allowed_words(item: ToolItem) -> str:
     """Who let an asked-about call run: "Allowed by you (once) at 14:02." """
     if item.decided_by == "rule":
         return "Allowed by one of your “always allow” rules."
-    when = local_time(item.decided_at) if item.decided_at else ""
+    when = local_time(item.decided_at, unknown="") if item.decided_at else ""
     how = ALLOWED_AS.get(item.decision or "", "")
     return f"Allowed by you{f' ({how})' if how else ''}{f' at {when}' if when else ''}."
-
-
-def local_time(stamp: str) -> str:
-    try:
-        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return ""
-    return when.astimezone().strftime("%H:%M")
 
 
 def tool_html(item: ToolItem, dark: bool) -> str:

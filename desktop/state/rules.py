@@ -4,8 +4,8 @@ and what revoking one means.  Qt-free."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
+from desktop.state.sessions import local_time
 from shared import protocol as p
 
 TOOL_LABELS = {
@@ -57,8 +57,4 @@ def revoke_question(row: RuleRow) -> tuple[str, str]:
 
 def local_minute(stamp: str) -> str:
     """An RFC 3339 UTC time as local date and time to the minute ("2026-11-30 14:02")."""
-    try:
-        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return stamp
-    return when.astimezone().strftime("%Y-%m-%d %H:%M")
+    return local_time(stamp, "%Y-%m-%d %H:%M")

@@ -99,6 +99,16 @@ def ago(stamp: str | None, now: datetime | None = None) -> str:
     return when.astimezone().strftime("%Y-%m-%d")
 
 
+def local_time(stamp: str, fmt: str = "%H:%M", unknown: str | None = None) -> str:
+    """An RFC 3339 UTC time in local time, as `fmt` says; `unknown` (default: the stamp
+    itself) for one that does not parse."""
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp if unknown is None else unknown
+    return when.astimezone().strftime(fmt)
+
+
 def cost(session: p.Session) -> str:
     value = session.usage.cost_usd
     return f"${value:.2f}" if value >= 0.01 or value == 0 else "<$0.01"
