@@ -17,12 +17,14 @@ answer.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from backend.bulk import collector_paused
 from backend.compress import tokens as tok
 from backend.compress.model import Call, Entry
 from backend.compress.plan import Plan, plan
@@ -55,6 +57,8 @@ MIN_ANSWER_TOKENS = 256  # below this much room the request cannot fit the windo
 ANSWER_RESERVE_TOKENS = MIN_ANSWER_TOKENS + 256
 SUMMARY_FLOOR_TOKENS = 64  # a summary this short still says something; less cannot fit anyway
 WRAP_CHARS = len(wrap(""))  # the frame the model reads a summary in
+READ_PAGE_ROWS = 5_000  # the model's view read for compression a page at a time
+LONG_SESSION_ROWS = 1_000  # over this many rows, preflight counts in SQL before building
 
 
 @dataclass
@@ -101,10 +105,41 @@ class Compressor:
         self, session_id: str, request: ChatRequest, link: ConfiguredProvider, attempts: int,
     ) -> str | None:
         """The preflight decision: the reason to compress before this call, or None."""
-        cfg = self.config.config.compression
-        if not cfg.enabled or attempts >= MAX_PER_CALL or len(request.messages) <= 2:
+        if len(request.messages) <= 2:
             return None  # (the system prompt and one message: nothing to compress)
-        measured = self.measure(request, link.name)
+        return await self._decide(session_id, self.measure(request, link.name), link, attempts)
+
+    async def due_by_size(
+        self, session_id: str, link: ConfiguredProvider, tools: tuple[ToolSpec, ...],
+    ) -> str | None:
+        """The same decision before a long session's request is built, from what SQL counts
+        of it (store/messages.model_size): a request is at least that large, so when the count
+        alone is over, the request would be too, and building one only to throw it away cost
+        a 100,000-message session half a second.  None means: build it and ask `due`."""
+        if not self.config.config.compression.enabled:
+            return None
+
+        def read(tx: Tx) -> tuple[int, int, int] | None:
+            row = sessions.row(tx, session_id)
+            if row is None or row.message_count <= LONG_SESSION_ROWS:
+                return None
+            n, chars = messages.model_size(tx, session_id)
+            return n, chars, len(row.system_prompt or "")
+
+        size = await self.db.read(read)
+        if size is None or size[0] <= 1:
+            return None
+        n, chars, prompt = size
+        least = (self.calibration(link.name).tokens(chars + prompt + tok.tools_chars(tools))
+                 + tok.MESSAGE_OVERHEAD_TOKENS * (n + 1))
+        return await self._decide(session_id, least, link, 0)
+
+    async def _decide(
+        self, session_id: str, measured: int, link: ConfiguredProvider, attempts: int,
+    ) -> str | None:
+        cfg = self.config.config.compression
+        if not cfg.enabled or attempts >= MAX_PER_CALL:
+            return None
         limit = tok.threshold_tokens(link.cfg.context_window, cfg.threshold)
         if measured < limit:
             return None
@@ -159,27 +194,33 @@ class Compressor:
         self, session_id: str, link: ConfiguredProvider, reason: str, tools: tuple[ToolSpec, ...],
         focus: str | None, where: Where, manual: bool, cfg: Compression, holder: Holder | None,
     ) -> CompressionResult:
-        def read(tx: Tx) -> tuple[list[ModelRow], str, store.Guards]:
+        def read(tx: Tx) -> tuple[str, store.Guards]:
             row = sessions.row(tx, session_id)
             prompt = str(row.system_prompt or "") if row is not None else ""
-            return store.model_rows(tx, session_id), prompt, store.guards(tx, session_id)
+            return prompt, store.guards(tx, session_id)
 
-        rows, prompt, guards = await self.db.read(read)
-        entries = [e for e in (to_entry(r) for r in rows) if e is not None]
         cal = self.calibration(link.name)
         tools_chars = tok.tools_chars(tools)
-        before = tok.request_tokens(prompt, entries, tools_chars, cal)
         window = link.cfg.context_window
-        p = plan(entries, cfg.protect_first_n, tok.tail_budget(window, cfg.tail_tokens_min,
-                                                               cfg.tail_tokens_max), cal)
+        tail = tok.tail_budget(window, cfg.tail_tokens_min, cfg.tail_tokens_max)
+
+        def measure_and_plan() -> tuple[int, Plan | None]:
+            return (tok.request_tokens(prompt, entries, tools_chars, cal),
+                    plan(entries, cfg.protect_first_n, tail, cal))
+
+        with collector_paused():  # a long session's entries (see backend/bulk.py)
+            prompt, guards = await self.db.read(read)
+            entries = await self._entries(session_id)
+            # Off the event loop: 100,000 entries take a tenth of a second to measure and cut.
+            before, p = await asyncio.to_thread(measure_and_plan)
         if p is None:  # everything is head or recent tail: nothing to summarize
             return CompressionResult(False, before, before, why_not="nothing old enough to summarize yet")
         await self._event(session_id, "compression.start", {"reason": reason, "tokens": before}, where)
-        keep_from = entries.index(p.tail[0]) if p.tail else len(entries)
-        pruned = prune(entries, keep_from)
-        changed = [(old, new) for old, new in zip(entries, pruned, strict=True) if old != new]
-        by_id = {e.id: e for e in pruned}
-        head = [by_id[e.id] for e in p.head]
+        # Only the head is pruned in place: the middle leaves the model's view and the tail is
+        # kept verbatim.  (Pruning is per entry, so this is the whole transcript's pruning, cut
+        # to the head.)
+        head = prune(p.head, len(p.head))
+        changed = [(old, new) for old, new in zip(p.head, head, strict=True) if old is not new]
         previous = p.previous_summary.content if p.previous_summary is not None else None
         aux = self._aux(link)
         rest = tok.request_tokens(prompt, [*head, *p.tail], tools_chars, cal)
@@ -205,14 +246,18 @@ class Compressor:
         if p.previous_summary is not None:
             compacted.append(p.previous_summary.id)
         anchor = p.head[-1].id if p.head else 0
-        dropped = set(compacted)  # (a list made this check quadratic: 99k rows took seconds)
+        # The middle is every conversation row strictly between the head and the tail.
+        hide_before = p.tail[0].id if p.tail else p.middle[-1].id + 1
 
         def commit(tx: Tx) -> None:
-            store.compact(tx, session_id, compacted)
+            # The middle leaves the model's view as one range (flagging each row rewrote the
+            # whole session under the single writer: 100k rows held it for half a second).
+            store.hide(tx, session_id, anchor, hide_before)
+            if p.previous_summary is not None:
+                store.compact(tx, session_id, [p.previous_summary.id])
             for old, new in changed:
-                if old.id not in dropped:
-                    store.set_wire(tx, old.id, new.content if new.content != old.content else None,
-                                   [call_json(c) for c in new.calls] if new.calls != old.calls else None)
+                store.set_wire(tx, old.id, new.content if new.content != old.content else None,
+                               [call_json(c) for c in new.calls] if new.calls != old.calls else None)
             messages.insert(
                 tx, session_id, "system_note", text, turn_id=where.turn_id, note_kind="summary",
                 api_content=wrap(text),
@@ -237,13 +282,16 @@ class Compressor:
             child = new_id("ses")
             sessions.insert(tx, child, parent.title, parent.cwd, parent.model, parent.titled)
             sessions.link_rotation(tx, session_id, child)
-            for old, new in changed:
+            # The parent's rows before the tail are pruned as in place (it is not compacted).
+            keep_from = next((i for i in range(len(entries) - 1, -1, -1)
+                              if entries[i] is p.tail[0]), len(entries)) if p.tail else len(entries)
+            pruned = prune(entries, keep_from)
+            for old, new in ((o, n) for o, n in zip(entries, pruned, strict=True) if o is not n):
                 store.set_wire(tx, old.id, new.content if new.content != old.content else None,
                                [call_json(c) for c in new.calls] if new.calls != old.calls else None)
-            by_row = {r.id: r for r in rows}
             last_head = 0
             for e in p.head:
-                last_head = store.copy_row(tx, child, by_row[e.id])
+                last_head = store.copy_row(tx, child, e.id)
             messages.insert(
                 tx, child, "system_note", text, turn_id=where.turn_id, note_kind="summary",
                 api_content=wrap(text),
@@ -251,7 +299,7 @@ class Compressor:
                       "after_tokens": after, "fallback": failed, "parent_session_id": session_id},
             )
             for e in p.tail:
-                store.copy_row(tx, child, by_row[e.id])
+                store.copy_row(tx, child, e.id)
             store.set_guards(tx, child, replace(guards, ineffective=0, probe_after=0.0)
                              if not failed else guards)
             store.move_queue(tx, session_id, child)
@@ -283,6 +331,22 @@ class Compressor:
                  before, after, " (fallback summary)" if failed else "",
                  f"; continues in {child}" if child else "")
         return CompressionResult(True, before, after, spent, child_session_id=child)
+
+    async def _entries(self, session_id: str) -> list[Entry]:
+        """The model's view as entries, read a page per call (to_entry on the reader's thread,
+        not the event loop's): a 100,000-row session never holds the one reader, or the
+        loop, for the whole read, and its rows are never all in memory beside its entries."""
+        def page(tx: Tx, after: int) -> tuple[list[Entry], int, bool]:
+            rows = messages.model_page(tx, session_id, after, READ_PAGE_ROWS)
+            last = rows[-1].id if rows else after
+            return [e for e in map(to_entry, rows) if e is not None], last, len(rows) < READ_PAGE_ROWS
+
+        out: list[Entry] = []
+        after, done = 0, False
+        while not done:
+            got, after, done = await self.db.read(functools.partial(page, after=after))
+            out += got
+        return out
 
     def _aux(self, link: ConfiguredProvider) -> ConfiguredProvider:
         """The auxiliary provider for summaries, or the turn's own when none is set."""

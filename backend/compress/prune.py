@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from msgspec.structs import replace as struct_replace
+
 from backend.compress.model import Call, Entry
 from backend.compress.plan import Plan
 
@@ -36,11 +38,11 @@ def prune(entries: Sequence[Entry], keep_from: int) -> list[Entry]:
     for i in range(min(max(keep_from, 0), len(out))):
         entry = out[i]
         if entry.role == "tool" and len(entry.content) > OUTPUT_LIMIT:
-            out[i] = replace(entry, content=PRUNED_OUTPUT)
+            out[i] = struct_replace(entry, content=PRUNED_OUTPUT)
         elif entry.role == "assistant" and entry.calls:
             calls = tuple(_prune_call(c) for c in entry.calls)
             if calls != entry.calls:
-                out[i] = replace(entry, calls=calls)
+                out[i] = struct_replace(entry, calls=calls)
     return out
 
 
@@ -77,7 +79,7 @@ def prune_arguments(raw: str) -> str:
 
 def _prune_call(call: Call) -> Call:
     arguments = prune_arguments(call.arguments)
-    return call if arguments == call.arguments else replace(call, arguments=arguments)
+    return call if arguments == call.arguments else struct_replace(call, arguments=arguments)
 
 
 def _cut(text: str) -> str:

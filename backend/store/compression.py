@@ -64,6 +64,13 @@ def model_rows(tx: Tx, session_id: str) -> list[ModelRow]:
     return messages.for_model(tx, session_id)
 
 
+def hide(tx: Tx, session_id: str, after_id: int, before_id: int) -> None:
+    """Takes every row strictly between the two ids (a compression's middle) out of the
+    model's view; people still see them, marked compacted (messages.hidden_ranges)."""
+    tx.execute("INSERT OR IGNORE INTO compacted_ranges (session_id, after_id, before_id) "
+               "VALUES (?, ?, ?)", (session_id, after_id, before_id))
+
+
 def compact(tx: Tx, session_id: str, ids: list[int]) -> None:
     """Marks rows as compacted: people still see them; the model no longer does."""
     for chunk in range(0, len(ids), 500):
@@ -81,14 +88,14 @@ def set_wire(
                (api_content, json.dumps(api_tool_calls) if api_tool_calls is not None else None, row_id))
 
 
-def copy_row(tx: Tx, session_id: str, r: ModelRow) -> int:
+def copy_row(tx: Tx, session_id: str, row_id: int) -> int:
     """Copies a stored row into another session (rotation); returns the new row id."""
     cur = tx.execute(
         "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, note_kind, "
         "tool_calls, api_tool_calls, call_id, tool_name, meta, created_at) "
         "SELECT ?, turn_id, role, content, api_content, status, note_kind, tool_calls, "
         "api_tool_calls, call_id, tool_name, meta, created_at FROM messages WHERE id = ?",
-        (session_id, r.id))
+        (session_id, row_id))
     assert cur.lastrowid is not None
     return int(cur.lastrowid)
 

@@ -88,23 +88,93 @@ def page(tx: Tx, session_id: str, before_rowid: int | None, limit: int) -> tuple
         (session_id, bound, limit + 1),
     )
     has_more = len(rows) > limit
-    return [to_message(MessageRecord.from_row(r)) for r in reversed(rows[:limit])], has_more
+    ranges = hidden_ranges(tx, session_id)
+    return [to_message(m, m.compacted or _hidden(ranges, m))
+            for m in MessageRecord.from_rows(rows[:limit][::-1])], has_more
+
+
+_MODEL_VIEW = "session_id = ? AND active = 1 AND compacted = 0"
+_COLUMNS = ("SELECT id, role, content, api_content, note_kind, tool_calls, api_tool_calls, "
+            "call_id, tool_name, status, meta FROM messages WHERE ")
 
 
 def for_model(tx: Tx, session_id: str) -> list[ModelRow]:
-    """Active, uncompacted rows the model may see, in transcript order."""
-    return [ModelRow.from_row(r) for r in tx.all(
-        "SELECT id, role, content, api_content, note_kind, tool_calls, api_tool_calls, call_id, "
-        "tool_name, status, meta FROM messages "
-        "WHERE session_id = ? AND active = 1 AND compacted = 0 ORDER BY id",
-        (session_id,),
-    )]
+    """Active, uncompacted rows the model may see, in transcript order: the partial index's
+    ranges between what compressions took out (`hidden_ranges`)."""
+    out: list[ModelRow] = []
+    for where, params in _visible(tx, session_id):  # (a cursor: rows become records as read)
+        out += ModelRow.from_rows(tx.execute(f"{_COLUMNS}{where} ORDER BY id", params))
+    return out
 
 
-def to_message(r: MessageRecord) -> Message:
+def model_page(tx: Tx, session_id: str, after_id: int, limit: int) -> list[ModelRow]:
+    """Up to `limit` rows of the model's view after `after_id`, in order: a long view read a
+    page per call, so other reads go between the pages."""
+    out: list[ModelRow] = []
+    for where, params in _visible(tx, session_id):
+        if len(out) >= limit:
+            break
+        out += ModelRow.from_rows(tx.execute(
+            f"{_COLUMNS}{where} AND id > ? ORDER BY id LIMIT ?", (*params, after_id, limit - len(out))))
+    return out
+
+
+def model_size(tx: Tx, session_id: str) -> tuple[int, int]:
+    """(rows, characters) of what the model sees of a session, counted in SQL without reading
+    the rows out: the messages and summaries, their wire text only (not their calls).  A
+    request built from them is at least this large, less any orphaned tool results it drops."""
+    n = chars = 0
+    for where, params in _visible(tx, session_id):
+        r = tx.one("SELECT count(*), coalesce(sum(length(coalesce(api_content, content))), 0) "
+                   f"FROM messages WHERE {where} AND (role != 'system_note' OR note_kind = 'summary')",
+                   params)
+        assert r is not None
+        n, chars = n + int(r[0]), chars + int(r[1])
+    return n, chars
+
+
+def hidden_ranges(tx: Tx, session_id: str) -> list[tuple[int, int]]:
+    """The id ranges compressions took out of the model's view (each strictly between its two
+    ids), merged and in order."""
+    out: list[tuple[int, int]] = []
+    for after, before in tx.all("SELECT after_id, before_id FROM compacted_ranges "
+                                "WHERE session_id = ? ORDER BY after_id", (session_id,)):
+        if out and after < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], before))
+        else:
+            out.append((after, before))
+    return out
+
+
+def _visible(tx: Tx, session_id: str) -> list[tuple[str, tuple[object, ...]]]:
+    """The model's view as WHERE clauses, one per stretch of ids between hidden ranges."""
+    out: list[tuple[str, tuple[object, ...]]] = []
+    low: int | None = None
+    for after, before in hidden_ranges(tx, session_id):
+        if low is None:
+            out.append((f"{_MODEL_VIEW} AND id <= ?", (session_id, after)))
+        elif after >= low:
+            out.append((f"{_MODEL_VIEW} AND id BETWEEN ? AND ?", (session_id, low, after)))
+        low = before
+    if low is None:
+        return [(_MODEL_VIEW, (session_id,))]
+    return [*out, (f"{_MODEL_VIEW} AND id >= ?", (session_id, low))]
+
+
+def _hidden(ranges: list[tuple[int, int]], r: MessageRecord) -> bool:
+    """Whether a compression took the row out of the model's view (notes other than summaries
+    were never in it)."""
+    if r.role == "system_note" and r.note_kind != "summary":
+        return False
+    return any(after < r.id < before for after, before in ranges)
+
+
+def to_message(r: MessageRecord, compacted: bool | None = None) -> Message:
+    """The protocol's message; `compacted` as `page` works it out (the row's flag, or a
+    compression's range), else the row's flag alone."""
     return Message(
         message_id=message_id(r.id), session_id=r.session_id, role=r.role,
-        content=r.content, compacted=r.compacted, created_at=r.created_at,
+        content=r.content, compacted=r.compacted if compacted is None else compacted, created_at=r.created_at,
         turn_id=r.turn_id, tool_calls=json.loads(r.tool_calls) if r.tool_calls else None,
         call_id=r.call_id, tool_name=r.tool_name, status=r.status,
         note_kind=r.note_kind, meta=json.loads(r.meta) if r.meta else None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 import sqlite3
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Self, TypeVar
 
 import msgspec
@@ -26,6 +26,20 @@ class Record(msgspec.Struct, frozen=True):
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Self:
         return record(cls, row)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[sqlite3.Row]) -> list[Self]:
+        """`from_row` for many rows of one query (a list or a cursor, read as it goes): the
+        columns are matched to fields once."""
+        it = iter(rows)
+        first = next(it, None)
+        if first is None:
+            return []
+        plan = _plan_for(cls, first)
+        if plan.bools:
+            return [record(cls, first), *(record(cls, r) for r in it)]
+        take = plan.take
+        return [cls(*take(first)), *(cls(*take(r)) for r in it)]
 
 
 R = TypeVar("R", bound=Record)
@@ -46,14 +60,19 @@ def _plan(cls: type[Record], keys: tuple[str, ...]) -> _Plan:
     return _Plan(take, tuple(i for i, name in enumerate(names) if hints[name] is bool))
 
 
-def record(cls: type[R], row: sqlite3.Row, **decoded: Any) -> R:
-    """`cls` from `row`: each field the column of its name, unless given in `decoded`."""
-    if decoded:  # a lease or a lock: a row at a time
-        return cls(**{n: decoded[n] if n in decoded else row[n] for n in cls.__struct_fields__})
+def _plan_for(cls: type[Record], row: sqlite3.Row) -> _Plan:
     keys = tuple(row.keys())
     plan = _PLANS.get((cls, keys))
     if plan is None:
         plan = _PLANS[(cls, keys)] = _plan(cls, keys)
+    return plan
+
+
+def record(cls: type[R], row: sqlite3.Row, **decoded: Any) -> R:
+    """`cls` from `row`: each field the column of its name, unless given in `decoded`."""
+    if decoded:  # a lease or a lock: a row at a time
+        return cls(**{n: decoded[n] if n in decoded else row[n] for n in cls.__struct_fields__})
+    plan = _plan_for(cls, row)
     values = list(plan.take(row))
     for i in plan.bools:
         values[i] = bool(values[i])

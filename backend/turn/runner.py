@@ -202,9 +202,15 @@ class TurnRunner:
                                   summary_for=summary_for,
                                   model=None if st.chain_index == 0 else link.cfg.model)
 
-        request = await build()
         # Preflight compression: measure, compress if due, measure again (a few times at most).
-        for tries in range(MAX_COMPRESSIONS_PER_CALL):
+        # A long session is counted in SQL first: one far over its window compresses before a
+        # request is ever built from all of it.
+        first = 0
+        why = await self.compressor.due_by_size(st.turn.session_id, link, tools)
+        if why is not None and await self._compress(st, link, tools, why):
+            first = 1
+        request = await build()
+        for tries in range(first, MAX_COMPRESSIONS_PER_CALL):
             why = await self.compressor.due(st.turn.session_id, request, link, tries)
             if why is None or not await self._compress(st, link, tools, why):
                 break

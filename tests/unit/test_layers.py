@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("providers", ("backend.providers",)),
     ("store", ("backend.store",)),
     # `backend` itself (backend/__init__.py) holds only __version__.
-    ("base", ("backend", "backend.config", "backend.errors", "backend.host", "backend.ids",
+    ("base", ("backend", "backend.bulk", "backend.config", "backend.errors", "backend.host", "backend.ids",
               "backend.race", "backend.secrets")),
     ("shared", ("shared",)),
 )

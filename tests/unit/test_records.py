@@ -302,3 +302,24 @@ async def test_rotation_links_and_prompt_reset(db: Database) -> None:
         "child", None, None)
     assert (child.parent_session_id, child.child_session_id) == ("parent", None)
     assert await db.read(lambda tx: compression.leaf(tx, "parent")) == "child"
+
+
+async def test_many_rows_become_records_in_order_from_a_list_or_a_cursor(db: Database) -> None:
+    def seed(tx: Tx) -> None:
+        sessions.insert(tx, "s", "t", "/", "m")
+        for i in range(5):
+            messages.insert(tx, "s", "user", f"m{i}")
+
+    await db.write(seed)
+    sql = "SELECT * FROM messages ORDER BY id"
+    one_by_one = await db.read(lambda tx: [messages.MessageRecord.from_row(r) for r in tx.all(sql)])
+    assert [r.content for r in one_by_one] == [f"m{i}" for i in range(5)]
+    # MessageRecord has a bool field (compacted); ModelRow has none: both ways of building.
+    assert await db.read(lambda tx: messages.MessageRecord.from_rows(tx.all(sql))) == one_by_one
+    assert await db.read(lambda tx: messages.MessageRecord.from_rows(tx.execute(sql))) == one_by_one
+    cols = "SELECT id, role, content, api_content, note_kind, tool_calls, api_tool_calls, " \
+           "call_id, tool_name, status, meta FROM messages ORDER BY id"
+    models = await db.read(lambda tx: [ModelRow.from_row(r) for r in tx.all(cols)])
+    assert await db.read(lambda tx: ModelRow.from_rows(tx.execute(cols))) == models
+    assert await db.read(lambda tx: ModelRow.from_rows(tx.all(cols))) == models
+    assert await db.read(lambda tx: ModelRow.from_rows(tx.all(cols + " LIMIT 0"))) == []

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace as struct_replace
 
 from backend.compress.model import Call, Entry
 from backend.compress.plan import STUB_RESULT, TAIL_SOFT_CEILING, Plan, allowed_cuts, assemble, plan, repair
@@ -216,7 +216,7 @@ def transcripts(draw: st.DrawFn) -> list[Entry]:
                     rows.append(answer)
                 if fate == "late":
                     late.append(answer)
-    return [replace(e, id=i + 1) for i, e in enumerate(rows)]
+    return [struct_replace(e, id=i + 1) for i, e in enumerate(rows)]
 
 
 def pairs(convo: Sequence[Entry]) -> list[tuple[int, int]]:
