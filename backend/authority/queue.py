@@ -80,8 +80,10 @@ class SessionAuthority:
     async def submit(self, principal: str, params: PromptSubmitParams) -> Receipt:
         """Admits input durably; the same (principal, session, request_id) runs once."""
         payload = normalize(params)
+        may_start = self._accepting and params.intent != "interrupt"
+        retired = frozenset(self._retired)
 
-        def job(tx: Tx) -> Receipt:
+        def job(tx: Tx) -> tuple[Receipt, Claim | None]:
             # A conversation that compression rotated continues in its newest session; the
             # request id is looked up where it was sent and where it would run.
             sent_to = params.session_id
@@ -94,7 +96,7 @@ class SessionAuthority:
                         f"request_id {params.request_id!r} was already used with different "
                         "input in this session; use a new request_id for new input"
                     )
-                return admissions.receipt(tx, existing, duplicate=True)
+                return admissions.receipt(tx, existing, duplicate=True), None
             if not sessions.exists(tx, params.session_id):
                 raise NotFound("session", params.session_id)
             # The person moving on acknowledges a turn whose outcome is unknown.
@@ -113,12 +115,18 @@ class SessionAuthority:
                 tx, params.session_id, "admission.queued",
                 AdmissionEvent(receipt=receipt), admission_id=admission_id,
             )
-            return receipt
+            # An idle session starts the turn in this same commit (one durable write fewer
+            # per prompt); `_claim` takes it only if nothing older is queued or running.
+            claim = self._claim(tx, params.session_id) \
+                if may_start and params.session_id not in retired else None
+            return receipt, claim
 
         self._settle_lost_first()  # so that this prompt finds them `unknown` and moves on
-        receipt = await self.db.write(job)
+        receipt, claim = await self.db.write(job)
         params.session_id = receipt.session_id
-        if not receipt.duplicate:
+        if claim is not None:
+            self._start(claim)
+        elif not receipt.duplicate:
             if params.intent == "interrupt":
                 self.interrupt(params.session_id, NEWER_PROMPT)
             self.wake(params.session_id)
@@ -176,11 +184,17 @@ class SessionAuthority:
                 self._drain(session_id), name=f"drain-{session_id}"
             )
 
-    async def _drain(self, session_id: str) -> None:
+    def _start(self, claim: Claim) -> None:
+        """Runs a turn claimed with its admission, in a drainer that goes on with the queue.
+        A drainer of the session still winding down finds the queue held and ends."""
+        self._drainers[claim.session_id] = asyncio.create_task(
+            self._drain(claim.session_id, claim), name=f"drain-{claim.session_id}")
+
+    async def _drain(self, session_id: str, first: Claim | None = None) -> None:
         try:
-            while self._accepting and session_id not in self._retired:
+            while first is not None or (self._accepting and session_id not in self._retired):
                 self._dirty.discard(session_id)
-                claim = await self._next_claim(session_id)
+                claim, first = first or await self._next_claim(session_id), None
                 if claim is None:
                     if session_id in self._dirty:
                         continue

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtGui import QTextDocumentFragment
+from pytestqt.exceptions import TimeoutError as QtTimeout
 
 from desktop.qt.controller import Controller
 from desktop.qt.transcript_view import note_html, tool_html
@@ -25,7 +26,14 @@ def test_retry_sends_a_failed_turns_prompt_again(
     win = open_window(qtbot, controller, sid)
     conv = win.conversation
     type_and_send(qtbot, win, "summarize the changelog")
-    qtbot.waitUntil(lambda: conv.retry_button.isVisible(), timeout=15_000)
+    try:
+        qtbot.waitUntil(lambda: conv.retry_button.isVisible(), timeout=15_000)
+    except QtTimeout as exc:  # (it failed twice in full runs and never alone: say why)
+        st = conv.state
+        raise AssertionError(
+            f"no Retry: status {st.status}, queue {list(st.queue)}, actions {conv.turn_actions}, "
+            f"items {[(type(i).__name__, getattr(i, 'kind', None)) for i in st.transcript.items]}, "
+            f"provider requests {len(fake_provider.snapshot())}") from exc
     assert "did not finish" in conv.turn_label.text()
     # Said once, in people's words, with the raw detail a click away.
     qtbot.waitUntil(lambda: any(isinstance(it, NoteItem) and it.detail

@@ -3,6 +3,7 @@ every session's status, message_count, updated_at and usage (a session browser).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -58,7 +59,8 @@ async def test_an_unsubscribed_connection_follows_a_plain_turn(
     await wait_settled(actor, receipt["admission_id"])
     final = await idle_again(watcher, sid, 2)
 
-    assert statuses(watcher, sid) == ["queued", "running", "idle"], summaries(watcher, sid)
+    # An idle session's prompt starts its turn in the admission's own commit: no `queued`.
+    assert statuses(watcher, sid) == ["running", "idle"], summaries(watcher, sid)
     assert final["usage"]["input_tokens"] == 11, final
     assert final["usage"]["output_tokens"] == 7, final
     assert final["updated_at"] >= created["updated_at"]
@@ -67,10 +69,10 @@ async def test_an_unsubscribed_connection_follows_a_plain_turn(
     assert final == now
     assert_broadcast_only(watcher, sid)
     # One broadcast per transaction, however many of its writes touched the summary: the
-    # submit, the claim (admission started, user row, touch) and the close (assistant row,
-    # settle, usage, touch).
-    assert [s["status"] for s in summaries(watcher, sid)] == ["queued", "running", "idle"]
-    assert [s["message_count"] for s in summaries(watcher, sid)] == [0, 1, 2]
+    # submit with its claim (admission queued then started, user row, touch) and the close
+    # (assistant row, settle, usage, touch).
+    assert [s["status"] for s in summaries(watcher, sid)] == ["running", "idle"]
+    assert [s["message_count"] for s in summaries(watcher, sid)] == [1, 2]
     # The actor, subscribed, gets the broadcasts too (without seq) besides its stored log.
     assert summaries(actor, sid)[-1] == final
 
@@ -112,7 +114,7 @@ async def test_an_unsubscribed_connection_sees_a_turn_wait_for_approval(
 
     # user, assistant with the call, the denied tool result, the final answer
     final = await idle_again(watcher, sid, 4)
-    assert statuses(watcher, sid) == ["queued", "running", "waiting_approval", "running", "idle"], (
+    assert statuses(watcher, sid) == ["running", "waiting_approval", "running", "idle"], (
         summaries(watcher, sid)
     )
     assert final["usage"]["input_tokens"] == 22, final  # two model calls
@@ -120,3 +122,24 @@ async def test_an_unsubscribed_connection_sees_a_turn_wait_for_approval(
     assert final == (await actor.call("session.get", {"session_id": sid}))["session"]
     assert_broadcast_only(watcher, sid)
     assert victim.is_dir()
+
+
+async def test_a_prompt_behind_a_running_turn_is_queued_between_the_two_turns(
+    connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    release = threading.Event()
+    fake_provider.script(Reply(deltas=["first"], hang_after=1, release=release),
+                         Reply(deltas=["second"]))
+    actor = await connect(name="actor")
+    watcher = await connect(name="watcher")
+    sid = await create_session(actor)
+    first = await submit(actor, sid, "one")
+    await watcher.wait_until(lambda: statuses(watcher, sid) == ["running"], what="running")
+    second = await submit(actor, sid, "two")
+    assert second["status"] == "queued"
+    release.set()
+    await wait_settled(actor, first["admission_id"])
+    await wait_settled(actor, second["admission_id"])
+    await idle_again(watcher, sid, 4)
+    # The first turn's close leaves the second queued with nothing running, until its claim.
+    assert statuses(watcher, sid) == ["running", "queued", "running", "idle"], summaries(watcher, sid)
