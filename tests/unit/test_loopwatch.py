@@ -1,0 +1,37 @@
+"""backend/server/loopwatch.py: a call that blocks the loop shows up as lag."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from backend.server.loopwatch import IDLE_INTERVAL_S, LoopWatch
+
+BLOCK_S = 0.1
+TICK_S = 0.02
+
+
+async def test_a_blocking_call_on_the_loop_shows_up_as_lag() -> None:
+    watch = LoopWatch(interval_s=TICK_S)
+    watch.start()
+    try:
+        await asyncio.sleep(3 * TICK_S)  # the watch is asleep in a tick
+        time.sleep(BLOCK_S)  # noqa: ASYNC251  (holds the loop on purpose, as a slow callback would)
+        await asyncio.sleep(2 * TICK_S)
+    finally:
+        await watch.stop()
+    # The wake-up due first after the block started came at least BLOCK_S - TICK_S late.
+    assert watch.lags.max_ms >= (BLOCK_S - TICK_S) * 1000
+    [slowest, *_] = watch.lags.slowest()
+    assert slowest.ms == watch.lags.max_ms
+    assert watch.lags.count >= 3
+
+
+async def test_idle_it_ticks_slowly_and_stops_cleanly() -> None:
+    busy = False
+    watch = LoopWatch(lambda: busy, interval_s=TICK_S)
+    watch.start()
+    await asyncio.sleep(5 * TICK_S)
+    assert watch.lags.count == 0, f"idle, the first tick is {IDLE_INTERVAL_S} s away"
+    await watch.stop()
+    await watch.stop()  # twice is harmless
