@@ -1,0 +1,242 @@
+"""Stalls under load: the backend's event-loop lag, its writer's lock holds and readers' delta
+latency with many sessions streaming at once, and while a 100k-message session compresses.
+
+The fake provider paces each streamed turn (`TimedDeltas`, as in test_turn_overhead.py: every
+delta stamped just before it is written); each session has two readers, the connection that
+submitted it and a watcher subscribed to every session; a reader stamps each `message.delta`
+on arrival.  The backend's own numbers come from `backend.stats` (`recent` samples, kept only
+when they fall inside the measured window, by the backend's monotonic clock, which is this
+host's).  The baseline is the same streaming with one session, in the same run.  Correctness is
+asserted (every turn completed, every delta reached both readers once and in order); timings
+are printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+import pytest
+
+from tests.desktop.seed import seed_long_session_info
+from tests.fakes.openai_server import FakeOpenAI, Recorded, Reply
+
+from .client import BenchClient, Json, pct
+from .conftest import StartBackend
+from .test_turn_overhead import TOKEN, TimedDeltas
+
+SESSIONS = 50
+DELTAS = 200  # per turn
+RATE = 20.0  # deltas per second per session: 10 s a turn, 1,000 deltas/s across 50 sessions
+SUBMITTERS = 5  # connections that submit (each a fifth of the sessions), besides the watcher
+STREAMERS = 10  # sessions streaming while the long session compresses
+LONG_N = 100_000
+MARK = re.compile(r"PACE-(\S+)")
+RECENT = 4096  # shared/protocol.py STATS_RECENT_MAX
+
+
+class Pacer:
+    """The fake's responder: a paced stream for a prompt carrying PACE-<label>, else instant."""
+
+    def __init__(self) -> None:
+        self.paced: dict[str, TimedDeltas] = {}
+
+    def __call__(self, body: Json) -> Reply:
+        found = MARK.search(Recorded(body=body, started=0.0).last_user_text)
+        if found is None:
+            return Reply(deltas=["ok"])  # the long session's turn and its summary call
+        deltas = TimedDeltas(DELTAS, RATE)
+        assert found.group(1) not in self.paced, "one model call per paced turn"
+        self.paced[found.group(1)] = deltas
+        return Reply(deltas=deltas)  # type: ignore[arg-type]  # any iterable of str works
+
+
+@dataclass
+class Window:
+    """What one measured stretch saw: readers' latencies and the backend's samples in it."""
+
+    started: float = 0.0  # time.monotonic()
+    ended: float = 0.0
+    latencies: list[float] = field(default_factory=list)  # seconds, every reader, every delta
+    lags: list[float] = field(default_factory=list)  # ms, loop-watch samples in the window
+    holds: list[Json] = field(default_factory=list)  # writer samples in the window
+    batches: int = 0  # writer batches committed in the window (count difference)
+
+    def inside(self, sample: Json) -> bool:
+        return self.started <= sample["at"] <= self.ended
+
+
+async def _stats(client: BenchClient, recent: int = 0) -> Json:
+    return await client.call("backend.stats", {"recent": recent})
+
+
+async def _stream(clients: list[BenchClient], watcher: BenchClient, pacer: Pacer, n: int,
+                  tag: str, during: Any = None) -> Window:
+    """Creates `n` sessions and streams one paced turn in each at once; checks every delta
+    reached both readers once and in order.  `during`: a coroutine run alongside."""
+    owners = [clients[k % len(clients)] for k in range(n)]
+    sids = [(await c.call("session.create", {}))["session"]["session_id"] for c in owners]
+    for sid in sids:
+        await watcher.call("session.subscribe", {"session_id": sid})
+    labels = [f"{tag}-{k}" for k in range(n)]
+    before = await _stats(watcher)
+    window = Window(started=time.monotonic())
+    sent = [await c.send("prompt.submit", {"session_id": sid, "request_id": f"req-{uuid.uuid4().hex}",
+                                           "text": f"PACE-{label} go"})
+            for c, sid, label in zip(owners, sids, labels, strict=True)]
+    side = asyncio.ensure_future(during) if during is not None else None
+    admissions = []
+    for fut in sent:
+        _, resp = await fut
+        assert "result" in resp, resp.get("error")
+        admissions.append(resp["result"]["receipt"]["admission_id"])
+    for c, adm in zip(owners, admissions, strict=True):
+        for reader in (c, watcher):
+            _, complete = await reader.wait_event("message.complete", adm, timeout=120)
+            await reader.wait_event("admission.settled", adm, timeout=120)
+            assert complete["data"]["status"] == "completed", complete["data"]
+    if side is not None:
+        await side
+    window.ended = time.monotonic()
+    expected = "".join(f"<{i:05d}>" for i in range(DELTAS))
+    for c, adm, label in zip(owners, admissions, labels, strict=True):
+        timed = pacer.paced[label]
+        for reader in (c, watcher):
+            got: list[int] = []
+            for t, event in reader.events:
+                if event.get("admission_id") != adm:
+                    continue
+                if event["type"] == "message.complete":
+                    assert event["data"]["text"] == expected
+                if event["type"] != "message.delta":
+                    continue
+                for index in TOKEN.findall(event["data"]["text"]):
+                    got.append(int(index))
+                    window.latencies.append(t - timed.sent[int(index)])
+            assert got == list(range(DELTAS)), "every delta reached each reader once, in order"
+    after = await _stats(watcher, RECENT)
+    _collect(window, before, after)
+    return window
+
+
+def _collect(window: Window, before: Json, after: Json) -> None:
+    loop, writer = after["loop"], after["writer"]
+    window.lags = [s["ms"] for s in loop["recent"] if window.inside(s)]
+    window.holds = [s for s in writer["recent"] if window.inside(s)]
+    # The slowest since the start are kept even when `recent` has moved past them.
+    for s in writer["slowest"]:
+        if window.inside(s) and s not in window.holds:
+            window.holds.append(s)
+    window.lags += [s["ms"] for s in loop["slowest"] if window.inside(s) and s["ms"] > max(window.lags or [0])]
+    window.batches = writer["count"] - before["writer"]["count"]
+
+
+def _ms(values: list[float]) -> str:
+    if not values:
+        return "no samples"
+    return f"p50 {pct(values, 50):.2f} ms, p99 {pct(values, 99):.2f} ms, max {max(values):.2f} ms"
+
+
+def _report(name: str, w: Window) -> None:
+    holds = [h["ms"] for h in w.holds]
+    lat = [x * 1000 for x in w.latencies]
+    print(f"BENCH   {name}: {w.ended - w.started:.1f} s")
+    print(f"BENCH     loop lag: {_ms(w.lags)} ({len(w.lags)} wake-ups, every 20 ms)")
+    print(f"BENCH     writer hold: {_ms(holds)} ({len(w.holds)} of {w.batches} batches sampled)")
+    if w.holds:
+        top = max(w.holds, key=lambda h: h["ms"])
+        print(f"BENCH     longest hold: {top['ms']:.1f} ms, {top['jobs']} jobs, slowest "
+              f"{top['slowest']} {top['slowest_ms']:.1f} ms, commit {top['commit_ms']:.1f} ms")
+    print(f"BENCH     delta to reader: {_ms(lat)} ({len(lat)} deliveries)")
+
+
+def _slowest_jobs(holds: list[Json], k: int = 6) -> None:
+    for h in sorted(holds, key=lambda h: -h["ms"])[:k]:
+        print(f"BENCH       {h['ms']:8.1f} ms hold: {h['slowest']} {h['slowest_ms']:.1f} ms "
+              f"(+{h['jobs'] - 1} other jobs), commit {h['commit_ms']:.1f} ms")
+
+
+async def _clients(port: int, token: str) -> tuple[list[BenchClient], BenchClient]:
+    clients = [await BenchClient.open(port, token) for _ in range(SUBMITTERS)]
+    return clients, await BenchClient.open(port, token)
+
+
+async def _close(clients: list[BenchClient]) -> None:
+    for c in clients:
+        await c.close()
+
+
+@pytest.mark.bench
+async def test_fifty_sessions_streaming_at_once(fake_provider: FakeOpenAI, start_backend: StartBackend) -> None:
+    pacer = Pacer()
+    fake_provider.responder = pacer
+    windows: dict[str, Window] = {}
+    for name, n in (("1 session (baseline)", 1), (f"{SESSIONS} sessions", SESSIONS)):
+        backend = start_backend(fake_provider.base_url)  # a fresh backend per run
+        clients, watcher = await _clients(backend.port, backend.token)
+        try:
+            windows[name] = await _stream(clients, watcher, pacer, n, f"n{n}")
+        finally:
+            await _close([*clients, watcher])
+            backend.close()
+    print()
+    print(f"BENCH load: one turn per session, {DELTAS} deltas at {RATE:.0f}/s each, 2 readers per "
+          f"session ({SUBMITTERS} submitting connections + 1 watching all); goals: loop stalls "
+          f"< 20 ms, delta p99 < 10 ms")
+    for name, w in windows.items():
+        _report(name, w)
+    print("BENCH     slowest writer batches under load:")
+    _slowest_jobs(windows[f"{SESSIONS} sessions"].holds)
+
+
+@pytest.mark.bench
+async def test_writer_hold_while_a_long_session_compresses(
+    fake_provider: FakeOpenAI, start_backend: StartBackend
+) -> None:
+    pacer = Pacer()
+    fake_provider.responder = pacer
+    backend = start_backend(fake_provider.base_url)
+    assert backend.terminate() == 0
+    seeded = seed_long_session_info(backend.data_dir, LONG_N)
+    backend.start()
+    clients, watcher = await _clients(backend.port, backend.token)
+    first: list[float] = []
+
+    async def compress_on_first_turn() -> None:
+        await asyncio.sleep(1.0)  # the streams are under way
+        long = clients[0]
+        await long.call("session.subscribe", {"session_id": seeded.session_id})
+        t0 = time.perf_counter()
+        resp = await long.call("prompt.submit", {"session_id": seeded.session_id,
+                                                 "request_id": f"req-{uuid.uuid4().hex}",
+                                                 "text": "carry on"})
+        adm = resp["receipt"]["admission_id"]
+        _, complete = await long.wait_event("message.complete", adm, timeout=120)
+        await long.wait_event("admission.settled", adm, timeout=120)
+        first.append(time.perf_counter() - t0)
+        assert complete["data"]["status"] == "completed", complete["data"]
+        assert any(e.get("type") == "compression.complete" and e.get("admission_id") == adm
+                   for _, e in long.events), "the first turn compressed"
+
+    try:
+        alone = await _stream(clients, watcher, pacer, STREAMERS, "alone")
+        with_long = await _stream(clients, watcher, pacer, STREAMERS, "long", compress_on_first_turn())
+        since_start = (await _stats(watcher))["writer"]["slowest"]
+    finally:
+        await _close([*clients, watcher])
+    print()
+    print(f"BENCH compression under load: {STREAMERS} sessions streaming ({DELTAS} deltas at "
+          f"{RATE:.0f}/s each), then the same while a {LONG_N:,}-message session's first turn "
+          f"compresses (that turn took {first[0] * 1000:.0f} ms); goal: no write-lock hold over 20 ms")
+    _report(f"{STREAMERS} sessions streaming (baseline)", alone)
+    _report(f"{STREAMERS} sessions streaming + the long session compressing", with_long)
+    print("BENCH     slowest writer batches while it compressed:")
+    _slowest_jobs(with_long.holds)
+    print("BENCH     slowest writer batches since the backend started (start-up recovery included):")
+    _slowest_jobs(since_start)
+    assert median([len(pacer.paced[f"long-{k}"]) for k in range(STREAMERS)]) == DELTAS
