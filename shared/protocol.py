@@ -566,6 +566,9 @@ class HoldSample(msgspec.Struct, kw_only=True, frozen=True):
     slowest: str  # the batch's longest job: its function's module and qualified name
     slowest_ms: float
     commit_ms: float  # the COMMIT alone (WAL append and fsync)
+    # The writer thread's CPU time over the hold: `ms` well above `cpu_ms + commit_ms` is
+    # waiting, mostly for the GIL (the sqlite3 module releases it around each statement).
+    cpu_ms: float
 
 
 class LoopStats(msgspec.Struct, kw_only=True):

@@ -100,6 +100,7 @@ class _Timing:
     started: float = 0.0
     ended: float = 0.0
     commit_started: float = 0.0
+    cpu_s: float = 0.0  # the writer thread's CPU time over the hold
     slowest: Callable[[Tx], Any] | None = None
     slowest_s: float = 0.0
 
@@ -108,6 +109,7 @@ class _Timing:
             at=self.ended, ms=(self.ended - self.started) * 1000, jobs=jobs,
             slowest=_job_name(self.slowest), slowest_ms=self.slowest_s * 1000,
             commit_ms=max(0.0, self.ended - self.commit_started) * 1000 if self.commit_started else 0.0,
+            cpu_ms=self.cpu_s * 1000,
         )
 
 
@@ -282,7 +284,7 @@ class Database:
 def _commit_batch(conn: sqlite3.Connection, *, batch: list[_Job], timing: _Timing) -> None:
     """Runs on the writer thread: one transaction, one savepoint per job."""
     clock = time.monotonic  # the clock of HoldSample.at
-    timing.started = clock()
+    timing.started, cpu_started = clock(), time.thread_time()
     conn.execute("BEGIN IMMEDIATE")
     try:
         for job in batch:
@@ -306,17 +308,20 @@ def _commit_batch(conn: sqlite3.Connection, *, batch: list[_Job], timing: _Timin
             conn.execute("ROLLBACK")
         raise
     finally:
-        timing.ended = clock()
+        timing.ended, timing.cpu_s = clock(), time.thread_time() - cpu_started
 
 
 def _job_name(fn: Callable[..., Any] | None) -> str:
-    """`module:qualname` of a job's function (a partial's function), `backend.` left off."""
+    """`module:qualname` of a job's function (a partial's function), `backend.` left off;
+    a lambda's with its line (`...<lambda>@123`), as it has no name of its own."""
     while isinstance(fn, functools.partial):
         fn = fn.func
     if fn is None:
         return ""
     module = getattr(fn, "__module__", None) or "?"
     qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    if qualname.endswith("<lambda>") and (code := getattr(fn, "__code__", None)) is not None:
+        qualname += f"@{code.co_firstlineno}"
     return f"{module.removeprefix('backend.')}:{qualname}"
 
 

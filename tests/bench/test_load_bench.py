@@ -68,7 +68,7 @@ class Window:
     batches: int = 0  # writer batches committed in the window (count difference)
 
     def inside(self, sample: Json) -> bool:
-        return self.started <= sample["at"] <= self.ended
+        return bool(self.started <= sample["at"] <= self.ended)
 
 
 async def _stats(client: BenchClient, recent: int = 0) -> Json:
@@ -132,7 +132,8 @@ def _collect(window: Window, before: Json, after: Json) -> None:
     for s in writer["slowest"]:
         if window.inside(s) and s not in window.holds:
             window.holds.append(s)
-    window.lags += [s["ms"] for s in loop["slowest"] if window.inside(s) and s["ms"] > max(window.lags or [0])]
+    seen = max(window.lags or [0.0])
+    window.lags += [s["ms"] for s in loop["slowest"] if window.inside(s) and s["ms"] > seen]
     window.batches = writer["count"] - before["writer"]["count"]
 
 
@@ -151,14 +152,16 @@ def _report(name: str, w: Window) -> None:
     if w.holds:
         top = max(w.holds, key=lambda h: h["ms"])
         print(f"BENCH     longest hold: {top['ms']:.1f} ms, {top['jobs']} jobs, slowest "
-              f"{top['slowest']} {top['slowest_ms']:.1f} ms, commit {top['commit_ms']:.1f} ms")
+              f"{top['slowest']} {top['slowest_ms']:.1f} ms, commit {top['commit_ms']:.1f} ms, "
+              f"writer CPU {top['cpu_ms']:.1f} ms")
     print(f"BENCH     delta to reader: {_ms(lat)} ({len(lat)} deliveries)")
 
 
 def _slowest_jobs(holds: list[Json], k: int = 6) -> None:
     for h in sorted(holds, key=lambda h: -h["ms"])[:k]:
         print(f"BENCH       {h['ms']:8.1f} ms hold: {h['slowest']} {h['slowest_ms']:.1f} ms "
-              f"(+{h['jobs'] - 1} other jobs), commit {h['commit_ms']:.1f} ms")
+              f"(+{h['jobs'] - 1} other jobs), commit {h['commit_ms']:.1f} ms, "
+              f"writer CPU {h['cpu_ms']:.1f} ms")
 
 
 async def _clients(port: int, token: str) -> tuple[list[BenchClient], BenchClient]:
@@ -172,7 +175,9 @@ async def _close(clients: list[BenchClient]) -> None:
 
 
 @pytest.mark.bench
-async def test_fifty_sessions_streaming_at_once(fake_provider: FakeOpenAI, start_backend: StartBackend) -> None:
+async def test_fifty_sessions_streaming_at_once(
+    fake_provider: FakeOpenAI, start_backend: StartBackend
+) -> None:
     pacer = Pacer()
     fake_provider.responder = pacer
     windows: dict[str, Window] = {}

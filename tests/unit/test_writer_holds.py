@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from pathlib import Path
 
@@ -56,3 +57,23 @@ async def test_a_failing_job_is_timed_too_and_still_fails(tmp_path: Path) -> Non
     [longest, *_] = db.holds.slowest()
     assert longest.ms >= SLEEP_S * 1000
     assert longest.slowest.endswith(".failing")
+
+
+async def test_a_lambda_is_named_by_its_line_and_cpu_time_is_counted(tmp_path: Path) -> None:
+    db = Database(tmp_path / "state.db")
+    await db.open()
+
+    def spin(seconds: float) -> int:
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+        return 3
+
+    try:
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        assert await db.write(lambda tx: spin(SLEEP_S)) == 3
+    finally:
+        await db.close()
+    [longest, *_] = db.holds.slowest()
+    assert longest.slowest.endswith(f".<lambda>@{line}")
+    assert longest.cpu_ms >= SLEEP_S * 1000
