@@ -164,6 +164,20 @@ def _slowest_jobs(holds: list[Json], k: int = 6) -> None:
               f"writer CPU {h['cpu_ms']:.1f} ms")
 
 
+def _timeline(marks: dict[str, float], w: Window, stats: Json) -> None:
+    """When the long turn's stages arrived, and the longest stalls (start → end) among them."""
+    t0 = marks["prompt.submit sent"]
+    rows = [(t - t0, f"arrived: {name}") for name, t in marks.items()]
+    lags = sorted((s for s in stats["loop"]["recent"] if w.inside(s)), key=lambda s: -s["ms"])[:5]
+    rows += [(s["at"] - t0, f"loop stalled {s['ms']:.0f} ms (from {(s['at'] - t0) * 1000 - s['ms']:.0f})")
+             for s in lags]
+    rows += [(h["at"] - t0, f"writer held {h['ms']:.0f} ms (from {(h['at'] - t0) * 1000 - h['ms']:.0f}): "
+              f"{h['slowest']}") for h in sorted(w.holds, key=lambda h: -h["ms"])[:3]]
+    print("BENCH     timeline of the long turn (ms after its prompt.submit was sent):")
+    for at, what in sorted(rows):
+        print(f"BENCH       {at * 1000:8.0f}  {what}")
+
+
 async def _clients(port: int, token: str) -> tuple[list[BenchClient], BenchClient]:
     clients = [await BenchClient.open(port, token) for _ in range(SUBMITTERS)]
     return clients, await BenchClient.open(port, token)
@@ -211,6 +225,7 @@ async def test_writer_hold_while_a_long_session_compresses(
     backend.start()
     clients, watcher = await _clients(backend.port, backend.token)
     first: list[float] = []
+    marks: dict[str, float] = {}
 
     async def compress_on_first_turn() -> None:
         await asyncio.sleep(1.0)  # the streams are under way
@@ -227,11 +242,16 @@ async def test_writer_hold_while_a_long_session_compresses(
         assert complete["data"]["status"] == "completed", complete["data"]
         assert any(e.get("type") == "compression.complete" and e.get("admission_id") == adm
                    for _, e in long.events), "the first turn compressed"
+        # perf_counter is CLOCK_MONOTONIC on Linux, as the backend's `at` stamps are.
+        marks.update({e["type"]: t for t, e in long.events if e.get("admission_id") == adm
+                      and e["type"] in ("compression.start", "compression.complete", "message.complete")})
+        marks["prompt.submit sent"] = t0
 
     try:
         alone = await _stream(clients, watcher, pacer, STREAMERS, "alone")
         with_long = await _stream(clients, watcher, pacer, STREAMERS, "long", compress_on_first_turn())
-        since_start = (await _stats(watcher))["writer"]["slowest"]
+        after_stats = await _stats(watcher, RECENT)
+        since_start = after_stats["writer"]["slowest"]
     finally:
         await _close([*clients, watcher])
     print()
@@ -244,4 +264,5 @@ async def test_writer_hold_while_a_long_session_compresses(
     _slowest_jobs(with_long.holds)
     print("BENCH     slowest writer batches since the backend started (start-up recovery included):")
     _slowest_jobs(since_start)
+    _timeline(marks, with_long, after_stats)
     assert median([len(pacer.paced[f"long-{k}"]) for k in range(STREAMERS)]) == DELTAS
