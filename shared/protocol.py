@@ -557,6 +557,15 @@ class LagSample(msgspec.Struct, kw_only=True, frozen=True):
     ms: float
 
 
+class GcPause(msgspec.Struct, kw_only=True, frozen=True):
+    """One pass of the cyclic garbage collector over generation 1 or 2 (every thread waits)."""
+
+    at: float  # the backend's monotonic clock (seconds) when it ended
+    ms: float
+    generation: int
+    collected: int  # objects it freed
+
+
 class HoldSample(msgspec.Struct, kw_only=True, frozen=True):
     """One write transaction of the store's writer: BEGIN IMMEDIATE to the end of COMMIT."""
 
@@ -590,6 +599,15 @@ class WriterStats(msgspec.Struct, kw_only=True):
     recent: list[HoldSample]  # the latest `recent` asked for, oldest first
 
 
+class GcStats(msgspec.Struct, kw_only=True):
+    count: int
+    max_ms: float
+    mean_ms: float
+    over: list[Threshold]
+    slowest: list[GcPause]  # since the start, longest first
+    recent: list[GcPause]  # the latest `recent` asked for, oldest first
+
+
 class BackendStatsResult(msgspec.Struct, kw_only=True):
     """Since the backend started: event-loop lag and the store writer's lock holds."""
 
@@ -597,6 +615,7 @@ class BackendStatsResult(msgspec.Struct, kw_only=True):
     uptime_s: float
     loop: LoopStats
     writer: WriterStats
+    gc: GcStats  # generations 1 and 2 only
 
 
 # --- event data ------------------------------------------------------------

@@ -35,7 +35,7 @@ from backend.server import peer
 from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
-from backend.server.loopwatch import LoopWatch
+from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.store import admissions, approvals, events, messages, sessions, usage
 from backend.store.db import Database, Tx
 from backend.tools import registry
@@ -63,8 +63,10 @@ class Methods:
         epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
         checkpoints: Checkpoints, secrets: Secrets, providers: Providers, compressor: Compressor,
         auth: Authenticator, procs: ProcessTable, sandbox: Sandbox, loop_watch: LoopWatch,
+        gc_watch: GcWatch,
     ) -> None:
         self.loop_watch = loop_watch
+        self.gc_watch = gc_watch
         self._started = time.monotonic()
         self.auth = auth
         self.procs = procs
@@ -112,7 +114,7 @@ class Methods:
         return Reply(p.EmptyResult(), after=self.request_shutdown)
 
     async def backend_stats(self, conn: Connection, params: p.BackendStatsParams) -> p.BackendStatsResult:
-        lags, holds = self.loop_watch.lags, self.db.holds
+        lags, holds, pauses = self.loop_watch.lags, self.db.holds, self.gc_watch.pauses
         return p.BackendStatsResult(
             now=time.monotonic(), uptime_s=time.monotonic() - self._started,
             loop=p.LoopStats(
@@ -123,6 +125,10 @@ class Methods:
             writer=p.WriterStats(
                 count=holds.count, max_ms=holds.max_ms, mean_ms=holds.mean_ms, over=_over(holds),
                 slowest=holds.slowest(), recent=holds.recent(params.recent),
+            ),
+            gc=p.GcStats(
+                count=pauses.count, max_ms=pauses.max_ms, mean_ms=pauses.mean_ms, over=_over(pauses),
+                slowest=pauses.slowest(), recent=pauses.recent(params.recent),
             ),
         )
 

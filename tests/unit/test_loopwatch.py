@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 
-from backend.server.loopwatch import IDLE_INTERVAL_S, LoopWatch
+from backend.server.loopwatch import IDLE_INTERVAL_S, GcWatch, LoopWatch
 
 BLOCK_S = 0.1
 TICK_S = 0.02
@@ -35,3 +36,24 @@ async def test_idle_it_ticks_slowly_and_stops_cleanly() -> None:
     assert watch.lags.count == 0, f"idle, the first tick is {IDLE_INTERVAL_S} s away"
     await watch.stop()
     await watch.stop()  # twice is harmless
+
+
+def test_the_gc_watch_times_older_generation_passes_only() -> None:
+    watch = GcWatch()
+    watch.start()
+    try:
+        watch.start()  # once only
+        gc.collect(0)
+        assert watch.pauses.count == 0, "generation 0 is not timed"
+        junk: list[object] = []
+        junk.append(junk)  # a cycle for the collector to free
+        del junk
+        gc.collect()
+    finally:
+        watch.stop()
+    gc.collect()
+    assert watch.pauses.count == 1
+    [pause] = watch.pauses.recent(1)
+    assert pause.generation == 2
+    assert pause.collected >= 1
+    assert pause.ms >= 0
