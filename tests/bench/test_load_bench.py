@@ -66,6 +66,7 @@ class Window:
     lags: list[float] = field(default_factory=list)  # ms, loop-watch samples in the window
     holds: list[Json] = field(default_factory=list)  # writer samples in the window
     batches: int = 0  # writer batches committed in the window (count difference)
+    gcs: list[Json] = field(default_factory=list)  # generation-1/2 collections in the window
 
     def inside(self, sample: Json) -> bool:
         return bool(self.started <= sample["at"] <= self.ended)
@@ -135,6 +136,7 @@ def _collect(window: Window, before: Json, after: Json) -> None:
     seen = max(window.lags or [0.0])
     window.lags += [s["ms"] for s in loop["slowest"] if window.inside(s) and s["ms"] > seen]
     window.batches = writer["count"] - before["writer"]["count"]
+    window.gcs = [s for s in after["gc"]["recent"] if window.inside(s)]
 
 
 def _ms(values: list[float]) -> str:
@@ -155,13 +157,26 @@ def _report(name: str, w: Window) -> None:
               f"{top['slowest']} {top['slowest_ms']:.1f} ms, commit {top['commit_ms']:.1f} ms, "
               f"writer CPU {top['cpu_ms']:.1f} ms")
     print(f"BENCH     delta to reader: {_ms(lat)} ({len(lat)} deliveries)")
+    gen2 = [g["ms"] for g in w.gcs if g["generation"] == 2]
+    longest = max([g["ms"] for g in w.gcs] or [0])
+    print(f"BENCH     gc: {len(w.gcs)} generation-1/2 passes, max {longest:.1f} ms"
+          f" ({len(gen2)} of generation 2, max {max(gen2 or [0]):.1f} ms)")
 
 
-def _slowest_jobs(holds: list[Json], k: int = 6) -> None:
+def _slowest_jobs(holds: list[Json], gcs: list[Json], k: int = 6) -> None:
     for h in sorted(holds, key=lambda h: -h["ms"])[:k]:
         print(f"BENCH       {h['ms']:8.1f} ms hold: {h['slowest']} {h['slowest_ms']:.1f} ms "
               f"(+{h['jobs'] - 1} other jobs), commit {h['commit_ms']:.1f} ms, "
-              f"writer CPU {h['cpu_ms']:.1f} ms")
+              f"writer CPU {h['cpu_ms']:.1f} ms{_gc_inside(h, gcs)}")
+
+
+def _gc_inside(hold: Json, gcs: list[Json]) -> str:
+    """The collections that ran while the hold lasted: every thread waited for them."""
+    start = hold["at"] - hold["ms"] / 1000
+    inside = [g for g in gcs if g["at"] - g["ms"] / 1000 < hold["at"] and g["at"] > start]
+    if not inside:
+        return ""
+    return ", during it gc " + " + ".join(f"gen{g['generation']} {g['ms']:.1f} ms" for g in inside)
 
 
 def _timeline(marks: dict[str, float], w: Window, stats: Json) -> None:
@@ -173,6 +188,8 @@ def _timeline(marks: dict[str, float], w: Window, stats: Json) -> None:
              for s in lags]
     rows += [(h["at"] - t0, f"writer held {h['ms']:.0f} ms (from {(h['at'] - t0) * 1000 - h['ms']:.0f}): "
               f"{h['slowest']}") for h in sorted(w.holds, key=lambda h: -h["ms"])[:3]]
+    rows += [(g["at"] - t0, f"gc generation {g['generation']} took {g['ms']:.0f} ms")
+             for g in sorted(w.gcs, key=lambda g: -g["ms"])[:3]]
     print("BENCH     timeline of the long turn (ms after its prompt.submit was sent):")
     for at, what in sorted(rows):
         print(f"BENCH       {at * 1000:8.0f}  {what}")
@@ -210,7 +227,8 @@ async def test_fifty_sessions_streaming_at_once(
     for name, w in windows.items():
         _report(name, w)
     print("BENCH     slowest writer batches under load:")
-    _slowest_jobs(windows[f"{SESSIONS} sessions"].holds)
+    loaded = windows[f"{SESSIONS} sessions"]
+    _slowest_jobs(loaded.holds, loaded.gcs)
 
 
 @pytest.mark.bench
@@ -261,8 +279,8 @@ async def test_writer_hold_while_a_long_session_compresses(
     _report(f"{STREAMERS} sessions streaming (baseline)", alone)
     _report(f"{STREAMERS} sessions streaming + the long session compressing", with_long)
     print("BENCH     slowest writer batches while it compressed:")
-    _slowest_jobs(with_long.holds)
+    _slowest_jobs(with_long.holds, with_long.gcs)
     print("BENCH     slowest writer batches since the backend started (start-up recovery included):")
-    _slowest_jobs(since_start)
+    _slowest_jobs(since_start, after_stats["gc"]["recent"] + after_stats["gc"]["slowest"])
     _timeline(marks, with_long, after_stats)
     assert median([len(pacer.paced[f"long-{k}"]) for k in range(STREAMERS)]) == DELTAS
