@@ -14,15 +14,28 @@ are printed.
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
+import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
+from backend.compress import tokens as tok
+from backend.compress.compressor import to_entry
+from backend.compress.plan import plan
+from backend.compress.prune import prune
+from backend.providers.base import ChatRequest
+from backend.store import messages
+from backend.store.db import Tx
+from backend.store.migrations import migrate
+from backend.turn.context import wire_messages
 from tests.desktop.seed import seed_long_session_info
 from tests.fakes.openai_server import FakeOpenAI, Recorded, Reply
 
@@ -286,3 +299,69 @@ async def test_writer_hold_while_a_long_session_compresses(
     _slowest_jobs(since_start, list(gcs.values()))
     _timeline(marks, with_long, after_stats)
     assert median([len(pacer.paced[f"long-{k}"]) for k in range(STREAMERS)]) == DELTAS
+
+
+T = TypeVar("T")
+
+
+@pytest.mark.bench
+def test_the_long_sessions_cpu_steps_one_by_one(tmp_path: Path) -> None:
+    """Where the loop stalls of the compression run come from: the steps the first turn and the
+    compressor take over a 100k-message session, timed one by one in this thread on the same
+    seeded file, with the generation-2 GC passes that fell inside each."""
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    migrate(conn)
+    conn.close()
+    sid = seed_long_session_info(tmp_path, LONG_N).session_id
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    tx = Tx(conn)
+    passes: list[float] = []
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                passes.append((time.perf_counter() - started[0]) * 1000)
+
+    lines: list[str] = []
+
+    def timed(name: str, fn: Callable[[], T]) -> T:
+        n, t0 = len(passes), time.perf_counter()
+        result = fn()
+        took = (time.perf_counter() - t0) * 1000
+        lines.append(f"BENCH   {name}: {took:.0f} ms (generation-2 gc inside: "
+                     f"{sum(passes[n:]):.0f} ms in {len(passes) - n})")
+        return result
+
+    gc.callbacks.append(on_gc)
+    try:
+        rows = timed("turn: messages.for_model (reader thread in the backend)",
+                     lambda: messages.for_model(tx, sid))
+        wire = timed("turn: context.wire_messages (on the loop)", lambda: wire_messages("prompt", rows))
+        request = ChatRequest(model="m", messages=wire, tools=())
+        timed("turn: tokens.request_chars, preflight and due (on the loop)",
+              lambda: tok.request_chars(request))
+        again = timed("compressor: model_rows (reader thread)", lambda: messages.for_model(tx, sid))
+        entries = timed("compressor: to_entry per row (on the loop)",
+                        lambda: [e for e in (to_entry(r) for r in again) if e is not None])
+        cal = tok.Calibration()
+        timed("compressor: request_tokens (on the loop)",
+              lambda: tok.request_tokens("prompt", entries, 0, cal))
+        p = timed("compressor: plan (on the loop)", lambda: plan(entries, 2, tok.tail_budget(128_000), cal))
+        assert p is not None
+        keep = entries.index(p.tail[0]) if p.tail else len(entries)
+        pruned = timed("compressor: prune (on the loop)", lambda: prune(entries, keep))
+        changed = timed("compressor: changed rows (on the loop)",
+                        lambda: [(o, n) for o, n in zip(entries, pruned, strict=True) if o != n])
+    finally:
+        gc.callbacks.remove(on_gc)
+        conn.close()
+    print()
+    print(f"BENCH long session's CPU steps, one thread ({LONG_N:,} seeded messages; "
+          f"{len(p.middle):,} to compact, {len(changed):,} pruned):")
+    for line in lines:
+        print(line)
