@@ -32,6 +32,7 @@ from backend.compress.compressor import to_entry
 from backend.compress.plan import plan
 from backend.compress.prune import prune
 from backend.providers.base import ChatRequest
+from backend.server.loopwatch import LoopWatch
 from backend.store import messages
 from backend.store.db import Tx
 from backend.store.migrations import migrate
@@ -76,6 +77,7 @@ class Window:
     started: float = 0.0  # time.monotonic()
     ended: float = 0.0
     latencies: list[float] = field(default_factory=list)  # seconds, every reader, every delta
+    own_lags: list[float] = field(default_factory=list)  # ms, this process's loop (the readers')
     lags: list[float] = field(default_factory=list)  # ms, loop-watch samples in the window
     holds: list[Json] = field(default_factory=list)  # writer samples in the window
     batches: int = 0  # writer batches committed in the window (count difference)
@@ -100,6 +102,8 @@ async def _stream(clients: list[BenchClient], watcher: BenchClient, pacer: Pacer
     labels = [f"{tag}-{k}" for k in range(n)]
     before = await _stats(watcher)
     window = Window(started=time.monotonic())
+    own = LoopWatch()  # the readers' own loop: its lag is in every delta latency too
+    own.start()
     sent = [await c.send("prompt.submit", {"session_id": sid, "request_id": f"req-{uuid.uuid4().hex}",
                                            "text": f"PACE-{label} go"})
             for c, sid, label in zip(owners, sids, labels, strict=True)]
@@ -117,6 +121,8 @@ async def _stream(clients: list[BenchClient], watcher: BenchClient, pacer: Pacer
     if side is not None:
         await side
     window.ended = time.monotonic()
+    await own.stop()
+    window.own_lags = [x.ms for x in own.lags.recent(RECENT)]
     expected = "".join(f"<{i:05d}>" for i in range(DELTAS))
     for c, adm, label in zip(owners, admissions, labels, strict=True):
         timed = pacer.paced[label]
@@ -170,7 +176,8 @@ def _report(name: str, w: Window) -> None:
         print(f"BENCH     longest hold: {top['ms']:.1f} ms, {top['jobs']} jobs, slowest "
               f"{top['slowest']} {top['slowest_ms']:.1f} ms, commit {top['commit_ms']:.1f} ms, "
               f"writer CPU {top['cpu_ms']:.1f} ms")
-    print(f"BENCH     delta to reader: {_ms(lat)} ({len(lat)} deliveries)")
+    print(f"BENCH     delta to reader: {_ms(lat)} ({len(lat)} deliveries); the readers' own "
+          f"loop lag (this process, which also runs the fake's threads): {_ms(w.own_lags)}")
     gen2 = [g["ms"] for g in w.gcs if g["generation"] == 2]
     longest = max([g["ms"] for g in w.gcs] or [0])
     print(f"BENCH     gc: {len(w.gcs)} generation-1/2 passes, max {longest:.1f} ms"
