@@ -192,9 +192,10 @@ def _slowest_jobs(holds: list[Json], gcs: list[Json], k: int = 6) -> None:
 
 
 def _gc_inside(hold: Json, gcs: list[Json]) -> str:
-    """The collections that ran while the hold lasted: every thread waited for them."""
+    """The collections of 1 ms or more that ran while the hold lasted: every thread waited."""
     start = hold["at"] - hold["ms"] / 1000
-    inside = [g for g in gcs if g["at"] - g["ms"] / 1000 < hold["at"] and g["at"] > start]
+    inside = [g for g in gcs if g["at"] - g["ms"] / 1000 < hold["at"] and g["at"] > start
+              and g["ms"] >= 1.0]
     if not inside:
         return ""
     return ", during it gc " + " + ".join(f"gen{g['generation']} {g['ms']:.1f} ms" for g in inside)
