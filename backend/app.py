@@ -31,6 +31,7 @@ from backend.server.auth import Authenticator
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
 from backend.server.listener import Listener
+from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.server.methods import Methods
 from backend.store import admissions, runtime
 from backend.store.db import Database
@@ -67,6 +68,8 @@ class Backend:
         self._lock_fd: int | None = None
         self.listener: Listener | None = None
         self.authority: SessionAuthority | None = None
+        self.loop_watch = LoopWatch(lambda: bool(self.authority and self.authority.busy()))
+        self.gc_watch = GcWatch()
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -97,7 +100,8 @@ class Backend:
         auth = Authenticator(self.db, token)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
                           self.request_stop_soon, approvals, checkpoints, self.secrets,
-                          self.providers, compressor, auth, procs, box)
+                          self.providers, compressor, auth, procs, box, self.loop_watch,
+                          self.gc_watch)
         self.listener = Listener(
             Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,
@@ -108,6 +112,8 @@ class Backend:
             "protocol": PROTOCOL_VERSION, "epoch": self.epoch, "started_at": now(),
         })
         self.authority.start(queued)
+        self.loop_watch.start()
+        self.gc_watch.start()
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port
@@ -138,6 +144,8 @@ class Backend:
             await self.listener.stop()
         if self.authority is not None:
             await self.authority.stop(SHUTDOWN_GRACE_S)
+        await self.loop_watch.stop()
+        self.gc_watch.stop()
         await self.providers.aclose()
         await self.db.close()
         discovery.withdraw(self.data_dir, os.getpid())

@@ -178,6 +178,12 @@ class Shutdown(p.NoParams, Request[p.EmptyResult]):
     method = "shutdown"
 
 
+class BackendStats(p.BackendStatsParams, Request[p.BackendStatsResult]):
+    """Event-loop lag and the store writer's lock holds since the backend started."""
+
+    method = "backend.stats"
+
+
 # --- the table --------------------------------------------------------------------------
 
 
@@ -242,4 +248,6 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(TokenRevoke, "admin"),
     MethodSpec(TokenList, "admin"),
     MethodSpec(Shutdown, "admin"),
+    # The backend as a whole, not a session: its operator's, like config.get.
+    MethodSpec(BackendStats, "admin"),
 )

@@ -12,6 +12,7 @@ import base64
 import json
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from backend.server import peer
 from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
+from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.store import admissions, approvals, events, messages, sessions, usage
 from backend.store.db import Database, Tx
 from backend.tools import registry
@@ -43,6 +45,7 @@ from backend.tools.procs import ProcessTable
 from backend.tools.sandbox import Sandbox
 from shared import protocol as p
 from shared.config import ConfigView
+from shared.durations import Durations
 from shared.methods import METHODS
 
 log = logging.getLogger("rpc")
@@ -59,8 +62,12 @@ class Methods:
         self, db: Database, authority: SessionAuthority, hub: Hub, config: ConfigFile,
         epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
         checkpoints: Checkpoints, secrets: Secrets, providers: Providers, compressor: Compressor,
-        auth: Authenticator, procs: ProcessTable, sandbox: Sandbox,
+        auth: Authenticator, procs: ProcessTable, sandbox: Sandbox, loop_watch: LoopWatch,
+        gc_watch: GcWatch,
     ) -> None:
+        self.loop_watch = loop_watch
+        self.gc_watch = gc_watch
+        self._started = time.monotonic()
         self.auth = auth
         self.procs = procs
         self.sandbox = sandbox
@@ -105,6 +112,25 @@ class Methods:
 
     async def shutdown(self, conn: Connection, params: p.NoParams) -> Reply:
         return Reply(p.EmptyResult(), after=self.request_shutdown)
+
+    async def backend_stats(self, conn: Connection, params: p.BackendStatsParams) -> p.BackendStatsResult:
+        lags, holds, pauses = self.loop_watch.lags, self.db.holds, self.gc_watch.pauses
+        return p.BackendStatsResult(
+            now=time.monotonic(), uptime_s=time.monotonic() - self._started,
+            loop=p.LoopStats(
+                interval_ms=self.loop_watch.interval_s * 1000, count=lags.count, max_ms=lags.max_ms,
+                mean_ms=lags.mean_ms, over=_over(lags), slowest=lags.slowest(),
+                recent=lags.recent(params.recent),
+            ),
+            writer=p.WriterStats(
+                count=holds.count, max_ms=holds.max_ms, mean_ms=holds.mean_ms, over=_over(holds),
+                slowest=holds.slowest(), recent=holds.recent(params.recent),
+            ),
+            gc=p.GcStats(
+                count=pauses.count, max_ms=pauses.max_ms, mean_ms=pauses.mean_ms, over=_over(pauses),
+                slowest=pauses.slowest(), recent=pauses.recent(params.recent),
+            ),
+        )
 
     # --- sessions ---------------------------------------------------------------
 
@@ -538,6 +564,10 @@ class Methods:
             return None
         return p.ActiveTurn(turn_id=turn.turn_id, admission_id=turn.admission_id,
                             text=events.turn_text(tx, session_id, turn.turn_id))
+
+
+def _over(durations: Durations[Any]) -> list[p.Threshold]:
+    return [p.Threshold(ms=ms, count=n) for ms, n in durations.over_thresholds()]
 
 
 def handler_name(method: str) -> str:

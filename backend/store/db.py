@@ -9,6 +9,10 @@ after the COMMIT that holds its job is durable (WAL, synchronous=FULL), so
 commit order, after that COMMIT.  A job may register finishers
 (`Tx.before_commit`) that run once at its end, inside its savepoint, to act on
 the job's final state.
+
+The writer also times itself (`Database.holds`): how long each batch held the write lock,
+from BEGIN IMMEDIATE to the end of its COMMIT, with its slowest job's name; the loop
+records it after the batch, so timing costs two clock reads per job.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import functools
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +33,8 @@ from backend.errors import StoreRefused, StoreUnavailable, TurnkeyError
 from backend.store import dbfile
 from backend.store.migrations import migrate
 from shared import logs
+from shared.durations import Durations
+from shared.protocol import HoldSample
 
 log = logging.getLogger("store")
 
@@ -87,6 +94,26 @@ class Tx:
 
 
 @dataclass
+class _Timing:
+    """Filled in by `_commit_batch` on the writer thread, read by the loop after it."""
+
+    started: float = 0.0
+    ended: float = 0.0
+    commit_started: float = 0.0
+    cpu_s: float = 0.0  # the writer thread's CPU time over the hold
+    slowest: Callable[[Tx], Any] | None = None
+    slowest_s: float = 0.0
+
+    def sample(self, jobs: int) -> HoldSample:
+        return HoldSample(
+            at=self.ended, ms=(self.ended - self.started) * 1000, jobs=jobs,
+            slowest=_job_name(self.slowest), slowest_ms=self.slowest_s * 1000,
+            commit_ms=max(0.0, self.ended - self.commit_started) * 1000 if self.commit_started else 0.0,
+            cpu_ms=self.cpu_s * 1000,
+        )
+
+
+@dataclass
 class _Job:
     fn: Callable[[Tx], Any]
     future: asyncio.Future[Any]
@@ -108,6 +135,7 @@ class Database:
         self._closing = False
         self._failed_commits = 0  # in a row: the store is failing (a full disk) until one works
         self.publisher: Callable[[Any], None] = lambda item: None
+        self.holds: Durations[HoldSample] = Durations()  # write-lock hold per committed batch
 
     async def open(self) -> None:
         """Opens the file (creating it when there is none) and migrates it.
@@ -208,14 +236,18 @@ class Database:
                     return
                 continue
             batch, self._queue = self._queue, []
+            timing = _Timing()
             try:
-                await _run(self._writer, functools.partial(_commit_batch, batch=batch))
+                await _run(self._writer, functools.partial(_commit_batch, batch=batch, timing=timing))
             except Exception as exc:  # the COMMIT itself failed: nothing of the batch is stored
+                if timing.ended:
+                    self.holds.add(timing.sample(len(batch)))
                 self._commit_failed(exc, len(batch))
                 for job in batch:
                     if not job.future.done():
                         job.future.set_exception(_unavailable(exc))
                 continue
+            self.holds.add(timing.sample(len(batch)))
             if self._failed_commits:
                 log.warning("the database commits again, after %d failed commits",
                             self._failed_commits)
@@ -249,11 +281,14 @@ class Database:
             logs.internal(log, "publishing a committed event failed")
 
 
-def _commit_batch(conn: sqlite3.Connection, *, batch: list[_Job]) -> None:
+def _commit_batch(conn: sqlite3.Connection, *, batch: list[_Job], timing: _Timing) -> None:
     """Runs on the writer thread: one transaction, one savepoint per job."""
+    clock = time.monotonic  # the clock of HoldSample.at
+    timing.started, cpu_started = clock(), time.thread_time()
     conn.execute("BEGIN IMMEDIATE")
     try:
         for job in batch:
+            job_started = clock()
             conn.execute("SAVEPOINT job")
             tx = Tx(conn)
             try:
@@ -264,11 +299,30 @@ def _commit_batch(conn: sqlite3.Connection, *, batch: list[_Job]) -> None:
                 conn.execute("ROLLBACK TO job")
                 job.error = _translate(exc)
             conn.execute("RELEASE job")
+            if (took := clock() - job_started) >= timing.slowest_s:
+                timing.slowest, timing.slowest_s = job.fn, took
+        timing.commit_started = clock()
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    finally:
+        timing.ended, timing.cpu_s = clock(), time.thread_time() - cpu_started
+
+
+def _job_name(fn: Callable[..., Any] | None) -> str:
+    """`module:qualname` of a job's function (a partial's function), `backend.` left off;
+    a lambda's with its line (`...<lambda>@123`), as it has no name of its own."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if fn is None:
+        return ""
+    module = getattr(fn, "__module__", None) or "?"
+    qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    if qualname.endswith("<lambda>") and (code := getattr(fn, "__code__", None)) is not None:
+        qualname += f"@{code.co_firstlineno}"
+    return f"{module.removeprefix('backend.')}:{qualname}"
 
 
 def _translate(exc: BaseException) -> BaseException:

@@ -1,0 +1,375 @@
+"""Stalls under load: the backend's event-loop lag, its writer's lock holds and readers' delta
+latency with many sessions streaming at once, and while a 100k-message session compresses.
+
+The fake provider paces each streamed turn (`TimedDeltas`, as in test_turn_overhead.py: every
+delta stamped just before it is written); each session has two readers, the connection that
+submitted it and a watcher subscribed to every session; a reader stamps each `message.delta`
+on arrival.  The backend's own numbers come from `backend.stats` (`recent` samples, kept only
+when they fall inside the measured window, by the backend's monotonic clock, which is this
+host's).  The baseline is the same streaming with one session, in the same run.  Correctness is
+asserted (every turn completed, every delta reached both readers once and in order); timings
+are printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import re
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+from typing import Any, TypeVar
+
+import pytest
+
+from backend.compress import tokens as tok
+from backend.compress.compressor import to_entry
+from backend.compress.plan import plan
+from backend.compress.prune import prune
+from backend.providers.base import ChatRequest
+from backend.server.loopwatch import LoopWatch
+from backend.store import messages
+from backend.store.db import Tx
+from backend.store.migrations import migrate
+from backend.turn.context import wire_messages
+from tests.desktop.seed import seed_long_session_info
+from tests.fakes.openai_server import FakeOpenAI, Recorded, Reply
+
+from .client import BenchClient, Json, pct
+from .conftest import StartBackend
+from .test_turn_overhead import TOKEN, TimedDeltas
+
+SESSIONS = 50
+DELTAS = 200  # per turn
+RATE = 20.0  # deltas per second per session: 10 s a turn, 1,000 deltas/s across 50 sessions
+SUBMITTERS = 5  # connections that submit (each a fifth of the sessions), besides the watcher
+STREAMERS = 10  # sessions streaming while the long session compresses
+LONG_N = 100_000
+MARK = re.compile(r"PACE-(\S+)")
+RECENT = 4096  # shared/protocol.py STATS_RECENT_MAX
+
+
+class Pacer:
+    """The fake's responder: a paced stream for a prompt carrying PACE-<label>, else instant."""
+
+    def __init__(self) -> None:
+        self.paced: dict[str, TimedDeltas] = {}
+
+    def __call__(self, body: Json) -> Reply:
+        found = MARK.search(Recorded(body=body, started=0.0).last_user_text)
+        if found is None:
+            return Reply(deltas=["ok"])  # the long session's turn and its summary call
+        deltas = TimedDeltas(DELTAS, RATE)
+        assert found.group(1) not in self.paced, "one model call per paced turn"
+        self.paced[found.group(1)] = deltas
+        return Reply(deltas=deltas)  # type: ignore[arg-type]  # any iterable of str works
+
+
+@dataclass
+class Window:
+    """What one measured stretch saw: readers' latencies and the backend's samples in it."""
+
+    started: float = 0.0  # time.monotonic()
+    ended: float = 0.0
+    latencies: list[float] = field(default_factory=list)  # seconds, every reader, every delta
+    own_lags: list[float] = field(default_factory=list)  # ms, this process's loop (the readers')
+    lags: list[float] = field(default_factory=list)  # ms, loop-watch samples in the window
+    holds: list[Json] = field(default_factory=list)  # writer samples in the window
+    batches: int = 0  # writer batches committed in the window (count difference)
+    gcs: list[Json] = field(default_factory=list)  # generation-1/2 collections in the window
+
+    def inside(self, sample: Json) -> bool:
+        return bool(self.started <= sample["at"] <= self.ended)
+
+
+async def _stats(client: BenchClient, recent: int = 0) -> Json:
+    return await client.call("backend.stats", {"recent": recent})
+
+
+async def _stream(clients: list[BenchClient], watcher: BenchClient, pacer: Pacer, n: int,
+                  tag: str, during: Any = None) -> Window:
+    """Creates `n` sessions and streams one paced turn in each at once; checks every delta
+    reached both readers once and in order.  `during`: a coroutine run alongside."""
+    owners = [clients[k % len(clients)] for k in range(n)]
+    sids = [(await c.call("session.create", {}))["session"]["session_id"] for c in owners]
+    for sid in sids:
+        await watcher.call("session.subscribe", {"session_id": sid})
+    labels = [f"{tag}-{k}" for k in range(n)]
+    before = await _stats(watcher)
+    window = Window(started=time.monotonic())
+    own = LoopWatch()  # the readers' own loop: its lag is in every delta latency too
+    own.start()
+    sent = [await c.send("prompt.submit", {"session_id": sid, "request_id": f"req-{uuid.uuid4().hex}",
+                                           "text": f"PACE-{label} go"})
+            for c, sid, label in zip(owners, sids, labels, strict=True)]
+    side = asyncio.ensure_future(during) if during is not None else None
+    admissions = []
+    for fut in sent:
+        _, resp = await fut
+        assert "result" in resp, resp.get("error")
+        admissions.append(resp["result"]["receipt"]["admission_id"])
+    for c, adm in zip(owners, admissions, strict=True):
+        for reader in (c, watcher):
+            _, complete = await reader.wait_event("message.complete", adm, timeout=120)
+            await reader.wait_event("admission.settled", adm, timeout=120)
+            assert complete["data"]["status"] == "completed", complete["data"]
+    if side is not None:
+        await side
+    window.ended = time.monotonic()
+    await own.stop()
+    window.own_lags = [x.ms for x in own.lags.recent(RECENT)]
+    expected = "".join(f"<{i:05d}>" for i in range(DELTAS))
+    for c, adm, label in zip(owners, admissions, labels, strict=True):
+        timed = pacer.paced[label]
+        for reader in (c, watcher):
+            got: list[int] = []
+            for t, event in reader.events:
+                if event.get("admission_id") != adm:
+                    continue
+                if event["type"] == "message.complete":
+                    assert event["data"]["text"] == expected
+                if event["type"] != "message.delta":
+                    continue
+                for index in TOKEN.findall(event["data"]["text"]):
+                    got.append(int(index))
+                    window.latencies.append(t - timed.sent[int(index)])
+            assert got == list(range(DELTAS)), "every delta reached each reader once, in order"
+    after = await _stats(watcher, RECENT)
+    _collect(window, before, after)
+    return window
+
+
+def _collect(window: Window, before: Json, after: Json) -> None:
+    loop, writer = after["loop"], after["writer"]
+    window.lags = [s["ms"] for s in loop["recent"] if window.inside(s)]
+    window.holds = [s for s in writer["recent"] if window.inside(s)]
+    # The slowest since the start are kept even when `recent` has moved past them.
+    for s in writer["slowest"]:
+        if window.inside(s) and s not in window.holds:
+            window.holds.append(s)
+    seen = max(window.lags or [0.0])
+    window.lags += [s["ms"] for s in loop["slowest"] if window.inside(s) and s["ms"] > seen]
+    window.batches = writer["count"] - before["writer"]["count"]
+    gcs = {s["at"]: s for s in after["gc"]["recent"] + after["gc"]["slowest"] if window.inside(s)}
+    window.gcs = list(gcs.values())
+
+
+def _ms(values: list[float]) -> str:
+    if not values:
+        return "no samples"
+    return f"p50 {pct(values, 50):.2f} ms, p99 {pct(values, 99):.2f} ms, max {max(values):.2f} ms"
+
+
+def _report(name: str, w: Window) -> None:
+    holds = [h["ms"] for h in w.holds]
+    lat = [x * 1000 for x in w.latencies]
+    print(f"BENCH   {name}: {w.ended - w.started:.1f} s")
+    print(f"BENCH     loop lag: {_ms(w.lags)} ({len(w.lags)} wake-ups, every 20 ms)")
+    print(f"BENCH     writer hold: {_ms(holds)} ({len(w.holds)} of {w.batches} batches sampled)")
+    if w.holds:
+        top = max(w.holds, key=lambda h: h["ms"])
+        print(f"BENCH     longest hold: {top['ms']:.1f} ms, {top['jobs']} jobs, slowest "
+              f"{top['slowest']} {top['slowest_ms']:.1f} ms, commit {top['commit_ms']:.1f} ms, "
+              f"writer CPU {top['cpu_ms']:.1f} ms")
+    print(f"BENCH     delta to reader: {_ms(lat)} ({len(lat)} deliveries); the readers' own "
+          f"loop lag (this process, which also runs the fake's threads): {_ms(w.own_lags)}")
+    gen2 = [g["ms"] for g in w.gcs if g["generation"] == 2]
+    longest = max([g["ms"] for g in w.gcs] or [0])
+    print(f"BENCH     gc: {len(w.gcs)} generation-1/2 passes, max {longest:.1f} ms"
+          f" ({len(gen2)} of generation 2, max {max(gen2 or [0]):.1f} ms)")
+
+
+def _slowest_jobs(holds: list[Json], gcs: list[Json], k: int = 6) -> None:
+    for h in sorted(holds, key=lambda h: -h["ms"])[:k]:
+        print(f"BENCH       {h['ms']:8.1f} ms hold: {h['slowest']} {h['slowest_ms']:.1f} ms "
+              f"(+{h['jobs'] - 1} other jobs), commit {h['commit_ms']:.1f} ms, "
+              f"writer CPU {h['cpu_ms']:.1f} ms{_gc_inside(h, gcs)}")
+
+
+def _gc_inside(hold: Json, gcs: list[Json]) -> str:
+    """The collections of 1 ms or more that ran while the hold lasted: every thread waited."""
+    start = hold["at"] - hold["ms"] / 1000
+    inside = [g for g in gcs if g["at"] - g["ms"] / 1000 < hold["at"] and g["at"] > start
+              and g["ms"] >= 1.0]
+    if not inside:
+        return ""
+    return ", during it gc " + " + ".join(f"gen{g['generation']} {g['ms']:.1f} ms" for g in inside)
+
+
+def _timeline(marks: dict[str, float], w: Window, stats: Json) -> None:
+    """When the long turn's stages arrived, and the longest stalls (start → end) among them."""
+    t0 = marks["prompt.submit sent"]
+    rows = [(t - t0, f"arrived: {name}") for name, t in marks.items()]
+    lags = sorted((s for s in stats["loop"]["recent"] if w.inside(s)), key=lambda s: -s["ms"])[:5]
+    rows += [(s["at"] - t0, f"loop stalled {s['ms']:.0f} ms (from {(s['at'] - t0) * 1000 - s['ms']:.0f})")
+             for s in lags]
+    rows += [(h["at"] - t0, f"writer held {h['ms']:.0f} ms (from {(h['at'] - t0) * 1000 - h['ms']:.0f}): "
+              f"{h['slowest']}") for h in sorted(w.holds, key=lambda h: -h["ms"])[:3]]
+    rows += [(g["at"] - t0, f"gc generation {g['generation']} took {g['ms']:.0f} ms")
+             for g in sorted(w.gcs, key=lambda g: -g["ms"])[:3]]
+    print("BENCH     timeline of the long turn (ms after its prompt.submit was sent):")
+    for at, what in sorted(rows):
+        print(f"BENCH       {at * 1000:8.0f}  {what}")
+
+
+async def _clients(port: int, token: str) -> tuple[list[BenchClient], BenchClient]:
+    clients = [await BenchClient.open(port, token) for _ in range(SUBMITTERS)]
+    return clients, await BenchClient.open(port, token)
+
+
+async def _close(clients: list[BenchClient]) -> None:
+    for c in clients:
+        await c.close()
+
+
+@pytest.mark.bench
+async def test_fifty_sessions_streaming_at_once(
+    fake_provider: FakeOpenAI, start_backend: StartBackend
+) -> None:
+    pacer = Pacer()
+    fake_provider.responder = pacer
+    windows: dict[str, Window] = {}
+    for name, n in (("1 session (baseline)", 1), (f"{SESSIONS} sessions", SESSIONS)):
+        backend = start_backend(fake_provider.base_url)  # a fresh backend per run
+        clients, watcher = await _clients(backend.port, backend.token)
+        try:
+            windows[name] = await _stream(clients, watcher, pacer, n, f"n{n}")
+        finally:
+            await _close([*clients, watcher])
+            backend.close()
+    print()
+    print(f"BENCH load: one turn per session, {DELTAS} deltas at {RATE:.0f}/s each, 2 readers per "
+          f"session ({SUBMITTERS} submitting connections + 1 watching all); goals: loop stalls "
+          f"< 20 ms, delta p99 < 10 ms")
+    for name, w in windows.items():
+        _report(name, w)
+    print("BENCH     slowest writer batches under load:")
+    loaded = windows[f"{SESSIONS} sessions"]
+    _slowest_jobs(loaded.holds, loaded.gcs)
+
+
+@pytest.mark.bench
+async def test_writer_hold_while_a_long_session_compresses(
+    fake_provider: FakeOpenAI, start_backend: StartBackend
+) -> None:
+    pacer = Pacer()
+    fake_provider.responder = pacer
+    backend = start_backend(fake_provider.base_url)
+    assert backend.terminate() == 0
+    seeded = seed_long_session_info(backend.data_dir, LONG_N)
+    backend.start()
+    clients, watcher = await _clients(backend.port, backend.token)
+    first: list[float] = []
+    marks: dict[str, float] = {}
+
+    async def compress_on_first_turn() -> None:
+        await asyncio.sleep(1.0)  # the streams are under way
+        long = clients[0]
+        await long.call("session.subscribe", {"session_id": seeded.session_id})
+        t0 = time.perf_counter()
+        resp = await long.call("prompt.submit", {"session_id": seeded.session_id,
+                                                 "request_id": f"req-{uuid.uuid4().hex}",
+                                                 "text": "carry on"})
+        adm = resp["receipt"]["admission_id"]
+        _, complete = await long.wait_event("message.complete", adm, timeout=120)
+        await long.wait_event("admission.settled", adm, timeout=120)
+        first.append(time.perf_counter() - t0)
+        assert complete["data"]["status"] == "completed", complete["data"]
+        assert any(e.get("type") == "compression.complete" and e.get("admission_id") == adm
+                   for _, e in long.events), "the first turn compressed"
+        # perf_counter is CLOCK_MONOTONIC on Linux, as the backend's `at` stamps are.
+        marks.update({e["type"]: t for t, e in long.events if e.get("admission_id") == adm
+                      and e["type"] in ("compression.start", "compression.complete", "message.complete")})
+        marks["prompt.submit sent"] = t0
+
+    try:
+        alone = await _stream(clients, watcher, pacer, STREAMERS, "alone")
+        with_long = await _stream(clients, watcher, pacer, STREAMERS, "long", compress_on_first_turn())
+        after_stats = await _stats(watcher, RECENT)
+        since_start = after_stats["writer"]["slowest"]
+    finally:
+        await _close([*clients, watcher])
+    print()
+    print(f"BENCH compression under load: {STREAMERS} sessions streaming ({DELTAS} deltas at "
+          f"{RATE:.0f}/s each), then the same while a {LONG_N:,}-message session's first turn "
+          f"compresses (that turn took {first[0] * 1000:.0f} ms); goal: no write-lock hold over 20 ms")
+    _report(f"{STREAMERS} sessions streaming (baseline)", alone)
+    _report(f"{STREAMERS} sessions streaming + the long session compressing", with_long)
+    print("BENCH     slowest writer batches while it compressed:")
+    _slowest_jobs(with_long.holds, with_long.gcs)
+    print("BENCH     slowest writer batches since the backend started (start-up recovery included):")
+    gcs = {g["at"]: g for g in after_stats["gc"]["recent"] + after_stats["gc"]["slowest"]}
+    _slowest_jobs(since_start, list(gcs.values()))
+    _timeline(marks, with_long, after_stats)
+    assert median([len(pacer.paced[f"long-{k}"]) for k in range(STREAMERS)]) == DELTAS
+
+
+T = TypeVar("T")
+
+
+@pytest.mark.bench
+def test_the_long_sessions_cpu_steps_one_by_one(tmp_path: Path) -> None:
+    """Where the loop stalls of the compression run come from: the steps the first turn and the
+    compressor take over a 100k-message session, timed one by one in this thread on the same
+    seeded file, with the generation-2 GC passes that fell inside each."""
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    migrate(conn)
+    conn.close()
+    sid = seed_long_session_info(tmp_path, LONG_N).session_id
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    tx = Tx(conn)
+    passes: list[float] = []
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                passes.append((time.perf_counter() - started[0]) * 1000)
+
+    lines: list[str] = []
+
+    def timed(name: str, fn: Callable[[], T]) -> T:
+        n, t0 = len(passes), time.perf_counter()
+        result = fn()
+        took = (time.perf_counter() - t0) * 1000
+        lines.append(f"BENCH   {name}: {took:.0f} ms (generation-2 gc inside: "
+                     f"{sum(passes[n:]):.0f} ms in {len(passes) - n})")
+        return result
+
+    gc.callbacks.append(on_gc)
+    try:
+        rows = timed("turn: messages.for_model (reader thread in the backend)",
+                     lambda: messages.for_model(tx, sid))
+        wire = timed("turn: context.wire_messages (on the loop)", lambda: wire_messages("prompt", rows))
+        request = ChatRequest(model="m", messages=wire, tools=())
+        timed("turn: tokens.request_chars, preflight and due (on the loop)",
+              lambda: tok.request_chars(request))
+        again = timed("compressor: model_rows (reader thread)", lambda: messages.for_model(tx, sid))
+        entries = timed("compressor: to_entry per row (on the loop)",
+                        lambda: [e for e in (to_entry(r) for r in again) if e is not None])
+        cal = tok.Calibration()
+        timed("compressor: request_tokens (on the loop)",
+              lambda: tok.request_tokens("prompt", entries, 0, cal))
+        p = timed("compressor: plan (on the loop)", lambda: plan(entries, 2, tok.tail_budget(128_000), cal))
+        assert p is not None
+        keep = entries.index(p.tail[0]) if p.tail else len(entries)
+        pruned = timed("compressor: prune (on the loop)", lambda: prune(entries, keep))
+        changed = timed("compressor: changed rows (on the loop)",
+                        lambda: [(o, n) for o, n in zip(entries, pruned, strict=True) if o != n])
+    finally:
+        gc.callbacks.remove(on_gc)
+        conn.close()
+    print()
+    print(f"BENCH long session's CPU steps, one thread ({LONG_N:,} seeded messages; "
+          f"{len(p.middle):,} to compact, {len(changed):,} pruned):")
+    for line in lines:
+        print(line)
