@@ -204,15 +204,16 @@ class Compressor:
         window = link.cfg.context_window
         tail = tok.tail_budget(window, cfg.tail_tokens_min, cfg.tail_tokens_max)
 
-        def measure_and_plan() -> tuple[int, Plan | None]:
-            return (tok.request_tokens(prompt, entries, tools_chars, cal),
-                    plan(entries, cfg.protect_first_n, tail, cal))
+        def measure_and_plan() -> tuple[int, Plan | None, int]:
+            cut = plan(entries, cfg.protect_first_n, tail, cal)
+            middle = tok.request_tokens("", cut.middle) if cut is not None else 0
+            return tok.request_tokens(prompt, entries, tools_chars, cal), cut, middle
 
         with collector_paused():  # a long session's entries (see backend/bulk.py)
             prompt, guards = await self.db.read(read)
             entries = await self._entries(session_id)
             # Off the event loop: 100,000 entries take a tenth of a second to measure and cut.
-            before, p = await asyncio.to_thread(measure_and_plan)
+            before, p, middle_tokens = await asyncio.to_thread(measure_and_plan)
         if p is None:  # everything is head or recent tail: nothing to summarize
             return CompressionResult(False, before, before, why_not="nothing old enough to summarize yet")
         await self._event(session_id, "compression.start", {"reason": reason, "tokens": before}, where)
@@ -225,7 +226,7 @@ class Compressor:
         aux = self._aux(link)
         rest = tok.request_tokens(prompt, [*head, *p.tail], tools_chars, cal)
         room = window - rest - tok.MESSAGE_OVERHEAD_TOKENS - ANSWER_RESERVE_TOKENS
-        text, spent, failed = await self._summary(aux, previous, p, focus, room, cal)
+        text, spent, failed = await self._summary(aux, previous, p, middle_tokens, focus, room, cal)
         summary = Entry(0, "summary", wrap(text))  # (repair numbers its stubs -1, -2, ...)
         after = tok.request_tokens(prompt, [*head, summary, *p.tail], tools_chars, cal)
         limit = tok.threshold_tokens(window, cfg.threshold)
@@ -362,13 +363,14 @@ class Compressor:
         return link
 
     async def _summary(
-        self, aux: ConfiguredProvider, previous: str | None, p: Plan, focus: str | None, room: int,
-        cal: tok.Calibration,
+        self, aux: ConfiguredProvider, previous: str | None, p: Plan, middle_tokens: int,
+        focus: str | None, room: int, cal: tok.Calibration,
     ) -> tuple[str, Usage, bool]:
         """The summary text, its call's usage, and whether the model call failed (the
-        deterministic summary is used then).  `room`: the tokens the turn's window leaves
-        for the summary; either kind is cut to it."""
-        budget = summary_budget(tok.request_tokens("", p.middle), aux.cfg.context_window, room)
+        deterministic summary is used then).  `middle_tokens`: what the middle measures, plain
+        (no calibration); `room`: the tokens the turn's window leaves for the summary; either
+        kind is cut to it."""
+        budget = summary_budget(middle_tokens, aux.cfg.context_window, room)
         limit = summary_chars(budget, cal)
         wire = summary_messages(previous, p.middle, focus, target_tokens=budget)
         request = ChatRequest(model=aux.cfg.model, messages=wire, tools=(), max_tokens=budget)

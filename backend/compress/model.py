@@ -8,10 +8,12 @@ import msgspec
 
 # Structs, not dataclasses: a long session's compression builds one Entry per row (100,000
 # of them), and a frozen dataclass's __init__ took seven times as long.  `replace` is
-# msgspec.structs.replace.
+# msgspec.structs.replace.  Untracked by the cyclic collector (gc=False): they hold only
+# strings, tuples of calls and a stub's small dict, never a cycle, and 100,000 tracked ones
+# made the first collection after building them stall the event loop.
 
 
-class Call(msgspec.Struct, frozen=True):
+class Call(msgspec.Struct, frozen=True, gc=False):
     """One tool call of an assistant entry, as the model sent it."""
 
     call_id: str
@@ -19,7 +21,7 @@ class Call(msgspec.Struct, frozen=True):
     arguments: str  # the raw JSON text the model produced (possibly not valid JSON)
 
 
-class Entry(msgspec.Struct, frozen=True):
+class Entry(msgspec.Struct, frozen=True, gc=False):
     """One row the model would see, in transcript order.
 
     `id` is the row's integer id (monotonic in transcript order).  `role` is
@@ -35,4 +37,4 @@ class Entry(msgspec.Struct, frozen=True):
     calls: tuple[Call, ...] = ()
     call_id: str | None = None
     name: str | None = None  # a tool entry's tool name
-    meta: dict[str, Any] = msgspec.field(default_factory=dict)
+    meta: dict[str, Any] | None = None  # a repair's stub says so here (plan.repair)

@@ -20,8 +20,9 @@ from typing import Any, Self, TypeVar
 import msgspec
 
 
-class Record(msgspec.Struct, frozen=True):
-    """Base of the store's records."""
+class Record(msgspec.Struct, frozen=True, gc=False):
+    """Base of the store's records.  Rows of plain values, never in a cycle, so the cyclic
+    collector does not track them (a long session reads 100,000 at once)."""
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Self:
