@@ -21,6 +21,7 @@ import functools
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -87,6 +88,9 @@ class Compressor:
         self.holder = Holder.here(epoch, "compress")
         self.calibrations: dict[str, tok.Calibration] = {}
         self._running: set[str] = set()
+        # Told the id of each session a compression changed (in place, or the parent of a
+        # rotation): whoever keeps a session's view (turn/transcript.py) forgets it.
+        self.listeners: list[Callable[[str], None]] = []
 
     # --- measuring -------------------------------------------------------------------
 
@@ -324,10 +328,14 @@ class Compressor:
             return child
 
         child: str | None = None
-        if cfg.rotate:
-            child = await self.db.write(rotate)
-        else:
-            await self.db.write(commit)
+        try:
+            if cfg.rotate:
+                child = await self.db.write(rotate)
+            else:
+                await self.db.write(commit)
+        finally:  # (a commit that failed may still have happened: forget it either way)
+            for listener in self.listeners:
+                listener(session_id)
         log.info("session %s: compressed %d rows, %d -> %d tokens%s%s", session_id, len(compacted),
                  before, after, " (fallback summary)" if failed else "",
                  f"; continues in {child}" if child else "")

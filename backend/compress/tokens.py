@@ -42,7 +42,10 @@ def tools_chars(tools: Sequence[ToolSpec]) -> int:
 
 
 def request_chars(request: ChatRequest) -> int:
-    """The characters a request sends: messages, their calls, and the tool schemas."""
+    """The characters a request sends: messages, their calls, and the tool schemas (counted
+    when the request was built, if it was)."""
+    if request.chars is not None:
+        return request.chars
     chars = sum(len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
                 for m in request.messages)
     return chars + tools_chars(request.tools)

@@ -46,6 +46,9 @@ class ChatRequest:
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None  # the answer's budget; preflight sets it from the window
     extra: dict[str, Any] = field(default_factory=dict)
+    # The characters compress/tokens.request_chars counts, when whoever built the request
+    # counted them already (turn/request.assemble keeps each session's count as it grows).
+    chars: int | None = None
 
 
 @dataclass(frozen=True)

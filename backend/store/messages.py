@@ -133,6 +133,15 @@ def model_size(tx: Tx, session_id: str) -> tuple[int, int]:
     return n, chars
 
 
+def view_token(tx: Tx, session_id: str) -> tuple[int, int]:
+    """What changes whenever the model's view of a session changes other than by appends: a
+    compression in place commits a new compacted range (with its summary, the head's pruned
+    wire copy and the previous summary's flag) in the same transaction."""
+    r = tx.one("SELECT count(*), coalesce(max(before_id), 0) FROM compacted_ranges "
+               "WHERE session_id = ?", (session_id,))
+    return (int(r[0]), int(r[1])) if r is not None else (0, 0)
+
+
 def hidden_ranges(tx: Tx, session_id: str) -> list[tuple[int, int]]:
     """The id ranges compressions took out of the model's view (each strictly between its two
     ids), merged and in order."""

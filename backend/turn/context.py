@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import platform
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,26 +72,45 @@ def wire_messages(system_prompt: str, rows: list[ModelRow]) -> list[WireMessage]
     result gets one saying so, because providers reject unpaired calls.
     """
     out = [WireMessage("system", system_prompt)]
-    results = {r.call_id: r for r in rows if r.role == "tool"}
+    results = {r.call_id: r for r in rows if r.role == "tool" and r.call_id is not None}
     for r in in_model_order(rows):
-        role = r.role
-        if role == "tool":
-            continue  # emitted right after the assistant row that called it
-        if role == "system_note":
-            if r.note_kind != "summary":
-                continue
-            role = "user"
-        content = clean_text(r.api_content if r.api_content is not None else r.content)
-        if role == "assistant" and r.tool_calls:
-            calls = json.loads(_wire_calls(r))
-            out.append(WireMessage("assistant", content, tool_calls=tuple(
-                WireToolCall(c["call_id"], c["name"], _raw_arguments(c)) for c in calls
-            )))
-            for c in calls:
-                out.append(_result(c, results.get(c["call_id"])))
-        elif role in ("user", "assistant") and content:
-            out.append(WireMessage(role, content))
+        out.extend(row_messages(r, results).messages)
     return out
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """What one row puts on the wire, and whether a call of it is still unanswered (its
+    messages change when the result is stored: turn/transcript.py keeps the rest)."""
+
+    messages: tuple[WireMessage, ...] = ()
+    unanswered: bool = False
+
+
+NOTHING = Emitted()
+
+
+def row_messages(r: ModelRow, results: Mapping[str, ModelRow]) -> Emitted:
+    """One row's wire messages in model order: a tool row's come right after the assistant row
+    that called it (from `results`, each call's stored result by call id)."""
+    role = r.role
+    if role == "tool":
+        return NOTHING  # emitted right after the assistant row that called it
+    if role == "system_note":
+        if r.note_kind != "summary":
+            return NOTHING
+        role = "user"
+    content = clean_text(r.api_content if r.api_content is not None else r.content)
+    if role == "assistant" and r.tool_calls:
+        calls = json.loads(_wire_calls(r))
+        out = [WireMessage("assistant", content, tool_calls=tuple(
+            WireToolCall(c["call_id"], c["name"], _raw_arguments(c)) for c in calls
+        ))]
+        out.extend(_result(c, results.get(c["call_id"])) for c in calls)
+        return Emitted(tuple(out), any(c["call_id"] not in results for c in calls))
+    if role in ("user", "assistant") and content:
+        return Emitted((WireMessage(role, content),))
+    return NOTHING
 
 
 def in_model_order(rows: list[ModelRow]) -> list[ModelRow]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from backend.compress.tokens import tools_chars
 from backend.providers.base import ChatRequest, ToolSpec, WireMessage
-from backend.store import messages, sessions
+from backend.store import sessions
 from backend.store.db import Database, Tx
-from backend.turn.context import build_system_prompt, wire_messages
+from backend.store.sessions import SessionRecord
+from backend.turn.context import build_system_prompt
+from backend.turn.transcript import Transcripts
 
 SUMMARY_REQUEST = (
     "[Turnkey: this turn has reached its limit ({why}). Do not call any tools. In a few "
@@ -15,19 +18,23 @@ SUMMARY_REQUEST = (
 
 
 async def assemble(
-    db: Database, session_id: str, default_model: str, tools: tuple[ToolSpec, ...],
-    summary_for: str | None = None, model: str | None = None,
+    db: Database, transcripts: Transcripts, session_id: str, default_model: str,
+    tools: tuple[ToolSpec, ...], summary_for: str | None = None, model: str | None = None,
 ) -> ChatRequest:
-    """Builds the request from the durable transcript (never from in-memory state).
+    """Builds the request from the durable transcript (never from in-memory state): the
+    rows the model sees, as kept since the last request and extended by those stored after
+    it, in the same read as the session row (turn/transcript.py).
 
     The system prompt is built and stored on the session row before the first
     call, and every later request replays those bytes.  `summary_for` makes the
     budget-exhausted request: tool-free, with a wire-only instruction appended.
     `model` overrides the session's model (a fallback provider answers as its own).
     """
-    row, history = await db.read(
-        lambda tx: (sessions.row(tx, session_id), messages.for_model(tx, session_id))
-    )
+    def read(tx: Tx) -> tuple[SessionRecord | None, list[WireMessage], int]:
+        view = transcripts.read(tx, session_id)
+        return sessions.row(tx, session_id), list(view.wire), view.chars()
+
+    row, history, chars = await db.read(read)
     assert row is not None, "a running turn's session exists (deletion interrupts it first)"
     model = model or row.model or default_model
     prompt = row.system_prompt
@@ -38,8 +45,12 @@ async def assemble(
             return sessions.store_system_prompt(tx, session_id, built)
 
         prompt = await db.write(store)
-    wire = wire_messages(prompt, history)
+    wire = [WireMessage("system", prompt), *history]
+    chars += len(prompt)
     if summary_for is not None:
-        wire.append(WireMessage("user", SUMMARY_REQUEST.format(why=summary_for)))
+        ask = SUMMARY_REQUEST.format(why=summary_for)
+        wire.append(WireMessage("user", ask))
+        chars += len(ask)
         tools = ()
-    return ChatRequest(model=model, messages=wire, tools=tools)
+    return ChatRequest(model=model, messages=wire, tools=tools,
+                       chars=chars + tools_chars(tools))

@@ -53,6 +53,7 @@ from backend.turn.route import RunningTurn, for_model, take_session
 from backend.turn.stages import Action
 from backend.turn.stream import DeltaWriter
 from backend.turn.tool_round import prepare, run_round, signature
+from backend.turn.transcript import Transcripts
 from shared.protocol import LeaseWaiting, ProviderFallback, ProviderRetry, TurnStatus, Usage
 
 log = logging.getLogger("turn")
@@ -119,6 +120,8 @@ class TurnRunner:
         self.providers = providers
         self.executor = executor
         self.compressor = compressor
+        self.transcripts = Transcripts()  # each session's model view, kept between requests
+        compressor.listeners.append(self.transcripts.forget)  # a compressed view is rebuilt
 
     def default_model(self) -> str:
         chosen = self.providers.default(self.config.config)
@@ -198,7 +201,8 @@ class TurnRunner:
         tools = registry.specs() if link.cfg.tools else ()
 
         async def build() -> ChatRequest:
-            return await assemble(self.db, st.turn.session_id, link.provider.model, tools,
+            return await assemble(self.db, self.transcripts, st.turn.session_id,
+                                  link.provider.model, tools,
                                   summary_for=summary_for,
                                   model=None if st.chain_index == 0 else link.cfg.model)
 

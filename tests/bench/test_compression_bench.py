@@ -363,7 +363,7 @@ def test_compression_deterministic_pass() -> None:
     assert [s.id for s in stubs] == [-1]  # the interrupted call at the end
     assert pairs_valid(whole)
     assert repair(whole) == whole
-    whole_stubs = sum(1 for e in whole if e.meta.get("synthetic"))
+    whole_stubs = sum(1 for e in whole if e.meta and e.meta.get("synthetic"))
     assert whole_stubs >= source.interrupted
     text: str = result["text"]
     assert len(text) <= 8000

@@ -29,7 +29,8 @@ from .client import BenchClient, Json, ms, pct
 from .conftest import StartBackend
 
 WARMUP_TURNS = 10
-TURNS = 200
+TURNS = 1000
+WINDOW = 50  # turns per window of the growth line: the first, the middle and the last
 DELTA_RATE = 200  # deltas per second from the provider
 DELTAS_PER_TURN = 400  # 2 s per turn at 200/s
 DELTA_TURNS = 3
@@ -86,11 +87,12 @@ async def test_turn_overhead(fake_provider: FakeOpenAI, start_backend: StartBack
         f"median {ms(median(raw))}, p95 {ms(pct(raw, 95))} | "
         f"median−median {ms(median(turns) - median(raw))}"
     )
-    quarter = TURNS // 4
+    windows = [(0, WINDOW), (TURNS // 2 - WINDOW // 2, TURNS // 2 + WINDOW // 2), (TURNS - WINDOW, TURNS)]
+    shown = ", ".join(f"{ms(median(paired[a:b]))} over turns {WARMUP_TURNS + a + 1}–{WARMUP_TURNS + b}"
+                      for a, b in windows)
     print(
-        f"BENCH turn overhead as history grows: median {ms(median(paired[:quarter]))} over turns "
-        f"1–{quarter}, {ms(median(paired[-quarter:]))} over turns {TURNS - quarter + 1}–{TURNS} "
-        f"(each turn reads and sends the whole transcript so far)"
+        f"BENCH turn overhead as history grows: median {shown} (each turn's request holds the "
+        f"whole transcript so far: {2 * (WARMUP_TURNS + TURNS)} messages by the end)"
     )
     print(
         f"BENCH context: raw sqlite commit (WAL, synchronous=FULL) p50 {ms(pct(commits, 50))}, "
