@@ -613,6 +613,9 @@ class Conversation(QWidget):
                                       before_id=rows[0].message_id)
         with self.follower.replacing():  # the stored rows of what was shown: not news
             self.state.transcript.reconcile_turn(turn_id, rows)
+        # The stored rows may bring what the turn bar offers on (a failed turn's note, the
+        # Retry beside it): refresh, or it waits for the next event, which may never come.
+        self._refresh_soon()
 
     # --- actions -------------------------------------------------------------------
 

@@ -166,3 +166,19 @@ def test_the_model_box_sets_the_sessions_model_and_the_next_turn_asks_for_it(
     type_and_send(qtbot, win, "which model?")
     qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
     assert fake_provider.requests[-1].body["model"] == "bigger-model"
+
+
+def test_retry_shows_even_when_the_turn_bar_refreshed_before_the_stored_rows_came(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
+) -> None:
+    # A failed turn's note comes with the stored rows fetched after message.complete; a
+    # refresh that ran before they arrived (here: at once, no 30 ms coalescing) must not be
+    # the last one, or Retry never shows (seen in full runs, where timing varies).
+    fake_provider.script(Reply.http_error(401, "invalid api key"))
+    sid = new_session(qtbot, controller)
+    win = open_window(qtbot, controller, sid)
+    conv = win.conversation
+    conv._refresh_timer.setInterval(0)
+    type_and_send(qtbot, win, "summarize the changelog")
+    qtbot.waitUntil(lambda: conv.retry_button.isVisible(), timeout=15_000)
+    assert conv.turn_actions.retry_text == "summarize the changelog"
