@@ -2,7 +2,10 @@
 
 Start-up order matters: lock the folder, migrate, bump the epoch, recover
 what the previous process left (all before READY), listen, publish
-backend.json, then let queued work drain.
+backend.json, then let queued work drain.  Only after READY, in a thread, the
+default provider's HTTP stack loads (`Providers.warm`): the client that
+started this process is connecting meanwhile, and its first turn finds it
+loaded.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class Backend:
         self._lock_fd: int | None = None
         self.listener: Listener | None = None
         self.authority: SessionAuthority | None = None
+        self._warming: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -111,6 +115,16 @@ class Backend:
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port
+
+    def warm_up(self) -> None:
+        """Starts loading the default provider's HTTP stack in a thread (see the docstring)."""
+        self._warming = asyncio.create_task(self._warm(), name="provider-warm-up")
+
+    async def _warm(self) -> None:
+        try:
+            await asyncio.to_thread(self.providers.warm, self.config.config)
+        except Exception as exc:  # the first call loads it then, and reports what fails
+            log.warning("loading the provider's HTTP stack ahead failed: %r", exc)
 
     def _sandbox_settings(self) -> tuple[bool, bool]:
         cfg = self.config.config.sandbox  # read per call: config.set applies at once
@@ -188,6 +202,7 @@ async def serve(data_dir: Path, host: str, port: int) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, backend.request_stop)
     print(f"{READY} port={bound}", flush=True)
+    backend.warm_up()
     try:
         await backend.wait()
     finally:

@@ -8,11 +8,20 @@ provider is, and no message leaves with a key in it.  Stream lines come from
 `sse_lines`, which never holds more than `MAX_LINE_BYTES` of one line: a
 provider that sends more in one line (a broken proxy, a runaway answer) fails
 the call before the line is read whole.
+
+Every provider's client verifies TLS with one shared context (`tls_context`):
+building one reads certifi's roots, ~20 ms, which each client would otherwise
+pay, even for an http:// server.  `warm` makes it, and loads what a first request
+would load on its way, ahead of that request.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import re
+import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -29,6 +38,32 @@ _KEYLIKE = re.compile(r"\b(sk|pk|key|rk)-[A-Za-z0-9_\-]{8,}")
 
 MAX_LINE_BYTES = 1024 * 1024  # one SSE line (or one event's data); real ones are a few KB
 _EOL = re.compile(rb"\r\n|\r|\n")
+
+# What httpx loads only at the first client (httpcore, h11) and its first request (anyio's
+# asyncio backend), by name, so `warm` can load them earlier; a name a later version drops
+# is skipped, and that request then loads what it needs itself.
+_FIRST_CALL_MODULES = ("httpcore", "anyio._backends._asyncio")
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS settings of every provider's client: what httpx builds for `verify=True`
+    without the environment (certifi's roots), built once."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
+def client(headers: dict[str, str], timeout: httpx.Timeout) -> httpx.AsyncClient:
+    """A provider's HTTP client: no proxy or certificate settings from the environment."""
+    return httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False,
+                             verify=tls_context())
+
+
+def warm() -> None:
+    """Builds the TLS context and loads what the first request would; blocking (a thread)."""
+    tls_context()
+    for name in _FIRST_CALL_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 async def post_stream(
