@@ -47,7 +47,7 @@ log = logging.getLogger("providers")
 WIRE_MODULES: dict[str, str] = {  # the module each kind's calls go through (`warm`)
     "openai": "backend.providers.openai",
     "anthropic": "backend.providers.anthropic",
-    "local": "backend.providers.openai",  # its llama.cpp server speaks OpenAI's wire
+    "local": "backend.providers.openai",  # its llama.cpp server (on 127.0.0.1) speaks OpenAI's
 }
 
 class Providers:
@@ -118,7 +118,7 @@ class Providers:
         return self._build(name, _effective(cfg), key)
 
     def _build(self, name: str, cfg: ProviderConfig, key: str | None) -> ChatProvider:
-        base_url = cfg.base_url or PROVIDER_KINDS[cfg.kind].base_url or ""
+        base_url = _base_url(cfg)
         if cfg.kind == "openai":
             from backend.providers.openai import OpenAIChat
 
@@ -141,22 +141,27 @@ class Providers:
         )
 
     def warm(self, config: Config) -> None:
-        """Imports the default provider's module and the HTTP stack under it, and makes the
-        shared TLS context: what its first call would otherwise do on the way (~0.1 s on 2
-        cores).  Blocking, and it reads no key: for a thread at start-up."""
+        """Imports the default provider's module and the HTTP stack under it, and builds the
+        TLS context its URL needs: what its first call would otherwise do on the way (~0.1 s
+        on 2 cores).  Blocking, and it reads no key: for a thread at start-up."""
         chosen = self.default(config)
         if chosen is None or chosen[1].kind not in WIRE_MODULES:
             return
-        importlib.import_module(WIRE_MODULES[chosen[1].kind])
+        cfg = chosen[1]
+        importlib.import_module(WIRE_MODULES[cfg.kind])
         from backend.providers import transport
 
-        transport.warm()
+        transport.warm("http://127.0.0.1" if cfg.kind == "local" else _base_url(cfg))
 
     async def aclose(self) -> None:
         for provider in [*self._retired, *(c[2] for c in self._cache.values())]:
             await provider.aclose()
         self._cache.clear()
         self._retired.clear()
+
+
+def _base_url(cfg: ProviderConfig) -> str:
+    return cfg.base_url or PROVIDER_KINDS[cfg.kind].base_url or ""
 
 
 def _effective(cfg: ProviderConfig) -> ProviderConfig:

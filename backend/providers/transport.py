@@ -9,10 +9,13 @@ provider is, and no message leaves with a key in it.  Stream lines come from
 provider that sends more in one line (a broken proxy, a runaway answer) fails
 the call before the line is read whole.
 
-Every provider's client verifies TLS with one shared context (`tls_context`):
-building one reads certifi's roots, ~20 ms, which each client would otherwise
-pay, even for an http:// server.  `warm` makes it, and loads what a first request
-would load on its way, ahead of that request.
+A client for an https:// provider verifies TLS with one shared context
+(`tls_context`): building one reads certifi's roots, ~20 ms, which each client
+would otherwise pay.  A client for a plain http:// provider (a local server)
+gets a context with no roots at all: its URL is fixed and redirects are not
+followed, so it never opens TLS, and if it did it would trust nothing.
+`warm` builds the context a provider needs and loads what its first request
+would load on the way, ahead of that request.
 """
 
 from __future__ import annotations
@@ -47,20 +50,30 @@ _FIRST_CALL_MODULES = ("httpcore", "anyio._backends._asyncio")
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
-    """The TLS settings of every provider's client: what httpx builds for `verify=True`
-    without the environment (certifi's roots), built once."""
+    """What httpx builds for `verify=True` without the environment (certifi's roots), once."""
     return httpx.create_ssl_context(trust_env=False)
 
 
-def client(headers: dict[str, str], timeout: httpx.Timeout) -> httpx.AsyncClient:
-    """A provider's HTTP client: no proxy or certificate settings from the environment."""
+@functools.cache
+def _no_roots() -> ssl.SSLContext:
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies (the default), trusting nobody
+
+
+def _tls_for(url: str) -> ssl.SSLContext:
+    return _no_roots() if url.lower().startswith("http://") else tls_context()
+
+
+def http_client(url: str, headers: dict[str, str], timeout: httpx.Timeout) -> httpx.AsyncClient:
+    """A provider's HTTP client for requests to `url`: no proxy or certificate settings from
+    the environment, TLS as the module's docstring says."""
     return httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False,
-                             verify=tls_context())
+                             verify=_tls_for(url))
 
 
-def warm() -> None:
-    """Builds the TLS context and loads what the first request would; blocking (a thread)."""
-    tls_context()
+def warm(url: str) -> None:
+    """Builds the TLS context for `url` and loads what a first request would; blocking (for a
+    thread)."""
+    _tls_for(url)
     for name in _FIRST_CALL_MODULES:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
