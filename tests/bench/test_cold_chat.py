@@ -120,6 +120,8 @@ def test_cold_and_warm_chat(tmp_path: Path, fake_provider: FakeOpenAI) -> None:
     httpx_import = _median(lambda _: _timed([py, "-c", "import httpx"], env)[0])
     raw_call = _median(lambda _: _timed([py, "-c", RAW_CALL, fake_provider.base_url], env)[0])
     cli_import = _median(lambda _: _timed([py, "-c", "import desktop.cli"], env)[0])
+    client_import = _median(lambda _: _timed([py, "-c", "import desktop.cli, desktop.commands"],
+                                             env)[0])
     app_import = _median(lambda _: _timed([py, "-c", "import backend.app"], env)[0])
     app_compiled = _median(lambda _: _timed([py, "-c", "import backend.app"],
                                             _env(tmp_path / "baseline", bytecode=False))[0])
@@ -155,7 +157,9 @@ def test_cold_and_warm_chat(tmp_path: Path, fake_provider: FakeOpenAI) -> None:
         f"\nBENCH warm chat (backend up): median {warm:.0f} ms — goal < 100 ms"
         f"\nBENCH backend spawn to READY: fresh data dir {ready_fresh:.0f} ms, existing "
         f"{ready_again:.0f} ms — goal < 80 ms"
-        f"\nBENCH parts: `import desktop.cli` {cli_import:.0f} ms, `import backend.app` "
+        f"\nBENCH parts: the CLI until it starts the backend (`import desktop.cli`) "
+        f"{cli_import:.0f} ms, with its client stack (`import desktop.cli, desktop.commands`) "
+        f"{client_import:.0f} ms, `import backend.app` "
         f"{app_import:.0f} ms ({app_compiled:.0f} ms without cached bytecode)"
         f"\nBENCH baseline: `python -c pass` {bare:.0f} ms, `import httpx` {httpx_import:.0f} ms, "
         f"one streamed httpx call from a fresh interpreter {raw_call:.0f} ms "
