@@ -77,16 +77,16 @@ class Backend:
         self._lock_fd = discovery.acquire(self.data_dir)
         undumpable()
         config = self.config.load()
-        await self.db.open()
+        # One empty command in the full profile (~10 ms, a child process): it runs while the
+        # store opens, and is waited for whatever the opening does, so it leaves no child.
+        probing = asyncio.create_task(sandbox.probe(), name="sandbox-probe")
         try:
-            self.epoch = await self.db.write(runtime.bump_epoch)
-            queued = await self.db.write(lambda tx: recover(tx, self.epoch))
-        except StoreUnavailable as exc:  # e.g. a damaged page the opening did not touch
-            raise self.db.refusal(exc) from None
+            queued = await self._open_store()
+        finally:
+            found = await probing
         self.db.publisher = self.hub.publish
         approvals = Approvals(self.db, self.config, self.epoch)
         checkpoints = Checkpoints(self.db, self.data_dir)
-        found = await sandbox.probe()  # one empty command in the full profile: a few ms
         if not found.available:
             log.warning("commands run without a sandbox: %s", found.reason)
         box = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
@@ -115,6 +115,15 @@ class Backend:
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port
+
+    async def _open_store(self) -> list[str]:
+        """Opens and migrates the store, bumps the epoch and recovers; returns what is queued."""
+        await self.db.open()
+        try:
+            self.epoch = await self.db.write(runtime.bump_epoch)
+            return await self.db.write(lambda tx: recover(tx, self.epoch))
+        except StoreUnavailable as exc:  # e.g. a damaged page the opening did not touch
+            raise self.db.refusal(exc) from None
 
     def warm_up(self) -> None:
         """Starts loading the default provider's HTTP stack in a thread (see the docstring)."""
