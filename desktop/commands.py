@@ -2,7 +2,8 @@
 
 It is a client like the desktop app: it finds (or starts) the backend and
 speaks only the wire protocol to it.  `desktop/cli.py` parses the command
-line and imports this module only once the backend is starting.
+line, starts the backend when none runs, and only then imports this module,
+so its imports overlap the backend's start.
 """
 
 from __future__ import annotations
@@ -299,7 +300,8 @@ NO_SANDBOX_NOTE = (
 
 
 async def chat(
-    data_dir: Path, session_id: str | None, text: str | None, cwd: Path, starting: Starting | None = None,
+    data_dir: Path, session_id: str | None, text: str | None, cwd: Path,
+    starting: Starting | None = None,
 ) -> int:
     client = await ensure_client(data_dir, starting)
     assert client.server is not None, "connect() initializes"
