@@ -2,7 +2,10 @@
 
 Start-up order matters: lock the folder, migrate, bump the epoch, recover
 what the previous process left (all before READY), listen, publish
-backend.json, then let queued work drain.
+backend.json, then let queued work drain.  Only after READY, in a thread, the
+default provider's HTTP stack loads (`Providers.warm`): the client that
+started this process is connecting meanwhile, and its first turn finds it
+loaded.
 """
 
 from __future__ import annotations
@@ -70,22 +73,23 @@ class Backend:
         self.authority: SessionAuthority | None = None
         self.loop_watch = LoopWatch(lambda: bool(self.authority and self.authority.busy()))
         self.gc_watch = GcWatch()
+        self._warming: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock_fd = discovery.acquire(self.data_dir)
         undumpable()
         config = self.config.load()
-        await self.db.open()
+        # One empty command in the full profile (~10 ms, a child process): it runs while the
+        # store opens, and is waited for whatever the opening does, so it leaves no child.
+        probing = asyncio.create_task(sandbox.probe(), name="sandbox-probe")
         try:
-            self.epoch = await self.db.write(runtime.bump_epoch)
-            queued = await self.db.write(lambda tx: recover(tx, self.epoch))
-        except StoreUnavailable as exc:  # e.g. a damaged page the opening did not touch
-            raise self.db.refusal(exc) from None
+            queued = await self._open_store()
+        finally:
+            found = await probing
         self.db.publisher = self.hub.publish
         approvals = Approvals(self.db, self.config, self.epoch)
         checkpoints = Checkpoints(self.db, self.data_dir)
-        found = await sandbox.probe()  # one empty command in the full profile: a few ms
         if not found.available:
             log.warning("commands run without a sandbox: %s", found.reason)
         box = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
@@ -117,6 +121,25 @@ class Backend:
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port
+
+    async def _open_store(self) -> list[str]:
+        """Opens and migrates the store, bumps the epoch and recovers; returns what is queued."""
+        await self.db.open()
+        try:
+            self.epoch = await self.db.write(runtime.bump_epoch)
+            return await self.db.write(lambda tx: recover(tx, self.epoch))
+        except StoreUnavailable as exc:  # e.g. a damaged page the opening did not touch
+            raise self.db.refusal(exc) from None
+
+    def warm_up(self) -> None:
+        """Starts loading the default provider's HTTP stack in a thread (see the docstring)."""
+        self._warming = asyncio.create_task(self._warm(), name="provider-warm-up")
+
+    async def _warm(self) -> None:
+        try:
+            await asyncio.to_thread(self.providers.warm, self.config.config)
+        except Exception as exc:  # the first call loads it then, and reports what fails
+            log.warning("loading the provider's HTTP stack ahead failed: %r", exc)
 
     def _sandbox_settings(self) -> tuple[bool, bool]:
         cfg = self.config.config.sandbox  # read per call: config.set applies at once
@@ -196,6 +219,7 @@ async def serve(data_dir: Path, host: str, port: int) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, backend.request_stop)
     print(f"{READY} port={bound}", flush=True)
+    backend.warm_up()
     try:
         await backend.wait()
     finally:

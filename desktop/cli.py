@@ -1,343 +1,24 @@
 """The `turnkey` command line: chat, list sessions, store keys, test providers, run the backend.
 
-It is a client like the desktop app: it finds (or starts) the backend and
-speaks only the wire protocol to it.
+Start-up is on the clock here: a command that needs the backend starts it
+(when none runs) before importing the client stack (asyncio, websockets,
+msgspec, `desktop.commands`), so those load while the backend starts.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import getpass
-import signal
+import os
+import subprocess
 import sys
-import uuid
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from desktop.state.ansi import SGR_AND_EL, AnsiStripper
-from desktop.state.live_tail import Lines
-from desktop.state.sessions import local_time
-from shared import protocol as p
-from shared.client import BackendNotFound, Client, ClientState, Incoming, RpcError
-from shared.launcher import running, start_backend, stop_backend
-from shared.methods import (
-    ApprovalRespond,
-    PromptSubmit,
-    ProviderTest,
-    SecretSet,
-    SessionCreate,
-    SessionList,
-    TurnInterrupt,
-)
+from shared.launcher import BackendNotFound, running, spawn
 from shared.paths import default_data_dir
-
-PROVIDER_TEST_WAIT_S = 90.0  # the backend bounds a test at 60 s
-DECISIONS: dict[str, p.Decision] = {
-    "o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny",
-}
-
-
-async def ensure_client(data_dir: Path) -> Client:
-    """Connects to the folder's backend, starting it first if nothing answers."""
-    client = Client(data_dir, name="turnkey-cli")
-    try:
-        await client.connect()
-    except BackendNotFound:
-        await start_backend(data_dir)
-        await client.connect()
-    return client
-
-
-class Answer:
-    """Where the model's words go: plain text as it streams (a pipe gets exactly the
-    answer), or, on a terminal, markdown rendered live by `rich` (headings, lists, code
-    highlighted), one block per stretch of text between tool calls."""
-
-    def __init__(self, rendered: bool) -> None:
-        self.rendered = rendered
-        self.segment = ""  # the text since the last tool call
-        self._live: Any = None
-
-    def add(self, text: str) -> None:
-        if not self.rendered:
-            print(text, end="", flush=True)
-            return
-        self.segment += text
-        if self._live is None:
-            from rich.console import Console
-            from rich.live import Live
-
-            self._live = Live(console=Console(), refresh_per_second=8, vertical_overflow="visible")
-            self._live.start()
-        self._live.update(_markdown(self.segment))
-
-    def pause(self) -> None:
-        """A tool call starts: what was said so far stays as it is."""
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-        self.segment = ""
-
-    def end(self) -> None:
-        if self.rendered:
-            self.pause()
-        else:
-            print()
-
-
-class ToolOutput:
-    """What running tools print (tool.progress, a stream), on stderr: on a terminal as it comes,
-    colours kept and `\r` left to redraw the line, other control sequences dropped; else as
-    clean finished lines, each progress bar as it was left."""
-
-    def __init__(self, tty: bool) -> None:
-        self.tty = tty
-        self._call: str | None = None
-        self._start()
-
-    def _start(self) -> None:
-        self._ansi = AnsiStripper(SGR_AND_EL if self.tty else None)
-        self._lines = Lines()
-        self._written = False
-        self._mid_line = False  # on a terminal: the cursor is not at a line start
-
-    def add(self, call_id: str, text: str) -> None:
-        if call_id != self._call:
-            self.end()
-            self._call = call_id
-        clean = self._ansi.feed(text)
-        if not clean:
-            return
-        if self.tty:
-            sys.stderr.write(clean)
-            self._written, self._mid_line = True, not clean.endswith("\n")
-        else:
-            for line in self._lines.feed(clean):
-                print(line, file=sys.stderr)
-        sys.stderr.flush()
-
-    def end(self) -> None:
-        """The call finished, or another one's output comes: its last line is ended."""
-        if self.tty and self._written:
-            sys.stderr.write("\x1b[0m" + ("\n" if self._mid_line else ""))  # colours off
-        elif self._lines.current:
-            print(self._lines.current, file=sys.stderr)
-        sys.stderr.flush()
-        self._call = None
-        self._start()
-
-
-def _markdown(text: str) -> Any:
-    from rich.markdown import Markdown
-
-    return Markdown(text, code_theme="ansi_dark", hyperlinks=False)
-
-
-def usage_words(usage: p.Usage) -> str:
-    est = "~" if usage.estimated else ""
-    return (f"[{est}{usage.input_tokens:,} in · {usage.output_tokens:,} out"
-            f"{f' · {usage.cached_tokens:,} cached' if usage.cached_tokens else ''}"
-            f" · ${usage.cost_usd:.4f}]")
-
-
-class Chat:
-    """Streams one session's turns to the terminal."""
-
-    def __init__(self, client: Client, session_id: str, rendered: bool | None = None) -> None:
-        self.client = client
-        self.session_id = session_id
-        self.waiting: str | None = None  # admission id whose message.complete ends the turn
-        self.done = asyncio.Event()
-        self.shown = ""
-        self.rendered = sys.stdout.isatty() if rendered is None else rendered
-        self.answer = Answer(self.rendered)
-        self.tool_output = ToolOutput(sys.stderr.isatty())
-        self.ended: str = "completed"  # how the last turn ended: a TurnStatus, or an AdmissionOutcome
-        self._tasks: set[asyncio.Future[Any]] = set()
-        self._asked: set[str] = set()
-        client.handlers.append(self._on_event)
-
-    def _on_event(self, ev: Incoming) -> None:
-        data = ev.data
-        if isinstance(data, ClientState):
-            print("\n[reconnecting]" if data.state == "reconnecting" else "", end="", file=sys.stderr)
-            return
-        if ev.session_id != self.session_id or self.waiting is None:
-            return
-        if isinstance(data, p.ApprovalEvent) and ev.seq is not None:  # the stored copy, once
-            self._on_approval(ev.type, data.approval)
-            return
-        if ev.admission_id != self.waiting:
-            return
-        if isinstance(data, p.ToolStart):
-            self.answer.pause()
-            self.tool_output.end()
-            print(f"\n[{data.name}] {data.summary}", file=sys.stderr, flush=True)
-        elif isinstance(data, p.ToolProgress):
-            self.tool_output.add(data.call_id, data.text)
-        elif isinstance(data, p.ToolComplete):
-            self.tool_output.end()
-            print(f"[{data.name} {data.status}, {data.duration_ms} ms] {data.summary}", file=sys.stderr)
-        elif isinstance(data, p.ProviderRetry):
-            print(f"\n[retrying in {data.delay_s:g} s (attempt {data.attempt}): {data.reason}]",
-                  file=sys.stderr)
-        elif isinstance(data, p.ProviderFallback):
-            print(f"\n[switching from {data.from_} to {data.to}: {data.reason}]", file=sys.stderr)
-        elif isinstance(data, p.LeaseWaiting):
-            print(f"[waiting: another Turnkey process (pid {data.holder_pid}) is running this "
-                  "session]", file=sys.stderr)
-        elif isinstance(data, p.TextDelta):
-            self.shown += data.text
-            self.answer.add(data.text)
-        elif isinstance(data, p.MessageComplete):
-            final = data.text
-            # The final text is the truth; mend the screen if the stream differed.
-            if final.startswith(self.shown):
-                if final[len(self.shown):]:
-                    self.answer.add(final[len(self.shown):])
-            else:
-                self.answer.pause()
-                self.answer.add(f"\n{final}")
-            self.answer.end()
-            if data.status != "completed":
-                print(f"[{data.status}: {data.failure_reason or data.status}]", file=sys.stderr)
-                if data.failure_detail:
-                    print(f"[details: {data.failure_detail}]", file=sys.stderr)
-            print(usage_words(data.usage), file=sys.stderr)
-            self.ended = data.status
-            self.done.set()
-        elif isinstance(data, p.AdmissionEvent) and data.receipt.outcome == "cancelled":
-            print("[cancelled]", file=sys.stderr)
-            self.ended = "cancelled"
-            self.done.set()
-
-    async def send(self, text: str) -> str:
-        """Sends `text` and streams its turn; returns how it ended ("completed", ...)."""
-        self.done.clear()
-        self.shown = ""
-        self.answer = Answer(self.rendered)
-        self.waiting = None
-        answer = await self.client.call(PromptSubmit(
-            session_id=self.session_id, request_id=uuid.uuid4().hex, text=text))
-        receipt = answer.receipt
-        self.waiting = receipt.admission_id
-        if receipt.status == "terminal":  # settled before we started listening
-            return receipt.outcome or "completed"
-        if (receipt.position or 1) > 1:
-            print(f"[queued at position {receipt.position}]", file=sys.stderr)
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, self._interrupt)
-        try:
-            await self.done.wait()
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
-        return self.ended
-
-    def _on_approval(self, kind: str, approval: p.Approval) -> None:
-        if kind == "approval.resolved":
-            if approval.approval_id in self._asked and approval.status == "expired":
-                print("[approval expired: not run]", file=sys.stderr)
-            return
-        if kind != "approval.request" or approval.approval_id in self._asked:
-            return
-        self._asked.add(approval.approval_id)
-        task = asyncio.ensure_future(self._ask(approval))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _ask(self, approval: p.Approval) -> None:
-        """Asks on the terminal; no answer (no terminal, end of input) leaves the request to
-        time out as denied, or to be answered in another window."""
-        print(f"\n[approval needed] {approval.tool}: {approval.summary}\n"
-              f"  why: {approval.reason}  (expires at {local_time(approval.expires_at, '%H:%M:%S')})",
-              file=sys.stderr)
-        print("  allow [o]nce, for this [s]ession, [a]lways, or [d]eny? ", end="", file=sys.stderr,
-              flush=True)
-        try:
-            answer = await asyncio.to_thread(_read_line)
-        except (EOFError, KeyboardInterrupt):
-            print("  [no answer; it will be denied when it expires]", file=sys.stderr)
-            return
-        decision = DECISIONS.get(answer.strip().lower()[:1], "deny")
-        try:
-            await self.client.call(ApprovalRespond(approval_id=approval.approval_id, decision=decision))
-        except RpcError as exc:
-            print(f"  [{exc.message}]", file=sys.stderr)
-
-    def _interrupt(self) -> None:
-        print("\n[interrupting]", file=sys.stderr)
-        task = asyncio.ensure_future(self.client.call(TurnInterrupt(session_id=self.session_id)))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-
-def _read_line() -> str:
-    """A line from stdin (prompts go to stderr, so stdout stays the answer alone)."""
-    line = sys.stdin.readline()
-    if not line:
-        raise EOFError
-    return line
-
-
-OFFLINE_NOTE = (
-    "[no provider is configured, so the small offline model answers ({model}): it is tiny and "
-    "weak, fine for a hello, not for work. Add a provider to config.toml (see the README).]"
-)
-
-
-NO_SANDBOX_NOTE = (
-    "[commands run WITHOUT a sandbox: {reason}. In smart mode every command that is not "
-    "plainly read-only asks first.]"
-)
-
-
-async def chat(data_dir: Path, session_id: str | None, text: str | None, cwd: Path) -> int:
-    client = await ensure_client(data_dir)
-    assert client.server is not None, "connect() initializes"
-    capabilities = client.server.capabilities
-    if capabilities.provider.offline_default:
-        print(OFFLINE_NOTE.format(model=capabilities.provider.model or ""), file=sys.stderr)
-    if not capabilities.sandbox.active:
-        print(NO_SANDBOX_NOTE.format(reason=capabilities.sandbox.reason or "unknown"), file=sys.stderr)
-    try:
-        if session_id is None:
-            # Untitled: the backend names it from the first prompt, as for every client.
-            created = await client.call(SessionCreate(cwd=str(cwd)))
-            session_id = created.session.session_id
-            print(f"[session {session_id}]", file=sys.stderr)
-        else:
-            await client.subscribe(session_id)
-        client.follow(session_id)
-        chat = Chat(client, session_id)
-        if text is not None:
-            return 0 if await chat.send(text) == "completed" else 1
-        print("Type a message; Enter sends, Ctrl-C interrupts a turn, Ctrl-D quits.", file=sys.stderr)
-        while True:
-            try:
-                line = await asyncio.to_thread(input, "> ")
-            except (EOFError, KeyboardInterrupt):
-                print()
-                return 0
-            if line.strip():
-                await chat.send(line)
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
-
-
-async def sessions(data_dir: Path, limit: int) -> int:
-    client = await ensure_client(data_dir)
-    try:
-        result = await client.call(SessionList(limit=limit))
-    finally:
-        await client.close()
-    for s in result.sessions:
-        print(f"{s.session_id}  {s.status:<8} {s.updated_at[:19]}  {s.title}")
-    return 0
 
 
 def read_secret(name: str) -> str:
@@ -350,68 +31,26 @@ def read_secret(name: str) -> str:
     return sys.stdin.read()
 
 
-async def secret_set(data_dir: Path, name: str, value: str) -> int:
-    client = await ensure_client(data_dir)
-    try:
-        result = await client.call(SecretSet(name=name, value=value))
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
-    where = "the system keyring" if result.stored == "keyring" else "a file"
-    print(f"stored {name!r} in {where}")
-    if result.warning:
-        print(f"warning: {result.warning}", file=sys.stderr)
-    return 0
-
-
-async def provider_test(data_dir: Path, name: str | None) -> int:
-    client = await ensure_client(data_dir)
-    try:
-        result = await client.call(ProviderTest(provider=name or None), timeout=PROVIDER_TEST_WAIT_S)
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
-    what = f"{result.provider or '(no provider)'} ({result.model or 'no model'})"
-    if result.ok:
-        print(f"ok: {what} answered in {result.latency_ms} ms")
-        return 0
-    error = result.error
-    print(f"failed: {what} after {result.latency_ms} ms: {error.message if error else ''}")
-    if error is not None and error.detail:
-        print(f"  details ({error.kind}): {error.detail}")
-    return 1
-
-
-async def backend(data_dir: Path, action: str) -> int:
-    info = running(data_dir)
-    if action == "status":
-        if info:
-            print(f"running: pid {info.pid}, port {info.port}, data {data_dir}")
-            return 0
-        print(f"not running (data {data_dir})")
-        return 3
-    if action == "start":
-        if info:
-            print(f"already running: pid {info.pid}, port {info.port}")
-            return 0
-        info = await start_backend(data_dir)
-        print(f"started: pid {info.pid}, port {info.port}")
-        return 0
-    if info is None:
-        print("not running")
-        return 0
-    if await asyncio.to_thread(stop_backend, info):
-        print("stopped")
-        return 0
-    print(f"pid {info.pid} did not stop within 15 s", file=sys.stderr)
-    return 1
-
-
 def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
+    try:
+        if args.command in (None, "app"):
+            from desktop.app import run  # Qt loads only for the app
+
+            return run(data_dir, smoke=args.smoke, session_id=getattr(args, "session", ""))
+        if args.command == "backend":
+            return _backend(parser, args, data_dir)
+        return _client_command(args, data_dir)
+    except BackendNotFound as exc:
+        print(f"turnkey: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="turnkey", description="Turnkey, a desktop AI agent")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
@@ -443,41 +82,69 @@ def main(argv: list[str] | None = None) -> int:
     pt_test = pt_sub.add_parser("test", help="send one tiny request and report the answer time")
     pt_test.add_argument("name", nargs="?", default=None,
                          help="a [providers.NAME] of config.toml (default: the one turns use)")
-    args = parser.parse_args(argv)
-    data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
+    return parser
+
+
+def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
+    """chat, sessions, secret set, provider test: each a client of the backend."""
+    value = ""
+    if args.command == "secret":
+        value = read_secret(args.name)
+        if not value.strip():
+            print("turnkey: no value given (nothing on stdin)", file=sys.stderr)
+            return 2
+    starting = _start_early(data_dir)
+    from desktop import commands  # the client stack, loading while the backend starts
+
+    if args.command == "chat":
+        cwd = (args.cwd or Path.cwd()).expanduser().resolve()
+        return _end(_run(commands.chat(data_dir, args.session, args.text, cwd, starting)))
+    if args.command == "sessions":
+        return _end(_run(commands.sessions(data_dir, args.limit, starting)))
+    if args.command == "secret":
+        return _end(_run(commands.secret_set(data_dir, args.name, value, starting)))
+    return _end(_run(commands.provider_test(data_dir, args.name, starting)))
+
+
+def _end(status: int) -> int:
+    """Ends the process now with `status`, its output flushed: the interpreter's teardown
+    (freeing asyncio, websockets, msgspec and the rest) would add ~20 ms to every command on
+    2 cores, and nothing of this process is left to close (the connection and the loop are
+    closed; a backend it started is detached).  Returns only if stdout is a broken pipe,
+    for the caller's handling of it."""
     try:
-        if args.command in (None, "app"):
-            from desktop.app import run  # Qt loads only for the app
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        return status
+    os._exit(status)
 
-            return run(data_dir, smoke=args.smoke, session_id=getattr(args, "session", ""))
-        if args.command == "chat":
-            cwd = (args.cwd or Path.cwd()).expanduser().resolve()
-            return asyncio.run(chat(data_dir, args.session, args.text, cwd))
-        if args.command == "sessions":
-            return asyncio.run(sessions(data_dir, args.limit))
-        if args.command == "secret":
-            value = read_secret(args.name)
-            if not value.strip():
-                print("turnkey: no value given (nothing on stdin)", file=sys.stderr)
-                return 2
-            return asyncio.run(secret_set(data_dir, args.name, value))
-        if args.command == "provider":
-            return asyncio.run(provider_test(data_dir, args.name))
-        if args.action == "serve":
-            # The backend process itself: the app starts it this way, and in the bundled app
-            # this executable is the only Python there is.  A --data-dir after `serve` wins.
-            from backend.__main__ import main as serve
 
-            return serve(["serve", "--data-dir", str(data_dir), *args.serve_args])
-        if args.serve_args:
-            parser.error(f"backend {args.action} takes no options: {' '.join(args.serve_args)}")
-        return asyncio.run(backend(data_dir, args.action))
-    except BackendNotFound as exc:
-        print(f"turnkey: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+def _start_early(data_dir: Path) -> subprocess.Popen[bytes] | None:
+    """The folder's backend, started now when none runs (the command waits for its READY
+    later).  None when backend.json names a live process: the command connects to it, and
+    starts a backend only if that one does not answer."""
+    return None if running(data_dir) is not None else spawn(data_dir)
 
+
+def _backend(parser: argparse.ArgumentParser, args: argparse.Namespace, data_dir: Path) -> int:
+    if args.action == "serve":
+        # The backend process itself: the app starts it this way, and in the bundled app
+        # this executable is the only Python there is.  A --data-dir after `serve` wins.
+        from backend.__main__ import main as serve
+
+        return serve(["serve", "--data-dir", str(data_dir), *args.serve_args])
+    if args.serve_args:
+        parser.error(f"backend {args.action} takes no options: {' '.join(args.serve_args)}")
+    from desktop import commands
+
+    return _run(commands.backend(data_dir, args.action))
+
+
+def _run(command: Coroutine[Any, Any, int]) -> int:
+    import asyncio  # not at the top: see the module's docstring
+
+    return asyncio.run(command)
 
 if __name__ == "__main__":
     with contextlib.suppress(BrokenPipeError):

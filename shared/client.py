@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +32,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from shared import codec
 from shared import protocol as p
 from shared.errors import ErrorCode
+from shared.launcher import BackendInfo as BackendInfo  # re-exported: front-ends import them here
+from shared.launcher import BackendNotFound as BackendNotFound
 from shared.methods import Initialize, Request, SessionSubscribe, result_type
 
 log = logging.getLogger("client")
@@ -99,25 +100,6 @@ class RpcError(Exception):
 
 class ConnectionLost(Exception):
     """The connection dropped before the answer came; the call may or may not have run."""
-
-
-class BackendNotFound(Exception):
-    """No backend answers for this data folder."""
-
-
-@dataclass(frozen=True)
-class BackendInfo:
-    pid: int
-    port: int
-    token: str
-
-    @classmethod
-    def read(cls, data_dir: Path) -> BackendInfo | None:
-        try:
-            raw = json.loads((data_dir / "backend.json").read_text())
-            return cls(int(raw["pid"]), int(raw["port"]), str(raw["token"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
 
 
 EventHandler = Callable[[Incoming], None]

@@ -3,11 +3,15 @@
 Detached means its own session and process group: closing the front-end
 that started it (a terminal, the desktop app) never takes the backend and
 its running turns down with it.
+
+It imports neither asyncio nor the WebSocket client, so a command line can
+start the backend first and load those while the backend starts (`spawn`,
+then `wait_ready`).
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 import os
 import select
 import subprocess
@@ -15,10 +19,27 @@ import sys
 import threading
 import time
 from pathlib import Path
-
-from shared.client import BackendInfo, BackendNotFound
+from typing import NamedTuple
 
 READY = "TURNKEY_BACKEND_READY"
+
+
+class BackendNotFound(Exception):
+    """No backend answers for this data folder."""
+
+
+class BackendInfo(NamedTuple):  # not a dataclass: `dataclasses` costs the CLI ~8 ms to load
+    pid: int
+    port: int
+    token: str
+
+    @classmethod
+    def read(cls, data_dir: Path) -> BackendInfo | None:
+        try:
+            raw = json.loads((data_dir / "backend.json").read_text())
+            return cls(int(raw["pid"]), int(raw["port"]), str(raw["token"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
 
 def backend_command(data_dir: Path) -> list[str]:
@@ -29,18 +50,31 @@ def backend_command(data_dir: Path) -> list[str]:
 
 async def start_backend(data_dir: Path, timeout: float = 20.0) -> BackendInfo:
     """Starts a detached backend for `data_dir` (or finds the one that won the race)."""
+    import asyncio  # loaded already: this runs on its loop (see the module's docstring)
+
     return await asyncio.to_thread(start_backend_sync, data_dir, timeout)
 
 
 def start_backend_sync(data_dir: Path, timeout: float = 20.0) -> BackendInfo:
+    return wait_ready(spawn(data_dir), data_dir, timeout)
+
+
+def spawn(data_dir: Path) -> subprocess.Popen[bytes]:
+    """Starts a detached backend for `data_dir` and returns at once; the caller must then
+    `wait_ready` for it (which also reaps it)."""
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     logs = data_dir / "logs"
     logs.mkdir(exist_ok=True, mode=0o700)
     with open(logs / "backend.stderr", "ab") as err:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             backend_command(data_dir), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=err, start_new_session=True, close_fds=True,
         )
+
+
+def wait_ready(proc: subprocess.Popen[bytes], data_dir: Path, timeout: float = 20.0) -> BackendInfo:
+    """Blocks until the backend `spawn` started says READY (or the one that won a race to
+    start first answers); raises BackendNotFound when neither happens within `timeout`."""
     assert proc.stdout is not None
     ready = select.select([proc.stdout], [], [], timeout)[0]
     line = proc.stdout.readline() if ready else b""
@@ -54,7 +88,7 @@ def start_backend_sync(data_dir: Path, timeout: float = 20.0) -> BackendInfo:
         if code == 3 and info is not None:  # another front-end started it first
             return info
         raise BackendNotFound(
-            f"the backend exited with status {code}; see {logs / 'backend.stderr'}"
+            f"the backend exited with status {code}; see {data_dir / 'logs' / 'backend.stderr'}"
         )
     info = BackendInfo.read(data_dir)
     if info is None:

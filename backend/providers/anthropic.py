@@ -36,7 +36,7 @@ from backend.providers.base import (
     WireMessage,
 )
 from backend.providers.errors import error_page, from_http, looks_like_html
-from backend.providers.transport import MAX_LINE_BYTES, post_stream, sse_lines
+from backend.providers.transport import MAX_LINE_BYTES, http_client, post_stream, sse_lines
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096  # the API requires a budget; used when the request sets none
@@ -64,7 +64,7 @@ class AnthropicChat:
             headers["x-api-key"] = api_key
         # Connect fast, then allow long gaps between events of a thinking model.
         timeout = httpx.Timeout(timeout_s, connect=10.0)
-        self._client = httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False)
+        self._client = http_client(self._url, headers, timeout)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -18,7 +18,6 @@ words are fixed sentences that never quote the server).
 
 from __future__ import annotations
 
-import email.utils
 import http
 import re
 import time
@@ -203,6 +202,8 @@ def retry_after(headers: dict[str, str], now: float | None = None) -> float | No
         return _cap(float(raw))
     except ValueError:
         pass
+    import email.utils  # an HTTP date is rare here; the module costs the backend's start ~3 ms
+
     try:
         when = email.utils.parsedate_to_datetime(raw)
     except (TypeError, ValueError):

@@ -15,6 +15,10 @@ group) once no request has been in flight for `local_model_idle_minutes`
 Starting, stopping and counting requests in flight all happen under one lock:
 a request that arrives while the server stops waits for the stop and then
 starts it again, and a stop never happens while a request holds the server.
+
+The server layer imports this module for the constants at the top, so httpx and
+`providers.openai` load only where a server is started or asked (the backend's
+start does not wait for them).
 """
 
 from __future__ import annotations
@@ -31,16 +35,20 @@ import time
 from collections.abc import AsyncIterator, Callable
 from importlib.machinery import ModuleSpec
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 import msgspec
 
 from backend.errors import ProviderError
 from backend.host import die_with_parent, secretless_env
 from backend.providers.base import ChatRequest, Chunk, TextChunk, UsageChunk, WireMessage
 from backend.providers.errors import SETTINGS
-from backend.providers.openai import OpenAIChat
 from shared.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
+
+if TYPE_CHECKING:
+    import httpx
+
+    from backend.providers.openai import OpenAIChat
 
 log = logging.getLogger("providers")
 
@@ -245,6 +253,10 @@ class LocalChat:
             raise
         log.info("%s: llama.cpp server ready on port %d in %.1f s (%s)",
                  self.name, port, time.monotonic() - started, model_path.name)
+        import httpx
+
+        from backend.providers.openai import OpenAIChat
+
         self._inner = OpenAIChat(self.name, base_url, self.model, None,
                                  self._cfg.request_timeout_s, "max_tokens")
         self._extras = httpx.AsyncClient(
@@ -260,6 +272,8 @@ class LocalChat:
         return UsageChunk(await self._tokens(prompt), await self._tokens(answer) if answer else 0)
 
     async def _tokens(self, text: str) -> int:
+        import httpx
+
         if self._extras is not None:
             try:
                 response = await self._extras.post("/extras/tokenize/count", json={"input": text})
@@ -303,6 +317,8 @@ class LocalChat:
 
     async def _wait_ready(self, base_url: str) -> None:
         """Polls GET /v1/models until it answers; the model loads before the port opens."""
+        import httpx
+
         deadline = time.monotonic() + START_TIMEOUT_S
         async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
             while True:

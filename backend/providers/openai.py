@@ -32,7 +32,7 @@ from backend.providers.base import (
     WireMessage,
 )
 from backend.providers.errors import error_page, from_http, looks_like_html
-from backend.providers.transport import post_stream, sse_lines
+from backend.providers.transport import http_client, post_stream, sse_lines
 
 
 class OpenAIChat:
@@ -52,7 +52,7 @@ class OpenAIChat:
             headers["Authorization"] = f"Bearer {api_key}"
         # Connect fast, then allow long gaps between chunks of a thinking model.
         timeout = httpx.Timeout(timeout_s, connect=10.0)
-        self._client = httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False)
+        self._client = http_client(self._url, headers, timeout)
 
     async def aclose(self) -> None:
         await self._client.aclose()

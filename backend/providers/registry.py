@@ -5,10 +5,15 @@ A turn works down a chain: the default provider, then each of
 settings (and key), so a connection pool lives across turns but a config
 change or a new key takes effect on the next call.  Adding a provider kind
 is one module and one line in `_build`.
+
+A kind's module (and httpx under it) is imported when a provider of that kind
+is first built, not when the backend starts; `warm` loads the default one's in
+a thread after READY, so the first call does not wait for it either.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,17 +21,14 @@ from pathlib import Path
 
 from backend.config import api_key
 from backend.errors import ProviderError
-from backend.providers.anthropic import AnthropicChat
 from backend.providers.base import ChatProvider
 from backend.providers.errors import SETTINGS
 from backend.providers.local import (
     LOCAL_DEFAULT,
     LOCAL_NAME,
-    LocalChat,
     local_available,
     sized,
 )
-from backend.providers.openai import OpenAIChat
 from backend.secrets import Secrets
 from shared.config import PROVIDER_KINDS, Config, ProviderConfig
 
@@ -41,6 +43,12 @@ class ConfiguredProvider:
 
 
 log = logging.getLogger("providers")
+
+WIRE_MODULES: dict[str, str] = {  # the module each kind's calls go through (`warm`)
+    "openai": "backend.providers.openai",
+    "anthropic": "backend.providers.anthropic",
+    "local": "backend.providers.openai",  # its llama.cpp server (on 127.0.0.1) speaks OpenAI's
+}
 
 class Providers:
     def __init__(self, secrets: Secrets, data_dir: Path,
@@ -110,13 +118,19 @@ class Providers:
         return self._build(name, _effective(cfg), key)
 
     def _build(self, name: str, cfg: ProviderConfig, key: str | None) -> ChatProvider:
-        base_url = cfg.base_url or PROVIDER_KINDS[cfg.kind].base_url or ""
+        base_url = _base_url(cfg)
         if cfg.kind == "openai":
+            from backend.providers.openai import OpenAIChat
+
             return OpenAIChat(name, base_url, cfg.model, key, cfg.request_timeout_s,
                               cfg.max_tokens_field)
         if cfg.kind == "anthropic":
+            from backend.providers.anthropic import AnthropicChat
+
             return AnthropicChat(name, base_url, cfg.model, key, cfg.request_timeout_s)
         if cfg.kind == "local":
+            from backend.providers.local import LocalChat
+
             return LocalChat(name, cfg, self.data_dir, self.local_idle_minutes)
         raise ProviderError(
             "not_configured",
@@ -126,11 +140,28 @@ class Providers:
                   f"for “{name}” in {SETTINGS}.",
         )
 
+    def warm(self, config: Config) -> None:
+        """Imports the default provider's module and the HTTP stack under it, and builds the
+        TLS context its URL needs: what its first call would otherwise do on the way (~0.1 s
+        on 2 cores).  Blocking, and it reads no key: for a thread at start-up."""
+        chosen = self.default(config)
+        if chosen is None or chosen[1].kind not in WIRE_MODULES:
+            return
+        cfg = chosen[1]
+        importlib.import_module(WIRE_MODULES[cfg.kind])
+        from backend.providers import transport
+
+        transport.warm("http://127.0.0.1" if cfg.kind == "local" else _base_url(cfg))
+
     async def aclose(self) -> None:
         for provider in [*self._retired, *(c[2] for c in self._cache.values())]:
             await provider.aclose()
         self._cache.clear()
         self._retired.clear()
+
+
+def _base_url(cfg: ProviderConfig) -> str:
+    return cfg.base_url or PROVIDER_KINDS[cfg.kind].base_url or ""
 
 
 def _effective(cfg: ProviderConfig) -> ProviderConfig:

@@ -8,11 +8,23 @@ provider is, and no message leaves with a key in it.  Stream lines come from
 `sse_lines`, which never holds more than `MAX_LINE_BYTES` of one line: a
 provider that sends more in one line (a broken proxy, a runaway answer) fails
 the call before the line is read whole.
+
+A client for an https:// provider verifies TLS with one shared context
+(`tls_context`): building one reads certifi's roots, ~20 ms, which each client
+would otherwise pay.  A client for a plain http:// provider (a local server)
+gets a context with no roots at all: its URL is fixed and redirects are not
+followed, so it never opens TLS, and if it did it would trust nothing.
+`warm` builds the context a provider needs and loads what its first request
+would load on the way, ahead of that request.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import re
+import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -29,6 +41,42 @@ _KEYLIKE = re.compile(r"\b(sk|pk|key|rk)-[A-Za-z0-9_\-]{8,}")
 
 MAX_LINE_BYTES = 1024 * 1024  # one SSE line (or one event's data); real ones are a few KB
 _EOL = re.compile(rb"\r\n|\r|\n")
+
+# What httpx loads only at the first client (httpcore, h11) and its first request (anyio's
+# asyncio backend), by name, so `warm` can load them earlier; a name a later version drops
+# is skipped, and that request then loads what it needs itself.
+_FIRST_CALL_MODULES = ("httpcore", "anyio._backends._asyncio")
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """What httpx builds for `verify=True` without the environment (certifi's roots), once."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
+@functools.cache
+def _no_roots() -> ssl.SSLContext:
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies (the default), trusting nobody
+
+
+def _tls_for(url: str) -> ssl.SSLContext:
+    return _no_roots() if url.lower().startswith("http://") else tls_context()
+
+
+def http_client(url: str, headers: dict[str, str], timeout: httpx.Timeout) -> httpx.AsyncClient:
+    """A provider's HTTP client for requests to `url`: no proxy or certificate settings from
+    the environment, TLS as the module's docstring says."""
+    return httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False,
+                             verify=_tls_for(url))
+
+
+def warm(url: str) -> None:
+    """Builds the TLS context for `url` and loads what a first request would; blocking (for a
+    thread)."""
+    _tls_for(url)
+    for name in _FIRST_CALL_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 async def post_stream(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from desktop.cli import ToolOutput
+from desktop.commands import ToolOutput
 
 STREAM = ["\x1b[32mcompiling\x1b[0m a", ".c\n\r 10%", "\r\x1b[2K 100%\r", "\n\x1b]0;title\x07warn", "ing"]
 
