@@ -70,6 +70,9 @@ class Controller(QObject):
         self.exit_app: Callable[[], None] = QApplication.quit
         self._save_timer = QTimer(self, singleShot=True, interval=500)
         self._save_timer.timeout.connect(self._save_due)
+        # A save still due when the main window is gone has nothing to save (seen in the test
+        # suite: a controller outliving its window, its timer firing in a later test).
+        self.main.destroyed.connect(self._save_timer.stop)
 
     # --- start and stop ------------------------------------------------------------
 
