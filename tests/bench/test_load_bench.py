@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 import pytest
 
 from backend.compress import tokens as tok
-from backend.compress.compressor import to_entry
+from backend.compress.compressor import READ_PAGE_ROWS, to_entry
+from backend.compress.model import Entry
 from backend.compress.plan import plan
 from backend.compress.prune import prune
 from backend.providers.base import ChatRequest
@@ -347,24 +348,35 @@ def test_the_long_sessions_cpu_steps_one_by_one(tmp_path: Path) -> None:
 
     gc.callbacks.append(on_gc)
     try:
-        rows = timed("turn: messages.for_model (reader thread in the backend)",
-                     lambda: messages.for_model(tx, sid))
-        wire = timed("turn: context.wire_messages (on the loop)", lambda: wire_messages("prompt", rows))
-        request = ChatRequest(model="m", messages=wire, tools=())
-        timed("turn: tokens.request_chars, preflight and due (on the loop)",
-              lambda: tok.request_chars(request))
-        again = timed("compressor: model_rows (reader thread)", lambda: messages.for_model(tx, sid))
-        entries = timed("compressor: to_entry per row (on the loop)",
-                        lambda: [e for e in (to_entry(r) for r in again) if e is not None])
+        # What the first turn does now: count in SQL, then the compressor's paged read.
+        timed("turn: messages.model_size, the SQL count that decides (reader thread)",
+              lambda: messages.model_size(tx, sid))
+        entries: list[Entry] = []
+
+        def paged() -> None:
+            after = 0
+            while page := messages.model_page(tx, sid, after, READ_PAGE_ROWS):
+                entries.extend(e for e in map(to_entry, page) if e is not None)
+                after = page[-1].id
+
+        timed(f"compressor: pages of {READ_PAGE_ROWS:,} rows read and made entries "
+              "(reader thread, a page per read)", paged)
         cal = tok.Calibration()
-        timed("compressor: request_tokens (on the loop)",
-              lambda: tok.request_tokens("prompt", entries, 0, cal))
-        p = timed("compressor: plan (on the loop)", lambda: plan(entries, 2, tok.tail_budget(128_000), cal))
+        p = timed("compressor: request_tokens and plan (a worker thread)",
+                  lambda: (tok.request_tokens("prompt", entries, 0, cal),
+                           plan(entries, 2, tok.tail_budget(128_000), cal))[1])
         assert p is not None
-        keep = entries.index(p.tail[0]) if p.tail else len(entries)
-        pruned = timed("compressor: prune (on the loop)", lambda: prune(entries, keep))
-        changed = timed("compressor: changed rows (on the loop)",
-                        lambda: [(o, n) for o, n in zip(entries, pruned, strict=True) if o != n])
+        head = timed("compressor: prune, the head only (on the loop)",
+                     lambda: prune(p.head, len(p.head)))
+        changed = [(o, n) for o, n in zip(p.head, head, strict=True) if o is not n]
+        # What it did before (a full request built only to learn it was too large, on the
+        # loop); kept as the comparison.
+        rows = timed("before: messages.for_model, all of it (reader thread)",
+                     lambda: messages.for_model(tx, sid))
+        wire = timed("before: context.wire_messages (on the loop)", lambda: wire_messages("prompt", rows))
+        request = ChatRequest(model="m", messages=wire, tools=())
+        timed("before: tokens.request_chars, preflight and due (on the loop)",
+              lambda: tok.request_chars(request))
     finally:
         gc.callbacks.remove(on_gc)
         conn.close()
