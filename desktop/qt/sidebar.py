@@ -524,6 +524,7 @@ class Sidebar(QWidget):
 
     async def _reload(self) -> None:
         query = self.search.text().strip()
+        self.sessions.loading()  # (what arrives meanwhile is applied again over the result)
         result = await self.link.call(SessionList(limit=PAGE, query=query or None))
         if query != self.search.text().strip():
             return  # typed on meanwhile; the newer search wins

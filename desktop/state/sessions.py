@@ -27,11 +27,21 @@ class SessionRows:
     next_cursor: str | None = None
     on_reset: Callable[[], None] = lambda: None
     on_row: Callable[[int], None] = lambda index: None
+    # Events applied while a listing is on its way: its snapshot may predate them, so they are
+    # applied again over it (a session created meanwhile vanished from the list otherwise).
+    _since: list[Incoming] | None = None
+
+    def loading(self) -> None:
+        """A listing was asked for: keep the events from now on for `load`."""
+        self._since = []
 
     def load(self, sessions: list[p.Session], next_cursor: str | None, query: str = "") -> None:
         self.rows = list(sessions)
         self.next_cursor = next_cursor
         self.query = query
+        since, self._since = self._since or [], None
+        for event in since:
+            self._apply(event, newer_only=True)
         self.on_reset()
 
     def extend(self, sessions: list[p.Session], next_cursor: str | None) -> None:
@@ -47,6 +57,13 @@ class SessionRows:
         return None
 
     def apply(self, event: Incoming) -> None:
+        if self._since is not None:
+            self._since.append(event)
+        self._apply(event)
+
+    def _apply(self, event: Incoming, newer_only: bool = False) -> None:
+        """`newer_only`: an update older than the row it would replace is left out (applied
+        again over a listing that may already hold a later state)."""
         data = event.data
         if event.type == "session.created" and isinstance(data, p.SessionEvent) and not self.query:
             if self.index(data.session.session_id) is None:
@@ -62,6 +79,8 @@ class SessionRows:
                     self.on_reset()
                 return
             old = self.rows[i]
+            if newer_only and session.updated_at < old.updated_at:
+                return
             self.rows[i] = session
             if not self.query and session.updated_at != old.updated_at:
                 self.rows.sort(key=lambda r: r.updated_at, reverse=True)

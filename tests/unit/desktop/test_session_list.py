@@ -283,3 +283,27 @@ def test_status_label(status: str, label: str) -> None:
 
 def test_every_session_status_of_the_protocol_has_a_label() -> None:
     assert {"idle", "queued", "running", "waiting_approval"} <= set(STATUS_LABELS)
+
+
+def test_what_arrives_while_a_listing_is_on_its_way_is_applied_again_over_it() -> None:
+    old = session("s_old", updated_at="2026-12-01T10:00:00+00:00")
+    sl, _ = listing(old)
+    sl.loading()
+    created = session("s_new", updated_at="2026-12-01T10:05:00+00:00")
+    sl.apply(event("session.created", {"session": created}, session_id="s_new"))
+    newer = session("s_old", title="renamed", updated_at="2026-12-01T10:06:00+00:00")
+    sl.apply(event("session.updated", {"session": newer}, session_id="s_old"))
+    # The listing's snapshot was taken before both: without them it would drop the new
+    # session and the rename.
+    sl.load([old], None)
+    assert sorted(ids(sl)) == ["s_new", "s_old"]
+    assert next(r for r in sl.rows if r.session_id == "s_old").title == "renamed"
+    # An update older than what a later listing holds is not applied over it.
+    sl.loading()
+    stale = session("s_old", title="stale", updated_at="2026-12-01T10:01:00+00:00")
+    sl.apply(event("session.updated", {"session": stale}, session_id="s_old"))
+    sl.load([newer, created], None)
+    assert next(r for r in sl.rows if r.session_id == "s_old").title == "renamed"
+    # Once loaded, events apply once as usual (nothing kept for the next listing).
+    sl.load([newer], None)
+    assert ids(sl) == ["s_old"]
