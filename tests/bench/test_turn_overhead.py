@@ -96,8 +96,8 @@ async def test_turn_overhead(fake_provider: FakeOpenAI, start_backend: StartBack
     )
     print(
         f"BENCH context: raw sqlite commit (WAL, synchronous=FULL) p50 {ms(pct(commits, 50))}, "
-        f"p95 {ms(pct(commits, 95))}; a turn here commits at least 4 times "
-        f"(admission, claim, delta, close)"
+        f"p95 {ms(pct(commits, 95))}; a turn here commits at least 3 times "
+        f"(admission with its claim, delta, close)"
     )
 
 
