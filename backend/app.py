@@ -200,8 +200,16 @@ class Backend:
             return True  # cannot tell: stay up rather than leave queued work behind
 
 
+SWITCH_INTERVAL_S = 0.001  # how often another thread may take the GIL (default 0.005)
+
+
 async def serve(data_dir: Path, host: str, port: int) -> int:
     """Runs the backend until shutdown or SIGTERM/SIGINT; returns the exit status."""
+    # The event loop shares the GIL with the store's threads and, while a long session is
+    # compressed, a worker: at CPython's default 5 ms interval the loop waited a whole interval
+    # for the GIL after each system call, and stalled 50-80 ms under a 100k-row compression;
+    # at 1 ms it stalled 13-17 ms, with no cost measured per turn (tests/bench/README.md).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     backend = Backend(data_dir, host, port)
     try:
         bound = await backend.start()
