@@ -5,21 +5,9 @@ follow the ranges, on a real migrated SQLite file."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 
 from backend.store import compression, messages, sessions
 from backend.store.db import Database, Tx
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    db = Database(tmp_path / "state.db")
-    await db.open()
-    yield db
-    await db.close()
 
 
 async def seed(db: Database, n: int) -> list[int]:

@@ -7,8 +7,6 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -25,14 +23,6 @@ from backend.store.sessions import SessionRecord
 from shared.protocol import ApprovalStatus, Usage
 
 OTHER_BOOT = "00000000-0000-0000-0000-000000000000/pid:[4026531836]"
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    db = Database(tmp_path / "state.db")  # opened = migrated to the current schema
-    await db.open()
-    yield db
-    await db.close()
 
 
 # --- the holder ------------------------------------------------------------------------------

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -18,14 +16,6 @@ from backend.turn.finalize import UNRECORDED_RESULT
 
 HOLDER = Holder(pid=1, pid_start="then", boot_token="boot", epoch=1, turn_id="turn_1")
 OTHER = Holder(pid=2, pid_start="now", boot_token="boot", epoch=1, turn_id="turn_2")
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    db = Database(tmp_path / "state.db")
-    await db.open()
-    yield db
-    await db.close()
 
 
 def a_turn(tx: Tx) -> None:

@@ -86,16 +86,6 @@ class _Rambles(_Hangs):
         yield TextChunk("## Goal\n" + "\n".join(f"- point {i}: " + "detail " * 20 for i in range(400)))
 
 
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = Database(tmp_path / "state.db")
-    await database.open()
-    try:
-        yield database
-    finally:
-        await database.close()
-
-
 async def _seeded(db: Database) -> str:
     """A session like a long one in a 4,000-token window: a big protected head, a fallback
     summary from before at the old 8,000-character cap, and many requests since."""
