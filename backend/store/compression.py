@@ -7,10 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from backend.store import messages
 from backend.store.db import Tx
 from backend.store.leases import Holder, LeaseRecord
-from backend.store.messages import ModelRow
 
 LOCK_TTL_S = 600.0  # longer than a summary call may take; a dead holder is reclaimed sooner
 
@@ -57,11 +55,6 @@ def put_lock(tx: Tx, session_id: str, holder: Holder, ttl: float = LOCK_TTL_S) -
 def release_lock(tx: Tx, session_id: str, holder: Holder) -> None:
     tx.execute("DELETE FROM compression_locks WHERE session_id = ? AND holder = ?",
                (session_id, holder.encode()))
-
-
-def model_rows(tx: Tx, session_id: str) -> list[ModelRow]:
-    """The rows the model sees now (active, not compacted), in transcript order."""
-    return messages.for_model(tx, session_id)
 
 
 def hide(tx: Tx, session_id: str, after_id: int, before_id: int) -> None:

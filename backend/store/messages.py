@@ -107,15 +107,16 @@ def for_model(tx: Tx, session_id: str) -> list[ModelRow]:
     return out
 
 
-def model_page(tx: Tx, session_id: str, after_id: int, limit: int) -> list[ModelRow]:
-    """Up to `limit` rows of the model's view after `after_id`, in order: a long view read a
-    page per call, so other reads go between the pages."""
+def model_page(tx: Tx, session_id: str, after_id: int, limit: int | None = None) -> list[ModelRow]:
+    """The rows of the model's view after `after_id`, in order, up to `limit` (None: all of
+    them): a long view read a page per call, so other reads go between the pages."""
     out: list[ModelRow] = []
     for where, params in _visible(tx, session_id):
-        if len(out) >= limit:
+        left = -1 if limit is None else limit - len(out)  # (LIMIT -1: no limit)
+        if left == 0:
             break
         out += ModelRow.from_rows(tx.execute(
-            f"{_COLUMNS}{where} AND id > ? ORDER BY id LIMIT ?", (*params, after_id, limit - len(out))))
+            f"{_COLUMNS}{where} AND id > ? ORDER BY id LIMIT ?", (*params, after_id, left)))
     return out
 
 

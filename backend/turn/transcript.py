@@ -30,7 +30,6 @@ from backend.store.messages import ModelRow
 from backend.turn.context import in_model_order, row_messages
 
 KEEP_SESSIONS = 64  # views kept, the least recently used dropped first
-PAGE_ROWS = 1_000_000  # rows read after the last one: all of them (a page is one read)
 
 
 @dataclass
@@ -46,9 +45,6 @@ class View:
     starts: list[int] = field(default_factory=list)  # where each ordered row's messages start
     open_from: int = 0  # the first ordered row whose messages may still change
     running: list[int] = field(default_factory=list)  # characters of `wire` up to each message
-
-    def rows(self) -> list[ModelRow]:
-        return self.ordered
 
     def wire_messages(self, system_prompt: str) -> list[WireMessage]:
         """The request's messages: as `context.wire_messages(system_prompt, rows)` builds them."""
@@ -81,7 +77,7 @@ class Transcripts:
             view = View(token)
             rows = messages.for_model(tx, session_id)
         else:
-            rows = messages.model_page(tx, session_id, view.last_id, PAGE_ROWS)
+            rows = messages.model_page(tx, session_id, view.last_id)
         if rows and not _extend(view, rows):
             view = View(token)  # a second result for an answered call: built from scratch
             _extend(view, messages.for_model(tx, session_id))

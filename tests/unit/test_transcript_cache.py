@@ -88,7 +88,7 @@ def test_the_kept_view_is_the_view_built_from_scratch(tx: Tx, steps: list[Any]) 
         view = kept.read(tx, "s")
         rows = messages.for_model(tx, "s")
         assert wire_messages("sys", rows)[1:] == view.wire
-        assert [r.id for r in view.rows()] == [r.id for r in
+        assert [r.id for r in view.ordered] == [r.id for r in
                                                _model_order(rows)]
         assert view.wire_messages("sys") == wire_messages("sys", rows)
         assert view.chars() + len("sys") == tok.request_chars(
