@@ -27,6 +27,7 @@ from backend.config import ConfigFile
 from backend.errors import StoreUnavailable
 from backend.host import undumpable
 from backend.ids import now
+from backend.mcp.pool import McpPool
 from backend.providers.registry import Providers
 from backend.secrets import Secrets
 from backend.server import discovery
@@ -36,7 +37,7 @@ from backend.server.fanout import Hub
 from backend.server.listener import Listener
 from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.server.methods import Methods
-from backend.store import admissions, runtime
+from backend.store import admissions, events, runtime
 from backend.store.db import Database
 from backend.tools import registry, sandbox
 from backend.tools.approvals import Approvals
@@ -45,7 +46,7 @@ from backend.tools.executor import Executor
 from backend.tools.procs import ProcessTable
 from backend.turn.runner import TurnRunner
 from shared import logs
-from shared.protocol import PROTOCOL_VERSION
+from shared.protocol import PROTOCOL_VERSION, Event, McpServerEvent, McpServerStatus
 
 log = logging.getLogger("backend")
 
@@ -74,6 +75,7 @@ class Backend:
         self.loop_watch = LoopWatch(lambda: bool(self.authority and self.authority.busy()))
         self.gc_watch = GcWatch()
         self._warming: asyncio.Task[None] | None = None
+        self.mcp: McpPool | None = None
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -98,14 +100,15 @@ class Backend:
         procs.kill_orphans()  # before READY: a crashed turn's commands stop here
         executor = Executor(self.db, approvals, checkpoints, self.data_dir, procs)
         compressor = Compressor(self.db, self.config, self.providers, self.epoch)
-        runner = TurnRunner(self.db, self.config, self.providers, executor, compressor)
+        self.mcp = McpPool(self.config, self.secrets, box, self.data_dir, self._mcp_status)
+        runner = TurnRunner(self.db, self.config, self.providers, executor, compressor, self.mcp)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
         token = secrets.token_urlsafe(32)
         auth = Authenticator(self.db, token)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
                           self.request_stop_soon, approvals, checkpoints, self.secrets,
                           self.providers, compressor, auth, procs, box, self.loop_watch,
-                          self.gc_watch)
+                          self.gc_watch, self.mcp)
         self.listener = Listener(
             Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,
@@ -141,6 +144,12 @@ class Backend:
         except Exception as exc:  # the first call loads it then, and reports what fails
             log.warning("loading the provider's HTTP stack ahead failed: %r", exc)
 
+    def _mcp_status(self, status: McpServerStatus) -> None:
+        """An MCP server's `mcp.server` event, to every reader (it is no session's)."""
+        event = Event(session_id="", type="mcp.server", ts=now(),
+                      data=events.as_data(McpServerEvent(server=status)))
+        self.hub.publish(events.StoredEvent(event, False))
+
     def _sandbox_settings(self) -> tuple[bool, bool]:
         cfg = self.config.config.sandbox  # read per call: config.set applies at once
         return cfg.enabled, cfg.network
@@ -167,6 +176,8 @@ class Backend:
             await self.listener.stop()
         if self.authority is not None:
             await self.authority.stop(SHUTDOWN_GRACE_S)
+        if self.mcp is not None:
+            await self.mcp.close()  # after the turns: a call still running was stopped with them
         await self.loop_watch.stop()
         self.gc_watch.stop()
         await self.providers.aclose()

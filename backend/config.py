@@ -15,7 +15,15 @@ import tomli_w
 
 from backend.errors import ConfigError, InvalidParams
 from shared.codec import ParamsError, convert
-from shared.config import Config, ConfigView, ProviderConfig, ProviderView, validate
+from shared.config import (
+    Config,
+    ConfigView,
+    McpServerConfig,
+    ProviderConfig,
+    ProviderView,
+    check_mcp_server,
+    validate,
+)
 
 
 class ConfigFile:
@@ -67,6 +75,21 @@ class ConfigFile:
         except ParamsError as exc:
             field = f"provider_config.{exc.field}" if exc.field else "provider_config"
             raise InvalidParams(field, exc.message) from None
+
+    def mcp_server_preview(self, name: str, table: dict[str, Any]) -> McpServerConfig:
+        """The server `table` would make as `config.set {patch: {mcp: {servers: {name: table}}}}`
+        (merged over the saved table of `name`, if any), validated, without applying it.
+        Errors name `server_config.FIELD`."""
+        servers = self.raw.get("mcp", {}).get("servers", {})
+        saved = servers.get(name) if isinstance(servers, dict) else None
+        merged = _merge(saved if isinstance(saved, dict) else {}, table)
+        try:
+            server = convert(merged, McpServerConfig)
+            check_mcp_server(server, "")
+        except ParamsError as exc:
+            field = f"server_config.{exc.field}" if exc.field else "server_config"
+            raise InvalidParams(field, exc.message) from None
+        return server
 
     def effective(self, secret: Callable[[str], str | None]) -> ConfigView:
         """The config with defaults filled in; keys shown only as "set"/"unset"."""

@@ -8,13 +8,14 @@ patches with `validate`; front-ends build their settings forms from the same fie
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from shared.codec import ParamsError, convert
-from shared.protocol import ModelName, ProviderSummary
+from shared.protocol import McpApproval, ModelName, ProviderSummary, SecretName
 
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -121,6 +122,53 @@ class Sandbox(Strict, frozen=True):
     env: list[EnvName] = []  # more variables commands may see (never a provider key's)
 
 
+MCP_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]{0,31}$"
+_MCP_NAME = re.compile(MCP_NAME_PATTERN)
+McpServerName = Annotated[str, msgspec.Meta(pattern=MCP_NAME_PATTERN)]
+HeaderName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")]
+class McpToolConfig(Strict, frozen=True):
+    """One tool of an MCP server, by the server's own name for it."""
+
+    approval: McpApproval | None = None  # None: the server's
+    enabled: bool = True  # false: never offered to the model
+
+
+class McpServerConfig(Strict, frozen=True):
+    """`[mcp.servers.NAME]`: a stdio server (`command`) or a streamable HTTP one (`url`).
+
+    Keys never sit in this file: `env_secrets` and `header_secrets` name secrets stored
+    with `secret.set` (the OS keyring), by the variable or header they go into."""
+
+    command: Annotated[list[str], msgspec.Meta(title="Command")] = []  # argv: program, arguments
+    env: dict[EnvName, str] = {}
+    env_secrets: dict[EnvName, SecretName] = {}
+    cwd: Annotated[str, msgspec.Meta(title="Working folder")] | None = None  # None: the session's
+    url: Annotated[str, msgspec.Meta(title="URL")] | None = None
+    headers: dict[HeaderName, str] = {}
+    header_secrets: dict[HeaderName, SecretName] = {}
+    enabled: bool = True
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, title="Call timeout (s)")] = 120.0
+    startup_timeout_s: Seconds = 30.0
+    approval: Annotated[McpApproval, msgspec.Meta(title="Approval")] = "ask"
+    tools: dict[str, McpToolConfig] = {}
+    # A stdio server runs in the command sandbox (its folder writable, the data folder
+    # hidden); unlike commands it has the network unless `network = false`.
+    sandbox: bool = True
+    network: bool = True
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "http" if self.url else "stdio"
+
+    def tool_approval(self, tool: str) -> McpApproval:
+        override = self.tools.get(tool)
+        return override.approval if override is not None and override.approval else self.approval
+
+
+class Mcp(Strict, frozen=True):
+    servers: dict[McpServerName, McpServerConfig] = {}
+
+
 class Config(Strict, frozen=True):
     default_provider: Annotated[str, msgspec.Meta(title="Default provider")] | None = None
     fallback_providers: Annotated[list[str], msgspec.Meta(title="Fallback providers")] = []
@@ -141,6 +189,7 @@ class Config(Strict, frozen=True):
     lease: Lease = Lease()
     compression: Compression = Compression()
     sandbox: Sandbox = Sandbox()
+    mcp: Mcp = Mcp()
 
     def provider(self, name: str | None = None) -> tuple[str, ProviderConfig] | None:
         """The named provider, or the default one; None when nothing is configured."""
@@ -185,6 +234,18 @@ def validate(raw: dict[str, Any]) -> Config:
             except ParamsError as exc:
                 field = ".".join(f for f in ("providers", str(name), exc.field) if f)
                 raise ParamsError(field, exc.message) from None
+    mcp = raw.get("mcp")
+    servers = mcp.get("servers") if isinstance(mcp, dict) else None
+    if isinstance(servers, dict):
+        for name, table in servers.items():
+            field = f"mcp.servers.{name}"
+            if not isinstance(name, str) or not _MCP_NAME.fullmatch(name):
+                raise ParamsError(field, "a server's name is 1 to 32 letters, digits and '-', "
+                                  "starting with a letter or digit (it becomes part of its "
+                                  "tools' names: mcp__NAME__TOOL)")
+            server = _mcp_server(table, field)
+            if server is not None:
+                check_mcp_server(server, field)
     cfg = convert(raw, Config)
     for i, name in enumerate(cfg.fallback_providers):
         if name not in cfg.providers:
@@ -194,6 +255,37 @@ def validate(raw: dict[str, Any]) -> Config:
         if name is not None and name not in cfg.providers:
             raise ParamsError(key, f"no provider named {name!r}; add [providers.{name}]")
     return cfg
+
+
+def _mcp_server(table: object, field: str) -> McpServerConfig | None:
+    try:
+        return convert(table, McpServerConfig)
+    except ParamsError as exc:
+        raise ParamsError(".".join(f for f in (field, exc.field) if f), exc.message) from None
+
+
+def _sub(field: str, key: str) -> str:
+    return f"{field}.{key}" if field else key
+
+
+def check_mcp_server(server: McpServerConfig, field: str) -> None:
+    """What the schema cannot say: exactly one of `command` and `url`, an http(s) URL, no
+    secret header given in clear as well.  Raises ParamsError naming the field."""
+    if bool(server.command) == bool(server.url):
+        raise ParamsError(field, "give either command = [program, args...] (a stdio server) or "
+                          "url = \"https://...\" (a streamable HTTP server), not both or neither")
+    if server.command and not server.command[0].strip():
+        raise ParamsError(_sub(field, "command"), "the first item must name the program to run")
+    if server.url and not server.url.startswith(("http://", "https://")):
+        raise ParamsError(_sub(field, "url"), "must start with http:// or https://")
+    clash = sorted(set(server.headers) & set(server.header_secrets))
+    if clash:
+        raise ParamsError(_sub(field, "headers"), f"{clash[0]!r} is also in header_secrets; keep a "
+                          "key only in the keyring (secret.set) and name it in header_secrets")
+    clash = sorted(set(server.env) & set(server.env_secrets))
+    if clash:
+        raise ParamsError(_sub(field, "env"), f"{clash[0]!r} is also in env_secrets; keep a key only "
+                          "in the keyring (secret.set) and name it in env_secrets")
 
 
 # --- fields for forms -----------------------------------------------------------------

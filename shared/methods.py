@@ -162,6 +162,14 @@ class ProviderTest(p.ProviderTestParams, Request[p.ProviderTestResult]):
     method = "provider.test"
 
 
+class McpList(p.McpListParams, Request[p.McpListResult]):
+    method = "mcp.list"
+
+
+class McpTest(p.McpTestParams, Request[p.McpTestResult]):
+    method = "mcp.test"
+
+
 class TokenCreate(p.TokenCreateParams, Request[p.TokenCreateResult]):
     method = "token.create"
 
@@ -242,6 +250,8 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(ConfigSet, "admin"),
     MethodSpec(SecretSet, "admin", secret=("value",)),
     MethodSpec(ProviderTest, "admin", secret=("api_key",)),
+    MethodSpec(McpList, "read"),
+    MethodSpec(McpTest, "admin"),
     # A minted admin token must not mint more: a token handed to a script cannot outlive
     # its revocation through tokens it made.
     MethodSpec(TokenCreate, "admin", owner_only=True),

@@ -373,11 +373,42 @@ class SandboxSummary(Wire):
     reason: str | None = None
 
 
+McpState = Literal["stopped", "starting", "ready", "failed", "disabled"]
+McpApproval = Literal["ask", "trusted"]
+
+
+class McpToolInfo(Wire):
+    """Addition: one tool of an MCP server.  `name` is the server's own; `model_name` is
+    what the model calls (`mcp__SERVER__TOOL`); `approval` is the effective one."""
+
+    name: str
+    model_name: str
+    description: str = ""
+    approval: McpApproval = "ask"
+    input_schema: dict[str, Any] | None = None
+
+
+class McpServerStatus(Wire):
+    """Addition: a configured MCP server (`[mcp.servers.NAME]`) and where it is.  `error`
+    says why it is `failed` (its last words on stderr included); `tools` is absent until it
+    has listed them once."""
+
+    name: str
+    transport: Literal["stdio", "http"]
+    state: McpState
+    enabled: bool = True
+    error: str | None = None
+    tools: list[McpToolInfo] | None = None
+    restarts: int = 0  # starts after the first, since the backend started
+    sandboxed: bool = False
+
+
 class Capabilities(Wire):
     methods: list[str]
     events: list[str]
     provider: ProviderSummary
     sandbox: SandboxSummary
+    mcp: list[McpServerStatus] = []  # addition: the configured MCP servers, without their tools
 
 
 class InitializeResult(Wire):
@@ -500,6 +531,33 @@ class ProviderFailure(Wire):
     kind: str  # a ProviderError kind (providers/errors.py), or "timeout"
     message: str  # for a person: what happened and what to do
     detail: str | None = None  # addition: the raw detail (provider, HTTP status, its words)
+
+
+class McpListParams(Params):
+    """Addition.  `name`: one server only (an unknown name is invalid params)."""
+
+    name: str | None = None
+
+
+class McpListResult(Wire):
+    servers: list[McpServerStatus]
+
+
+class McpTestParams(Params):
+    """Addition: (re)start the server `name` now and list its tools.  `server_config`, a
+    table as in `config.set {patch: {mcp: {servers: {NAME: ...}}}}` (merged over the saved
+    one, null deleting a key; errors name `server_config.FIELD`), tests a form before it is
+    saved, in a throwaway process that is stopped afterwards.  Nothing is saved."""
+
+    name: str
+    server_config: dict[str, Any] | None = None
+
+
+class McpTestResult(Wire):
+    ok: bool
+    server: McpServerStatus
+    latency_ms: int
+    error: str | None = None
 
 
 class ProviderTestResult(Wire):
@@ -716,6 +774,13 @@ class SessionDeletedEvent(Wire):
     session_id: str
 
 
+class McpServerEvent(Wire):
+    """Addition: an MCP server changed state (starting, ready, failed, stopped) or its
+    tool list changed; session-less (`session_id` ""), sent to every reader."""
+
+    server: McpServerStatus
+
+
 class CompressionStart(Wire):
     reason: str
     tokens: int
@@ -747,4 +812,5 @@ EVENTS: dict[str, type[Wire]] = {
     "session.deleted": SessionDeletedEvent,
     "compression.start": CompressionStart,
     "compression.complete": CompressionComplete,
+    "mcp.server": McpServerEvent,
 }

@@ -1,4 +1,4 @@
-"""Which config changes make the backend less careful (no I/O): approvals and the sandbox.
+"""Which config changes make the backend less careful (no I/O): approvals, the sandbox, MCP servers.
 
 `config.set` asks this before it applies a patch; a change named here needs
 more than the `admin` scope (see `Methods.config_set`).  Both configs are the
@@ -27,7 +27,61 @@ def loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         found.append("sandbox.network")
     if _names(_value(new, "sandbox", "env")) - _names(_value(old, "sandbox", "env")):
         found.append("sandbox.env")  # another variable passed into commands
+    found.extend(_mcp_loosened(old, new))
     return found
+
+
+# Keys of an MCP server whose change makes it do more with less asking: what runs, where,
+# with which keys, how it is sandboxed and approved.  Dropping a server, disabling it,
+# or changing only its timeouts loosens nothing.
+_MCP_KEYS = ("command", "url", "env", "env_secrets", "cwd", "headers", "header_secrets",
+             "sandbox", "network")
+
+
+def _mcp_loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """An MCP server runs a program, or talks to a URL, with its tools offered to the model:
+    adding or enabling one, or changing what it runs, is as loose as allowing a command."""
+    before, after = _servers(old), _servers(new)
+    found = []
+    for name, server in sorted(after.items()):
+        was = before.get(name)
+        field = f"mcp.servers.{name}"
+        if server.get("enabled", True) is False:
+            continue
+        if was is None or was.get("enabled", True) is False:
+            found.append(field)
+            continue
+        changed = [k for k in _MCP_KEYS if server.get(k) != was.get(k)]
+        if any(k != "sandbox" and k != "network" for k in changed) \
+                or (server.get("sandbox") is not True and was.get("sandbox") is True) \
+                or (server.get("network") is True and was.get("network") is not True):
+            found.append(field)
+        elif _trusts_more(was, server):
+            found.append(f"{field}.approval")
+    return found
+
+
+def _servers(config: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    mcp = config.get("mcp")
+    servers = mcp.get("servers") if isinstance(mcp, Mapping) else None
+    if not isinstance(servers, Mapping):
+        return {}
+    return {str(k): v for k, v in servers.items() if isinstance(v, Mapping)}
+
+
+def _trusts_more(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    def trusted(server: Mapping[str, Any], tool: str | None) -> bool:
+        tools = server.get("tools")
+        entry = tools.get(tool) if tool is not None and isinstance(tools, Mapping) else None
+        own = entry.get("approval") if isinstance(entry, Mapping) else None
+        return (own or server.get("approval")) == "trusted"
+
+    names: set[str | None] = {None}
+    for server in (old, new):
+        tools = server.get("tools")
+        if isinstance(tools, Mapping):
+            names |= {str(t) for t in tools}
+    return any(trusted(new, t) and not trusted(old, t) for t in names)
 
 
 def _value(config: Mapping[str, Any], table: str, key: str) -> Any:

@@ -12,6 +12,7 @@ import base64
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,6 +27,10 @@ from backend.compress.compressor import Compressor
 from backend.config import ConfigFile, api_key
 from backend.errors import Forbidden, InvalidParams, NotFound, ProviderError, SessionBusy
 from backend.ids import message_rowid, new_id
+from backend.mcp.connection import Connection as McpConnection
+from backend.mcp.names import model_name
+from backend.mcp.pool import McpPool
+from backend.providers.base import ToolSpec
 from backend.providers.errors import told
 from backend.providers.local import LOCAL_DEFAULT, LOCAL_NAME
 from backend.providers.probe import PROBE_TIMEOUT_S, probe
@@ -44,7 +49,7 @@ from backend.tools.checkpoints import Checkpoints
 from backend.tools.procs import ProcessTable
 from backend.tools.sandbox import Sandbox
 from shared import protocol as p
-from shared.config import ConfigView
+from shared.config import MCP_NAME_PATTERN, ConfigView
 from shared.durations import Durations
 from shared.methods import METHODS
 
@@ -63,8 +68,9 @@ class Methods:
         epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
         checkpoints: Checkpoints, secrets: Secrets, providers: Providers, compressor: Compressor,
         auth: Authenticator, procs: ProcessTable, sandbox: Sandbox, loop_watch: LoopWatch,
-        gc_watch: GcWatch,
+        gc_watch: GcWatch, mcp: McpPool,
     ) -> None:
+        self.mcp = mcp
         self.loop_watch = loop_watch
         self.gc_watch = gc_watch
         self._started = time.monotonic()
@@ -107,7 +113,8 @@ class Methods:
             ),
             capabilities=p.Capabilities(
                 methods=sorted(METHODS), events=sorted(p.EVENTS),
-                provider=self._provider_summary(), sandbox=self.sandbox.summary()),
+                provider=self._provider_summary(), sandbox=self.sandbox.summary(),
+                mcp=self.mcp.statuses(tools=False)),
         )
 
     async def shutdown(self, conn: Connection, params: p.NoParams) -> Reply:
@@ -355,7 +362,7 @@ class Methods:
         """Compaction on request, the same path as the automatic one (same lock and
         summary), whatever the threshold, cooldown or anti-thrash state."""
         sid = params.session_id
-        await self._session(sid)
+        session = await self._session(sid)
         cfg = self.config.config
         if cfg.compression.rotate and self.authority.running(sid) is not None:
             raise SessionBusy("the session is running a turn, and compressing it now would move "
@@ -365,12 +372,55 @@ class Methods:
             link = self.providers.primary(cfg, self.config.path)
         except ProviderError as exc:
             raise InvalidParams("session_id", f"no model to summarize with: {exc.message}") from exc
-        tools = registry.specs() if link.cfg.tools else ()
+        tools = self._specs(session.cwd) if link.cfg.tools else ()
         focus = (params.focus or "").strip()[:2000] or None
         out = await self.compressor.compress(sid, link, "requested", tools, focus=focus, manual=True)
         return p.CompressResult(compressed=out.compressed, before_tokens=out.before_tokens,
                                 after_tokens=out.after_tokens,
                                 session_id=out.child_session_id or sid, reason=out.why_not)
+
+    def _specs(self, cwd: str) -> tuple[ToolSpec, ...]:
+        """The tools a request of a session in `cwd` offers, as far as known without starting
+        an MCP server: the built-ins and the tools of servers already running for its folder."""
+        known = self.mcp.known_tools(Path(cwd))
+        return registry.specs() + tuple(ToolSpec(t.name, t.description, t.parameters)
+                                        for t in known.values())
+
+    # --- MCP servers ----------------------------------------------------------------
+
+    async def mcp_list(self, conn: Connection, params: p.McpListParams) -> p.McpListResult:
+        if params.name is not None:
+            if params.name not in self.mcp.servers:
+                raise InvalidParams("name", self._no_mcp_server(params.name))
+            return p.McpListResult(servers=[self.mcp.status(params.name)])
+        return p.McpListResult(servers=self.mcp.statuses())
+
+    async def mcp_test(self, conn: Connection, params: p.McpTestParams) -> p.McpTestResult:
+        name = params.name
+        saved = self.mcp.servers.get(name)
+        if params.server_config is None:
+            if saved is None:
+                raise InvalidParams("name", self._no_mcp_server(name))
+            cfg = saved
+        else:
+            cfg = self.config.mcp_server_preview(name, params.server_config)
+        if not re.fullmatch(MCP_NAME_PATTERN, name):
+            raise InvalidParams("name", "a server's name is 1 to 32 letters, digits and '-', "
+                                "starting with a letter or digit")
+        # A server that acts on a session's folder is tested in the home folder.
+        server, seconds = await self.mcp.test(name, cfg, Path.home())
+        try:
+            status = self.mcp.status(name) if server.cfg is saved else _test_status(server)
+        finally:
+            if server.cfg is not saved:
+                await server.close()
+        ok = server.state == "ready" or status.state == "ready"
+        return p.McpTestResult(ok=ok, server=status, latency_ms=int(seconds * 1000),
+                               error=None if ok else (server.error or "it did not start"))
+
+    def _no_mcp_server(self, name: str) -> str:
+        known = ", ".join(sorted(self.mcp.servers)) or "none"
+        return f"no MCP server named {name!r} in config.toml [mcp.servers] (configured: {known})"
 
     # --- approvals ----------------------------------------------------------------
 
@@ -409,6 +459,7 @@ class Methods:
         if loosened:
             await self._may_loosen(conn, loosened)
         self.config.patch(params.patch)
+        self.mcp.sync()  # a server removed, disabled or changed stops now
         return self._effective()
 
     async def _may_loosen(self, conn: Connection, fields: list[str]) -> None:
@@ -625,3 +676,15 @@ def _decode_cursor(cursor: str | None, key: str) -> Any:
     except (ValueError, KeyError, TypeError):
         raise InvalidParams("cursor", "cursor is not one this backend returned") from None
 
+
+def _test_status(server: McpConnection) -> p.McpServerStatus:
+    """A throwaway test connection's status (a form not saved yet)."""
+    tools = None
+    if server.state == "ready" and server.tools is not None:
+        tools = [p.McpToolInfo(name=t.name, model_name=model_name(server.name, t.name),
+                               description=(t.description or "").strip(),
+                               approval=server.cfg.tool_approval(t.name),
+                               input_schema=t.input_schema if isinstance(t.input_schema, dict) else None)
+                 for t in server.tools]
+    return p.McpServerStatus(name=server.name, transport=server.cfg.transport, state=server.state,
+                             error=server.error, tools=tools, sandboxed=server.sandboxed)

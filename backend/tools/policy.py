@@ -179,6 +179,8 @@ def rule_allows(
             return (escape is not None and rule_pattern == f"@{escape}" and mode == "smart"
                     and classify_command(command) is None)
         return escape is None and _command_rule_allows(rule_pattern, command, mode)
+    if tool.startswith("mcp__"):  # an MCP tool's rule names the tool: it allows that tool's calls
+        return rule_pattern == tool
     if tool in FILE_TOOLS and rule_pattern:
         if key is None:
             try:

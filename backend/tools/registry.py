@@ -8,7 +8,7 @@ the model reads them and tries again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from backend.providers.base import ToolSpec
 from backend.tools.base import Tool
@@ -16,6 +16,13 @@ from backend.tools.files import Patch, ReadFile, WriteFile
 from backend.tools.folders import ListDir, SearchFiles
 from backend.tools.sandbox import Sandbox
 from backend.tools.terminal import Terminal
+
+
+@runtime_checkable
+class ChecksOwnArgs(Protocol):
+    def check_args(self, args: object) -> dict[str, Any]:
+        """The arguments checked (raises ValueError saying what to fix)."""
+        ...
 
 
 class ToolArgsError(Exception):
@@ -46,6 +53,11 @@ def validate(tool: Tool, args: object) -> dict[str, Any]:
     argument given as null counts as absent.  Raises ToolArgsError."""
     if not isinstance(args, dict):
         raise ToolArgsError(f"arguments must be a JSON object, got {_json_type(args)}")
+    if isinstance(tool, ChecksOwnArgs):  # a schema from elsewhere (an MCP server's): all of JSON Schema
+        try:
+            return tool.check_args(args)
+        except ValueError as exc:
+            raise ToolArgsError(str(exc)) from None
     schema = tool.parameters
     props: dict[str, Any] = schema.get("properties", {})
     required: list[str] = schema.get("required", [])

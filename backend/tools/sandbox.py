@@ -112,6 +112,15 @@ def command_argv(
     env: Mapping[str, str], network: bool,
 ) -> list[str]:
     """bubblewrap's arguments for `/bin/sh -c command`; see the module docstring."""
+    return exec_argv(bwrap, ["/bin/sh", "-c", command], workdir=workdir, session_dir=session_dir,
+                     data_dir=data_dir, env=env, network=network)
+
+
+def exec_argv(
+    bwrap: str, program: list[str], *, workdir: Path, session_dir: Path, data_dir: Path,
+    env: Mapping[str, str], network: bool,
+) -> list[str]:
+    """bubblewrap's arguments for running `program` (an argv) in the profile."""
     session = Path(os.path.realpath(session_dir))
     argv = [bwrap, *_isolation(network=network),
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
@@ -122,7 +131,7 @@ def command_argv(
     argv += ["--clearenv"]
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
-    argv += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(workdir), "--", "/bin/sh", "-c", command]
+    argv += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(workdir), "--", *program]
     return argv
 
 

@@ -28,13 +28,16 @@ from backend.compress.compressor import MAX_PER_CALL as MAX_COMPRESSIONS_PER_CAL
 from backend.compress.compressor import Compressor, Where
 from backend.config import ConfigFile
 from backend.errors import ProviderError, StoreUnavailable
+from backend.mcp.pool import McpPool
 from backend.providers.base import ChatRequest, ToolSpec
 from backend.providers.errors import policy, told
 from backend.providers.registry import ConfiguredProvider, Providers
+from backend.race import unless_stopped
 from backend.store import events, messages
 from backend.store.db import Database, Tx
 from backend.store.leases import LeaseRecord
 from backend.tools import registry
+from backend.tools.base import Tool
 from backend.tools.executor import BatchContext, Executor
 from backend.tools.sandbox import child_env
 from backend.turn.call import ModelCallResult, attempt
@@ -87,6 +90,11 @@ class TurnState:
     chain_index: int = 0
     ledger: list[LedgerEntry] = field(default_factory=list)  # calls not yet recorded
     overflow_compressed: bool = False  # one compress-and-retry after a provider overflow
+    # What the model was offered by the latest request, by name: the built-in tools and the
+    # MCP servers' tools as listed then; its calls are checked against this same set.
+    offered: dict[str, Tool] = field(default_factory=lambda: dict(registry.BUILTINS))
+    specs: tuple[ToolSpec, ...] = ()
+    mcp_listed: bool = False  # the MCP servers' lists were refreshed for this turn
 
     @property
     def link(self) -> ConfiguredProvider:
@@ -113,9 +121,10 @@ class TurnState:
 class TurnRunner:
     def __init__(
         self, db: Database, config: ConfigFile, providers: Providers, executor: Executor,
-        compressor: Compressor,
+        compressor: Compressor, mcp: McpPool | None = None,
     ) -> None:
         self.db = db
+        self.mcp = mcp
         self.config = config
         self.providers = providers
         self.executor = executor
@@ -198,7 +207,7 @@ class TurnRunner:
         """Assemble and preflight stages, for the provider about to be called.  The primary
         provider answers as the session's model; a fallback as its own."""
         link = st.link
-        tools = registry.specs() if link.cfg.tools else ()
+        tools = await self._offer(st) if link.cfg.tools else ()
 
         async def build() -> ChatRequest:
             return await assemble(self.db, self.transcripts, st.turn.session_id,
@@ -223,6 +232,22 @@ class TurnRunner:
         if checked.request is None:
             st.fail(checked.reason or "the request does not fit the model's window")
         return checked.request
+
+    async def _offer(self, st: TurnState) -> tuple[ToolSpec, ...]:
+        """The tools for the next request: the built-ins, then each enabled MCP server's, in
+        a stable order.  A turn's first request lists the servers' tools afresh (starting
+        a server on first need); later ones take the lists as they are now, changed only by
+        a server's own list_changed."""
+        extra: dict[str, Tool] = {}
+        if self.mcp is not None and self.mcp.servers:
+            first, st.mcp_listed = not st.mcp_listed, True
+            got, found = await unless_stopped(
+                self.mcp.tools_for(Path(st.turn.claim.cwd), refresh=first), st.halt)
+            extra = found if got and found is not None else {}
+        st.offered = {**registry.BUILTINS, **extra}
+        st.specs = registry.specs() + tuple(ToolSpec(t.name, t.description, t.parameters)
+                                            for t in extra.values())
+        return st.specs
 
     async def _compress(self, st: TurnState, link: ConfiguredProvider, tools: tuple[ToolSpec, ...],
                         why: str) -> bool:
@@ -288,7 +313,7 @@ class TurnRunner:
             # that cannot help (or already happened), fail closed instead of resending.
             if not st.overflow_compressed:
                 st.overflow_compressed = True
-                tools = registry.specs() if link.cfg.tools else ()
+                tools = st.specs if link.cfg.tools else ()
                 if await self._compress(st, link, tools, f"{link.name} refused the request as too "
                                         f"large ({exc.message})"):
                     return Action.CONTINUE
@@ -342,7 +367,7 @@ class TurnRunner:
 
     async def _tool_round(self, st: TurnState, result: ModelCallResult, watch: LeaseWatch) -> Action:
         turn, cfg = st.turn, self.config.config
-        prepared = prepare(result.tool_calls, registry.BUILTINS, st.call_ids, turn.turn_id)
+        prepared = prepare(result.tool_calls, st.offered, st.call_ids, turn.turn_id)
         batch_sig = signature(prepared)
         st.same_batches = st.same_batches + 1 if batch_sig == st.last_batch else 1
         st.last_batch = batch_sig

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("authority", ("backend.authority",)),
     ("turn", ("backend.turn",)),
     ("compress", ("backend.compress",)),
+    ("mcp", ("backend.mcp",)),
     ("tools", ("backend.tools",)),
     ("providers", ("backend.providers",)),
     ("store", ("backend.store",)),

