@@ -43,6 +43,7 @@ RELIST_TIMEOUT_S = 15.0
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 60.0
 EAGER_RESTARTS = 5
+WAIT_FOR_RESTART_S = 5.0  # a call waits for a restart due this soon instead of failing
 CLOSE_TIMEOUT_S = 5.0
 MAX_PAGES = 20
 STDERR_TAIL_BYTES = 4096
@@ -96,6 +97,7 @@ class Connection:
         self._failures = 0
         self._retry_at = 0.0
         self._relisting: asyncio.Task[None] | None = None
+        self._http_status = ""  # an HTTP server's latest error status
 
     # --- what the pool and the tools call ----------------------------------------------
 
@@ -104,30 +106,35 @@ class Connection:
         return f"the MCP server {self.name!r}"
 
     async def ensure(self) -> None:
-        """Returns once the server is ready; raises McpUnavailable saying why it is not."""
+        """Returns once the server is ready; raises McpUnavailable saying why it is not.  A
+        server that went away moments ago is waited for while it starts again (a call right
+        after a crash finds it back); one backing off for longer fails the call at once."""
         self.used = time.monotonic()
         if self.state == "ready":
             return
+        wait = max(0.0, self._retry_at - time.monotonic())
         if self._task is None or self._task.done():
-            if self.state == "failed" and time.monotonic() < self._retry_at:
+            if self.state == "failed" and wait > 0:
                 raise McpUnavailable(self._down_words())
             self._closing = False
             self._set("starting", None)
             self._task = asyncio.create_task(self._run(), name=f"mcp-{self.name}")
-        elif self.state == "failed":  # backing off before the next start
+            wait = 0.0
+        elif self.state == "failed" and wait > WAIT_FOR_RESTART_S:
             raise McpUnavailable(self._down_words())
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.cfg.startup_timeout_s + 1.0
-        while self.state == "starting":
-            moved = self._moved
+        deadline = loop.time() + wait + self.cfg.startup_timeout_s + 1.0
+        tried = False  # a start began while this call waited
+        while not self.ready:
+            tried = tried or self.state == "starting"
+            if (self.state == "failed" and tried) or self._task.done():
+                raise McpUnavailable(self._down_words())
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise McpUnavailable(f"{self.label} has not started after "
                                      f"{self.cfg.startup_timeout_s:g} s")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(moved.wait(), remaining)
-        if not self.ready:  # (the awaits above moved it)
-            raise McpUnavailable(self._down_words())
+                await asyncio.wait_for(self._moved.wait(), remaining)
 
     @property
     def ready(self) -> bool:
@@ -262,8 +269,14 @@ class Connection:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
+            async def seen(response: httpx2.Response) -> None:
+                if response.status_code >= 400:  # the SDK's error does not say which
+                    self._http_status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+
+            self._http_status = ""
             http = await stack.enter_async_context(httpx2.AsyncClient(
-                headers=self._headers(), timeout=httpx2.Timeout(30.0, read=self.cfg.timeout_s + 30)))
+                headers=self._headers(), timeout=httpx2.Timeout(30.0, read=self.cfg.timeout_s + 30),
+                event_hooks={"response": [seen]}))
             transport = streamable_http_client(self.cfg.url, http_client=http)
             self.sandboxed = False
         else:
@@ -292,7 +305,7 @@ class Connection:
                 if self._dead.is_set() or self.inflight:
                     continue
                 try:
-                    await asyncio.wait_for(client.send_ping(), PING_TIMEOUT_S)
+                    await asyncio.wait_for(self._ping(client), PING_TIMEOUT_S)
                 except TimeoutError:
                     self._gone(f"did not answer a ping within {PING_TIMEOUT_S:g} s")
                 except Exception as exc:
@@ -300,6 +313,19 @@ class Connection:
         finally:
             listen.cancel()
             await asyncio.gather(listen, return_exceptions=True)
+
+    async def _ping(self, client: Any) -> None:
+        """Is it there?  `ping` on a handshake-era connection; 2026-07-28 removed it, so there
+        the tool listing is asked for instead (and taken, if it changed)."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            tools = await _list_all(client)
+            if _names(tools) != _names(self.tools or []) or _schemas(tools) != _schemas(self.tools or []):
+                self.tools = tools
+                self._on_change(self)
+        else:
+            await client.send_ping()
 
     async def _listen(self, client: Any) -> None:
         """2026-07-28 servers announce list changes on a `subscriptions/listen` stream; older
@@ -368,6 +394,8 @@ class Connection:
         detail = str(exc) or type(exc).__name__
         if self.cfg.url:
             detail = f"{type(exc).__name__}: {detail}"
+            if self._http_status:
+                detail += f" ({self._http_status})"
         return self._redact(f"{self.label} {what}: {detail[:300]}{self._stderr_words()}")
 
     def _stderr_words(self) -> str:

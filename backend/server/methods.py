@@ -409,14 +409,14 @@ class Methods:
                                 "starting with a letter or digit")
         # A server that acts on a session's folder is tested in the home folder.
         server, seconds = await self.mcp.test(name, cfg, Path.home())
+        ok, error = server.ready, server.error
         try:
             status = self.mcp.status(name) if server.cfg is saved else _test_status(server)
         finally:
             if server.cfg is not saved:
                 await server.close()
-        ok = server.state == "ready" or status.state == "ready"
         return p.McpTestResult(ok=ok, server=status, latency_ms=int(seconds * 1000),
-                               error=None if ok else (server.error or "it did not start"))
+                               error=None if ok else (error or "it did not start"))
 
     def _no_mcp_server(self, name: str) -> str:
         known = ", ".join(sorted(self.mcp.servers)) or "none"

@@ -132,6 +132,7 @@ def fail(why: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
+    parser.add_argument("--tag", default="", help="ignored: names the process for a test to find")
     args = parser.parse_args()
     failing = os.environ.get("FAKE_MCP_FAIL_START")
     if failing:

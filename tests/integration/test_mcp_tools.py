@@ -8,23 +8,32 @@ are real processes speaking MCP over stdio or streamable HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.procs import running, wait_gone
 
 from .backend_proc import Backend, BackendFactory
-from .wire import Json, Rpc, create_session, submit, tool_messages, transcript, wait_complete
+from .wire import Json, Rpc, create_session, is_event, submit, tool_messages, transcript, wait_complete
 
 SERVER = Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py"
 
 
-def stdio_server(name: str = "fake", marks: Path | None = None, **extra: object) -> str:
-    """A `[mcp.servers.NAME]` table running the test server over stdio."""
-    lines = [f"[mcp.servers.{name}]", f"command = {json.dumps([sys.executable, str(SERVER)])}"]
+def stdio_server(name: str = "fake", marks: Path | None = None, tag: str = "", **extra: object) -> str:
+    """A `[mcp.servers.NAME]` table running the test server over stdio (`tag` names its
+    processes, for a test that looks for them)."""
+    argv = [sys.executable, str(SERVER), *(["--tag", tag] if tag else [])]
+    lines = [f"[mcp.servers.{name}]", f"command = {json.dumps(argv)}"]
     if marks is not None:
         lines.append(f'env = {{ FAKE_MCP_MARKS = "{marks}" }}')
     lines += [f"{key} = {json.dumps(value)}" for key, value in extra.items()]
@@ -168,5 +177,316 @@ async def test_an_mcp_tool_asks_for_approval_by_default_and_always_allows_that_t
         got = results(await transcript(rpc, sid))
         assert [m["status"] for m in got] == ["ok", "ok", "denied"]
         assert got[1]["meta"]["decided_by"] == "rule"
+    finally:
+        await rpc.close()
+
+
+async def test_a_server_that_crashes_mid_call_gives_an_error_result_and_is_started_again(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    backend = backend_with(backend_factory, fake_provider, stdio_server(marks=marks, approval="trusted"))
+    fake_provider.script(
+        Reply.calls(call("mcp__fake__crash")),
+        Reply.calls(call("mcp__fake__echo", text="back again")),
+        Reply(deltas=["Recovered."]),
+    )
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        done = await run_turn(rpc, sid)
+        assert done["status"] == "completed", "a dead server fails its call, never the turn"
+        got = results(await transcript(rpc, sid))
+        assert [m["status"] for m in got] == ["error", "ok"]
+        assert "the MCP server 'fake' stopped while the call ran" in got[0]["content"]
+        assert "crashing on purpose" in got[0]["content"], "its last words on stderr are kept"
+        assert "being started again" in got[0]["content"]
+        assert got[1]["content"] == "back again"
+        assert len((marks / "starts").read_text().split()) == 2, "started again after the crash"
+        states = mcp_events(rpc, "fake")
+        assert states[states.index("failed"):] [:3] == ["failed", "starting", "ready"], states
+        listed = (await rpc.call("mcp.list", {"name": "fake"}))["servers"][0]
+        assert (listed["state"], listed["restarts"]) == ("ready", 1)
+    finally:
+        await rpc.close()
+
+
+async def test_a_hung_call_times_out_into_an_error_and_the_server_is_told_to_cancel(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    backend = backend_with(backend_factory, fake_provider,
+                           stdio_server(marks=marks, approval="trusted", timeout_s=1.5))
+    fake_provider.script(
+        Reply.calls(call("mcp__fake__slow", seconds=600, tag="hung")),
+        Reply.calls(call("mcp__fake__echo", text="still serving")),
+        Reply(deltas=["Done."]),
+    )
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        assert (await run_turn(rpc, sid))["status"] == "completed"
+        got = results(await transcript(rpc, sid))
+        assert [m["status"] for m in got] == ["error", "ok"]
+        assert "did not answer within 1.5 s" in got[0]["content"]
+        assert got[1]["content"] == "still serving", "a hung call does not take the server down"
+        deadline = time.monotonic() + 10
+        while not (marks / "cancelled-hung").exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert (marks / "cancelled-hung").exists(), "notifications/cancelled reached the server"
+        assert not (marks / "finished-hung").exists()
+    finally:
+        await rpc.close()
+
+
+async def test_an_interrupt_cancels_a_running_mcp_call(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    backend = backend_with(backend_factory, fake_provider, stdio_server(marks=marks, approval="trusted"))
+    fake_provider.script(Reply.calls(call("mcp__fake__slow", seconds=600, tag="stopped")))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        receipt = await submit(rpc, sid, "wait")
+        await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
+        deadline = time.monotonic() + 20
+        while not (marks / "began").exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert (await rpc.call("turn.interrupt", {"session_id": sid}))["interrupted"] is True
+        done = await wait_complete(rpc, receipt["admission_id"])
+        assert done["data"]["status"] == "interrupted"
+        got = results(await transcript(rpc, sid))
+        assert [m["status"] for m in got] == ["interrupted"]
+        deadline = time.monotonic() + 10
+        while not (marks / "cancelled-stopped").exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert (marks / "cancelled-stopped").exists(), "the interrupt reached the server as a cancel"
+    finally:
+        await rpc.close()
+
+
+async def test_a_changed_tool_list_is_offered_from_the_next_request_on(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    backend = backend_with(backend_factory, fake_provider, stdio_server(marks=marks, approval="trusted"))
+    fake_provider.script(
+        Reply.calls(call("mcp__fake__grow")),
+        Reply.calls(call("mcp__fake__double", x=21)),
+        Reply(deltas=["42."]),
+    )
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        assert (await run_turn(rpc, sid))["status"] == "completed"
+        bodies = [r.body for r in fake_provider.snapshot()]
+        assert "mcp__fake__double" not in offered(bodies[0])
+        assert "mcp__fake__double" in offered(bodies[1]), "list_changed re-listed it between requests"
+        got = results(await transcript(rpc, sid))
+        assert [(m["status"], m["content"]) for m in got][1] == ("ok", "42")
+        def listed_double(e: Json) -> bool:
+            return e["type"] == "mcp.server" and "double" in [
+                t["name"] for t in e["data"]["server"].get("tools") or []]
+
+        await rpc.wait_until(lambda: any(listed_double(e) for e in rpc.events))
+    finally:
+        await rpc.close()
+
+
+async def test_a_sandboxed_server_cannot_see_the_data_folder_or_keys_and_writes_only_its_folder(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path, tmp_path: Path
+) -> None:
+    backend = backend_factory(
+        fake_provider.base_url, start=False,
+        extra_config='[approvals]\nmode = "smart"\n' + stdio_server(marks=marks, approval="trusted"),
+        extra_env={"TK_TEST_PROVIDER_KEY": "sk-never-seen", "TURNKEY_SECRET_THING": "x"})
+    config = backend.data_dir / "config.toml"
+    config.write_text(config.read_text() + 'api_key_env = "TK_TEST_PROVIDER_KEY"\n')
+    backend.start()
+    outside = Path(__file__).parent / f"escaped-by-mcp-{os.getpid()}.txt"  # not under /tmp: a real folder
+    fake_provider.script(
+        Reply.calls(call("mcp__fake__whoami"),
+                    call("mcp__fake__read_path", path=str(backend.data_dir / "backend.json")),
+                    call("mcp__fake__write_path", path=str(marks / "made.txt"), text="inside"),
+                    call("mcp__fake__write_path", path=str(outside), text="escaped")),
+        Reply(deltas=["Looked."]),
+    )
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        if not rpc.init_result["capabilities"]["sandbox"]["active"]:
+            pytest.skip("bubblewrap cannot run here")
+        sid = await create_session(rpc, cwd=str(marks))
+        assert (await run_turn(rpc, sid))["status"] == "completed"
+        who, token, inside, escape = [m["content"] for m in results(await transcript(rpc, sid))]
+        seen = json.loads(who)
+        assert seen["cwd"] == str(marks)
+        assert "TK_TEST_PROVIDER_KEY" not in seen["env"]
+        assert not [name for name in seen["env"] if name.startswith("TURNKEY")]
+        assert "cannot read" in token
+        assert backend.token not in token
+        assert inside == "written"
+        assert (marks / "made.txt").read_text() == "inside"
+        assert "cannot write: OSError: Read-only file system" in escape
+        assert not outside.exists()
+    finally:
+        outside.unlink(missing_ok=True)
+        await rpc.close()
+
+
+async def test_a_server_that_cannot_start_says_why_and_the_turn_goes_on_without_it(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    failing = stdio_server().replace("[mcp.servers.fake]", "[mcp.servers.fake]\n"
+                                     'env = { FAKE_MCP_FAIL_START = "fatal: no API key given" }')
+    backend = backend_with(backend_factory, fake_provider,
+                           failing + '[mcp.servers.missing]\ncommand = ["/nonexistent/mcp-server"]\n')
+    fake_provider.script(Reply(deltas=["Answered anyway."]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        done = await run_turn(rpc, sid)
+        assert (done["status"], done["text"]) == ("completed", "Answered anyway.")
+        assert not [n for n in offered(fake_provider.snapshot()[0].body) if n.startswith("mcp__")]
+        listed = {s["name"]: s for s in (await rpc.call("mcp.list", {}))["servers"]}
+        assert listed["fake"]["state"] == "failed"
+        assert "fatal: no API key given" in listed["fake"]["error"]
+        assert listed["missing"]["state"] == "failed"
+        assert "the program '/nonexistent/mcp-server' was not found" in listed["missing"]["error"]
+        tested = await rpc.call("mcp.test", {"name": "fake"})
+        assert tested["ok"] is False
+        assert "fatal: no API key given" in tested["error"]
+    finally:
+        await rpc.close()
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    """The test server over streamable HTTP, wanting `Authorization: Bearer http-secret-0123`."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path / "http-server.log").open("wb")
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)], stdout=log,
+                            stderr=subprocess.STDOUT,
+                            env={**os.environ, "FAKE_MCP_HTTP_TOKEN": "http-secret-0123"})
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError((tmp_path / "http-server.log").read_text()) from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+async def test_a_streamable_http_server_gets_its_key_from_the_keyring_never_from_the_config(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path, http_server: str
+) -> None:
+    backend = backend_with(backend_factory, fake_provider, f"""[mcp.servers.web]
+url = "{http_server}"
+header_secrets = {{ Authorization = "web-key" }}
+approval = "trusted"
+""")
+    fake_provider.script(Reply(deltas=["No tools yet."]),
+                         Reply.calls(call("mcp__web__echo", text="over http")), Reply(deltas=["Done."]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        assert (await run_turn(rpc, sid))["status"] == "completed"
+        status = (await rpc.call("mcp.list", {"name": "web"}))["servers"][0]
+        assert status["state"] == "failed"
+        assert "the secret 'web-key' (for the header Authorization) is not stored" in status["error"]
+        assert "turnkey secret set web-key" in status["error"]
+
+        await rpc.call("secret.set", {"name": "web-key", "value": "Bearer http-secret-0123"})
+        tested = await rpc.call("mcp.test", {"name": "web"})
+        assert tested["ok"] is True, tested
+        assert tested["server"]["transport"] == "http"
+        assert "echo" in [t["name"] for t in tested["server"]["tools"]]
+        assert (await run_turn(rpc, sid))["status"] == "completed"
+        got = results(await transcript(rpc, sid))
+        assert [(m["status"], m["content"]) for m in got] == [("ok", "over http")]
+
+        wrong = await rpc.call("mcp.test", {"name": "web", "server_config": {
+            "header_secrets": None, "headers": {"Authorization": "Bearer wrong"}}})
+        assert wrong["ok"] is False
+        assert "HTTP 401 Unauthorized" in wrong["error"], wrong
+        assert (await rpc.call("mcp.list", {"name": "web"}))["servers"][0]["state"] == "ready", \
+            "testing a form leaves the saved server as it was"
+    finally:
+        await rpc.close()
+    backend.terminate()
+    for path in [*backend.data_dir.rglob("*.log"), backend.data_dir / "state.db", backend.stderr_path,
+                 backend.data_dir / "config.toml"]:
+        if path.is_file():
+            assert b"http-secret-0123" not in path.read_bytes(), f"the key leaked into {path}"
+
+
+async def test_the_published_time_server_from_pypi_answers_through_a_turn(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    backend = backend_with(backend_factory, fake_provider, f"""[mcp.servers.time]
+command = {json.dumps([sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"])}
+approval = "trusted"
+""")
+    fake_provider.script(
+        Reply.calls(call("mcp__time__get_current_time", timezone="Asia/Tokyo"),
+                    call("mcp__time__convert_time", source_timezone="UTC", time="12:00",
+                         target_timezone="Europe/Paris")),
+        Reply(deltas=["It is late in Tokyo."]),
+    )
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        assert (await run_turn(rpc, sid))["status"] == "completed"
+        now, converted = results(await transcript(rpc, sid))
+        assert now["status"] == "ok", now
+        assert json.loads(now["content"])["timezone"] == "Asia/Tokyo"
+        assert converted["status"] == "ok", converted
+        target = json.loads(converted["content"])["target"]
+        assert target["timezone"] == "Europe/Paris"
+        assert target["datetime"][11:16] in ("13:00", "14:00")  # CET or CEST
+        first = fake_provider.snapshot()[0].body
+        assert {"mcp__time__get_current_time", "mcp__time__convert_time"} <= set(offered(first))
+    finally:
+        await rpc.close()
+
+
+async def test_kill9_during_an_mcp_call_leaves_it_unknown_the_server_gone_and_the_next_turn_works(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    tag = f"kill9-{os.getpid()}-{time.monotonic_ns()}"
+    backend = backend_with(backend_factory, fake_provider,
+                           stdio_server(marks=marks, tag=tag, approval="trusted"))
+    fake_provider.script(Reply.calls(call("mcp__fake__slow", seconds=600, tag="killed")))
+    rpc = await Rpc.open(backend.port, backend.token)
+    sid = await create_session(rpc, cwd=str(marks))
+    receipt = await submit(rpc, sid, "wait for it")
+    started = await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
+    deadline = time.monotonic() + 20
+    while not (marks / "began").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert running(tag), "the server runs the call"
+    backend.kill9()
+    await rpc.wait_closed()
+    assert await wait_gone(tag) == [], "the server dies with the backend"
+    assert not (marks / "finished-killed").exists()
+
+    backend.start()
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        got = results(await transcript(rpc, sid))
+        assert [(m["call_id"], m["status"]) for m in got] == [(started["data"]["call_id"], "unknown")]
+        fake_provider.script(Reply.calls(call("mcp__fake__echo", text="alive")), Reply(deltas=["Fine."]))
+        assert (await run_turn(rpc, sid, "again"))["status"] == "completed"
+        got = results(await transcript(rpc, sid))
+        assert [(m["status"], m["content"]) for m in got][1:] == [("ok", "alive")]
+        assert len((marks / "starts").read_text().split()) == 2, "the server was started again"
+        sent = tool_messages(fake_provider.snapshot()[-2].body)
+        assert "unknown" in sent[0]["content"]
     finally:
         await rpc.close()

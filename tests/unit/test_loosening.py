@@ -13,13 +13,13 @@ import pytest
 from backend.authority.loosening import loosened
 from backend.config import ConfigFile
 from backend.errors import Forbidden
+from backend.mcp.pool import McpPool
 from backend.providers.registry import Providers
 from backend.secrets import Secrets
 from backend.server import peer
 from backend.server.auth import OWNER
 from backend.server.connection import Connection, Principal
 from backend.server.methods import Methods
-from backend.mcp.pool import McpPool
 from backend.tools.procs import ProcessTable
 from backend.tools.sandbox import unavailable
 from shared.config import Config, ConfigView, validate
