@@ -27,6 +27,7 @@ from backend.config import ConfigFile
 from backend.errors import StoreUnavailable
 from backend.host import undumpable
 from backend.ids import now
+from backend.mcp.connection import warm as mcp_sdk_warm
 from backend.mcp.pool import McpPool
 from backend.providers.registry import Providers
 from backend.secrets import Secrets
@@ -143,6 +144,13 @@ class Backend:
             await asyncio.to_thread(self.providers.warm, self.config.config)
         except Exception as exc:  # the first call loads it then, and reports what fails
             log.warning("loading the provider's HTTP stack ahead failed: %r", exc)
+        if self.config.config.mcp.servers:
+            # The MCP SDK takes ~0.3-0.5 s to import (pydantic, starlette, ...): loaded here,
+            # the first turn that starts a server does not wait for it.
+            try:
+                await asyncio.to_thread(mcp_sdk_warm)
+            except Exception as exc:
+                log.warning("loading the MCP SDK ahead failed: %r", exc)
 
     def _mcp_status(self, status: McpServerStatus) -> None:
         """An MCP server's `mcp.server` event, to every reader (it is no session's)."""

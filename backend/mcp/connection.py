@@ -94,6 +94,7 @@ class Connection:
         self._dead = asyncio.Event()
         self._dead_why = ""
         self._closing = False
+        self.retired = False  # closed for good: a new Connection takes its place
         self._failures = 0
         self._retry_at = 0.0
         self._relisting: asyncio.Task[None] | None = None
@@ -112,11 +113,13 @@ class Connection:
         self.used = time.monotonic()
         if self.state == "ready":
             return
+        if self.retired:
+            raise McpUnavailable(f"{self.label} was stopped (its settings changed or it was "
+                                 "removed); ask again")
         wait = max(0.0, self._retry_at - time.monotonic())
         if self._task is None or self._task.done():
             if self.state == "failed" and wait > 0:
                 raise McpUnavailable(self._down_words())
-            self._closing = False
             self._set("starting", None)
             self._task = asyncio.create_task(self._run(), name=f"mcp-{self.name}")
             wait = 0.0
@@ -188,8 +191,9 @@ class Connection:
             self.tools = tools
 
     async def close(self) -> None:
-        """Stops the server (and a start or backoff in progress)."""
+        """Stops the server (and a start or backoff in progress), for good."""
         self._closing = True
+        self.retired = True
         self._dead_why = "stopped by Turnkey"
         self._dead.set()
         task = self._task
@@ -413,6 +417,16 @@ class Connection:
         lines = tail.split("\n--- ")[-1].splitlines()[1:]  # this start's lines only
         lines = [line.strip() for line in lines if line.strip()][-3:]
         return f" (its last words: {self._redact(' / '.join(lines))[:500]})" if lines else ""
+
+
+def warm() -> None:
+    """Imports what a connection uses (blocking: for a thread at start-up)."""
+    import httpx2  # noqa: F401
+    import jsonschema  # noqa: F401
+    import mcp
+    import mcp.client.stdio
+    import mcp.client.streamable_http
+    import mcp.client.subscriptions  # noqa: F401
 
 
 async def _list_all(client: Any) -> list[Any]:

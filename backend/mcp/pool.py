@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -109,7 +110,8 @@ class McpPool:
             if override is not None and not override.enabled:
                 continue
             out.append(McpTool(model_name(conn.name, remote.name), remote, conn,
-                               conn.cfg.tool_approval(remote.name), self.spill_dir))
+                               conn.cfg.tool_approval(remote.name), self.spill_dir,
+                               resolve=functools.partial(self._current, conn.name, conn.folder)))
         return sorted(out, key=lambda t: t.name)  # whatever order a server lists them in
 
     # --- connections -------------------------------------------------------------------
@@ -133,6 +135,16 @@ class McpPool:
             self._conns[key] = conn
             self._start_reaper()
         return conn
+
+    def _current(self, name: str, folder: str) -> Connection:
+        """The connection that serves `name` in `folder` now (for a call of a tool offered
+        before a settings change or an idle stop); raises McpUnavailable if it is gone."""
+        cfg = self.servers.get(name)
+        if cfg is None:
+            raise McpUnavailable(f"the MCP server {name!r} was removed from the settings")
+        if not cfg.enabled:
+            raise McpUnavailable(f"the MCP server {name!r} was switched off in the settings")
+        return self._conn(name, cfg, Path(folder or "."))
 
     def _retire(self, conn: Connection) -> None:
         key = (conn.name, conn.folder)

@@ -17,6 +17,7 @@ import binascii
 import json
 import mimetypes
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +38,14 @@ class McpTool:
     changes_files = False  # what a server changes is its own business: no checkpoint to undo
 
     def __init__(self, name: str, remote: Any, conn: Connection, approval: McpApproval,
-                 spill_dir: Path) -> None:
+                 spill_dir: Path, resolve: Callable[[], Connection] | None = None) -> None:
         self.name = name  # mcp__SERVER__TOOL
         self.remote = str(remote.name)  # the server's own name for it
         self.server = conn.name
         self.conn = conn
+        # The connection that serves a call when it runs: the same, unless the server was
+        # reconfigured or stopped for idleness since the tool was offered.
+        self._resolve = resolve or (lambda: conn)
         self.approval: McpApproval = approval
         self.spill_dir = spill_dir
         schema = remote.input_schema if isinstance(remote.input_schema, dict) else {}
@@ -74,12 +78,13 @@ class McpTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         meta: dict[str, Any] = {"mcp_server": self.server, "mcp_tool": self.remote}
         try:
-            result = await self.conn.call(self.remote, args)
+            conn = self._resolve()
+            result = await conn.call(self.remote, args)
         except McpUnavailable as exc:
             return ToolResult("error", f"Not run: {exc}.", self.summary(args), meta)
         except TimeoutError:
             return ToolResult(
-                "error", f"{self.conn.label} did not answer within {self.conn.cfg.timeout_s:g} s "
+                "error", f"{conn.label} did not answer within {conn.cfg.timeout_s:g} s "
                 "(timeout_s); the call was cancelled. Whether it had an effect is unknown.",
                 self.summary(args), meta)
         except McpCallFailed as exc:

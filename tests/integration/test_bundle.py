@@ -47,8 +47,8 @@ def clean_env(**extra: str) -> dict[str, str]:
 class BundledBackend(Backend):
     """The integration tests' backend process, run from the bundle instead of the source."""
 
-    def __init__(self, executable: Path, data_dir: Path, base_url: str) -> None:
-        super().__init__(data_dir, base_url)
+    def __init__(self, executable: Path, data_dir: Path, base_url: str, extra_config: str = "") -> None:
+        super().__init__(data_dir, base_url, extra_config)
         self.executable = executable
 
     def command(self) -> list[str]:
@@ -62,9 +62,15 @@ class BundledBackend(Backend):
 async def test_the_bundled_backend_serves_a_turn_with_a_tool_call_to_the_shared_client(
     bundle: Path, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
-    backend = BundledBackend(bundle, tmp_path / "data", fake_provider.base_url)
+    # An MCP server too: the SDK (and what it imports) must be in the bundle.  The server itself
+    # is the test one, run by the tests' Python: a user's server brings its own runtime.
+    server = json.dumps([sys.executable, str(REPO / "tests" / "fakes" / "mcp_server.py")])
+    mcp = f'[mcp.servers.fake]\ncommand = {server}\napproval = "trusted"\n'
+    backend = BundledBackend(bundle, tmp_path / "data", fake_provider.base_url, mcp)
     fake_provider.script(
-        Reply.calls(terminal("echo from-the-bundle"), text="Checking."),
+        Reply.calls(terminal("echo from-the-bundle"),
+                    {"name": "mcp__fake__echo", "arguments": {"text": "mcp-in-the-bundle"}},
+                    text="Checking."),
         Reply(deltas=["The bundle ", "answered."]),
     )
     started = time.monotonic()
@@ -88,12 +94,13 @@ async def test_the_bundled_backend_serves_a_turn_with_a_tool_call_to_the_shared_
         assert tool.status == "ok"
         assert "from-the-bundle" in (tool.output or "")
         rows = (await client.call(SessionMessages(session_id=sid))).messages
-        assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
+        assert [r.role for r in rows] == ["user", "assistant", "tool", "tool", "assistant"]
+        assert (rows[3].status, rows[3].content) == ("ok", "mcp-in-the-bundle")
         # Keys: keyring (or the 0600 file where no keyring works) from the bundle too.
         stored = await client.call(SecretSet(name="bundled", value="sk-bundle-secret"))
         assert stored.stored in ("keyring", "file")
         # The tool's result went back to the model in the second request.
-        assert "from-the-bundle" in json.dumps(fake_provider.snapshot()[-1].body["messages"][-1])
+        assert "from-the-bundle" in json.dumps(fake_provider.snapshot()[-1].body["messages"][-2])
     finally:
         await client.close()
     assert backend.terminate() == 0, backend.stderr_tail()
