@@ -44,6 +44,7 @@ from desktop.state.turns import TurnActions, latest
 from shared import protocol as p
 from shared.client import RESYNC, ConnectionLost, Incoming, RpcError
 from shared.errors import ErrorCode
+from shared.mcp_names import shown_name
 from shared.methods import (
     AdmissionCancel,
     ApprovalRespond,
@@ -127,14 +128,18 @@ class ApprovalCard(QFrame):
         super().__init__()
         self.approval = approval
         self.setObjectName("approvalCard")
-        self.setAccessibleName(f"Approval for {approval.tool}")
+        tool, origin = shown_name(approval.tool)
+        named = f"{tool} ({origin})" if origin else tool
+        self.setAccessibleName(f"Approval for {named}")
         box = QVBoxLayout(self)
         box.setContentsMargins(14, 12, 14, 12)
         box.setSpacing(6)
         head = QHBoxLayout()
         icon = QLabel()
         icon.setPixmap(theme.icon("warning").pixmap(18, 18))
-        title = QLabel(f"<b>{esc(approval.tool)}</b> needs your approval")
+        muted = theme.colors().muted
+        source = f' <small style="color:{muted}">{esc(origin)}</small>' if origin else ""
+        title = QLabel(f"<b>{esc(tool)}</b>{source} needs your approval")
         self.left = QLabel()
         self.left.setProperty("muted", True)
         head.addWidget(icon)
@@ -158,7 +163,7 @@ class ApprovalCard(QFrame):
                 b.setProperty("primary", True)
             elif decision == "deny":
                 b.setProperty("danger", True)
-            b.setAccessibleDescription(f"{text} for {approval.tool}: {approval.summary}")
+            b.setAccessibleDescription(f"{text} for {named}: {approval.summary}")
             b.clicked.connect(lambda _=False, d=decision: answer(approval.approval_id, d))
             self.buttons[decision] = b
         for decision in ("once", "session", "always"):

@@ -61,6 +61,7 @@ from desktop.qt.compat import emit
 from desktop.qt.reader import Reader, SafeDocument
 from desktop.state.sessions import local_time
 from desktop.state.transcript import AssistantItem, Item, NoteItem, ToolItem, Transcript, UserItem
+from shared.mcp_names import shown_name
 
 ITEM_ROLE = Qt.ItemDataRole.UserRole + 1
 PAD = 10
@@ -144,7 +145,9 @@ def plain_text(item: Item) -> str:
     if isinstance(item, UserItem | AssistantItem | NoteItem):
         return item.text
     if isinstance(item, ToolItem):
-        return f"{item.name}: {item.summary}\n{item.output or item.progress}".strip()
+        name, origin = shown_name(item.name)
+        name = f"{name} ({origin})" if origin else name
+        return f"{name}: {item.summary}\n{item.output or item.progress}".strip()
     return ""
 
 
@@ -696,7 +699,9 @@ def tool_html(item: ToolItem, dark: bool) -> str:
     never_ran = item.status in ("denied", "skipped")  # (its duration is 0: it did not run)
     took = f" · {item.duration_ms / 1000:.1f} s" if item.duration_ms is not None and not never_ran else ""
     arrow = "▾" if item.expanded else "▸"
-    head = (f'<p><span style="color:{muted}">{arrow}</span> <b>{esc(item.name or "tool")}</b> '
+    name, origin = shown_name(item.name or "tool")
+    source = f'<small style="color:{muted}">{esc(origin)}</small> ' if origin else ""
+    head = (f'<p><span style="color:{muted}">{arrow}</span> <b>{esc(name)}</b> {source}'
             f'<code>{esc(item.summary[:160])}</code> '
             f'<span style="color:{color}"><b>{esc(label)}</b>{took}</span></p>')
     parts = [head]

@@ -1,0 +1,32 @@
+"""The names the model calls MCP tools by: `mcp__SERVER__TOOL`.
+
+A server's name is 1 to 32 letters, digits and '-' (no '_'), so the first `__` after the
+prefix ends it; the tool's own name is everything after (it may hold `__` itself).
+Front-ends show such a call as TOOL, labelled "SERVER · MCP", instead of the raw name.
+"""
+
+from __future__ import annotations
+
+import re
+
+PREFIX = "mcp__"
+_MODEL_NAME = re.compile(r"^mcp__([A-Za-z0-9][A-Za-z0-9-]{0,31})__(.+)$", re.DOTALL)
+
+
+def split_model_name(name: str) -> tuple[str, str] | None:
+    """(server, tool) of an MCP tool's model name; None for any other tool's name."""
+    match = _MODEL_NAME.match(name)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def model_name(server: str, tool: str) -> str:
+    return f"{PREFIX}{server}__{tool}"
+
+
+def shown_name(name: str) -> tuple[str, str]:
+    """How a tool's name reads: (the name to show, a label for where it comes from: "SERVER ·
+    MCP" for an MCP tool, "" for a built-in one)."""
+    split = split_model_name(name)
+    if split is None:
+        return name, ""
+    return split[1], f"{split[0]} · MCP"
