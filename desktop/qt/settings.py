@@ -55,6 +55,7 @@ from PySide6.QtWidgets import (
 from desktop.qt import theme
 from desktop.qt.aio import describe, spawn
 from desktop.qt.compat import emit
+from desktop.qt.settings_mcp import McpPage
 from desktop.qt.settings_probe import ConnectionTest
 from desktop.qt.settings_rules import RulesPage
 from desktop.state.settings import (
@@ -77,7 +78,7 @@ from shared.errors import ErrorCode
 from shared.methods import ConfigGet, ConfigSet, ProviderTest, Request, SecretSet
 
 TEST_TIMEOUT_S = 90.0  # provider.test waits up to 60 s for the provider itself
-TABS = ("Providers", "Approvals", "Rules")
+TABS = ("Providers", "Approvals", "Rules", "MCP servers")
 
 R = TypeVar("R")
 
@@ -232,6 +233,13 @@ class SettingsDialog(QDialog):
 
         self.rules_page = RulesPage(self.link, self._run, lambda q, d: self._confirm(q, d))
         self.tabs.addTab(self.rules_page, TABS[2])
+        self.mcp_page = McpPage(self.link, self._run, lambda q, d: self._confirm(q, d),
+                                self._mcp_saved, lambda: self.reload(refill=False))
+        self.tabs.addTab(self.mcp_page, TABS[3])
+        # The servers' states live: `mcp.server` events (session-less) through the link.
+        received = getattr(self.link, "received", None)
+        if received is not None:
+            received.connect(self.mcp_page.on_event)
         self.tabs.currentChanged.connect(self._on_tab)
 
         bottom = QHBoxLayout()
@@ -256,6 +264,7 @@ class SettingsDialog(QDialog):
         self._run("load", self._load(refill), self._show_status_error)
         if refill:
             self.rules_page.reload()
+            self.mcp_page.reload()
 
     def showEvent(self, event: QShowEvent) -> None:
         """Shown again (the app keeps one dialog): what answers and the rules may have changed
@@ -265,9 +274,11 @@ class SettingsDialog(QDialog):
             self.reload(refill=False)
             if "rules" not in self.busy:
                 self.rules_page.reload()
+            self.mcp_page.reload()
 
     def show_tab(self, name: str) -> None:
-        """Opens a page of the dialog by its title ("Providers", "Approvals", "Rules")."""
+        """Opens a page of the dialog by its title ("Providers", "Approvals", "Rules",
+        "MCP servers")."""
         self.tabs.setCurrentIndex(TABS.index(name))
 
     def _on_tab(self, index: int) -> None:
@@ -313,7 +324,13 @@ class SettingsDialog(QDialog):
         words, tone = answering(config)
         self.answering_label.setText(words)
         theme.restyle(self.answering_label, tone=tone)
+        self.mcp_page.set_config(config)
         emit(self.loaded, config)
+
+    def _mcp_saved(self, config: ConfigView) -> None:
+        """The MCP page changed the config (config.set answered `config`)."""
+        self._apply(config, refill=False)
+        emit(self.saved, config)
 
     def providers(self) -> dict[str, ProviderView]:
         return dict(self.config.providers) if self.config is not None else {}
