@@ -1,4 +1,5 @@
-"""The `turnkey` command line: chat, list sessions, store keys, test providers, run the backend.
+"""The `turnkey` command line: chat, list sessions, store keys, test providers, manage MCP
+tool servers, run the backend.
 
 Start-up is on the clock here: a command that needs the backend starts it
 (when none runs) before importing the client stack (asyncio, websockets,
@@ -33,7 +34,7 @@ def read_secret(name: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, sys.argv[1:] if argv is None else argv)
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
     try:
         if args.command in (None, "app"):
@@ -48,6 +49,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """`turnkey mcp add NAME [options] -- COMMAND ARGS...`: everything after the `--` is the
+    server's command, its own options included (argparse alone would take `-y` of `npx -y` for
+    one of ours, and cannot put options between NAME and the command)."""
+    if "--" in argv:
+        cut = argv.index("--")
+        head, tail = argv[:cut], argv[cut + 1:]
+        if any(head[i:i + 2] == ["mcp", "add"] for i in range(len(head))):
+            args = parser.parse_args(head)
+            args.argv = [*args.argv, *tail]
+            return args
+    return parser.parse_args(argv)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,17 +97,78 @@ def _parser() -> argparse.ArgumentParser:
     pt_test = pt_sub.add_parser("test", help="send one tiny request and report the answer time")
     pt_test.add_argument("name", nargs="?", default=None,
                          help="a [providers.NAME] of config.toml (default: the one turns use)")
+    _mcp_parser(sub)
     return parser
 
 
+def _mcp_parser(sub: Any) -> None:
+    m = sub.add_parser("mcp", help="MCP tool servers: list, add, remove, test")
+    m_sub = m.add_subparsers(dest="action", required=True)
+    m_list = m_sub.add_parser("list", help="each configured server: its state, transport and tools")
+    m_list.add_argument("name", nargs="?", default=None, help="only this server")
+    m_list.add_argument("--tools", action="store_true", help="list each server's tools too")
+    m_add = m_sub.add_parser(
+        "add", help="add a server: NAME -- COMMAND [ARGS...] (stdio) or NAME --url URL (HTTP)",
+        usage="turnkey mcp add NAME [options] -- COMMAND [ARGS...]\n"
+              "       turnkey mcp add NAME --url URL [options]")
+    m_add.add_argument("name", help="1 to 32 letters, digits and '-'; its tools are called "
+                                    "mcp__NAME__TOOL")
+    m_add.add_argument("argv", nargs="*", metavar="COMMAND",
+                       help="the program to run and its arguments (after --)")
+    m_add.add_argument("--url", default=None, help="a streamable HTTP server's URL")
+    m_add.add_argument("--header-secret", action="append", default=[], metavar="HEADER=SECRET",
+                       help="send HEADER with the value of a stored secret (store it with "
+                            "`turnkey secret set SECRET`); may be repeated")
+    m_add.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                       help="an environment variable for a stdio server; may be repeated")
+    m_add.add_argument("--approval", choices=["ask", "trusted"], default=None,
+                       help="ask before each call (the default) or run its tools without asking")
+    m_add.add_argument("--no-sandbox", action="store_true",
+                       help="run a stdio server outside the command sandbox")
+    m_remove = m_sub.add_parser("remove", help="delete a server from config.toml")
+    m_remove.add_argument("name")
+    m_test = m_sub.add_parser("test", help="start (or restart) a server and list its tools; "
+                                           "exits 1 when it fails")
+    m_test.add_argument("name")
+
+
+def mcp_table(args: argparse.Namespace) -> dict[str, Any] | str:
+    """`turnkey mcp add`'s options as a `[mcp.servers.NAME]` table, or what is wrong with them."""
+    if bool(args.argv) == bool(args.url):
+        return "give either a command after -- (a stdio server) or --url URL (an HTTP server)"
+    table: dict[str, Any] = {"url": args.url} if args.url else {"command": list(args.argv)}
+    for option, key in (("header_secret", "header_secrets"), ("env", "env")):
+        pairs: dict[str, str] = {}
+        for item in getattr(args, option):
+            name, eq, value = item.partition("=")
+            if not eq or not name.strip() or not value:
+                flag = "--" + option.replace("_", "-")
+                return f"{flag} takes NAME=VALUE, not {item!r}"
+            pairs[name.strip()] = value
+        if pairs:
+            table[key] = pairs
+    if args.approval:
+        table["approval"] = args.approval
+    if args.no_sandbox:
+        table["sandbox"] = False
+    return table
+
+
 def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
-    """chat, sessions, secret set, provider test: each a client of the backend."""
+    """chat, sessions, secret set, provider test, mcp: each a client of the backend."""
     value = ""
     if args.command == "secret":
         value = read_secret(args.name)
         if not value.strip():
             print("turnkey: no value given (nothing on stdin)", file=sys.stderr)
             return 2
+    table: dict[str, Any] = {}
+    if args.command == "mcp" and args.action == "add":
+        made = mcp_table(args)
+        if isinstance(made, str):
+            print(f"turnkey: {made}", file=sys.stderr)
+            return 2
+        table = made
     starting = _start_early(data_dir)
     from desktop import commands  # the client stack, loading while the backend starts
 
@@ -103,6 +179,14 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
         return _end(_run(commands.sessions(data_dir, args.limit, starting)))
     if args.command == "secret":
         return _end(_run(commands.secret_set(data_dir, args.name, value, starting)))
+    if args.command == "mcp":
+        if args.action == "list":
+            return _end(_run(commands.mcp_list(data_dir, args.name, args.tools, starting)))
+        if args.action == "add":
+            return _end(_run(commands.mcp_add(data_dir, args.name, table, starting)))
+        if args.action == "remove":
+            return _end(_run(commands.mcp_remove(data_dir, args.name, starting)))
+        return _end(_run(commands.mcp_test(data_dir, args.name, starting)))
     return _end(_run(commands.provider_test(data_dir, args.name, starting)))
 
 

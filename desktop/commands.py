@@ -22,8 +22,13 @@ from desktop.state.sessions import local_time
 from shared import protocol as p
 from shared.client import BackendNotFound, Client, ClientState, Incoming, RpcError
 from shared.launcher import running, start_backend, stop_backend, wait_ready
+from shared.mcp_names import shown_name
 from shared.methods import (
     ApprovalRespond,
+    ConfigGet,
+    ConfigSet,
+    McpList,
+    McpTest,
     PromptSubmit,
     ProviderTest,
     SecretSet,
@@ -35,6 +40,7 @@ from shared.methods import (
 Starting = subprocess.Popen[bytes]  # a backend `shared.launcher.spawn` started, not yet READY
 
 PROVIDER_TEST_WAIT_S = 90.0  # the backend bounds a test at 60 s
+MCP_TEST_WAIT_S = 150.0  # a server's start-up is bounded by its startup_timeout_s (30 s default)
 DECISIONS: dict[str, p.Decision] = {
     "o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny",
 }
@@ -141,6 +147,13 @@ def _markdown(text: str) -> Any:
     return Markdown(text, code_theme="ansi_dark", hyperlinks=False)
 
 
+def tool_words(name: str) -> str:
+    """A tool's name on a terminal line: an MCP tool's own name and its server
+    ("get_time (time · MCP)"), a built-in tool's name as it is."""
+    shown, origin = shown_name(name)
+    return f"{shown} ({origin})" if origin else shown
+
+
 def usage_words(usage: p.Usage) -> str:
     est = "~" if usage.estimated else ""
     return (f"[{est}{usage.input_tokens:,} in · {usage.output_tokens:,} out"
@@ -180,12 +193,13 @@ class Chat:
         if isinstance(data, p.ToolStart):
             self.answer.pause()
             self.tool_output.end()
-            print(f"\n[{data.name}] {data.summary}", file=sys.stderr, flush=True)
+            print(f"\n[{tool_words(data.name)}] {data.summary}", file=sys.stderr, flush=True)
         elif isinstance(data, p.ToolProgress):
             self.tool_output.add(data.call_id, data.text)
         elif isinstance(data, p.ToolComplete):
             self.tool_output.end()
-            print(f"[{data.name} {data.status}, {data.duration_ms} ms] {data.summary}", file=sys.stderr)
+            print(f"[{tool_words(data.name)} {data.status}, {data.duration_ms} ms] {data.summary}",
+                  file=sys.stderr)
         elif isinstance(data, p.ProviderRetry):
             print(f"\n[retrying in {data.delay_s:g} s (attempt {data.attempt}): {data.reason}]",
                   file=sys.stderr)
@@ -256,7 +270,7 @@ class Chat:
     async def _ask(self, approval: p.Approval) -> None:
         """Asks on the terminal; no answer (no terminal, end of input) leaves the request to
         time out as denied, or to be answered in another window."""
-        print(f"\n[approval needed] {approval.tool}: {approval.summary}\n"
+        print(f"\n[approval needed] {tool_words(approval.tool)}: {approval.summary}\n"
               f"  why: {approval.reason}  (expires at {local_time(approval.expires_at, '%H:%M:%S')})",
               file=sys.stderr)
         print("  allow [o]nce, for this [s]ession, [a]lways, or [d]eny? ", end="", file=sys.stderr,
@@ -388,6 +402,120 @@ async def provider_test(
     print(f"failed: {what} after {result.latency_ms} ms: {error.message if error else ''}")
     if error is not None and error.detail:
         print(f"  details ({error.kind}): {error.detail}")
+    return 1
+
+
+# --- MCP servers ---------------------------------------------------------------------
+
+
+def mcp_server_line(server: p.McpServerStatus) -> str:
+    """One server as `turnkey mcp list` prints it: name, state, transport, its tools."""
+    if server.tools is None:
+        tools = "tools not listed yet"
+    else:
+        tools = f"{len(server.tools)} tool{'' if len(server.tools) == 1 else 's'}"
+    return f"{server.name:<20} {server.state:<9} {server.transport:<6} {tools}"
+
+
+def mcp_tool_lines(server: p.McpServerStatus) -> list[str]:
+    """A server's tools, one a line: the name the model calls it by, its approval, what it does."""
+    lines = []
+    for tool in server.tools or []:
+        about = " ".join(tool.description.split())
+        about = about if len(about) <= 100 else about[:99] + "…"
+        lines.append(f"  {tool.name:<28} {tool.approval:<8} {about}".rstrip())
+    return lines
+
+
+async def mcp_list(
+    data_dir: Path, name: str | None, tools: bool, starting: Starting | None = None,
+) -> int:
+    client = await ensure_client(data_dir, starting)
+    try:
+        result = await client.call(McpList(name=name))
+    except RpcError as exc:
+        print(f"turnkey: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    if not result.servers:
+        print("no MCP servers configured (add one: turnkey mcp add NAME -- COMMAND [ARGS...], "
+              "or turnkey mcp add NAME --url URL)")
+        return 0
+    for server in result.servers:
+        print(mcp_server_line(server))
+        if server.error:
+            print(f"  error: {server.error}")
+        if tools:
+            print("\n".join(mcp_tool_lines(server)) or "  (no tools)")
+    return 0
+
+
+async def mcp_add(
+    data_dir: Path, name: str, table: dict[str, Any], starting: Starting | None = None,
+) -> int:
+    """Adds `[mcp.servers.NAME]` with config.set; a name in use is refused (remove it first:
+    a patch over it would merge with what is there)."""
+    client = await ensure_client(data_dir, starting)
+    try:
+        config = await client.call(ConfigGet())
+        if name in config.mcp.servers:
+            print(f"turnkey: an MCP server called {name!r} already exists (remove it first: "
+                  f"turnkey mcp remove {name})", file=sys.stderr)
+            return 1
+        config = await client.call(ConfigSet(patch={"mcp": {"servers": {name: table}}}))
+    except RpcError as exc:
+        field = str(exc.data.get("field") or "")
+        where = f" ({field.removeprefix('patch.')})" if field else ""
+        print(f"turnkey: {exc.message}{where}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    server = config.mcp.servers.get(name)
+    what = " ".join(server.command) if server is not None and server.command else table.get("url")
+    print(f"added MCP server {name!r}: {what}")
+    for header, secret in sorted(table.get("header_secrets", {}).items()):
+        print(f"  {header} comes from the secret {secret!r}; store it with: turnkey secret set {secret}")
+    print(f"check it with: turnkey mcp test {name}")
+    return 0
+
+
+async def mcp_remove(data_dir: Path, name: str, starting: Starting | None = None) -> int:
+    client = await ensure_client(data_dir, starting)
+    try:
+        config = await client.call(ConfigGet())
+        if name not in config.mcp.servers:
+            print(f"turnkey: no MCP server called {name!r}", file=sys.stderr)
+            return 1
+        await client.call(ConfigSet(patch={"mcp": {"servers": {name: None}}}))
+    except RpcError as exc:
+        print(f"turnkey: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    print(f"removed MCP server {name!r}")
+    return 0
+
+
+async def mcp_test(data_dir: Path, name: str, starting: Starting | None = None) -> int:
+    """Starts (or restarts) the server and lists its tools: 0 when it answered, 1 when not."""
+    client = await ensure_client(data_dir, starting)
+    try:
+        result = await client.call(McpTest(name=name), timeout=MCP_TEST_WAIT_S)
+    except RpcError as exc:
+        print(f"turnkey: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    server = result.server
+    if result.ok:
+        count = len(server.tools or [])
+        print(f"ok: {name} ({server.transport}) listed {count} tool{'' if count == 1 else 's'} "
+              f"in {result.latency_ms} ms")
+        print("\n".join(mcp_tool_lines(server)) or "  (no tools)")
+        return 0
+    print(f"failed: {name} ({server.transport}) after {result.latency_ms} ms: "
+          f"{result.error or server.error or 'no reason given'}")
     return 1
 
 
