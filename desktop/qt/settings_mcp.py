@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 import msgspec
 import shiboken6
-from PySide6.QtCore import QModelIndex, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QKeySequence, QShortcut
+from PySide6.QtCore import QModelIndex, QPointF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QIcon, QKeySequence, QPainter, QPixmap, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -111,7 +111,7 @@ def running_words(status: p.McpServerStatus | None) -> str:
         return ""
     parts = []
     if status.transport == "stdio" and status.state in ("ready", "starting"):
-        parts.append("in the sandbox" if status.sandboxed else "not sandboxed")
+        parts.append("Runs in the command sandbox" if status.sandboxed else "Runs without a sandbox")
     if status.restarts:
         parts.append(f"restarted {status.restarts} time{'' if status.restarts == 1 else 's'}")
     return " · ".join(parts)
@@ -186,6 +186,24 @@ def mcp_error_words(exc: RpcError) -> str:
         label = LABELS.get(key, key.replace("_", " ").capitalize())
         return f"{label}: {reworded(key, exc.message).split(': ', 1)[-1]}"
     return reworded(".".join(parts), exc.message)
+
+
+def _dot(color: str) -> QIcon:
+    """A filled circle in `color`, the state's mark in the list."""
+    icon = QIcon()
+    for size in (16, 32):
+        pixmap = QPixmap(size, size)
+        pixmap.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixmap)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(color))
+        r = size * 0.28
+        painter.drawEllipse(QPointF(size / 2, size / 2), r, r)
+        painter.end()
+        icon.addPixmap(pixmap, QIcon.Mode.Normal)
+        icon.addPixmap(pixmap, QIcon.Mode.Selected)
+    return icon
 
 
 def _color(tone: BadgeTone) -> str:
@@ -583,7 +601,8 @@ class McpPage(QWidget):
             status = self.statuses.get(name)
             state = state_of(status, self.configs.get(name))
             words, tone = STATES.get(state, (state, "muted"))
-            item.setText(1, f"● {words}")
+            item.setText(1, words)
+            item.setIcon(1, _dot(_color(tone)))  # an icon: a selected row keeps its colour
             item.setForeground(1, QBrush(QColor(_color(tone))))
             item.setText(2, tools_words(status))
             error = status.error if status is not None else None

@@ -168,7 +168,7 @@ def test_adding_a_stdio_server_shows_it_starting_then_ready_and_test_lists_its_t
     # Live: the backend said where it went with mcp.server events; the badge follows.
     assert "ready" in [u.state for u in updates if u.name == "time"]
     qtbot.waitUntil(lambda: page.badge.state == "ready", timeout=WAIT_MS)
-    assert _row(page, "time") == ["time", "● Ready", "2 tools"]
+    assert _row(page, "time") == ["time", "Ready", "2 tools"]
     assert page.badge.text() == "● Ready"
     assert not page.error_label.isVisible()
     assert page.enabled_check.isChecked()
@@ -200,7 +200,7 @@ def test_a_server_that_fails_shows_why_and_is_removed_after_a_confirmation(
     dialog.reload(refill=False)  # the config from another client: shown when reloaded
     _idle(qtbot, dialog)
     page.select("vault")
-    assert _row(page, "vault") == ["vault", "● Not running", "—"]  # it starts on need
+    assert _row(page, "vault") == ["vault", "Not running", "—"]  # it starts on need
     assert "Test starts it now" in page.tools_empty.text()
 
     with qtbot.waitSignal(page.tested, timeout=WAIT_MS) as blocker:
@@ -213,7 +213,7 @@ def test_a_server_that_fails_shows_why_and_is_removed_after_a_confirmation(
     assert "cannot open the vault" in page.test_label.text()  # its last words on stderr
     assert page.test_label.property("tone") == "danger"
     qtbot.waitUntil(lambda: _state(page, "vault") == "failed", timeout=WAIT_MS)
-    assert _row(page, "vault")[1] == "● Failed"
+    assert _row(page, "vault")[1] == "Failed"
     assert page.badge.text() == "● Failed"
     assert page.error_label.isVisible()
     assert "cannot open the vault" in page.error_label.text()
@@ -260,7 +260,7 @@ def test_disabling_stops_a_server_and_enabling_starts_it_again(
     _idle(qtbot, dialog)
     assert _servers(desk_backend)["time"]["enabled"] is False
     qtbot.waitUntil(lambda: page.badge.state == "disabled", timeout=WAIT_MS)
-    assert _row(page, "time")[1] == "● Disabled"
+    assert _row(page, "time")[1] == "Disabled"
     assert not page.enabled_check.isChecked()
 
     with qtbot.waitSignal(page.saved, timeout=WAIT_MS):
@@ -412,7 +412,7 @@ def test_the_settings_dialog_of_the_app_follows_mcp_server_events(
     qtbot.waitUntil(lambda: any(u.name == "time" and u.state == "ready" for u in updates),
                     timeout=WAIT_MS)
     _idle(qtbot, d)  # the config, fetched for a server it did not know
-    assert _row(page, "time") == ["time", "● Ready", "2 tools"]
+    assert _row(page, "time") == ["time", "Ready", "2 tools"]
     assert listed == [], "updated in place, not listed again"
     page.select("time")
     assert page.badge.state == "ready"
