@@ -19,15 +19,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from PySide6.QtWidgets import QApplication  # noqa: E402  (PySide6 before qasync)
+from PySide6.QtWidgets import QApplication  # noqa: E402, I001  (PySide6 before qasync)
 
-import qasync  # noqa: E402, I001
+import qasync  # noqa: E402
 
 from desktop.qt import theme  # noqa: E402
 from desktop.qt.aio import settle  # noqa: E402
 from desktop.qt.controller import Controller  # noqa: E402
+from desktop.qt.settings import SettingsDialog  # noqa: E402
 from desktop.qt.tray import window_icon  # noqa: E402
-from shared.methods import ApprovalRespond, PromptSubmit, SessionCreate  # noqa: E402
+from shared.methods import ApprovalRespond, ConfigSet, McpTest, PromptSubmit, SessionCreate  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
 from tests.integration.backend_proc import Backend  # noqa: E402
 
@@ -206,6 +207,26 @@ async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
     ctl.settings.resize(760, 620)
     await asyncio.sleep(1.5)
     ctl.settings.grab().save(str(OUT / "settings.png"))
+    # Settings → MCP servers: one working (its tools listed), one that cannot connect (its key
+    # is not stored), one switched off.
+    await link.call(ConfigSet(patch={"mcp": {"servers": {
+        "time": {"command": ["mcp-server-time", "--local-timezone", "UTC"]},
+        "github": {"url": "https://api.githubcopilot.com/mcp/",
+                   "header_secrets": {"Authorization": "mcp-github"}},
+        "notes": {"command": ["npx", "-y", "@modelcontextprotocol/server-filesystem", "~/notes"],
+                  "enabled": False},
+    }}}))
+    for name in ("time", "github"):
+        await link.call(McpTest(name=name), timeout=120)
+    settings = ctl.settings
+    assert isinstance(settings, SettingsDialog)
+    settings.reload(refill=False)
+    settings.show_tab("MCP servers")
+    settings.resize(900, 620)
+    await wait(lambda: not settings.busy)
+    settings.mcp_page.select("time")
+    await asyncio.sleep(1.0)
+    settings.grab().save(str(OUT / "settings-mcp.png"))
     ctl.settings.close()
     for w in list(ctl.windows):
         w.close()
@@ -270,7 +291,9 @@ def run() -> int:
         (project / "build").mkdir()
         fake = FakeOpenAI()
         os.environ["TURNKEY_NO_KEYRING"] = "1"
-        backend = Backend(data, fake.base_url)
+        # The venv's programs on the PATH commands (and MCP servers) get: `mcp-server-time`.
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        backend = Backend(data, fake.base_url, extra_env={"PATH": path})
         backend.start()
         try:
             app = QApplication(sys.argv[:1])
