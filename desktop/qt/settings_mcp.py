@@ -386,6 +386,19 @@ class McpPage(QWidget):
         approval_row.addWidget(self.approval_combo)
         approval_row.addStretch(1)
         lay.addLayout(approval_row)
+        # The keys it is configured to take from the keyring (header_secrets, env_secrets):
+        # one row each, to store or replace the key; built for the server shown.
+        self.keys_box = QWidget()
+        self.keys_lay = QVBoxLayout(self.keys_box)
+        self.keys_lay.setContentsMargins(0, 0, 0, 0)
+        self.key_rows: dict[str, tuple[QLineEdit, QPushButton]] = {}  # by secret name
+        self._keys_for: tuple[tuple[str, str, str], ...] = ()
+        lay.addWidget(self.keys_box)
+        self.key_label = QLabel()
+        self.key_label.setWordWrap(True)
+        self.key_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.key_label.hide()
+        lay.addWidget(self.key_label)
 
         test_row = QHBoxLayout()
         self.test_button = QPushButton("&Test")
@@ -629,6 +642,7 @@ class McpPage(QWidget):
         if name != self.current:
             _say(self.test_label, "")
             _say(self.save_label, "")
+            _say(self.key_label, "")
         self.current = name
         if self.adding():  # a server picked while the add form shows: the form goes
             self.key_edit.clear()
@@ -659,10 +673,85 @@ class McpPage(QWidget):
         self.error_label.setText(error or "")
         self.error_label.setVisible(bool(error))
         self.enabled_check.setChecked(config.enabled)
+        self._show_keys(config)
         index = self.approval_combo.findData(config.approval)
         if index >= 0:
             self.approval_combo.setCurrentIndex(index)
         self._show_tools(status, config)
+
+    def _show_keys(self, config: McpServerConfig) -> None:
+        """A row per key the server takes from the keyring (rebuilt when they differ)."""
+        wanted = tuple(sorted(("header", h, secret) for h, secret in config.header_secrets.items())) \
+            + tuple(sorted(("variable", v, secret) for v, secret in config.env_secrets.items()))
+        if wanted == self._keys_for:
+            return
+        self._keys_for = wanted
+        while self.keys_lay.count():
+            child = self.keys_lay.takeAt(0)
+            widget = child.widget() if child is not None else None
+            if widget is not None:
+                widget.deleteLater()
+        self.key_rows = {}
+        for kind, target, secret in wanted:
+            row = QWidget()
+            row_lay = QHBoxLayout(row)
+            row_lay.setContentsMargins(0, 0, 0, 0)
+            words = f"Key for the {kind} {target}"
+            label = QLabel(f"{words}:")
+            edit = QLineEdit()
+            edit.setEchoMode(QLineEdit.EchoMode.Password)
+            edit.setAccessibleName(words)
+            edit.setPlaceholderText(f"stored as “{secret}”: paste one to store or replace it")
+            label.setBuddy(edit)
+            button = QPushButton("Save key")
+            button.setAccessibleDescription(f"Store the {kind} {target}'s key as “{secret}” and "
+                                            "test the server with it")
+            button.clicked.connect(lambda _=False, s=secret: self.save_key(s))
+            edit.returnPressed.connect(lambda s=secret: self.save_key(s))
+            row_lay.addWidget(label)
+            row_lay.addWidget(edit, 1)
+            row_lay.addWidget(button)
+            self.keys_lay.addWidget(row)
+            self.key_rows[secret] = (edit, button)
+        self.keys_box.setVisible(bool(wanted))
+
+    def save_key(self, secret: str) -> None:
+        """Save key: `secret.set` under the name the server's config refers to, then Test
+        (the server starts again with it)."""
+        row = self.key_rows.get(secret)
+        name = self.current
+        if row is None or name is None or "key" in self.busy:
+            return
+        value = row[0].text()
+        if not value.strip():
+            _say(self.key_label, "Paste a key first.", "warning")
+            return
+        _say(self.key_label, "Storing the key…")
+        self._go("key", self._save_key(name, secret, value), self._show_key_error)
+
+    async def _save_key(self, name: str, secret: str, value: str) -> None:
+        try:
+            result = await self.link.call(SecretSet(name=secret, value=value))
+        except RpcError as exc:
+            if self._alive():
+                self._show_key_error(describe(exc))
+            return
+        if not self._alive():
+            return
+        row = self.key_rows.get(secret)
+        if row is not None:
+            row[0].clear()
+        where = "the system keyring" if result.stored == "keyring" else "a file"
+        text = f"Key stored in {where} as “{secret}”."
+        _say(self.key_label, text + (f" Warning: {result.warning}." if result.warning else ""),
+             "warning" if result.warning else "")
+        if self.current == name and name in self.configs and self.configs[name].enabled:
+            self.busy.discard("key")
+            self.test_selected()
+
+    def _show_key_error(self, words: str) -> None:
+        _say(self.key_label, f"The key was not stored: {words}", "danger")
+        emit(self.failed, words)
 
     def _show_tools(self, status: p.McpServerStatus | None, config: McpServerConfig) -> None:
         self.tools_tree.clear()
@@ -697,6 +786,8 @@ class McpPage(QWidget):
         self.test_button.setEnabled(has and "test" not in self.busy)
         self.enabled_check.setEnabled(has and "save" not in self.busy)
         self.approval_combo.setEnabled(has and "save" not in self.busy)
+        for _edit, button in self.key_rows.values():
+            button.setEnabled("key" not in self.busy)
         self.save_button.setEnabled("save" not in self.busy)
         self.form_test_button.setEnabled("test" not in self.busy)
 
