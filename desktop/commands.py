@@ -22,7 +22,7 @@ from desktop.state.sessions import local_time
 from shared import protocol as p
 from shared.client import BackendNotFound, Client, ClientState, Incoming, RpcError
 from shared.launcher import running, start_backend, stop_backend, wait_ready
-from shared.mcp_names import shown_name
+from shared.mcp_names import shown_name, shown_summary
 from shared.methods import (
     ApprovalRespond,
     ConfigGet,
@@ -193,13 +193,14 @@ class Chat:
         if isinstance(data, p.ToolStart):
             self.answer.pause()
             self.tool_output.end()
-            print(f"\n[{tool_words(data.name)}] {data.summary}", file=sys.stderr, flush=True)
+            print(f"\n[{tool_words(data.name)}] {shown_summary(data.name, data.summary)}",
+                  file=sys.stderr, flush=True)
         elif isinstance(data, p.ToolProgress):
             self.tool_output.add(data.call_id, data.text)
         elif isinstance(data, p.ToolComplete):
             self.tool_output.end()
-            print(f"[{tool_words(data.name)} {data.status}, {data.duration_ms} ms] {data.summary}",
-                  file=sys.stderr)
+            print(f"[{tool_words(data.name)} {data.status}, {data.duration_ms} ms] "
+                  f"{shown_summary(data.name, data.summary)}", file=sys.stderr)
         elif isinstance(data, p.ProviderRetry):
             print(f"\n[retrying in {data.delay_s:g} s (attempt {data.attempt}): {data.reason}]",
                   file=sys.stderr)
@@ -270,7 +271,8 @@ class Chat:
     async def _ask(self, approval: p.Approval) -> None:
         """Asks on the terminal; no answer (no terminal, end of input) leaves the request to
         time out as denied, or to be answered in another window."""
-        print(f"\n[approval needed] {tool_words(approval.tool)}: {approval.summary}\n"
+        print(f"\n[approval needed] {tool_words(approval.tool)}: "
+              f"{shown_summary(approval.tool, approval.summary)}\n"
               f"  why: {approval.reason}  (expires at {local_time(approval.expires_at, '%H:%M:%S')})",
               file=sys.stderr)
         print("  allow [o]nce, for this [s]ession, [a]lways, or [d]eny? ", end="", file=sys.stderr,

@@ -30,3 +30,13 @@ def shown_name(name: str) -> tuple[str, str]:
     if split is None:
         return name, ""
     return split[1], f"{split[0]} · MCP"
+
+
+def shown_summary(name: str, summary: str) -> str:
+    """A call's one-line summary without a leading "SERVER · TOOL" (the backend's summary of an
+    MCP call starts so; a card showing the name and "SERVER · MCP" would say it twice)."""
+    split = split_model_name(name)
+    if split is None:
+        return summary
+    lead = f"{split[0]} · {split[1]}"
+    return summary[len(lead):].lstrip() if summary.startswith(lead) else summary

@@ -61,7 +61,7 @@ from desktop.qt.compat import emit
 from desktop.qt.reader import Reader, SafeDocument
 from desktop.state.sessions import local_time
 from desktop.state.transcript import AssistantItem, Item, NoteItem, ToolItem, Transcript, UserItem
-from shared.mcp_names import shown_name
+from shared.mcp_names import shown_name, shown_summary
 
 ITEM_ROLE = Qt.ItemDataRole.UserRole + 1
 PAD = 10
@@ -702,7 +702,7 @@ def tool_html(item: ToolItem, dark: bool) -> str:
     name, origin = shown_name(item.name or "tool")
     source = f'<small style="color:{muted}">{esc(origin)}</small> ' if origin else ""
     head = (f'<p><span style="color:{muted}">{arrow}</span> <b>{esc(name)}</b> {source}'
-            f'<code>{esc(item.summary[:160])}</code> '
+            f'<code>{esc(shown_summary(item.name, item.summary)[:160])}</code> '
             f'<span style="color:{color}"><b>{esc(label)}</b>{took}</span></p>')
     parts = [head]
     if item.status == "unknown":

@@ -37,7 +37,8 @@ from desktop.state.transcript import ToolItem
 from shared import protocol as p
 from shared.config import ConfigView
 from shared.mcp_names import shown_name, split_model_name
-from shared.methods import ConfigGet, ConfigSet, McpTest
+from shared.methods import ConfigGet, ConfigSet, McpTest, SessionCreate
+from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.backend_proc import Backend
 
 from .test_accessibility import unnamed
@@ -510,6 +511,43 @@ def test_the_settings_dialog_of_the_app_follows_mcp_server_events(
     assert set(config.mcp.servers) == {"time"}
 
 
+def test_an_mcp_tool_call_in_a_conversation_is_named_by_its_tool_and_server(
+    make_controller: Any, qtbot: QtBot, fake_provider: FakeOpenAI, tmp_path: Path,
+) -> None:
+    """The approval card and the tool card of a real MCP call: the tool's own name, and
+    "time · MCP", never the raw mcp__time__get_current_time."""
+    from PySide6.QtGui import QTextDocumentFragment
+
+    from desktop.state.transcript import AssistantItem
+
+    from .test_session_window import open_window, texts, turn_done, type_and_send
+
+    controller = make_controller()
+    _run(qtbot, controller.link.call(ConfigSet(patch={"mcp": {"servers": {"time": {"command": TIME}}}})))
+    fake_provider.script(
+        Reply.calls({"name": "mcp__time__get_current_time", "arguments": {"timezone": "UTC"}}),
+        Reply(deltas=["It is past noon."]),
+    )
+    created = _run(qtbot, controller.link.call(SessionCreate(cwd=str(tmp_path))))
+    win = open_window(qtbot, controller, created.session.session_id)
+    type_and_send(qtbot, win, "what time is it?")
+    qtbot.waitUntil(lambda: len(win.conversation.cards) == 1, timeout=WAIT_MS)
+    card = next(iter(win.conversation.cards.values()))
+    assert card.accessibleName() == "Approval for get_current_time (time · MCP)"
+    titles = [label.text() for label in card.findChildren(QLabel) if "needs your approval" in label.text()]
+    assert len(titles) == 1
+    assert titles[0].startswith("<b>get_current_time</b> <small ")
+    assert "time · MCP</small> needs your approval" in titles[0]
+    card.buttons["once"].click()
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=WAIT_MS)
+    assert texts(win, AssistantItem)[-1] == "It is past noon."
+    tools = [it for it in win.conversation.state.transcript.items if isinstance(it, ToolItem)]
+    assert [(t.name, t.status) for t in tools] == [("mcp__time__get_current_time", "ok")]
+    words = QTextDocumentFragment.fromHtml(tool_html(tools[0], False)).toPlainText()
+    assert words.startswith("▸ get_current_time time · MCP "), words
+    assert "mcp__" not in words
+
+
 # --- without a backend --------------------------------------------------------------------
 
 
@@ -531,6 +569,9 @@ def test_a_tool_card_shows_an_mcp_tools_own_name_and_its_server() -> None:
     assert "time · MCP" in html
     assert "mcp__" not in html
     assert plain_text(item).startswith("get_current_time (time · MCP): UTC")
+    asked = ToolItem("call:c3", "turn1", call_id="c3", name="mcp__time__get_current_time",
+                     summary='time · get_current_time {"timezone": "UTC"}', status="waiting_approval")
+    assert '<code>{"timezone": "UTC"}</code>' in tool_html(asked, dark=False), "said once"
     builtin = ToolItem("call:c2", "turn1", call_id="c2", name="terminal", summary="ls")
     assert "<b>terminal</b> <code>" in tool_html(builtin, dark=False)
 

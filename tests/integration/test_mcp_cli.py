@@ -153,3 +153,4 @@ def test_chat_names_an_mcp_tool_by_its_server(cli: Cli, fake_provider: FakeOpenA
     assert "\n[get_current_time (time · MCP)] " in chat.stderr, chat.stderr
     assert "[get_current_time (time · MCP) ok, " in chat.stderr, chat.stderr
     assert "mcp__time__" not in chat.stderr
+    assert "time · get_current_time" not in chat.stderr, "the name is said once"
