@@ -125,7 +125,7 @@ def _mcp_parser(sub: Any) -> None:
                        help="ask before each call (the default) or run its tools without asking")
     m_add.add_argument("--no-sandbox", action="store_true",
                        help="run a stdio server outside the command sandbox")
-    m_remove = m_sub.add_parser("remove", help="delete a server from config.toml")
+    m_remove = m_sub.add_parser("remove", help="stop a server and delete it from config.toml")
     m_remove.add_argument("name")
     m_test = m_sub.add_parser("test", help="start (or restart) a server and list its tools; "
                                            "exits 1 when it fails")

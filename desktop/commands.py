@@ -447,7 +447,7 @@ async def mcp_list(
     for server in result.servers:
         print(mcp_server_line(server))
         if server.error:
-            print(f"  error: {server.error}")
+            print("  error: " + server.error.strip().replace("\n", "\n    "))
         if tools:
             print("\n".join(mcp_tool_lines(server)) or "  (no tools)")
     return 0

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from desktop.link import Link
@@ -479,6 +479,53 @@ def test_every_control_of_the_mcp_page_has_a_name(
         page.kind_combo.setCurrentIndex(page.kind_combo.findData(kind))
         missing += unnamed(dialog)
     assert not missing, "unnamed controls:\n  " + "\n  ".join(missing)
+
+
+def _tab_walk(qtbot: QtBot, start: QWidget) -> list[QWidget]:
+    """The widgets Tab visits from `start` until it comes back (or 40 presses)."""
+    start.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is start, timeout=5_000)
+    walk: list[QWidget] = []
+    for _ in range(40):
+        now = QApplication.focusWidget()
+        assert now is not None, "the focus was lost"
+        QTest.keyClick(now, Qt.Key.Key_Tab)
+        now = QApplication.focusWidget()
+        if now is start:
+            break
+        assert now is not None
+        assert now.isVisible(), f"{now!r} took the focus while hidden"
+        walk.append(now)
+    return walk
+
+
+def test_the_page_works_from_the_keyboard(
+    dialog: SettingsDialog, link: Link, qtbot: QtBot,
+) -> None:
+    page = dialog.mcp_page
+    _configure(qtbot, link, {"time": {"command": TIME}})
+    dialog.reload(refill=False)
+    _idle(qtbot, dialog)
+    dialog.raise_()
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=5_000)
+    page.table.setFocus()
+    QTest.keyClick(page.table, Qt.Key.Key_Down)
+    assert page.current == "time"
+    walk = _tab_walk(qtbot, page.table)
+    wanted = [page.add_button, page.remove_button, page.enabled_check, page.approval_combo,
+              page.test_button]
+    assert [w for w in walk if w in wanted] == wanted, "in the order a reader sees them"
+
+    QTest.keyClick(page.table, Qt.Key.Key_A, Qt.KeyboardModifier.AltModifier)  # &Add…
+    qtbot.waitUntil(page.adding, timeout=5_000)  # (a mnemonic clicks as an animated click)
+    assert page.name_edit.hasFocus()
+    walk = _tab_walk(qtbot, page.name_edit)
+    wanted = [page.kind_combo, page.command_edit, page.key_to_edit, page.key_edit,
+              page.new_approval_combo, page.form_test_button, page.cancel_button,
+              page.save_button]
+    assert [w for w in walk if w in wanted] == wanted
+    assert page.url_edit not in walk, "hidden for a program"
 
 
 def test_the_settings_dialog_of_the_app_follows_mcp_server_events(
