@@ -2,14 +2,15 @@
 
 A server's name is 1 to 32 letters, digits and '-' (no '_'), so the first `__` after the
 prefix ends it; the tool's own name is everything after (it may hold `__` itself).
-Front-ends show such a call as TOOL, labelled "SERVER · MCP", instead of the raw name.
+Front-ends show such a call as TOOL, labelled "SERVER · MCP", instead of the raw name.  The
+backend makes these names (`backend/mcp/names.py`), so TOOL is the server's own name for
+the tool unless the backend had to rewrite one a provider would refuse.
 """
 
 from __future__ import annotations
 
 import re
 
-PREFIX = "mcp__"
 _MODEL_NAME = re.compile(r"^mcp__([A-Za-z0-9][A-Za-z0-9-]{0,31})__(.+)$", re.DOTALL)
 
 
@@ -17,10 +18,6 @@ def split_model_name(name: str) -> tuple[str, str] | None:
     """(server, tool) of an MCP tool's model name; None for any other tool's name."""
     match = _MODEL_NAME.match(name)
     return (match.group(1), match.group(2)) if match else None
-
-
-def model_name(server: str, tool: str) -> str:
-    return f"{PREFIX}{server}__{tool}"
 
 
 def shown_name(name: str) -> tuple[str, str]:

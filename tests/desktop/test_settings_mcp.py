@@ -387,10 +387,6 @@ def test_a_servers_key_is_stored_from_its_page_and_tested_with_it(
     _store_key_and_test(qtbot, dialog, page, desk_backend)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "backend: mcp.test on a saved server that failed moments ago answers its old failure: "
-    "McpPool.test sets conn._retry_at = 0, but Connection.ensure raises while the connection's "
-    "run task sleeps in its restart backoff (1-16 s)"))
 def test_a_key_stored_after_a_failed_test_makes_the_next_test_pass(
     dialog: SettingsDialog, link: Link, desk_backend: Backend, qtbot: QtBot, http_server: str,
 ) -> None:
