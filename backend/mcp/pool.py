@@ -169,8 +169,9 @@ class McpPool:
         began = time.monotonic()
         if self.servers.get(name) == cfg:
             conn = self._conn(name, cfg, cwd)
-            if conn.state == "failed":
-                conn._retry_at = 0.0  # a person asked: no backoff
+            if conn.state == "failed":  # a person asked: start it anew now, no backoff
+                self._retire(conn)
+                conn = self._conn(name, cfg, cwd)
             if conn.state == "ready":
                 await conn.relist()
         else:
@@ -216,13 +217,7 @@ class McpPool:
         keys = {p.api_key_env for p in top.providers.values() if p.api_key_env}
         env = child_env(os.environ, top.sandbox.env, keys)
         env.update(cfg.env)
-        for var, secret in cfg.env_secrets.items():
-            value = self.secrets.get(secret)
-            if value is None:
-                raise McpUnavailable(f"{label} cannot start: the secret {secret!r} (for "
-                                     f"env_secrets.{var}) is not stored; store it with "
-                                     f"`turnkey secret set {secret}`")
-            env[var] = value
+        env.update(self._stored(cfg.env_secrets, f"{label} cannot start", "env_secrets.{}"))
         program = shutil.which(cfg.command[0], path=env.get("PATH")) or cfg.command[0]
         if not os.path.isfile(program) or not os.access(program, os.X_OK):
             raise McpUnavailable(f"{label} cannot start: the program {cfg.command[0]!r} was not "
@@ -240,15 +235,20 @@ class McpPool:
         return Launch(argv, env, folder, sandboxed=False)
 
     def _headers(self, name: str, cfg: McpServerConfig) -> dict[str, str]:
-        headers = dict(cfg.headers)
-        for header, secret in cfg.header_secrets.items():
+        return {**cfg.headers, **self._stored(cfg.header_secrets, f"the MCP server {name!r} cannot "
+                                              "connect", "the header {}")}
+
+    def _stored(self, wanted: dict[str, str], failing: str, what: str) -> dict[str, str]:
+        """{variable or header: its stored secret's value}; raises McpUnavailable naming the
+        first secret that is not stored and how to store it."""
+        out = {}
+        for key, secret in wanted.items():
             value = self.secrets.get(secret)
             if value is None:
-                raise McpUnavailable(f"the MCP server {name!r} cannot connect: the secret "
-                                     f"{secret!r} (for the header {header}) is not stored; store "
-                                     f"it with `turnkey secret set {secret}`")
-            headers[header] = value
-        return headers
+                raise McpUnavailable(f"{failing}: the secret {secret!r} (for {what.format(key)}) "
+                                     f"is not stored; store it with `turnkey secret set {secret}`")
+            out[key] = value
+        return out
 
     def _redact(self, cfg: McpServerConfig, text: str) -> str:
         """`text` without the server's stored keys (its stderr may print them)."""

@@ -31,6 +31,7 @@ from desktop.qt.session_window import MainWindow, SessionWindow, Window
 from desktop.qt.tray import Notifier, window_icon
 from shared import protocol as p
 from shared.client import Incoming
+from shared.mcp_names import shown_name, shown_summary
 from shared.methods import ApprovalRespond, SessionList
 
 log = logging.getLogger("desktop")
@@ -270,9 +271,12 @@ class Controller(QObject):
         if event.type == "approval.request" and isinstance(data, p.ApprovalEvent):
             approval = data.approval
             if self._visible_window(approval.session_id) is None:
+                tool, origin = shown_name(approval.tool)
+                named = f"{tool} ({origin})" if origin else tool
+                summary = shown_summary(approval.tool, approval.summary)
                 self.notifier.notify(
                     "Turnkey needs your approval",
-                    f"{approval.tool}: {approval.summary}\n{approval.reason}",
+                    f"{named}: {summary}\n{approval.reason}",
                     approval.session_id, approval.approval_id)
         elif event.type == "approval.resolved" and isinstance(data, p.ApprovalEvent):
             self.notifier.resolve(data.approval.approval_id)

@@ -57,6 +57,13 @@ def mcp_events(rpc: Rpc, name: str) -> list[str]:
             if e["type"] == "mcp.server" and e["data"]["server"]["name"] == name]
 
 
+async def appears(path: Path, timeout: float) -> None:
+    """Waits until the server leaves the mark `path` (or the time is up: the caller asserts)."""
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(path.exists) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
 async def run_turn(rpc: Rpc, sid: str, text: str = "go") -> Json:
     receipt = await submit(rpc, sid, text)
     done = await wait_complete(rpc, receipt["admission_id"], timeout=60)
@@ -228,9 +235,7 @@ async def test_a_hung_call_times_out_into_an_error_and_the_server_is_told_to_can
         assert [m["status"] for m in got] == ["error", "ok"]
         assert "did not answer within 1.5 s" in got[0]["content"]
         assert got[1]["content"] == "still serving", "a hung call does not take the server down"
-        deadline = time.monotonic() + 10
-        while not (marks / "cancelled-hung").exists() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await appears(marks / "cancelled-hung", 10)
         assert (marks / "cancelled-hung").exists(), "notifications/cancelled reached the server"
         assert not (marks / "finished-hung").exists()
     finally:
@@ -247,17 +252,13 @@ async def test_an_interrupt_cancels_a_running_mcp_call(
         sid = await create_session(rpc, cwd=str(marks))
         receipt = await submit(rpc, sid, "wait")
         await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
-        deadline = time.monotonic() + 20
-        while not (marks / "began").exists() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await appears(marks / "began", 20)
         assert (await rpc.call("turn.interrupt", {"session_id": sid}))["interrupted"] is True
         done = await wait_complete(rpc, receipt["admission_id"])
         assert done["data"]["status"] == "interrupted"
         got = results(await transcript(rpc, sid))
         assert [m["status"] for m in got] == ["interrupted"]
-        deadline = time.monotonic() + 10
-        while not (marks / "cancelled-stopped").exists() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await appears(marks / "cancelled-stopped", 10)
         assert (marks / "cancelled-stopped").exists(), "the interrupt reached the server as a cancel"
     finally:
         await rpc.close()
@@ -467,9 +468,7 @@ async def test_kill9_during_an_mcp_call_leaves_it_unknown_the_server_gone_and_th
     sid = await create_session(rpc, cwd=str(marks))
     receipt = await submit(rpc, sid, "wait for it")
     started = await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
-    deadline = time.monotonic() + 20
-    while not (marks / "began").exists() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    await appears(marks / "began", 20)
     assert running(tag), "the server runs the call"
     backend.kill9()
     await rpc.wait_closed()

@@ -135,7 +135,9 @@ async def test_stops_when_idle_then_starts_again_on_the_next_request(tmp_path: P
         assert stand_in.pids()[0] != server
     finally:
         await chat.aclose()
-    assert not any(alive(pid) for pid in stand_in.pids())
+    # SIGKILL is delivered as aclose returns; the grandchild's exit may take a moment on a
+    # loaded machine (the same wait as after the idle stop above).
+    await until(lambda: not any(alive(pid) for pid in stand_in.pids()), 3.0)
 
 
 async def test_a_request_in_flight_keeps_the_server(tmp_path: Path) -> None:
