@@ -104,6 +104,12 @@ async def run_turn(ctl: Controller, conv, text: str, users: int) -> None:  # typ
                or bool(conv.cards))
 
 
+def conv_users(conv) -> int:  # type: ignore[no-untyped-def]
+    from desktop.state.transcript import UserItem
+
+    return sum(isinstance(i, UserItem) for i in conv.state.transcript.items)
+
+
 def switch_theme(app: QApplication, name: str) -> None:
     os.environ["TURNKEY_THEME"] = name
     theme.apply(app)
@@ -274,6 +280,23 @@ async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
     await asyncio.sleep(0.3)
     main_win.grab().save(str(OUT / "live-output.png"))
     await wait(lambda: conv.state.status == "idle")
+    # An MCP tool's card in a conversation: the tool's own name, labelled with its server.
+    await link.call(ConfigSet(patch={"mcp": {"servers": {"time": {"approval": "trusted"}}}}))
+    fake.script(
+        Reply.calls({"name": "mcp__time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}},
+                    text="Let me check the clock in Tokyo."),
+        Reply(deltas=["Tokyo is 9 hours ahead of UTC and does not observe daylight saving time; "
+                      "the tool's answer above has the exact time there."]),
+    )
+    main_win.resize(1000, 640)
+    await run_turn(ctl, conv, "What time is it in Tokyo?", conv_users(conv) + 1)
+    for i, item in enumerate(conv.state.transcript.items):  # open the card: the server's answer
+        if isinstance(item, ToolItem) and item.name.startswith("mcp__"):
+            conv.state.transcript.toggle(i)
+    await asyncio.sleep(0.8)
+    conv.view.scrollToBottom()
+    await asyncio.sleep(0.4)
+    main_win.grab().save(str(OUT / "mcp-tool.png"))
     await asyncio.sleep(0.5)
     for w in list(ctl.windows):
         w.close()

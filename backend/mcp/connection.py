@@ -143,6 +143,24 @@ class Connection:
     def ready(self) -> bool:
         return self.state == "ready"
 
+    @property
+    def restarting(self) -> bool:
+        """It was ready, went away, and its supervisor is starting it again."""
+        return not self.ready and self.starts > 0 and self._task is not None and not self._task.done()
+
+    async def prepare(self) -> None:
+        """For a turn about to build a request: starts a server that is not running and
+        waits for it, but never holds the turn for one its supervisor is already retrying
+        (after a crash, or after failed starts): that one offers what it listed before, if
+        anything, and its calls wait for it or fail saying why."""
+        if self.ready:
+            return
+        retrying = self._task is not None and not self._task.done() and (self.starts or self._failures)
+        if retrying:
+            return
+        with contextlib.suppress(McpUnavailable):
+            await self.ensure()
+
     async def call(self, tool: str, args: dict[str, Any]) -> Any:
         """The server's CallToolResult.  Raises McpUnavailable (never sent), TimeoutError
         (sent, no answer within `timeout_s`; cancelled) or McpCallFailed."""
@@ -239,14 +257,18 @@ class Connection:
         ready = False
         try:
             async with contextlib.AsyncExitStack() as stack:
+                # Said when the time is up, not when the SDK has stopped what did not start
+                # (it waits for the process to exit, in a shielded scope, seconds at worst).
+                late = asyncio.get_running_loop().call_later(
+                    self.cfg.startup_timeout_s, lambda: self._fail(self._late_words()))
                 try:
                     async with asyncio.timeout(self.cfg.startup_timeout_s):
                         client = await self._connect(stack)
                         tools = await _list_all(client)
                 except TimeoutError:
-                    raise McpUnavailable(f"{self.label} did not finish starting within "
-                                         f"{self.cfg.startup_timeout_s:g} s"
-                                         f"{self._stderr_words()}") from None
+                    raise McpUnavailable(self._late_words()) from None
+                finally:
+                    late.cancel()
                 self.client, self.tools = client, tools
                 self.starts += 1
                 ready = True
@@ -378,6 +400,10 @@ class Connection:
         moved, self._moved = self._moved, asyncio.Event()
         moved.set()
         self._on_change(self)
+
+    def _late_words(self) -> str:
+        return (f"{self.label} did not finish starting within {self.cfg.startup_timeout_s:g} s"
+                f"{self._stderr_words()}")
 
     def _down_words(self) -> str:
         error = self.error or f"{self.label} is not running"

@@ -78,11 +78,10 @@ class McpPool:
             return {}
 
         async def up(conn: Connection) -> None:
-            ready = conn.state == "ready"
-            with contextlib.suppress(McpUnavailable):
-                await conn.ensure()
-                if refresh and ready:
-                    await conn.relist()
+            if conn.ready and refresh:
+                await conn.relist()
+            else:
+                await conn.prepare()
 
         await asyncio.gather(*(up(c) for c in wanted))
         out: dict[str, Tool] = {}
@@ -102,7 +101,9 @@ class McpPool:
         return out
 
     def _tools(self, conn: Connection) -> list[McpTool]:
-        if conn.state != "ready" or not conn.tools:
+        """Its tools as last listed: while it is ready, or being started again after a crash
+        (the same server: a call waits a moment for it, or fails saying why)."""
+        if not (conn.ready or conn.restarting) or not conn.tools:
             return []
         out = []
         for remote in conn.tools:

@@ -489,3 +489,27 @@ async def test_kill9_during_an_mcp_call_leaves_it_unknown_the_server_gone_and_th
         assert "unknown" in sent[0]["content"]
     finally:
         await rpc.close()
+
+
+async def test_a_server_that_never_answers_holds_the_first_turn_only(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    """A start is waited for once (up to startup_timeout_s); while its supervisor retries,
+    turns go on without it instead of waiting for every attempt."""
+    backend = backend_with(backend_factory, fake_provider, """[mcp.servers.mute]
+command = ["sleep", "600"]
+startup_timeout_s = 6
+""")
+    fake_provider.script(Reply(deltas=["first"]), Reply(deltas=["second"]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        assert (await run_turn(rpc, sid))["text"] == "first"
+        assert mcp_events(rpc, "mute") == ["starting", "failed"], "the first turn waited for it"
+        failed = (await rpc.call("mcp.list", {"name": "mute"}))["servers"][0]["error"]
+        assert "did not finish starting within 6 s" in failed
+        assert (await run_turn(rpc, sid))["text"] == "second"
+        assert mcp_events(rpc, "mute").count("failed") == 1, \
+            "the second turn did not wait for the retry (still starting: 1 s backoff + 6 s)"
+    finally:
+        await rpc.close()
