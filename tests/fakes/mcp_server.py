@@ -21,6 +21,7 @@ import asyncio
 import base64
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
     parser.add_argument("--tag", default="", help="ignored: names the process for a test to find")
+    parser.add_argument("--linger", action="store_true",
+                        help="stay alive after stdin closes (only a signal ends it)")
     args = parser.parse_args()
     failing = os.environ.get("FAKE_MCP_FAIL_START")
     if failing:
@@ -140,7 +143,13 @@ def main() -> None:
         sys.exit(2)
     mark("starts", str(os.getpid()))
     if args.http is None:
-        server.run("stdio")
+        try:
+            server.run("stdio")
+        except BaseException:
+            if not args.linger:
+                raise
+        if args.linger:  # like a server that ignores EOF and a broken pipe: only a signal ends it
+            time.sleep(3600)
         return
     token = os.environ.get("FAKE_MCP_HTTP_TOKEN")
     if not token:

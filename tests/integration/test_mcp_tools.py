@@ -30,9 +30,10 @@ SERVER = Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py"
 
 
 def stdio_server(name: str = "fake", marks: Path | None = None, tag: str = "", **extra: object) -> str:
-    """A `[mcp.servers.NAME]` table running the test server over stdio (`tag` names its
-    processes, for a test that looks for them)."""
-    argv = [sys.executable, str(SERVER), *(["--tag", tag] if tag else [])]
+    """A `[mcp.servers.NAME]` table running the test server over stdio.  With `tag` (which
+    names its processes, for a test that looks for them) it outlives its stdin closing: only
+    a signal ends it, as with a server that ignores EOF."""
+    argv = [sys.executable, str(SERVER), *(["--tag", tag, "--linger"] if tag else [])]
     lines = [f"[mcp.servers.{name}]", f"command = {json.dumps(argv)}"]
     if marks is not None:
         lines.append(f'env = {{ FAKE_MCP_MARKS = "{marks}" }}')
@@ -513,3 +514,43 @@ startup_timeout_s = 6
             "the second turn did not wait for the retry (still starting: 1 s backoff + 6 s)"
     finally:
         await rpc.close()
+
+
+async def test_a_large_result_is_spilled_like_any_tool_output(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    backend = backend_with(backend_factory, fake_provider,
+                           "[limits]\nspill_chars = 2000\n" + stdio_server(marks=marks, approval="trusted"))
+    big = "".join(f"line {i:05d}\n" for i in range(3000))
+    fake_provider.script(Reply.calls(call("mcp__fake__echo", text=big)), Reply(deltas=["Read it."]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        assert (await run_turn(rpc, sid))["status"] == "completed"
+        (row,) = results(await transcript(rpc, sid))
+        spilled = Path(row["meta"]["spilled_path"])
+        assert spilled.read_text() == big
+        assert row["content"].startswith("line 00000\n")
+        assert "[Output truncated: 33,000 characters in total." in row["content"]
+        assert len(tool_messages(fake_provider.snapshot()[1].body)[0]["content"]) < 5000
+    finally:
+        await rpc.close()
+
+
+async def test_an_unsandboxed_server_still_dies_with_the_backend(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    tag = f"nosandbox-{os.getpid()}-{time.monotonic_ns()}"
+    backend = backend_with(backend_factory, fake_provider,
+                           stdio_server(marks=marks, tag=tag, approval="trusted", sandbox=False))
+    fake_provider.script(Reply.calls(call("mcp__fake__whoami")), Reply(deltas=["Known."]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        assert (await run_turn(rpc, sid))["status"] == "completed"
+        assert "sandboxed" not in (await rpc.call("mcp.list", {"name": "fake"}))["servers"][0]
+        assert running(tag)
+    finally:
+        await rpc.close()
+    backend.kill9()
+    assert await wait_gone(tag) == [], "setpriv --pdeathsig: no server outlives a killed backend"
