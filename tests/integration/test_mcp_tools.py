@@ -528,8 +528,7 @@ async def test_a_large_result_is_spilled_like_any_tool_output(
         sid = await create_session(rpc, cwd=str(marks))
         assert (await run_turn(rpc, sid))["status"] == "completed"
         (row,) = results(await transcript(rpc, sid))
-        spilled = Path(row["meta"]["spilled_path"])
-        assert spilled.read_text() == big
+        assert await asyncio.to_thread(Path(row["meta"]["spilled_path"]).read_text) == big
         assert row["content"].startswith("line 00000\n")
         assert "[Output truncated: 33,000 characters in total." in row["content"]
         assert len(tool_messages(fake_provider.snapshot()[1].body)[0]["content"]) < 5000
