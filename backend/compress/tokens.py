@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 
 from backend.compress.model import Entry
-from backend.providers.base import ChatRequest, ToolSpec
+from backend.providers.base import ChatRequest, ToolSpec, WireMessage
 
 CHARS_PER_TOKEN = 4  # the uncalibrated default (the same as turn.preflight's)
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing around each message
@@ -46,9 +46,18 @@ def request_chars(request: ChatRequest) -> int:
     when the request was built, if it was)."""
     if request.chars is not None:
         return request.chars
-    chars = sum(len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
-                for m in request.messages)
-    return chars + tools_chars(request.tools)
+    return sum(message_chars(m) for m in request.messages) + tools_chars(request.tools)
+
+
+# What an image in a request is counted as: ~1,600 tokens, what Anthropic bills a picture of
+# about a megapixel (its limit before it scales one down), at CHARS_PER_TOKEN.
+IMAGE_CHARS = 1_600 * CHARS_PER_TOKEN
+
+
+def message_chars(m: WireMessage) -> int:
+    """One message's characters: its text, its calls, and a fixed count per image."""
+    return (len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
+            + IMAGE_CHARS * len(m.images))
 
 
 def _clamp(ratio: float) -> float:

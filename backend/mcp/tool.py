@@ -99,7 +99,8 @@ class McpTool:
 def convert(result: Any, spill_dir: Path, session_id: str, call_id: str) -> tuple[str, dict[str, Any]]:
     """The model's text for a CallToolResult, and meta for clients.  Text blocks are kept
     as they are; images, audio and binary resources are saved beside spilled output and
-    named in the text (the providers here take no images in tool results)."""
+    named in the text (`meta.attachments`: turn/context.py sends the images themselves to a
+    provider that takes them in a tool result)."""
     parts: list[str] = []
     files: list[dict[str, Any]] = []
     for n, block in enumerate(result.content or []):

@@ -139,7 +139,11 @@ def wire_messages(messages: list[WireMessage]) -> tuple[str, list[dict[str, Any]
 def _blocks(m: WireMessage) -> list[dict[str, Any]]:
     if m.role == "tool":
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(m.tool_call_id or "")}
-        if m.content.strip():  # empty content is left out: a blank text would be refused
+        if m.images:  # text and images as blocks of the result
+            result["content"] = ([_text(m.content)] if m.content.strip() else []) + [
+                {"type": "image", "source": {"type": "base64", "media_type": i.media_type,
+                                             "data": i.data}} for i in m.images]
+        elif m.content.strip():  # empty content is left out: a blank text would be refused
             result["content"] = m.content
         return [result]
     blocks = [_text(m.content)] if m.content.strip() else []

@@ -19,15 +19,26 @@ class WireToolCall:
 
 
 @dataclass(frozen=True)
+class WireImage:
+    """An image a tool returned (an MCP server's), for providers that take images in a tool
+    result (Anthropic); the others send only the result's text, which names the file."""
+
+    media_type: str  # image/png, image/jpeg, image/gif or image/webp
+    data: str  # base64
+
+
+@dataclass(frozen=True)
 class WireMessage:
     """One message of a request.  Assistant rows may carry tool calls (content may be
-    empty); tool rows carry the `tool_call_id` they answer and the tool's `name`."""
+    empty); tool rows carry the `tool_call_id` they answer and the tool's `name`, and
+    maybe images."""
 
     role: WireRole
     content: str
     tool_calls: tuple[WireToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    images: tuple[WireImage, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ every request from the transcript and never written back.
 
 from __future__ import annotations
 
+import base64
 import json
 import platform
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from backend.providers.base import WireMessage, WireToolCall
+from backend.providers.base import WireImage, WireMessage, WireToolCall
 from backend.store.messages import ModelRow
 from shared.codec import clean_text
 
@@ -150,4 +151,33 @@ def _result(call: dict[str, Any], row: ModelRow | None) -> WireMessage:
         text = clean_text(row.api_content if row.api_content is not None else row.content)
         if row.status not in (None, "ok", "error"):
             text = f"[status: {row.status}] {text}"
-    return WireMessage("tool", text, tool_call_id=call["call_id"], name=call["name"])
+    images = _images(row) if row is not None and row.api_content is None else ()
+    return WireMessage("tool", text, tool_call_id=call["call_id"], name=call["name"], images=images)
+
+
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+MAX_IMAGE_BYTES = 3_750_000  # 5 MB once in base64: what Anthropic takes per image
+MAX_IMAGES_PER_RESULT = 4
+
+
+def _images(row: ModelRow) -> tuple[WireImage, ...]:
+    """The images a tool result saved beside spilled output (an MCP tool's, mcp/tool.py:
+    `meta.attachments`), for providers that take them.  A pruned result (api_content set)
+    sends none; a file gone or too large is left out (the text still names it)."""
+    attachments = _meta(row).get("attachments") if row.meta else None
+    if not isinstance(attachments, list):
+        return ()
+    out: list[WireImage] = []
+    for item in attachments:
+        if len(out) >= MAX_IMAGES_PER_RESULT:
+            break
+        if not isinstance(item, dict) or item.get("mime_type") not in IMAGE_TYPES:
+            continue
+        if not isinstance(item.get("bytes"), int) or item["bytes"] > MAX_IMAGE_BYTES:
+            continue
+        try:
+            data = Path(str(item.get("path"))).read_bytes()
+        except OSError:
+            continue
+        out.append(WireImage(str(item["mime_type"]), base64.b64encode(data).decode("ascii")))
+    return tuple(out)

@@ -23,6 +23,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from backend.compress.tokens import message_chars
 from backend.providers.base import WireMessage
 from backend.store import messages
 from backend.store.db import Tx
@@ -115,11 +116,7 @@ def _extend(view: View, rows: list[ModelRow]) -> bool:
             view.open_from = i
         for m in emitted.messages:
             view.wire.append(m)
-            view.running.append((view.running[-1] if view.running else 0) + _chars(m))
+            view.running.append((view.running[-1] if view.running else 0) + message_chars(m))
     return True
 
-
-def _chars(m: WireMessage) -> int:
-    """As compress/tokens.request_chars counts a message."""
-    return len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
 

@@ -19,6 +19,7 @@ event after the text instead of finishing; ``truncate`` drops the connection the
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import re
@@ -353,8 +354,32 @@ def _check_block(role: str, block: dict[str, Any]) -> list[str]:
         content = block.get("content")
         if content is None or (isinstance(content, str) and content.strip()):
             return []
-        return ["tool_result content must be non-blank text"]
+        if isinstance(content, list) and content:  # text and image blocks
+            return [p for part in content for p in _check_result_part(part)]
+        return ["tool_result content must be non-blank text, or a list of text and image blocks"]
     return [f"unknown content block type {kind!r}"]
+
+
+_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+
+
+def _check_result_part(part: Any) -> list[str]:
+    if not isinstance(part, dict):
+        return ["tool_result content blocks must be objects"]
+    if part.get("type") == "text":
+        return _check_block("user", part)
+    if part.get("type") != "image":
+        return [f"tool_result content cannot hold a {part.get('type')!r} block"]
+    source = part.get("source")
+    if not isinstance(source, dict) or source.get("type") != "base64":
+        return ["image.source must be {type: base64, media_type, data}"]
+    if source.get("media_type") not in _IMAGE_TYPES:
+        return [f"image.source.media_type must be one of {', '.join(_IMAGE_TYPES)}"]
+    try:
+        base64.b64decode(str(source.get("data")), validate=True)
+    except ValueError:
+        return ["image.source.data is not base64"]
+    return [] if source.get("data") else ["image.source.data is empty"]
 
 
 def _check_results(i: int, blocks: list[dict[str, Any]], results: list[Any], uses: set[str]) -> list[str]:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,13 +27,13 @@ def anthropic() -> Iterator[FakeAnthropic]:
     assert fake.errors == [], f"requests the real API would refuse: {fake.errors}"
 
 
-def start(backend_factory: BackendFactory, fake: FakeAnthropic) -> Backend:
+def start(backend_factory: BackendFactory, fake: FakeAnthropic, extra: str = "") -> Backend:
     backend = backend_factory("http://unused", start=False)
     (backend.data_dir / "config.toml").write_text(
         'default_provider = "claude"\n[providers.claude]\nkind = "anthropic"\n'
         f'base_url = "http://127.0.0.1:{fake.port}/v1"\nmodel = "claude-test"\n'
         'api_key_env = "TURNKEY_TEST_ANTHROPIC_KEY"\n'
-        "input_usd_per_mtok = 3.0\noutput_usd_per_mtok = 15.0\n"
+        "input_usd_per_mtok = 3.0\noutput_usd_per_mtok = 15.0\n" + extra
     )
     backend.extra_env["TURNKEY_TEST_ANTHROPIC_KEY"] = KEY
     backend.start()
@@ -100,5 +104,38 @@ async def test_a_tool_use_round_trip(
         assert "the answer is 42" in text
         assert [t["name"] for t in anthropic.snapshot()[0].body["tools"]][:2] == [
             "terminal", "read_file"]
+    finally:
+        await rpc.close()
+
+
+async def test_an_mcp_tools_image_reaches_the_model_as_an_image(
+    backend_factory: BackendFactory, anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    """Anthropic takes images in a tool result: an MCP server's picture is sent as one (the
+    OpenAI-compatible wire sends the text naming the saved file, test_mcp_tools.py)."""
+    server = json.dumps([sys.executable, str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")])
+    anthropic.script(
+        Reply.tools({"id": "toolu_01", "name": "mcp__fake__picture", "input": {}}),
+        Reply(deltas=["A single pixel."]),
+    )
+    backend = start(backend_factory, anthropic,
+                    f'[mcp.servers.fake]\ncommand = {server}\napproval = "trusted"\n')
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        receipt = await submit(rpc, sid, "show me")
+        done = await wait_complete(rpc, receipt["admission_id"])
+        assert done["data"]["status"] == "completed", done
+        (row,) = [m for m in await transcript(rpc, sid) if m["role"] == "tool"]
+        saved = row["meta"]["attachments"][0]
+        assert saved["mime_type"] == "image/png"
+        [result] = [b for b in anthropic.snapshot()[1].body["messages"][-1]["content"]
+                    if b["type"] == "tool_result"]
+        text, image = result["content"]
+        assert text == {"type": "text", "text": row["content"]}
+        assert image["type"] == "image"
+        assert image["source"]["media_type"] == "image/png"
+        on_disk = await asyncio.to_thread(Path(saved["path"]).read_bytes)
+        assert base64.b64decode(image["source"]["data"]) == on_disk
     finally:
         await rpc.close()

@@ -553,3 +553,24 @@ async def test_an_unsandboxed_server_still_dies_with_the_backend(
         await rpc.close()
     backend.kill9()
     assert await wait_gone(tag) == [], "setpriv --pdeathsig: no server outlives a killed backend"
+
+
+async def test_an_image_is_saved_and_named_for_a_provider_that_takes_no_images(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    backend = backend_with(backend_factory, fake_provider, stdio_server(marks=marks, approval="trusted"))
+    fake_provider.script(Reply.calls(call("mcp__fake__picture")), Reply(deltas=["A pixel."]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        assert (await run_turn(rpc, sid))["status"] == "completed"
+        (row,) = results(await transcript(rpc, sid))
+        (saved,) = row["meta"]["attachments"]
+        assert row["content"] == f"[image image/png, {saved['bytes']} bytes, saved to {saved['path']}]"
+        assert saved["path"].startswith(str(backend.data_dir / "spill"))
+        head = await asyncio.to_thread(Path(saved["path"]).read_bytes)
+        assert head.startswith(b"\x89PNG")
+        (sent,) = tool_messages(fake_provider.snapshot()[1].body)
+        assert sent["content"] == row["content"], "the OpenAI wire sends the text naming the file"
+    finally:
+        await rpc.close()

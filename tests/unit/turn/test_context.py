@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
+from pathlib import Path
 from typing import Any
 
 from backend.store.messages import ModelRow
-from backend.turn.context import wire_messages
+from backend.turn.context import MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, wire_messages
 
 
 def rows(*specs: dict[str, Any]) -> list[ModelRow]:
@@ -64,3 +66,33 @@ def test_notes_are_hidden_except_summaries() -> None:
         {"role": "system_note", "content": "summary text", "note_kind": "summary"},
     ))
     assert [(m.role, m.content) for m in wire] == [("system", "sys"), ("user", "summary text")]
+
+
+def test_a_results_saved_images_go_with_it_unless_pruned_gone_too_big_or_too_many(
+    tmp_path: Path
+) -> None:
+    png = tmp_path / "a.png"
+    png.write_bytes(b"\x89PNG fake")
+    good = {"mime_type": "image/png", "bytes": png.stat().st_size, "path": str(png)}
+    attachments = [
+        good,
+        {"mime_type": "image/png", "bytes": 10, "path": str(tmp_path / "gone.png")},
+        {"mime_type": "image/png", "bytes": MAX_IMAGE_BYTES + 1, "path": str(png)},
+        {"mime_type": "audio/wav", "bytes": 10, "path": str(png)},
+        *[good] * 6,
+    ]
+    meta = json.dumps({"attachments": attachments})
+    mcp = {"call_id": "a", "name": "mcp__fake__picture", "arguments": {}}
+    wire = wire_messages("sys", rows(
+        {"role": "assistant", "content": "", "tool_calls": [mcp]},
+        {"role": "tool", "content": "[image ...]", "call_id": "a", "status": "ok", "meta": meta},
+    ))
+    images = wire[2].images
+    assert len(images) == MAX_IMAGES_PER_RESULT
+    assert {(i.media_type, base64.b64decode(i.data)) for i in images} == {("image/png", b"\x89PNG fake")}
+    pruned = wire_messages("sys", rows(
+        {"role": "assistant", "content": "", "tool_calls": [mcp]},
+        {"role": "tool", "content": "[image ...]", "api_content": "[old result cleared]",
+         "call_id": "a", "status": "ok", "meta": meta},
+    ))
+    assert pruned[2].images == (), "a pruned result sends no image either"
