@@ -228,12 +228,36 @@ class McpPool:
             assert self.sandbox.probe.bwrap is not None
             full = exec_argv(self.sandbox.probe.bwrap, argv, workdir=Path(folder),
                              session_dir=Path(folder), data_dir=self.data_dir, env=env,
-                             network=cfg.network)
+                             network=cfg.network, readable=self._under_tmp(argv))
             return Launch(full, {}, folder, sandboxed=True)
         setpriv = shutil.which("setpriv")
         if setpriv is not None and os.uname().sysname == "Linux":
             argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]  # dies with the backend
         return Launch(argv, env, folder, sandboxed=False)
+
+    def _under_tmp(self, argv: list[str]) -> list[Path]:
+        """The folders of the program and of the files its command line names that live
+        under /tmp, which the sandbox replaces with a private one: shown read-only, so a
+        server installed there (a virtualenv, a checkout) still runs.  A program in a `bin`
+        folder brings the prefix above it (a virtualenv's `lib`); the data folder stays
+        hidden."""
+        tmp = Path("/tmp")
+        data = Path(os.path.realpath(self.data_dir))
+        found: set[Path] = set()
+        for n, arg in enumerate(argv):
+            if not arg.startswith("/"):
+                continue
+            for path in {Path(os.path.abspath(arg)), Path(os.path.realpath(arg))}:
+                if not path.exists() or tmp not in path.parents:
+                    continue
+                folder = path if path.is_dir() else path.parent
+                if n == 0 and folder.name == "bin" and folder.parent != tmp:
+                    folder = folder.parent
+                # A folder holding the data folder may be shown: the data folder is hidden
+                # again over it (tools/sandbox.py mounts it last), as in a session folder.
+                if folder != tmp and folder != data and data not in folder.parents:
+                    found.add(folder)
+        return sorted(found)
 
     def _headers(self, name: str, cfg: McpServerConfig) -> dict[str, str]:
         return {**cfg.headers, **self._stored(cfg.header_secrets, f"the MCP server {name!r} cannot "

@@ -118,12 +118,15 @@ def command_argv(
 
 def exec_argv(
     bwrap: str, program: list[str], *, workdir: Path, session_dir: Path, data_dir: Path,
-    env: Mapping[str, str], network: bool,
+    env: Mapping[str, str], network: bool, readable: Iterable[Path] = (),
 ) -> list[str]:
-    """bubblewrap's arguments for running `program` (an argv) in the profile."""
+    """bubblewrap's arguments for running `program` (an argv) in the profile.  `readable`:
+    folders under /tmp shown read-only over the private /tmp (an MCP server's own program)."""
     session = Path(os.path.realpath(session_dir))
     argv = [bwrap, *_isolation(network=network),
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for folder in readable:
+        argv += ["--ro-bind", str(folder), str(folder)]
     if session.is_dir():
         argv += ["--bind", str(session), str(session)]
     for hidden in _hidden(data_dir):

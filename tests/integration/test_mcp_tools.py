@@ -302,7 +302,7 @@ async def test_a_sandboxed_server_cannot_see_the_data_folder_or_keys_and_writes_
     config = backend.data_dir / "config.toml"
     config.write_text(config.read_text() + 'api_key_env = "TK_TEST_PROVIDER_KEY"\n')
     backend.start()
-    outside = Path(__file__).parent / f"escaped-by-mcp-{os.getpid()}.txt"  # not under /tmp: a real folder
+    outside = Path.home() / f".turnkey-escaped-by-mcp-{os.getpid()}"  # a real folder, not /tmp's
     fake_provider.script(
         Reply.calls(call("mcp__fake__whoami"),
                     call("mcp__fake__read_path", path=str(backend.data_dir / "backend.json")),

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import base64
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import types
 
+from backend.config import ConfigFile
 from backend.mcp.names import MAX_NAME, model_name
+from backend.mcp.pool import McpPool
 from backend.mcp.schema import ArgsChecker
 from backend.mcp.tool import convert
+from backend.secrets import Secrets
+from backend.tools.sandbox import unavailable
 from shared.codec import ParamsError
 from shared.config import validate
 
@@ -163,3 +168,24 @@ def test_a_good_table_with_per_tool_approvals() -> None:
     assert (cfg.tool_approval("list_issues"), cfg.tool_approval("delete_repo")) == ("trusted", "ask")
     assert cfg.sandbox is True
     assert cfg.network is True
+
+
+def test_a_server_installed_under_tmp_is_shown_read_only_over_the_sandboxes_private_tmp(
+    tmp_path: Path
+) -> None:
+    assert str(tmp_path).startswith("/tmp/"), "pytest's folders are where /tmp hides them"
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to(sys.executable)
+    script = tmp_path / "checkout" / "server.py"
+    script.parent.mkdir()
+    script.touch()
+    data = tmp_path / "data"
+    (data / "spill").mkdir(parents=True)
+    (data / "spill" / "x.py").touch()
+    pool = McpPool(ConfigFile(tmp_path / "config.toml"), Secrets(data), unavailable("tests", data),
+                   data, lambda status: None)
+    shown = pool._under_tmp([str(venv_bin / "python"), str(script), "-m", "relative/path",
+                             str(tmp_path / "missing.py"), str(data / "spill" / "x.py"),
+                             "/usr/bin/env"])
+    assert shown == [tmp_path / "checkout", tmp_path / "venv"]
