@@ -193,8 +193,9 @@ async def test_a_tool_call_cannot_add_or_trust_an_mcp_server(
             error = (await probe_response(owner, sid))["error"]
             assert (error["code"], error["data"]) == (-32003, {"fields": fields}), error
         servers = (await owner.call("mcp.list", {}))["servers"]
-        assert [(s["name"], [t["approval"] for t in s.get("tools") or []]) for s in servers] == \
-            [("time", [])]
+        assert [s["name"] for s in servers] == ["time"]
+        # Whether it could start here (mcp-server-time on the PATH) or not, nothing is trusted.
+        assert {t.get("approval", "ask") for t in servers[0].get("tools") or []} <= {"ask"}
         raw = tomllib.loads((backend.data_dir / "config.toml").read_text())
         assert raw["mcp"]["servers"] == {"time": {"command": ["mcp-server-time"]}}
     finally:
