@@ -161,17 +161,23 @@ class Connection:
         with contextlib.suppress(McpUnavailable):
             await self.ensure()
 
-    async def call(self, tool: str, args: dict[str, Any]) -> Any:
+    async def call(self, tool: str, args: dict[str, Any],
+                   progress: Callable[[str], None] = lambda text: None) -> Any:
         """The server's CallToolResult.  Raises McpUnavailable (never sent), TimeoutError
-        (sent, no answer within `timeout_s`; cancelled) or McpCallFailed."""
+        (sent, no answer within `timeout_s`; cancelled) or McpCallFailed.  The server's
+        `notifications/progress` for the call go to `progress`, one line each."""
         from mcp import MCPError
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            progress(progress_line(done, total, message))
 
         await self.ensure()
         client = self.client
         self.inflight += 1
         self.used = time.monotonic()
         try:
-            return await asyncio.wait_for(client.call_tool(tool, args), self.cfg.timeout_s)
+            return await asyncio.wait_for(
+                client.call_tool(tool, args, progress_callback=on_progress), self.cfg.timeout_s)
         except MCPError as exc:
             if _closed(exc):
                 self._gone("stopped while a call ran")
@@ -443,6 +449,16 @@ class Connection:
         lines = tail.split("\n--- ")[-1].splitlines()[1:]  # this start's lines only
         lines = [line.strip() for line in lines if line.strip()][-3:]
         return f" (its last words: {self._redact(' / '.join(lines))[:500]})" if lines else ""
+
+
+def progress_line(done: float, total: float | None, message: str | None) -> str:
+    """A progress notification as a line of the call's live output: `[3/10] message`."""
+    def number(x: float) -> str:
+        return f"{x:g}"
+
+    where = f"[{number(done)}/{number(total)}]" if total else f"[{number(done)}]"
+    words = " ".join((message or "").split())[:500]
+    return f"{where} {words}\n" if words else f"{where}\n"
 
 
 def warm() -> None:

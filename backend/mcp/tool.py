@@ -79,7 +79,7 @@ class McpTool:
         meta: dict[str, Any] = {"mcp_server": self.server, "mcp_tool": self.remote}
         try:
             conn = self._resolve()
-            result = await conn.call(self.remote, args)
+            result = await conn.call(self.remote, args, ctx.progress)
         except McpUnavailable as exc:
             return ToolResult("error", f"Not run: {exc}.", self.summary(args), meta)
         except TimeoutError:

@@ -95,6 +95,15 @@ async def slow(seconds: float, tag: str = "slow") -> str:
 
 
 @server.tool()
+async def steps(n: int, ctx: Context) -> str:
+    """Reports progress n times, then answers."""
+    for i in range(1, n + 1):
+        await ctx.report_progress(i, n, f"step {i}")
+        await asyncio.sleep(0.05)
+    return f"{n} steps"
+
+
+@server.tool()
 def crash() -> str:
     """Exits the server in the middle of the call."""
     sys.stderr.write("fake server: crashing on purpose\n")

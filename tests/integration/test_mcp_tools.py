@@ -574,3 +574,20 @@ async def test_an_image_is_saved_and_named_for_a_provider_that_takes_no_images(
         assert sent["content"] == row["content"], "the OpenAI wire sends the text naming the file"
     finally:
         await rpc.close()
+
+
+async def test_a_servers_progress_notifications_are_the_calls_live_output(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, marks: Path
+) -> None:
+    backend = backend_with(backend_factory, fake_provider, stdio_server(marks=marks, approval="trusted"))
+    fake_provider.script(Reply.calls(call("mcp__fake__steps", n=3)), Reply(deltas=["Done."]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(marks))
+        assert (await run_turn(rpc, sid))["status"] == "completed"
+        live = "".join(e["data"]["text"] for e in rpc.session_events(sid) if e["type"] == "tool.progress")
+        assert live == "[1/3] step 1\n[2/3] step 2\n[3/3] step 3\n"
+        (row,) = results(await transcript(rpc, sid))
+        assert row["content"] == "3 steps", "the result is the server's answer, not its progress"
+    finally:
+        await rpc.close()

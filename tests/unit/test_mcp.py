@@ -12,6 +12,7 @@ import pytest
 from mcp import types
 
 from backend.config import ConfigFile
+from backend.mcp.connection import progress_line
 from backend.mcp.names import MAX_NAME, model_name
 from backend.mcp.pool import McpPool
 from backend.mcp.schema import ArgsChecker
@@ -189,3 +190,9 @@ def test_a_server_installed_under_tmp_is_shown_read_only_over_the_sandboxes_priv
                              str(tmp_path / "missing.py"), str(data / "spill" / "x.py"),
                              "/usr/bin/env"])
     assert shown == [tmp_path / "checkout", tmp_path / "venv"]
+
+
+def test_progress_notifications_read_as_lines() -> None:
+    assert progress_line(3, 10, "Indexing   files") == "[3/10] Indexing files\n"
+    assert progress_line(0.5, None, None) == "[0.5]\n"
+    assert progress_line(2, 0, "x\ny") == "[2] x y\n", "a line is one line"
