@@ -43,6 +43,7 @@ from PySide6.QtWidgets import (
 from desktop.qt import theme
 from desktop.qt.aio import describe
 from desktop.qt.compat import emit
+from desktop.qt.settings_rules import Confirm, Run
 from desktop.state.settings import reworded
 from shared import protocol as p
 from shared.client import STATE, ClientState, Incoming, RpcError
@@ -50,8 +51,6 @@ from shared.config import ConfigView, McpServerConfig, fields
 from shared.errors import ErrorCode
 from shared.methods import ConfigSet, McpList, McpTest, SecretSet
 
-Run = Callable[[str, Coroutine[Any, Any, None], Callable[[str], None]], None]
-Confirm = Callable[[str, str], bool]
 OnConfig = Callable[[ConfigView], None]
 Reload = Callable[[], None]
 Kind = Literal["stdio", "http"]
@@ -404,12 +403,7 @@ class McpPage(QWidget):
         self.test_button = QPushButton("&Test")
         self.test_button.setToolTip("Starts the server again now and lists its tools")
         self.test_button.clicked.connect(self.test_selected)
-        self.test_progress = QProgressBar()
-        self.test_progress.setRange(0, 0)
-        self.test_progress.setAccessibleName("Testing")
-        self.test_progress.setMaximumHeight(8)
-        self.test_progress.setTextVisible(False)
-        self.test_progress.hide()
+        self.test_progress = _busy_bar()
         test_row.addWidget(self.test_button)
         test_row.addWidget(self.test_progress, 1)
         test_row.addStretch(1)
@@ -502,12 +496,7 @@ class McpPage(QWidget):
             "Start the server as the form describes it and list its tools; nothing is saved "
             "but a key typed above")
         self.form_test_button.clicked.connect(self.test_form)
-        self.form_progress = QProgressBar()
-        self.form_progress.setRange(0, 0)
-        self.form_progress.setAccessibleName("Testing")
-        self.form_progress.setMaximumHeight(8)
-        self.form_progress.setTextVisible(False)
-        self.form_progress.hide()
+        self.form_progress = _busy_bar()
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_add)
         self.save_button = QPushButton("Add server")
@@ -1094,3 +1083,14 @@ class McpPage(QWidget):
 
     def _alive(self) -> bool:
         return shiboken6.isValid(self)
+
+
+def _busy_bar() -> QProgressBar:
+    """A thin bar that moves while a test runs (hidden until then)."""
+    bar = QProgressBar()
+    bar.setRange(0, 0)
+    bar.setAccessibleName("Testing")
+    bar.setMaximumHeight(8)
+    bar.setTextVisible(False)
+    bar.hide()
+    return bar

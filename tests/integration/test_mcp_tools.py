@@ -15,7 +15,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,16 @@ def offered(body: Json) -> list[str]:
 def mcp_events(rpc: Rpc, name: str) -> list[str]:
     return [e["data"]["server"]["state"] for e in rpc.events
             if e["type"] == "mcp.server" and e["data"]["server"]["name"] == name]
+
+
+@asynccontextmanager
+async def session_on(backend: Backend, cwd: Path) -> AsyncIterator[tuple[Rpc, str]]:
+    """A connection to `backend` and a new session in `cwd`."""
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        yield rpc, await create_session(rpc, cwd=str(cwd))
+    finally:
+        await rpc.close()
 
 
 async def appears(path: Path, timeout: float) -> None:
@@ -141,9 +152,7 @@ async def test_a_call_that_does_not_fit_the_schema_is_refused_before_the_server_
                     call("mcp__fake__nope")),
         Reply(deltas=["Fixed."]),
     )
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         assert (await run_turn(rpc, sid))["status"] == "completed"
         got = results(await transcript(rpc, sid))
         assert [m["status"] for m in got] == ["error", "ok", "error"]
@@ -151,8 +160,6 @@ async def test_a_call_that_does_not_fit_the_schema_is_refused_before_the_server_
         assert got[1]["content"] == "slept 0.1", "an optional argument sent as null counts as absent"
         assert "Unknown tool 'mcp__fake__nope'" in got[2]["content"]
         assert (marks / "began").read_text().split() == ["slow"], "only the valid call reached it"
-    finally:
-        await rpc.close()
 
 
 async def test_an_mcp_tool_asks_for_approval_by_default_and_always_allows_that_tool_only(
@@ -164,9 +171,7 @@ async def test_an_mcp_tool_asks_for_approval_by_default_and_always_allows_that_t
         Reply.calls(call("mcp__fake__echo", text="two"), call("mcp__fake__add", a=1, b=1)),
         Reply(deltas=["ok"]),
     )
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         receipt = await submit(rpc, sid, "echo")
         asked = await rpc.wait_event(lambda e: e["type"] == "approval.request" and "seq" in e)
         approval = asked["data"]["approval"]
@@ -185,8 +190,6 @@ async def test_an_mcp_tool_asks_for_approval_by_default_and_always_allows_that_t
         got = results(await transcript(rpc, sid))
         assert [m["status"] for m in got] == ["ok", "ok", "denied"]
         assert got[1]["meta"]["decided_by"] == "rule"
-    finally:
-        await rpc.close()
 
 
 async def test_a_server_that_crashes_mid_call_gives_an_error_result_and_is_started_again(
@@ -198,9 +201,7 @@ async def test_a_server_that_crashes_mid_call_gives_an_error_result_and_is_start
         Reply.calls(call("mcp__fake__echo", text="back again")),
         Reply(deltas=["Recovered."]),
     )
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         done = await run_turn(rpc, sid)
         assert done["status"] == "completed", "a dead server fails its call, never the turn"
         got = results(await transcript(rpc, sid))
@@ -214,8 +215,6 @@ async def test_a_server_that_crashes_mid_call_gives_an_error_result_and_is_start
         assert states[states.index("failed"):] [:3] == ["failed", "starting", "ready"], states
         listed = (await rpc.call("mcp.list", {"name": "fake"}))["servers"][0]
         assert (listed["state"], listed["restarts"]) == ("ready", 1)
-    finally:
-        await rpc.close()
 
 
 async def test_a_hung_call_times_out_into_an_error_and_the_server_is_told_to_cancel(
@@ -228,9 +227,7 @@ async def test_a_hung_call_times_out_into_an_error_and_the_server_is_told_to_can
         Reply.calls(call("mcp__fake__echo", text="still serving")),
         Reply(deltas=["Done."]),
     )
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         assert (await run_turn(rpc, sid))["status"] == "completed"
         got = results(await transcript(rpc, sid))
         assert [m["status"] for m in got] == ["error", "ok"]
@@ -239,8 +236,6 @@ async def test_a_hung_call_times_out_into_an_error_and_the_server_is_told_to_can
         await appears(marks / "cancelled-hung", 10)
         assert (marks / "cancelled-hung").exists(), "notifications/cancelled reached the server"
         assert not (marks / "finished-hung").exists()
-    finally:
-        await rpc.close()
 
 
 async def test_an_interrupt_cancels_a_running_mcp_call(
@@ -248,9 +243,7 @@ async def test_an_interrupt_cancels_a_running_mcp_call(
 ) -> None:
     backend = backend_with(backend_factory, fake_provider, stdio_server(marks=marks, approval="trusted"))
     fake_provider.script(Reply.calls(call("mcp__fake__slow", seconds=600, tag="stopped")))
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         receipt = await submit(rpc, sid, "wait")
         await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
         await appears(marks / "began", 20)
@@ -261,8 +254,6 @@ async def test_an_interrupt_cancels_a_running_mcp_call(
         assert [m["status"] for m in got] == ["interrupted"]
         await appears(marks / "cancelled-stopped", 10)
         assert (marks / "cancelled-stopped").exists(), "the interrupt reached the server as a cancel"
-    finally:
-        await rpc.close()
 
 
 async def test_a_changed_tool_list_is_offered_from_the_next_request_on(
@@ -274,9 +265,7 @@ async def test_a_changed_tool_list_is_offered_from_the_next_request_on(
         Reply.calls(call("mcp__fake__double", x=21)),
         Reply(deltas=["42."]),
     )
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         assert (await run_turn(rpc, sid))["status"] == "completed"
         bodies = [r.body for r in fake_provider.snapshot()]
         assert "mcp__fake__double" not in offered(bodies[0])
@@ -288,8 +277,6 @@ async def test_a_changed_tool_list_is_offered_from_the_next_request_on(
                 t["name"] for t in e["data"]["server"].get("tools") or []]
 
         await rpc.wait_until(lambda: any(listed_double(e) for e in rpc.events))
-    finally:
-        await rpc.close()
 
 
 async def test_a_sandboxed_server_cannot_see_the_data_folder_or_keys_and_writes_only_its_folder(
@@ -340,9 +327,7 @@ async def test_a_server_that_cannot_start_says_why_and_the_turn_goes_on_without_
     backend = backend_with(backend_factory, fake_provider,
                            failing + '[mcp.servers.missing]\ncommand = ["/nonexistent/mcp-server"]\n')
     fake_provider.script(Reply(deltas=["Answered anyway."]))
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         done = await run_turn(rpc, sid)
         assert (done["status"], done["text"]) == ("completed", "Answered anyway.")
         assert not [n for n in offered(fake_provider.snapshot()[0].body) if n.startswith("mcp__")]
@@ -354,8 +339,6 @@ async def test_a_server_that_cannot_start_says_why_and_the_turn_goes_on_without_
         tested = await rpc.call("mcp.test", {"name": "fake"})
         assert tested["ok"] is False
         assert "fatal: no API key given" in tested["error"]
-    finally:
-        await rpc.close()
 
 
 @pytest.fixture
@@ -395,9 +378,7 @@ approval = "trusted"
 """)
     fake_provider.script(Reply(deltas=["No tools yet."]),
                          Reply.calls(call("mcp__web__echo", text="over http")), Reply(deltas=["Done."]))
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         assert (await run_turn(rpc, sid))["status"] == "completed"
         status = (await rpc.call("mcp.list", {"name": "web"}))["servers"][0]
         assert status["state"] == "failed"
@@ -419,8 +400,6 @@ approval = "trusted"
         assert "HTTP 401 Unauthorized" in wrong["error"], wrong
         assert (await rpc.call("mcp.list", {"name": "web"}))["servers"][0]["state"] == "ready", \
             "testing a form leaves the saved server as it was"
-    finally:
-        await rpc.close()
     backend.terminate()
     for path in [*backend.data_dir.rglob("*.log"), backend.data_dir / "state.db", backend.stderr_path,
                  backend.data_dir / "config.toml"]:
@@ -441,9 +420,7 @@ approval = "trusted"
                          target_timezone="Europe/Paris")),
         Reply(deltas=["It is late in Tokyo."]),
     )
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         assert (await run_turn(rpc, sid))["status"] == "completed"
         now, converted = results(await transcript(rpc, sid))
         assert now["status"] == "ok", now
@@ -454,8 +431,6 @@ approval = "trusted"
         assert target["datetime"][11:16] in ("13:00", "14:00")  # CET or CEST
         first = fake_provider.snapshot()[0].body
         assert {"mcp__time__get_current_time", "mcp__time__convert_time"} <= set(offered(first))
-    finally:
-        await rpc.close()
 
 
 async def test_kill9_during_an_mcp_call_leaves_it_unknown_the_server_gone_and_the_next_turn_works(
@@ -502,9 +477,7 @@ command = ["sleep", "600"]
 startup_timeout_s = 6
 """)
     fake_provider.script(Reply(deltas=["first"]), Reply(deltas=["second"]))
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         assert (await run_turn(rpc, sid))["text"] == "first"
         assert mcp_events(rpc, "mute") == ["starting", "failed"], "the first turn waited for it"
         failed = (await rpc.call("mcp.list", {"name": "mute"}))["servers"][0]["error"]
@@ -512,8 +485,6 @@ startup_timeout_s = 6
         assert (await run_turn(rpc, sid))["text"] == "second"
         assert mcp_events(rpc, "mute").count("failed") == 1, \
             "the second turn did not wait for the retry (still starting: 1 s backoff + 6 s)"
-    finally:
-        await rpc.close()
 
 
 async def test_a_large_result_is_spilled_like_any_tool_output(
@@ -523,17 +494,13 @@ async def test_a_large_result_is_spilled_like_any_tool_output(
                            "[limits]\nspill_chars = 2000\n" + stdio_server(marks=marks, approval="trusted"))
     big = "".join(f"line {i:05d}\n" for i in range(3000))
     fake_provider.script(Reply.calls(call("mcp__fake__echo", text=big)), Reply(deltas=["Read it."]))
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         assert (await run_turn(rpc, sid))["status"] == "completed"
         (row,) = results(await transcript(rpc, sid))
         assert await asyncio.to_thread(Path(row["meta"]["spilled_path"]).read_text) == big
         assert row["content"].startswith("line 00000\n")
         assert "[Output truncated: 33,000 characters in total." in row["content"]
         assert len(tool_messages(fake_provider.snapshot()[1].body)[0]["content"]) < 5000
-    finally:
-        await rpc.close()
 
 
 async def test_an_unsandboxed_server_still_dies_with_the_backend(
@@ -543,14 +510,10 @@ async def test_an_unsandboxed_server_still_dies_with_the_backend(
     backend = backend_with(backend_factory, fake_provider,
                            stdio_server(marks=marks, tag=tag, approval="trusted", sandbox=False))
     fake_provider.script(Reply.calls(call("mcp__fake__whoami")), Reply(deltas=["Known."]))
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         assert (await run_turn(rpc, sid))["status"] == "completed"
         assert "sandboxed" not in (await rpc.call("mcp.list", {"name": "fake"}))["servers"][0]
         assert running(tag)
-    finally:
-        await rpc.close()
     backend.kill9()
     assert await wait_gone(tag) == [], "setpriv --pdeathsig: no server outlives a killed backend"
 
@@ -560,9 +523,7 @@ async def test_an_image_is_saved_and_named_for_a_provider_that_takes_no_images(
 ) -> None:
     backend = backend_with(backend_factory, fake_provider, stdio_server(marks=marks, approval="trusted"))
     fake_provider.script(Reply.calls(call("mcp__fake__picture")), Reply(deltas=["A pixel."]))
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         assert (await run_turn(rpc, sid))["status"] == "completed"
         (row,) = results(await transcript(rpc, sid))
         (saved,) = row["meta"]["attachments"]
@@ -572,8 +533,6 @@ async def test_an_image_is_saved_and_named_for_a_provider_that_takes_no_images(
         assert head.startswith(b"\x89PNG")
         (sent,) = tool_messages(fake_provider.snapshot()[1].body)
         assert sent["content"] == row["content"], "the OpenAI wire sends the text naming the file"
-    finally:
-        await rpc.close()
 
 
 async def test_a_servers_progress_notifications_are_the_calls_live_output(
@@ -581,13 +540,9 @@ async def test_a_servers_progress_notifications_are_the_calls_live_output(
 ) -> None:
     backend = backend_with(backend_factory, fake_provider, stdio_server(marks=marks, approval="trusted"))
     fake_provider.script(Reply.calls(call("mcp__fake__steps", n=3)), Reply(deltas=["Done."]))
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(marks))
+    async with session_on(backend, marks) as (rpc, sid):
         assert (await run_turn(rpc, sid))["status"] == "completed"
         live = "".join(e["data"]["text"] for e in rpc.session_events(sid) if e["type"] == "tool.progress")
         assert live == "[1/3] step 1\n[2/3] step 2\n[3/3] step 3\n"
         (row,) = results(await transcript(rpc, sid))
         assert row["content"] == "3 steps", "the result is the server's answer, not its progress"
-    finally:
-        await rpc.close()
