@@ -22,7 +22,7 @@ from desktop.state.sessions import local_time
 from shared import protocol as p
 from shared.client import BackendNotFound, Client, ClientState, Incoming, RpcError
 from shared.launcher import running, start_backend, stop_backend, wait_ready
-from shared.mcp_names import shown_name, shown_summary
+from shared.mcp_names import count_words, shown_name, shown_summary
 from shared.methods import (
     ApprovalRespond,
     ConfigGet,
@@ -412,10 +412,7 @@ async def provider_test(
 
 def mcp_server_line(server: p.McpServerStatus) -> str:
     """One server as `turnkey mcp list` prints it: name, state, transport, its tools."""
-    if server.tools is None:
-        tools = "tools not listed yet"
-    else:
-        tools = f"{len(server.tools)} tool{'' if len(server.tools) == 1 else 's'}"
+    tools = "tools not listed yet" if server.tools is None else count_words(server.tools)
     return f"{server.name:<20} {server.state:<9} {server.transport:<6} {tools}"
 
 
@@ -425,7 +422,8 @@ def mcp_tool_lines(server: p.McpServerStatus) -> list[str]:
     for tool in server.tools or []:
         about = " ".join(tool.description.split())
         about = about if len(about) <= 100 else about[:99] + "…"
-        lines.append(f"  {tool.name:<28} {tool.approval:<8} {about}".rstrip())
+        approval = tool.approval if tool.enabled else "hidden"
+        lines.append(f"  {tool.name:<28} {approval:<8} {about}".rstrip())
     return lines
 
 
@@ -511,8 +509,7 @@ async def mcp_test(data_dir: Path, name: str, starting: Starting | None = None) 
         await client.close()
     server = result.server
     if result.ok:
-        count = len(server.tools or [])
-        print(f"ok: {name} ({server.transport}) listed {count} tool{'' if count == 1 else 's'} "
+        print(f"ok: {name} ({server.transport}) listed {count_words(server.tools or [])} "
               f"in {result.latency_ms} ms")
         print("\n".join(mcp_tool_lines(server)) or "  (no tools)")
         return 0

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from shared.protocol import McpToolInfo
+
 _MODEL_NAME = re.compile(r"^mcp__([A-Za-z0-9][A-Za-z0-9-]{0,31})__(.+)$", re.DOTALL)
 
 
@@ -37,3 +39,11 @@ def shown_summary(name: str, summary: str) -> str:
         return summary
     lead = f"{split[0]} · {split[1]}"
     return summary[len(lead):].lstrip() if summary.startswith(lead) else summary
+
+
+def count_words(tools: list[McpToolInfo]) -> str:
+    """"2 tools", or "2 tools (1 hidden)" when some are switched off in the settings."""
+    offered = sum(1 for t in tools if t.enabled)
+    hidden = len(tools) - offered
+    words = f"{offered} tool{'' if offered == 1 else 's'}"
+    return f"{words} ({hidden} hidden)" if hidden else words

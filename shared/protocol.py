@@ -379,13 +379,15 @@ McpApproval = Literal["ask", "trusted"]
 
 class McpToolInfo(Wire):
     """Addition: one tool of an MCP server.  `name` is the server's own; `model_name` is
-    what the model calls (`mcp__SERVER__TOOL`); `approval` is the effective one."""
+    what the model calls (`mcp__SERVER__TOOL`); `approval` is the effective one; `enabled`
+    false: switched off in config (`tools.NAME.enabled`), not offered to the model."""
 
     name: str
     model_name: str
     description: str = ""
     approval: McpApproval = "ask"
     input_schema: dict[str, Any] | None = None
+    enabled: bool = True
 
 
 class McpServerStatus(Wire):

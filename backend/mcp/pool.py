@@ -30,6 +30,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from backend.config import ConfigFile
 from backend.mcp.connection import Connection, Launch, McpUnavailable
@@ -300,10 +301,8 @@ class McpPool:
         best = max(conns, key=lambda c: (_RANK[c.state], c.used), default=None)
         state: McpState = best.state if best is not None else "stopped"
         listed: list[McpToolInfo] | None = None
-        if tools and best is not None and best.tools is not None:
-            listed = [McpToolInfo(name=t.remote, model_name=t.name, description=t.about,
-                                  approval=t.approval, input_schema=t.parameters)
-                      for t in self._tools(best)] if best.state == "ready" else None
+        if tools and best is not None and best.tools is not None and best.ready:
+            listed = tool_infos(best.name, best.cfg, best.tools)
         return McpServerStatus(
             name=name, transport=transport, state=state, enabled=True,
             error=best.error if best is not None and state == "failed" else None,
@@ -313,3 +312,18 @@ class McpPool:
 
     def statuses(self, *, tools: bool = True) -> list[McpServerStatus]:
         return [self.status(name, tools=tools) for name in sorted(self.servers)]
+
+
+def tool_infos(server: str, cfg: McpServerConfig, remote: list[Any]) -> list[McpToolInfo]:
+    """A server's tools as listed, for people: switched-off ones too (`enabled` false), by
+    model name, with the approval each call gets."""
+    out = []
+    for t in remote:
+        override = cfg.tools.get(t.name)
+        schema = t.input_schema if isinstance(t.input_schema, dict) else None
+        out.append(McpToolInfo(
+            name=t.name, model_name=model_name(server, t.name),
+            description=(t.description or getattr(t, "title", None) or "").strip(),
+            approval=cfg.tool_approval(t.name), input_schema=schema,
+            enabled=override is None or override.enabled))
+    return sorted(out, key=lambda i: i.model_name)

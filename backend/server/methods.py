@@ -28,8 +28,7 @@ from backend.config import ConfigFile, api_key
 from backend.errors import Forbidden, InvalidParams, NotFound, ProviderError, SessionBusy
 from backend.ids import message_rowid, new_id
 from backend.mcp.connection import Connection as McpConnection
-from backend.mcp.names import model_name
-from backend.mcp.pool import McpPool
+from backend.mcp.pool import McpPool, tool_infos
 from backend.providers.base import ToolSpec
 from backend.providers.errors import told
 from backend.providers.local import LOCAL_DEFAULT, LOCAL_NAME
@@ -680,11 +679,7 @@ def _decode_cursor(cursor: str | None, key: str) -> Any:
 def _test_status(server: McpConnection) -> p.McpServerStatus:
     """A throwaway test connection's status (a form not saved yet)."""
     tools = None
-    if server.state == "ready" and server.tools is not None:
-        tools = [p.McpToolInfo(name=t.name, model_name=model_name(server.name, t.name),
-                               description=(t.description or "").strip(),
-                               approval=server.cfg.tool_approval(t.name),
-                               input_schema=t.input_schema if isinstance(t.input_schema, dict) else None)
-                 for t in server.tools]
+    if server.ready and server.tools is not None:
+        tools = tool_infos(server.name, server.cfg, server.tools)
     return p.McpServerStatus(name=server.name, transport=server.cfg.transport, state=server.state,
                              error=server.error, tools=tools, sandboxed=server.sandboxed)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import msgspec
 import shiboken6
-from PySide6.QtCore import QModelIndex, QPointF, Qt, Signal
+from PySide6.QtCore import QModelIndex, QPoint, QPointF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QIcon, QKeySequence, QPainter, QPixmap, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMenu,
     QProgressBar,
     QPushButton,
     QStackedWidget,
@@ -49,6 +50,7 @@ from shared import protocol as p
 from shared.client import STATE, ClientState, Incoming, RpcError
 from shared.config import ConfigView, McpServerConfig, fields
 from shared.errors import ErrorCode
+from shared.mcp_names import count_words
 from shared.methods import ConfigSet, McpList, McpTest, SecretSet
 
 OnConfig = Callable[[ConfigView], None]
@@ -93,8 +95,7 @@ def state_of(status: p.McpServerStatus | None, config: McpServerConfig | None) -
 def tools_words(status: p.McpServerStatus | None) -> str:
     if status is None or status.tools is None:
         return "—"
-    n = len(status.tools)
-    return f"{n} tool{'' if n == 1 else 's'}"
+    return count_words(status.tools)
 
 
 def what_words(config: McpServerConfig) -> str:
@@ -429,6 +430,10 @@ class McpPage(QWidget):
         self.tools_tree.setAccessibleDescription("Each tool's name, whether a call asks first, "
                                                  "and what it does")
         self.tools_tree.setHeaderLabels(["Tool", "Approval", "What it does"])
+        self.tools_tree.setToolTip("Right-click a tool (or press the menu key) to change how its "
+                                   "calls are approved, or to hide it from the model")
+        self.tools_tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tools_tree.customContextMenuRequested.connect(self._tool_menu)
         self.tools_tree.setRootIsDecorated(False)
         self.tools_tree.setWordWrap(True)
         self.tools_tree.header().setAccessibleName("Tool columns")
@@ -745,12 +750,22 @@ class McpPage(QWidget):
     def _show_tools(self, status: p.McpServerStatus | None, config: McpServerConfig) -> None:
         self.tools_tree.clear()
         tools = status.tools if status is not None else None
+        muted = QBrush(QColor(theme.colors().muted))
         for tool in tools or []:
-            approval = "trusted" if tool.approval == "trusted" else "asks"
+            approval = ("hidden" if not tool.enabled else
+                        "trusted" if tool.approval == "trusted" else "asks")
+            own = config.tools.get(tool.name)
+            if tool.enabled and own is not None and own.approval is not None:
+                approval += " (this tool)"
             about = " ".join(tool.description.split())
             item = QTreeWidgetItem([tool.name, approval, about])
-            item.setToolTip(0, f"The model calls it {tool.model_name}")
+            item.setData(0, Qt.ItemDataRole.UserRole, tool.name)
+            item.setToolTip(0, f"The model calls it {tool.model_name}" if tool.enabled else
+                            "Hidden: not offered to the model")
             item.setToolTip(2, tool.description)
+            if not tool.enabled:
+                for column in range(3):
+                    item.setForeground(column, muted)
             self.tools_tree.addTopLevelItem(item)
         self.tools_tree.setVisible(bool(tools))
         if tools:
@@ -800,6 +815,50 @@ class McpPage(QWidget):
         words = "its calls run without asking" if approval == "trusted" else "each call asks first"
         self._save({"mcp": {"servers": {name: {"approval": approval}}}},
                    f"Saved: {words}.")
+
+    def _tool_menu(self, at: QPoint) -> None:
+        item = self.tools_tree.itemAt(at) or self.tools_tree.currentItem()
+        if item is None or self.current is None or "save" in self.busy:
+            return
+        server, tool = self.current, str(item.data(0, Qt.ItemDataRole.UserRole))
+        config = self.configs.get(server)
+        if config is None:
+            return
+        own = config.tools.get(tool)
+        hidden = own is not None and not own.enabled
+        menu = QMenu(self.tools_tree)
+        menu.setAccessibleName(f"Tool {tool}")
+        choices: list[tuple[str, dict[str, Any] | None, bool]] = [
+            ("Ask before each call", {"approval": "ask"},
+             own is not None and own.approval == "ask"),
+            ("Run without asking (trusted)", {"approval": "trusted"},
+             own is not None and own.approval == "trusted"),
+            (f"As the server says ({'trusted' if config.approval == 'trusted' else 'ask'})",
+             {"approval": None}, own is None or own.approval is None),
+        ]
+        for words, change, chosen in choices:
+            action = menu.addAction(words)
+            action.setCheckable(True)
+            action.setChecked(chosen)
+            action.triggered.connect(lambda _=False, c=change: self.set_tool(server, tool, c))
+        menu.addSeparator()
+        menu.addAction("Offer it to the model" if hidden else "Hide it from the model").triggered.connect(
+            lambda _=False: self.set_tool(server, tool, {"enabled": None if hidden else False}))
+        menu.exec(self.tools_tree.viewport().mapToGlobal(at))
+
+    def set_tool(self, server: str, tool: str, change: dict[str, Any] | None) -> None:
+        """Changes one tool's settings (`[mcp.servers.SERVER.tools.TOOL]`; None values fall
+        back to the server's); trusting one needs the owner, as this app is."""
+        if change is None:
+            return
+        words = {("approval", "ask"): f"“{tool}” asks before each call.",
+                 ("approval", "trusted"): f"“{tool}” runs without asking.",
+                 ("approval", None): f"“{tool}” follows the server's approval.",
+                 ("enabled", False): f"“{tool}” is hidden from the model.",
+                 ("enabled", None): f"“{tool}” is offered to the model again."}
+        key, value = next(iter(change.items()))
+        self._save({"mcp": {"servers": {server: {"tools": {tool: change}}}}},
+                   words.get((key, value), "Saved."))
 
     def remove_selected(self) -> None:
         name = self.current

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QLabel, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QMenu, QWidget
 from pytestqt.qtbot import QtBot
 
 from desktop.link import Link
@@ -633,3 +633,59 @@ def test_the_form_becomes_a_server_table() -> None:
         "Command: give the program to run, and its arguments."
     assert str(new_server_table("http", "https://h", "Authorization", False, "ask", "x")) \
         .startswith("Key: paste the key for Authorization")
+
+
+def test_one_tool_can_be_trusted_or_hidden_from_its_row(
+    dialog: SettingsDialog, desk_backend: Backend, qtbot: QtBot,
+) -> None:
+    page = dialog.mcp_page
+    page.add_button.click()
+    QTest.keyClicks(page.name_edit, "time")
+    page.command_edit.setText(shlex.join(TIME))
+    with qtbot.waitSignals([page.saved, page.tested], timeout=WAIT_MS):
+        page.save_button.click()
+    _idle(qtbot, dialog)
+    assert _tools(page)["get_current_time"][0] == "asks"
+
+    # Right-click (or the menu key on) a tool's row: its choices.
+    shown: list[tuple[str, bool]] = []
+
+    def read_and_close() -> None:
+        menu = QApplication.activePopupWidget()
+        assert isinstance(menu, QMenu)
+        shown.extend((a.text(), a.isChecked()) for a in menu.actions() if a.text())
+        menu.close()
+
+    (item,) = page.tools_tree.findItems("get_current_time", Qt.MatchFlag.MatchExactly, 0)
+    at = page.tools_tree.visualItemRect(item).center()
+    QTimer.singleShot(300, read_and_close)
+    page._tool_menu(at)
+    assert shown == [("Ask before each call", False), ("Run without asking (trusted)", False),
+                     ("As the server says (ask)", True), ("Hide it from the model", False)]
+
+    with qtbot.waitSignals([page.saved, page.updated], timeout=WAIT_MS):
+        page.set_tool("time", "get_current_time", {"approval": "trusted"})
+    _idle(qtbot, dialog)
+    assert _servers(desk_backend)["time"]["tools"] == {"get_current_time": {"approval": "trusted"}}
+    assert page.save_label.text() == "“get_current_time” runs without asking."
+    with qtbot.waitSignal(page.tested, timeout=WAIT_MS):
+        page.test_button.click()
+    _idle(qtbot, dialog)
+    tools = _tools(page)
+    assert tools["get_current_time"][0] == "trusted (this tool)"
+    assert tools["convert_time"][0] == "asks", "the others follow the server"
+
+    with qtbot.waitSignal(page.saved, timeout=WAIT_MS):
+        page.set_tool("time", "convert_time", {"enabled": False})
+    _idle(qtbot, dialog)
+    with qtbot.waitSignal(page.tested, timeout=WAIT_MS):
+        page.test_button.click()
+    _idle(qtbot, dialog)
+    assert _tools(page)["convert_time"][0] == "hidden"
+    assert _row(page, "time")[2] == "1 tool (1 hidden)"
+
+    with qtbot.waitSignal(page.saved, timeout=WAIT_MS):
+        page.set_tool("time", "get_current_time", {"approval": None})
+    _idle(qtbot, dialog)
+    assert _servers(desk_backend)["time"]["tools"] == {"get_current_time": {},
+                                                       "convert_time": {"enabled": False}}
