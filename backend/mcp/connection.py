@@ -98,6 +98,7 @@ class Connection:
         self._failures = 0
         self._retry_at = 0.0
         self._relisting: asyncio.Task[None] | None = None
+        self._stale = False  # a list change was announced and not listed yet
         self._http_status = ""  # an HTTP server's latest error status
 
     # --- what the pool and the tools call ----------------------------------------------
@@ -385,8 +386,23 @@ class Connection:
             log.debug("%s: %r", self.name, message)
 
     def _tools_changed(self) -> None:
+        self._stale = True
         if self._relisting is None or self._relisting.done():
-            self._relisting = asyncio.create_task(self.relist(), name=f"mcp-{self.name}-relist")
+            self._relisting = asyncio.create_task(self._relist_changed(), name=f"mcp-{self.name}-relist")
+
+    async def _relist_changed(self) -> None:
+        while self._stale:  # a change announced during a listing lists again
+            self._stale = False
+            await self.relist()
+
+    async def settled(self) -> None:
+        """Returns once a listing that a change announcement started has ended (at most
+        RELIST_TIMEOUT_S): a request built after a call that changed the list offers the new
+        one.  (The announcement reaches this process before the call's result does.)"""
+        task = self._relisting
+        if task is not None and not task.done():
+            with contextlib.suppress(TimeoutError, Exception):
+                await asyncio.wait_for(asyncio.shield(task), RELIST_TIMEOUT_S)
 
     # --- state and words ---------------------------------------------------------------
 

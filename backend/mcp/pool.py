@@ -79,10 +79,12 @@ class McpPool:
             return {}
 
         async def up(conn: Connection) -> None:
-            if conn.ready and refresh:
+            if not conn.ready:
+                await conn.prepare()
+            elif refresh:
                 await conn.relist()
             else:
-                await conn.prepare()
+                await conn.settled()  # a list change announced during the last call
 
         await asyncio.gather(*(up(c) for c in wanted))
         out: dict[str, Tool] = {}

@@ -34,7 +34,19 @@ MARKS = os.environ.get("FAKE_MCP_MARKS")
 PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
 
-server = MCPServer("fake")
+class Fake(MCPServer):
+    """Lists slowly (0.5 s) once `grow` has run, so a client that does not wait for the
+    listing a change announcement started would offer the old list."""
+
+    grown = False
+
+    async def list_tools(self) -> Any:
+        if self.grown:
+            await asyncio.sleep(0.5)
+        return await super().list_tools()
+
+
+server = Fake("fake")
 
 
 def mark(name: str, text: str = "") -> None:
@@ -119,6 +131,7 @@ async def grow(ctx: Context) -> str:
         return 2 * x
 
     server.add_tool(double, name="double", description="Doubles x.")
+    server.grown = True
     await ctx.notify_tools_changed()
     try:
         await ctx.request_context.session.send_tool_list_changed()
