@@ -112,7 +112,7 @@ class Connection:
         server that went away moments ago is waited for while it starts again (a call right
         after a crash finds it back); one backing off for longer fails the call at once."""
         self.used = time.monotonic()
-        if self.state == "ready":
+        if self.ready:
             return
         if self.retired:
             raise McpUnavailable(f"{self.label} was stopped (its settings changed or it was "
@@ -142,7 +142,10 @@ class Connection:
 
     @property
     def ready(self) -> bool:
-        return self.state == "ready"
+        """Ready, and not known to be gone: a call that saw the connection close marks it
+        at once, before the supervisor has noticed (so the next call waits for the restart
+        instead of using the closed client)."""
+        return self.state == "ready" and not self._dead.is_set()
 
     @property
     def restarting(self) -> bool:
@@ -202,7 +205,7 @@ class Connection:
     async def relist(self) -> None:
         """Lists the tools again now (between turns); keeps the old list if that fails."""
         client = self.client
-        if self.state != "ready" or client is None:
+        if not self.ready or client is None:
             return
         try:
             tools = await asyncio.wait_for(_list_all(client), RELIST_TIMEOUT_S)
