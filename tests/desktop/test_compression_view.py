@@ -36,6 +36,21 @@ def turn_shown(win: Any, prompt_start: str) -> bool:
             and all(not it.key.startswith(("stream:", "prompt:")) for it in items))
 
 
+def wait_shown(qtbot: Any, win: Any, prompt_start: str, backend: Backend) -> None:
+    """Waits for `turn_shown`; on a timeout says what the window holds and what the backend
+    logged (this test once timed out in CI, and nothing said why)."""
+    try:
+        qtbot.waitUntil(lambda: turn_shown(win, prompt_start), timeout=20_000)
+    except Exception:
+        state = win.conversation.state
+        items = [(type(it).__name__, it.key, getattr(it, "text", "")[:40])
+                 for it in state.transcript.items[-8:]]
+        raise AssertionError(
+            f"{prompt_start!r} not shown: window on {win.session_id} (state {state.session_id}), "
+            f"status {state.status}, queue {list(state.queue)}, mark {state.mark}, "
+            f"loaded {state.loaded}, last items {items}\n{backend.stderr_tail(3000)}") from None
+
+
 @pytest.fixture(params=[False, True], ids=["in-place", "rotate"])
 def compressing_backend(request: Any, tmp_path: Path, fake_provider: FakeOpenAI) -> Iterator[Backend]:
     Model(fake_provider)
@@ -66,7 +81,7 @@ def test_a_window_shows_compression_and_keeps_following_the_conversation(
             assert n < 10, "no compression happened"
             win.conversation.composer.setPlainText(prompt(n))
             win.conversation.send()
-            qtbot.waitUntil(lambda k=n: turn_shown(win, f"question {k}:"), timeout=20_000)
+            wait_shown(qtbot, win, f"question {n}:", compressing_backend)
             if win.conversation.state.notice is not None:
                 notices.append(win.conversation.state.notice.text)
         assert any("compressed" in t.lower() for t in notices)
@@ -88,7 +103,7 @@ def test_a_window_shows_compression_and_keeps_following_the_conversation(
         # And the conversation goes on from this window.
         win.conversation.composer.setPlainText("one more")
         win.conversation.send()
-        qtbot.waitUntil(lambda: turn_shown(win, "one more"), timeout=20_000)
+        wait_shown(qtbot, win, "one more", compressing_backend)
     finally:
         for w in list(ctl.windows):
             w.close()
