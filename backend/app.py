@@ -22,6 +22,7 @@ from pathlib import Path
 
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
+from backend.authority.schedules import Scheduler
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
 from backend.errors import StoreUnavailable
@@ -38,7 +39,7 @@ from backend.server.fanout import Hub
 from backend.server.listener import Listener
 from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.server.methods import Methods
-from backend.store import admissions, events, runtime
+from backend.store import admissions, events, runtime, schedules
 from backend.store.db import Database
 from backend.tools import registry, sandbox
 from backend.tools.approvals import Approvals
@@ -77,6 +78,7 @@ class Backend:
         self.gc_watch = GcWatch()
         self._warming: asyncio.Task[None] | None = None
         self.mcp: McpPool | None = None
+        self.scheduler: Scheduler | None = None
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -104,12 +106,13 @@ class Backend:
         self.mcp = McpPool(self.config, self.secrets, box, self.data_dir, self._mcp_status)
         runner = TurnRunner(self.db, self.config, self.providers, executor, compressor, self.mcp)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
+        self.scheduler = Scheduler(self.db, self.authority, runner.default_model)
         token = secrets.token_urlsafe(32)
         auth = Authenticator(self.db, token)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
                           self.request_stop_soon, approvals, checkpoints, self.secrets,
                           self.providers, compressor, auth, procs, box, self.loop_watch,
-                          self.gc_watch, self.mcp)
+                          self.gc_watch, self.mcp, self.scheduler)
         self.listener = Listener(
             Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,
@@ -120,6 +123,9 @@ class Backend:
             "protocol": PROTOCOL_VERSION, "epoch": self.epoch, "started_at": now(),
         })
         self.authority.start(queued)
+        # After recovery and the drainers: a firing missed while down is admitted now, behind
+        # what was queued before the crash.
+        self.scheduler.start()
         self.loop_watch.start()
         self.gc_watch.start()
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
@@ -182,6 +188,8 @@ class Backend:
         if self.listener is not None:
             log.info("backend stopping")
             await self.listener.stop()
+        if self.scheduler is not None:
+            await self.scheduler.stop()  # before the authority: nothing fires into a stopping queue
         if self.authority is not None:
             await self.authority.stop(SHUTDOWN_GRACE_S)
         if self.mcp is not None:
@@ -213,8 +221,11 @@ class Backend:
                 return
 
     async def _has_queued(self) -> bool:
+        """Queued input, or a schedule still to fire: an exited backend fires nothing (it
+        would fire late, as a missed firing, when a front-end next starts it)."""
         try:
-            return await self.db.read(admissions.any_queued)
+            return await self.db.read(
+                lambda tx: admissions.any_queued(tx) or schedules.earliest(tx) is not None)
         except StoreUnavailable:
             return True  # cannot tell: stay up rather than leave queued work behind
 

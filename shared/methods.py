@@ -192,6 +192,25 @@ class BackendStats(p.BackendStatsParams, Request[p.BackendStatsResult]):
     method = "backend.stats"
 
 
+# Scheduled prompts (a prompt submitted later: creating one needs what submitting does).
+
+
+class ScheduleCreate(p.ScheduleCreateParams, Request[p.ScheduleResult]):
+    method = "schedule.create"
+
+
+class ScheduleList(p.NoParams, Request[p.SchedulesResult]):
+    method = "schedule.list"
+
+
+class ScheduleUpdate(p.ScheduleUpdateParams, Request[p.ScheduleResult]):
+    method = "schedule.update"
+
+
+class ScheduleDelete(p.ScheduleIdParams, Request[p.DeletedResult]):
+    method = "schedule.delete"
+
+
 # --- the table --------------------------------------------------------------------------
 
 
@@ -260,4 +279,8 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(Shutdown, "admin"),
     # The backend as a whole, not a session: its operator's, like config.get.
     MethodSpec(BackendStats, "admin"),
+    MethodSpec(ScheduleCreate, "submit", cleaned=("text",)),
+    MethodSpec(ScheduleList, "read"),
+    MethodSpec(ScheduleUpdate, "submit", cleaned=("text",)),
+    MethodSpec(ScheduleDelete, "submit"),
 )

@@ -99,22 +99,7 @@ class SessionAuthority:
                 return admissions.receipt(tx, existing, duplicate=True), None
             if not sessions.exists(tx, params.session_id):
                 raise NotFound("session", params.session_id)
-            # The person moving on acknowledges a turn whose outcome is unknown.
-            for unknown_id in admissions.unknown_ids(tx, params.session_id):
-                _resolve_unknown(tx, unknown_id)
-            admission_id = new_id("adm")
-            admissions.insert(
-                tx, admission_id, principal, params.session_id, params.request_id,
-                payload.to_json(), payload.digest,
-            )
-            # Named in the admission's transaction, so the session.updated this commit
-            # broadcasts already carries the title (a title a person chose is kept).
-            sessions.name_untitled(tx, params.session_id, payload.title())
-            receipt = _receipt(tx, admission_id)
-            events.append(
-                tx, params.session_id, "admission.queued",
-                AdmissionEvent(receipt=receipt), admission_id=admission_id,
-            )
+            receipt = admit(tx, principal, params.session_id, params.request_id, payload)
             # An idle session starts the turn in this same commit (one durable write fewer
             # per prompt); `_claim` takes it only if nothing older is queued or running.
             claim = self._claim(tx, params.session_id) \
@@ -131,6 +116,26 @@ class SessionAuthority:
                 self.interrupt(params.session_id, NEWER_PROMPT)
             self.wake(params.session_id)
         return receipt
+
+    def admit_internal(
+        self, tx: Tx, principal: str, session_id: str, request_id: str, payload: Payload,
+    ) -> tuple[Receipt, Claim | None]:
+        """Admits input inside the caller's write job (a schedule's firing), exactly as
+        `submit` does: the same row, event and claim.  The session must exist and the
+        (principal, session, request_id) be new.  After the commit the caller must pass
+        both to `admitted`, so the turn starts or the drainer looks."""
+        receipt = admit(tx, principal, session_id, request_id, payload)
+        claim = self._claim(tx, session_id) \
+            if self._accepting and session_id not in self._retired else None
+        return receipt, claim
+
+    def admitted(self, receipt: Receipt, claim: Claim | None) -> None:
+        """After the commit of `admit_internal`'s job: runs the claimed turn, or wakes the
+        session's drainer."""
+        if claim is not None:
+            self._start(claim)
+        else:
+            self.wake(receipt.session_id)
 
     async def cancel(self, admission_id: str) -> Receipt:
         def job(tx: Tx) -> Receipt:
@@ -365,6 +370,24 @@ class SessionAuthority:
             for turn in self._active:
                 turn.interrupt(SHUTDOWN)
             await asyncio.wait(pending, timeout=grace_s * 0.3)
+
+
+def admit(tx: Tx, principal: str, session_id: str, request_id: str, payload: Payload) -> Receipt:
+    """Inserts a queued admission and its `admission.queued` event into an existing session
+    (the caller checked it exists and the key is new).  Claiming its turn is the caller's."""
+    # The person moving on acknowledges a turn whose outcome is unknown.
+    for unknown_id in admissions.unknown_ids(tx, session_id):
+        _resolve_unknown(tx, unknown_id)
+    admission_id = new_id("adm")
+    admissions.insert(tx, admission_id, principal, session_id, request_id,
+                      payload.to_json(), payload.digest)
+    # Named in the admission's transaction, so the session.updated this commit
+    # broadcasts already carries the title (a title a person chose is kept).
+    sessions.name_untitled(tx, session_id, payload.title())
+    receipt = _receipt(tx, admission_id)
+    events.append(tx, session_id, "admission.queued", AdmissionEvent(receipt=receipt),
+                  admission_id=admission_id)
+    return receipt
 
 
 def _existing(tx: Tx, admission_id: str) -> AdmissionRecord:

@@ -15,14 +15,16 @@ import os
 import re
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from backend import __version__
-from backend.authority import loosening
+from backend.authority import loosening, schedule_edits, timing
 from backend.authority.queue import SessionAuthority
+from backend.authority.schedules import Scheduler
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile, api_key
 from backend.errors import Forbidden, InvalidParams, NotFound, ProviderError, SessionBusy
@@ -40,7 +42,7 @@ from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
 from backend.server.loopwatch import GcWatch, LoopWatch
-from backend.store import admissions, approvals, events, messages, sessions, usage
+from backend.store import admissions, approvals, events, messages, schedules, sessions, usage
 from backend.store.db import Database, Tx
 from backend.tools import registry
 from backend.tools.approvals import Approvals
@@ -55,6 +57,7 @@ from shared.methods import METHODS
 log = logging.getLogger("rpc")
 
 Handler = Callable[[Connection, Any], Awaitable[Any]]
+T = TypeVar("T")
 
 REPLAY_CAP = 10_000
 MAX_SECRET_BYTES = 8 * 1024
@@ -67,8 +70,9 @@ class Methods:
         epoch: int, request_shutdown: Callable[[], None], approvals: Approvals,
         checkpoints: Checkpoints, secrets: Secrets, providers: Providers, compressor: Compressor,
         auth: Authenticator, procs: ProcessTable, sandbox: Sandbox, loop_watch: LoopWatch,
-        gc_watch: GcWatch, mcp: McpPool,
+        gc_watch: GcWatch, mcp: McpPool, scheduler: Scheduler | None = None,
     ) -> None:
+        self.scheduler = scheduler
         self.mcp = mcp
         self.loop_watch = loop_watch
         self.gc_watch = gc_watch
@@ -575,6 +579,53 @@ class Methods:
                                     latency_ms=result.latency_ms, error=error)
 
     # --- helpers ----------------------------------------------------------------
+
+    # --- scheduled prompts --------------------------------------------------------
+
+    async def schedule_create(self, conn: Connection, params: p.ScheduleCreateParams) -> p.ScheduleResult:
+        cwd = _cwd(params.new_session.cwd) if params.new_session is not None else None
+        values = schedule_edits.create_values(
+            params, conn.principal.token_id, timing.local_zone_name(), datetime.now(UTC), cwd)
+
+        def job(tx: Tx) -> p.Schedule:
+            if params.session_id is not None:
+                _must_exist(tx, params.session_id)
+            row = schedules.insert(tx, values)
+            schedules.changed(tx, row)
+            return row.to_wire()
+
+        return p.ScheduleResult(schedule=await self._scheduled(job))
+
+    async def schedule_list(self, conn: Connection, params: p.NoParams) -> p.SchedulesResult:
+        rows = await self.db.read(schedules.all_)
+        return p.SchedulesResult(schedules=[r.to_wire() for r in rows])
+
+    async def schedule_update(self, conn: Connection, params: p.ScheduleUpdateParams) -> p.ScheduleResult:
+        now = datetime.now(UTC)
+
+        def job(tx: Tx) -> p.Schedule:
+            row = schedules.get(tx, params.schedule_id)
+            if row is None:
+                raise NotFound("schedule", params.schedule_id)
+            fields = schedule_edits.update_fields(row, params, now)
+            return (schedules.update(tx, row.schedule_id, fields) if fields else row).to_wire()
+
+        return p.ScheduleResult(schedule=await self._scheduled(job))
+
+    async def schedule_delete(self, conn: Connection, params: p.ScheduleIdParams) -> p.DeletedResult:
+        def job(tx: Tx) -> bool:
+            if not schedules.delete(tx, params.schedule_id):
+                raise NotFound("schedule", params.schedule_id)
+            return True
+
+        return p.DeletedResult(deleted=await self._scheduled(job))
+
+    async def _scheduled(self, job: Callable[[Tx], T]) -> T:
+        """Runs a schedule's change, then wakes the scheduler: its next firing may be sooner."""
+        result = await self.db.write(job)
+        if self.scheduler is not None:
+            self.scheduler.wake()
+        return result
 
     def _effective(self) -> ConfigView:
         """The effective config, with what turns use now (the offline model, perhaps)."""

@@ -11,6 +11,10 @@ from backend.store.db import Tx
 from backend.store.records import Record
 from shared.protocol import AdmissionOutcome, AdmissionStatus, Receipt
 
+# The principal of a scheduled prompt's admissions starts with this ("schedule:<id>"); no
+# token's id does, so its request ids can never meet a client's.
+SCHEDULED = "schedule:"
+
 
 class AdmissionRecord(Record, frozen=True):
     """An admissions row; `id` is its place in the FIFO."""
@@ -186,4 +190,5 @@ def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> Receipt:
         settled_at=r.settled_at, final_text=r.final_text,
         failure_reason=r.failure_reason, turn_id=r.turn_id,
         text=json.loads(r.payload_json).get("text"),
+        origin=r.principal if r.principal.startswith(SCHEDULED) else None,
     )

@@ -288,8 +288,45 @@ def _m009(conn: sqlite3.Connection) -> None:
     ) WITHOUT ROWID""")
 
 
+def _m010(conn: sqlite3.Connection) -> None:
+    # Scheduled prompts (store/schedules.py).  `principal` is the token that created the
+    # schedule; `new_session` the JSON of the session each firing starts (when `session_id`
+    # is null).  Times are UTC RFC 3339; `next_fire_at` null: it fires no more.
+    conn.execute("""CREATE TABLE schedules (
+        schedule_id       TEXT PRIMARY KEY,
+        principal         TEXT NOT NULL,
+        session_id        TEXT,
+        new_session       TEXT,
+        text              TEXT NOT NULL,
+        cron              TEXT,
+        at                TEXT,
+        timezone          TEXT NOT NULL,
+        missed            TEXT NOT NULL CHECK (missed IN ('run_once', 'skip')),
+        enabled           INTEGER NOT NULL,
+        disabled_reason   TEXT,
+        next_fire_at      TEXT,
+        last_fired_at     TEXT,
+        last_admission_id TEXT,
+        last_session_id   TEXT,
+        created_at        TEXT NOT NULL,
+        updated_at        TEXT NOT NULL,
+        CHECK ((session_id IS NULL) != (new_session IS NULL)),
+        CHECK ((cron IS NULL) != (at IS NULL))
+    )""")
+    conn.execute("CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE enabled")
+    # One row per firing: its primary key is what makes a second firing of the same
+    # (schedule, time) impossible, whichever process or restart tries it.
+    conn.execute("""CREATE TABLE schedule_fires (
+        schedule_id  TEXT NOT NULL REFERENCES schedules (schedule_id) ON DELETE CASCADE,
+        fire_at      TEXT NOT NULL,
+        admission_id TEXT,
+        session_id   TEXT,
+        PRIMARY KEY (schedule_id, fire_at)
+    ) WITHOUT ROWID""")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
-    _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009,
+    _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

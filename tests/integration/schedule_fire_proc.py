@@ -1,0 +1,38 @@
+"""A second scheduler in its own process: runs the real firing transaction once.
+
+    python schedule_fire_proc.py STATE_DB SCHEDULE_ID NOW_ISO GO_FILE
+
+Opens the database, waits until GO_FILE exists (so two of these start their write
+together), runs `fire_due` for the schedule at NOW_ISO, prints `fired ADMISSION_ID` or
+`none`.  Used by test_schedules.py to prove that the database alone keeps one
+(schedule, fire time) from firing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from backend.authority.schedules import fire_due  # noqa: E402  (needs the path above)
+from backend.store.db import Database  # noqa: E402
+
+
+async def main(db_path: str, schedule_id: str, now_iso: str, go: str) -> None:
+    db = Database(Path(db_path))
+    await db.open()
+    try:
+        while not Path(go).exists():
+            await asyncio.sleep(0.005)
+        now = datetime.fromisoformat(now_iso)
+        fired = await db.write(lambda tx: fire_due(tx, schedule_id, now, now, "fake-model"))
+        print(f"fired {fired.receipt.admission_id}" if fired is not None else "none", flush=True)
+    finally:
+        await db.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:5]))
