@@ -1,5 +1,5 @@
 """The `turnkey` command line: chat, list sessions, store keys, test providers, manage MCP
-tool servers, run the backend.
+tool servers and scheduled prompts, run the backend.
 
 Start-up is on the clock here: a command that needs the backend starts it
 (when none runs) before importing the client stack (asyncio, websockets,
@@ -98,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     pt_test.add_argument("name", nargs="?", default=None,
                          help="a [providers.NAME] of config.toml (default: the one turns use)")
     _mcp_parser(sub)
+    _schedule_parser(sub)
     return parser
 
 
@@ -130,6 +131,48 @@ def _mcp_parser(sub: Any) -> None:
     m_test = m_sub.add_parser("test", help="start (or restart) a server and list its tools; "
                                            "exits 1 when it fails")
     m_test.add_argument("name")
+
+
+def _schedule_parser(sub: Any) -> None:
+    sc = sub.add_parser("schedule", help="prompts sent later, once or repeatedly: create, list, "
+                                         "update, delete")
+    sc_sub = sc.add_subparsers(dest="action", required=True)
+    create = sc_sub.add_parser(
+        "create", help="schedule TEXT in a session, or in a new session at each run",
+        usage='turnkey schedule create (--session ID | --new [--cwd DIR]) '
+              '(--cron "0 9 * * 1-5" | --at ISO) [--timezone ZONE] [--missed skip] TEXT')
+    where = create.add_mutually_exclusive_group(required=True)
+    where.add_argument("--session", default=None, help="run in this session id")
+    where.add_argument("--new", action="store_true", help="start a new session at each run")
+    create.add_argument("--cwd", type=Path, default=None,
+                        help="with --new: the new session's folder (default: here)")
+    create.add_argument("--title", default=None, help="with --new: the new session's title")
+    create.add_argument("--model", default=None, help="with --new: the new session's model")
+    _timing_options(create, required=True)
+    create.add_argument("text", help="the prompt to send")
+    sc_sub.add_parser("list", help="every schedule: when it runs next, and its last run")
+    update = sc_sub.add_parser("update", help="change a schedule; left-out options stay")
+    update.add_argument("schedule_id")
+    on_off = update.add_mutually_exclusive_group()
+    on_off.add_argument("--enable", dest="enabled", action="store_true", default=None)
+    on_off.add_argument("--disable", dest="enabled", action="store_false")
+    update.add_argument("--text", default=None, help="the new prompt")
+    _timing_options(update, required=False)
+    delete = sc_sub.add_parser("delete", help="delete a schedule (its past runs' sessions stay)")
+    delete.add_argument("schedule_id")
+
+
+def _timing_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    when = parser.add_mutually_exclusive_group(required=required)
+    when.add_argument("--cron", default=None,
+                      help='repeat: minute hour day month weekday, e.g. "0 9 * * 1-5"')
+    when.add_argument("--at", default=None,
+                      help="once, at an ISO 8601 time, e.g. 2026-12-24T18:00 (in --timezone)")
+    parser.add_argument("--timezone", default=None,
+                        help="an IANA zone, e.g. Europe/Paris (default: the computer's)")
+    parser.add_argument("--missed", choices=["run_once", "skip"], default=None,
+                        help="runs missed while the computer was off: run the latest once "
+                             "(default) or skip them")
 
 
 def mcp_table(args: argparse.Namespace) -> dict[str, Any] | str:
@@ -187,6 +230,10 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
         if args.action == "remove":
             return _end(_run(commands.mcp_remove(data_dir, args.name, starting)))
         return _end(_run(commands.mcp_test(data_dir, args.name, starting)))
+    if args.command == "schedule":
+        from desktop import schedule_commands
+
+        return _end(_run(schedule_commands.run(data_dir, args, starting)))
     return _end(_run(commands.provider_test(data_dir, args.name, starting)))
 
 

@@ -193,8 +193,8 @@ class Scheduler:
         due = await self.db.read(lambda tx: schedules.due(tx, timing.iso(now)))
         model = self.default_model()
         for schedule_id in due:
-            job = functools.partial(fire_due, schedule_id=schedule_id, now=now,
-                                    since=self._since, default_model=model, admit_fn=self.authority.admit_internal)
+            job = functools.partial(fire_due, schedule_id=schedule_id, now=now, since=self._since,
+                                    default_model=model, admit_fn=self.authority.admit_internal)
             fired = await self.db.write(job)
             if fired is not None:
                 log.info("schedule %s fired for %s: admission %s", fired.schedule_id,

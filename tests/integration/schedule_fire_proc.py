@@ -17,15 +17,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from backend.authority.schedules import fire_due  # noqa: E402  (needs the path above)
-from backend.store.db import Database  # noqa: E402
+from backend.authority.schedules import fire_due
+from backend.store.db import Database
 
 
 async def main(db_path: str, schedule_id: str, now_iso: str, go: str) -> None:
     db = Database(Path(db_path))
     await db.open()
     try:
-        while not Path(go).exists():
+        while not await asyncio.to_thread(Path(go).exists):
             await asyncio.sleep(0.005)
         now = datetime.fromisoformat(now_iso)
         fired = await db.write(lambda tx: fire_due(tx, schedule_id, now, now, "fake-model"))

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -64,7 +66,8 @@ async def test_at_fires_exactly_one_turn(connect: Connect, fake_provider: FakeOp
     sid = await create_session(rpc)
     sched = await _create(rpc, session_id=sid, text="water the plants", at=_soon(1.5),
                           timezone="UTC")
-    assert sched["next_fire_at"] == sched["at"] and sched["enabled"] is True
+    assert sched["next_fire_at"] == sched["at"]
+    assert sched["enabled"] is True
     queued = await rpc.wait_event(is_event("admission.queued"), timeout=30)
     receipt = queued["data"]["receipt"]
     assert receipt["origin"] == f"schedule:{sched['schedule_id']}", receipt
@@ -80,7 +83,8 @@ async def test_at_fires_exactly_one_turn(connect: Connect, fake_provider: FakeOp
     assert (after["last_fired_at"], after["last_admission_id"], after["last_session_id"]) == (
         sched["at"], receipt["admission_id"], sid)
     changes = [e for e in rpc.events if e["type"] == "schedule.changed"]
-    assert changes and changes[-1]["data"]["schedule"]["last_admission_id"] == receipt["admission_id"]
+    assert changes
+    assert changes[-1]["data"]["schedule"]["last_admission_id"] == receipt["admission_id"]
     assert len(fake_provider.snapshot()) == 1
 
 
@@ -99,7 +103,8 @@ async def test_new_session_each_firing(connect: Connect, fake_provider: FakeOpen
     after = await _schedule(rpc, sched["schedule_id"])
     assert after["last_session_id"] == session["session_id"]
     receipts = await _admissions(rpc, session["session_id"])
-    assert len(receipts) == 1 and receipts[0]["origin"] == f"schedule:{sched['schedule_id']}"
+    assert len(receipts) == 1
+    assert receipts[0]["origin"] == f"schedule:{sched['schedule_id']}"
 
 
 async def test_deleted_session_disables_the_schedule(connect: Connect) -> None:
@@ -111,7 +116,8 @@ async def test_deleted_session_disables_the_schedule(connect: Connect) -> None:
         e["type"] == "schedule.changed" and (e["data"].get("schedule") or {}).get("disabled_reason")
         for e in rpc.events), timeout=30)
     after = await _schedule(rpc, sched["schedule_id"])
-    assert after["enabled"] is False and after["next_fire_at"] is None
+    assert after["enabled"] is False
+    assert after["next_fire_at"] is None
     assert "deleted" in after["disabled_reason"]
 
 
@@ -213,16 +219,17 @@ async def test_two_processes_fire_the_same_slot_once(backend: Backend, connect: 
     backend.terminate()  # its scheduler must not fire it: the two processes below race for it
     go = tmp_path / "go"
     now = _iso(datetime.fromisoformat(sched["at"]) + timedelta(seconds=1))
-    procs = [subprocess.Popen(
-        [sys.executable, str(FIRE_PROC), str(backend.data_dir / "state.db"), sched["schedule_id"],
-         now, str(go)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    procs = [await asyncio.create_subprocess_exec(
+        sys.executable, str(FIRE_PROC), str(backend.data_dir / "state.db"), sched["schedule_id"],
+        now, str(go), cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     ) for _ in range(2)]
-    await asyncio.sleep(0.5)  # both opened the database and wait for the go
+    await asyncio.sleep(0.5)  # both open the database meanwhile, then wait for the go
     go.touch()
-    outputs = [p.communicate(timeout=60) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outputs
-    results = sorted(out.strip() for out, _ in outputs)
-    assert results[0].startswith("fired adm_") and results[1] == "none", results
+    outputs = [await asyncio.wait_for(proc.communicate(), 60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    results = sorted(out.decode().strip() for out, _ in outputs)
+    assert results[0].startswith("fired adm_"), results
+    assert results[1] == "none", results
     fires = _fires(backend.data_dir, sched["schedule_id"])
     assert fires == [(sched["at"], results[0].split()[1])]
     with sqlite3.connect(backend.data_dir / "state.db") as db:
@@ -262,7 +269,8 @@ async def test_bad_input_is_refused_with_a_helpful_message(connect: Connect, tmp
     for params, field, words in cases:
         exc = await _refused(rpc, params)
         assert exc.code == -32602, (params, exc)
-        assert exc.data.get("field") == field and words in exc.message, (params, exc)
+        assert exc.data.get("field") == field, (params, exc)
+        assert words in exc.message, (params, exc)
     missing = await _refused(rpc, {**base, "session_id": "ses_nope", "cron": "0 9 * * *"})
     assert missing.code == -32004
     assert (await rpc.call("schedule.list"))["schedules"] == []
@@ -274,28 +282,26 @@ async def test_update_and_delete(connect: Connect) -> None:
     sched = await _create(rpc, session_id=sid, text="weekdays", cron="0 9 * * 1-5",
                           timezone="Europe/Paris")
     nxt = datetime.fromisoformat(sched["next_fire_at"]).astimezone(
-        __import__("zoneinfo").ZoneInfo("Europe/Paris"))
-    assert (nxt.hour, nxt.minute) == (9, 0) and nxt.isoweekday() <= 5
+        ZoneInfo("Europe/Paris"))
+    assert (nxt.hour, nxt.minute) == (9, 0)
+    assert nxt.isoweekday() <= 5
     off = (await rpc.call("schedule.update", {"schedule_id": sched["schedule_id"], "enabled": False}))
-    assert off["schedule"]["enabled"] is False and off["schedule"]["next_fire_at"] is None
+    assert off["schedule"]["enabled"] is False
+    assert off["schedule"]["next_fire_at"] is None
     on = (await rpc.call("schedule.update", {"schedule_id": sched["schedule_id"], "enabled": True,
                                              "cron": "30 7 * * *", "text": "daily"}))["schedule"]
     assert (on["cron"], on["text"], on["enabled"]) == ("30 7 * * *", "daily", True)
     assert on["next_fire_at"] is not None
-    try:
+    with pytest.raises(RpcError) as bad:
         await rpc.call("schedule.update", {"schedule_id": sched["schedule_id"], "cron": "bad"})
-        raise AssertionError("a bad cron was accepted")
-    except RpcError as exc:
-        assert exc.code == -32602
+    assert bad.value.code == -32602
     assert (await rpc.call("schedule.delete", {"schedule_id": sched["schedule_id"]})) == {"deleted": True}
     assert (await rpc.call("schedule.list"))["schedules"] == []
     deleted = [e for e in rpc.events if e["type"] == "schedule.changed" and e["data"].get("deleted")]
     assert [e["data"]["schedule_id"] for e in deleted] == [sched["schedule_id"]]
-    try:
+    with pytest.raises(RpcError) as twice:
         await rpc.call("schedule.delete", {"schedule_id": sched["schedule_id"]})
-        raise AssertionError("deleting twice succeeded")
-    except RpcError as exc:
-        assert exc.code == -32004
+    assert twice.value.code == -32004
 
 
 async def test_read_only_token_cannot_schedule(connect: Connect) -> None:
@@ -303,8 +309,6 @@ async def test_read_only_token_cannot_schedule(connect: Connect) -> None:
     minted = await owner.call("token.create", {"label": "reader", "scopes": ["read"]})
     reader = await connect(token=minted["token"])
     assert (await reader.call("schedule.list"))["schedules"] == []
-    try:
+    with pytest.raises(RpcError) as refused:
         await reader.call("schedule.create", {"session_id": "x", "text": "hi", "cron": "* * * * *"})
-        raise AssertionError("a read-only token created a schedule")
-    except RpcError as exc:
-        assert exc.code == -32003
+    assert refused.value.code == -32003

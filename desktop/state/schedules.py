@@ -1,0 +1,131 @@
+"""Scheduled prompts as people read them (no Qt): the list kept live by `schedule.changed`,
+next runs in words ("tomorrow at 09:00"), repeats in words, and the form's presets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+
+from shared import protocol as p
+
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+@dataclass(frozen=True)
+class Preset:
+    label: str
+    cron: str | None  # None: the preset asks for a time (once)
+
+
+# What the form offers first; "Custom (cron)" lets a person type any expression.
+PRESETS = (
+    Preset("Once, at a time", None),
+    Preset("Every weekday at 9:00", "0 9 * * 1-5"),
+    Preset("Every day at 9:00", "0 9 * * *"),
+    Preset("Every Monday at 9:00", "0 9 * * 1"),
+    Preset("Every hour", "0 * * * *"),
+    Preset("Custom (cron)", ""),
+)
+
+
+def preset_for(cron: str | None) -> int:
+    """The index of the preset a schedule's repeat matches (the custom one if none does)."""
+    for i, preset in enumerate(PRESETS):
+        if preset.cron == cron:
+            return i
+    return len(PRESETS) - 1
+
+
+def parse_time(stamp: str | None) -> datetime | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def when_words(stamp: str | None, now: datetime, zone: tzinfo | None = None) -> str:
+    """A time as a person says it, in `zone` (default: this computer's): "today at 14:30",
+    "tomorrow at 09:00", "Friday at 09:00" within a week, else "12 Jan at 09:00" (with the
+    year when it is not this one)."""
+    when = parse_time(stamp)
+    if when is None:
+        return ""
+    here = when.astimezone(zone)
+    today = now.astimezone(zone).date()
+    clock = here.strftime("%H:%M")
+    days = (here.date() - today).days
+    if days == 0:
+        return f"today at {clock}"
+    if days == 1:
+        return f"tomorrow at {clock}"
+    if days == -1:
+        return f"yesterday at {clock}"
+    if 1 < days < 7:
+        return f"{WEEKDAYS[here.weekday()]} at {clock}"
+    fmt = "%d %b" if here.year == today.year else "%d %b %Y"
+    return f"{here.strftime(fmt).lstrip('0')} at {clock}"
+
+
+def repeat_words(s: p.Schedule) -> str:
+    """How often it runs: a preset's label, "once", or the cron expression itself."""
+    if s.cron is None:
+        return "once"
+    for preset in PRESETS:
+        if preset.cron == s.cron:
+            return preset.label[0].lower() + preset.label[1:]
+    return f"cron {s.cron}"
+
+
+def next_words(s: p.Schedule, now: datetime, zone: tzinfo | None = None) -> str:
+    """The schedule's state in a few words: when it runs next, or why it will not."""
+    if not s.enabled:
+        return f"off: {s.disabled_reason}" if s.disabled_reason else "off"
+    if s.next_fire_at is None:
+        return "done" if s.last_fired_at else "will not run"
+    when = parse_time(s.next_fire_at)
+    if when is not None and when <= now:
+        return "running now"
+    return when_words(s.next_fire_at, now, zone)
+
+
+def target_words(s: p.Schedule, titles: dict[str, str]) -> str:
+    """Where it runs: its session's title, or "a new session" (in which folder)."""
+    if s.session_id is not None:
+        return titles.get(s.session_id, s.session_id)
+    folder = s.new_session.cwd if s.new_session is not None else None
+    return f"a new session in {folder}" if folder else "a new session"
+
+
+def default_at(now: datetime) -> datetime:
+    """The time a new one-shot form proposes: the next full hour, at least 10 minutes away."""
+    t = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    return t if t - now >= timedelta(minutes=10) else t + timedelta(hours=1)
+
+
+class ScheduleRows:
+    """The list a page shows, kept in step with `schedule.list` and `schedule.changed`."""
+
+    def __init__(self) -> None:
+        self.rows: list[p.Schedule] = []
+
+    def load(self, schedules: list[p.Schedule]) -> None:
+        self.rows = list(schedules)
+
+    def apply(self, data: p.ScheduleChanged) -> bool:
+        """Applies one event; returns whether the list changed."""
+        at = next((i for i, s in enumerate(self.rows) if s.schedule_id == data.schedule_id), None)
+        if data.deleted or data.schedule is None:
+            if at is None:
+                return False
+            del self.rows[at]
+            return True
+        if at is None:
+            self.rows.append(data.schedule)
+        else:
+            self.rows[at] = data.schedule
+        return True
+
+    def get(self, schedule_id: str) -> p.Schedule | None:
+        return next((s for s in self.rows if s.schedule_id == schedule_id), None)
