@@ -61,6 +61,9 @@ class Controller(QObject):
         self.link.state.connect(self._on_state)
         self.link.failed.connect(self.main.show_message)
         self.settings: QWidget | None = None
+        self.schedules: QWidget | None = None
+        # Sessions a schedule's firing started a turn in: their next finish says "scheduled".
+        self.scheduled: dict[str, str] = {}
         self.statuses: dict[str, str] = {}
         self._quitting = False
         self.background_told = False  # said once ever (kept in DIR/desktop.json): it stays running
@@ -204,6 +207,8 @@ class Controller(QObject):
                 self.main.sidebar.focus_search()
         elif action == "settings":
             self.open_settings()
+        elif action == "schedules":
+            self.open_schedules()
         elif action == "quit":
             self.quit()
         elif action == "pop_out" and session_id:
@@ -256,6 +261,16 @@ class Controller(QObject):
         self.settings.show()
         self.settings.raise_()
 
+    def open_schedules(self) -> None:
+        from desktop.qt.schedules import SchedulesDialog
+
+        if self.schedules is None:
+            dialog = SchedulesDialog(self.link, self.main)
+            dialog.open_requested.connect(lambda sid: self.open_session(sid))
+            self.schedules = dialog
+        self.schedules.show()
+        self.schedules.raise_()
+
     # --- notifications -------------------------------------------------------------
 
     def _visible_window(self, session_id: str) -> Window | None:
@@ -282,14 +297,20 @@ class Controller(QObject):
             self.notifier.resolve(data.approval.approval_id)
             if self.main.banner_target[1] == data.approval.approval_id:
                 self.main.banner.hide()  # answered somewhere: the fallback banner goes too
+        elif event.type == "schedule.changed" and isinstance(data, p.ScheduleChanged):
+            fired = data.schedule
+            if fired is not None and fired.last_session_id and fired.last_fired_at:
+                self.scheduled[fired.last_session_id] = fired.last_fired_at
         elif event.type == "session.updated" and isinstance(data, p.SessionEvent):
             session = data.session
             sid, status = session.session_id, session.status
             before = self.statuses.get(sid)
             self.statuses[sid] = status
-            if before in ("running", "waiting_approval") and status == "idle" \
-                    and self._visible_window(sid) is None:
-                self.notifier.notify("Turn finished", session.title or "A session finished", sid)
+            if before in ("running", "waiting_approval") and status == "idle":
+                scheduled = self.scheduled.pop(sid, None) is not None
+                if self._visible_window(sid) is None:
+                    title = "Scheduled turn finished" if scheduled else "Turn finished"
+                    self.notifier.notify(title, session.title or "A session finished", sid)
         self._tray_state()
 
     def _tray_state(self) -> None:

@@ -49,6 +49,7 @@ APP_ACTIONS: tuple[tuple[str, str, QKeySequence.StandardKey | str | None], ...] 
     ("sessions", "&All sessions", "Ctrl+Shift+L"),
     ("find", "&Search sessions…", QKeySequence.StandardKey.Find),
     ("settings", "&Settings…", "Ctrl+,"),  # (the platform's StandardKey may be empty)
+    ("schedules", "Sc&heduled prompts…", None),
     ("quit", "&Quit", "Ctrl+Q"),
     ("pop_out", "Open in new &window", "Ctrl+Shift+O"),
     ("delete", "&Delete session…", None),
@@ -143,7 +144,7 @@ class Window(QMainWindow):
         self.latest_action = self._local("Jump to &latest", "Ctrl+End", lambda c: c.follower.jump())
         menus = self.menuBar()
         file_menu = menus.addMenu("&File")
-        for item in (a["new"], a["pop_out"], None, a["settings"], None, close, a["quit"]):
+        for item in (a["new"], a["pop_out"], None, a["schedules"], a["settings"], None, close, a["quit"]):
             file_menu.addSeparator() if item is None else file_menu.addAction(item)
         edit_menu = menus.addMenu("&Edit")
         edit_menu.addAction(a["find"])
@@ -247,6 +248,7 @@ class MainWindow(Window):
         self.sidebar.open_new_requested.connect(lambda sid: emit(self.requested, "pop_out", sid))
         self.sidebar.new_requested.connect(self.new_session)
         self.sidebar.settings_requested.connect(lambda: emit(self.requested, "settings", ""))
+        self.sidebar.schedules_requested.connect(lambda: emit(self.requested, "schedules", ""))
         self.sidebar.message.connect(lambda m: self.show_message(m))
         self.banner = QLabel()
         self.banner.setObjectName("noticeBanner")

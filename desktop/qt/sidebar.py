@@ -359,6 +359,7 @@ class Sidebar(QWidget):
     open_new_requested = Signal(str)  # session_id: in a window of its own
     new_requested = Signal()
     settings_requested = Signal()
+    schedules_requested = Signal()
     message = Signal(str)  # something went wrong: the window says it
 
     def __init__(self, link: Link) -> None:
@@ -467,11 +468,23 @@ class Sidebar(QWidget):
         self.settings_button.setAccessibleDescription("Providers, models, approvals (Ctrl+,)")
         self.settings_button.setToolTip("Settings (Ctrl+,)")
         self.settings_button.clicked.connect(lambda: emit(self.settings_requested))
+        # Beside Settings, under the sessions scheduled runs make: prompts sent later.
+        self.schedules_button = QPushButton("Schedules")
+        self.schedules_button.setObjectName("sidebarSchedules")
+        self.schedules_button.setFlat(True)
+        self.schedules_button.setAccessibleDescription("Prompts Turnkey sends later, once or on a repeat")
+        self.schedules_button.setToolTip("Scheduled prompts")
+        self.schedules_button.clicked.connect(lambda: emit(self.schedules_requested))
         box.addLayout(top)
         box.addWidget(self.search)
         box.addWidget(self.list, 1)
         box.addWidget(self.empty, 1)
-        box.addWidget(self.settings_button)
+        bottom = QHBoxLayout()
+        bottom.setSpacing(0)
+        bottom.addWidget(self.schedules_button)
+        bottom.addWidget(self.settings_button)
+        bottom.addStretch(1)
+        box.addLayout(bottom)
 
     def _action(self, text: str, key: Any, slot: Any) -> QAction:
         action = QAction(text, self.list if key is not None else self)
@@ -484,6 +497,7 @@ class Sidebar(QWidget):
         self.new_button.setIcon(theme.icon("new"))
         self.options.setIcon(theme.icon("more"))
         self.settings_button.setIcon(theme.icon("settings"))
+        self.schedules_button.setIcon(theme.icon("schedule"))
         self._search_icon.setIcon(theme.icon("search"))
         self.list.viewport().update()
 

@@ -3,10 +3,15 @@ next runs in words ("tomorrow at 09:00"), repeats in words, and the form's prese
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from shared import protocol as p
+from shared.methods import ScheduleCreate, ScheduleUpdate
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
@@ -26,6 +31,32 @@ PRESETS = (
     Preset("Every hour", "0 * * * *"),
     Preset("Custom (cron)", ""),
 )
+
+
+def local_zone() -> str:
+    """This computer's IANA zone (TZ, else /etc/localtime's target), else UTC: what the form
+    proposes, so a schedule means the wall clock its maker reads."""
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    with contextlib.suppress(OSError):
+        target = str(Path("/etc/localtime").resolve())
+        candidates.append(target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else "")
+    for name in candidates:
+        if name and valid_zone(name):
+            return name
+    return "UTC"
+
+
+def valid_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def zone_names() -> list[str]:
+    """Every IANA zone name this computer knows, sorted, for the form's list."""
+    return sorted(available_timezones())
 
 
 def preset_for(cron: str | None) -> int:
@@ -129,3 +160,48 @@ class ScheduleRows:
 
     def get(self, schedule_id: str) -> p.Schedule | None:
         return next((s for s in self.rows if s.schedule_id == schedule_id), None)
+
+
+@dataclass(frozen=True)
+class Form:
+    """What the create/edit form holds, as plain values (the widgets fill it in)."""
+
+    text: str
+    session_id: str | None  # None: a new session at each run
+    cwd: str
+    preset: int  # an index into PRESETS
+    cron: str  # the custom expression (used when the preset is the custom one)
+    at_local: datetime | None  # the once-time, naive, in `timezone`
+    timezone: str
+    run_missed: bool  # run the latest missed firing once (else skip)
+    enabled: bool = True
+
+    def timing(self) -> tuple[str | None, str | None]:
+        """(cron, at) as the methods take them; exactly one is set."""
+        preset = PRESETS[self.preset]
+        if preset.cron is None:
+            at = self.at_local.replace(tzinfo=None) if self.at_local is not None else None
+            return None, at.isoformat(timespec="minutes") if at is not None else ""
+        return (preset.cron or self.cron.strip()), None
+
+    def create(self) -> ScheduleCreate:
+        cron, at = self.timing()
+        new = None if self.session_id else p.NewSessionSpec(cwd=self.cwd.strip() or None)
+        return ScheduleCreate(
+            text=self.text, session_id=self.session_id, new_session=new, cron=cron, at=at,
+            timezone=self.timezone, missed="run_once" if self.run_missed else "skip",
+            enabled=self.enabled)
+
+    def update(self, schedule_id: str) -> ScheduleUpdate:
+        cron, at = self.timing()
+        return ScheduleUpdate(
+            schedule_id=schedule_id, text=self.text, cron=cron, at=at, timezone=self.timezone,
+            missed="run_once" if self.run_missed else "skip")
+
+
+def delete_question(s: p.Schedule) -> tuple[str, str]:
+    """The confirmation a delete asks: (question, detail)."""
+    text = " ".join(s.text.split())
+    short = text if len(text) <= 60 else text[:59] + "…"
+    return (f"Delete the schedule “{short}”?",
+            "It will not run again. Sessions its past runs made stay.")
