@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QDateTimeEdit,
     QDialog,
     QFormLayout,
-    QGroupBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -38,6 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.qt import theme
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.state import schedules as words
@@ -66,7 +66,7 @@ class SchedulesDialog(QDialog):
         self.titles: dict[str, str] = {}
         self.editing: str | None = None  # the schedule the form edits; None: a new one
         self.setWindowTitle("Scheduled prompts")
-        self.resize(860, 560)
+        self.resize(980, 560)
         self._build()
         received = getattr(link, "received", None)
         if received is not None:
@@ -89,7 +89,11 @@ class SchedulesDialog(QDialog):
         self.table.setHeaderLabels(list(COLUMNS))
         self.table.setRootIsDecorated(False)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.header().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header = self.table.header()
+        for column in range(len(COLUMNS)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setStretchLastSection(False)
         self.table.currentItemChanged.connect(lambda *_: self._update_buttons())
         self.table.itemChanged.connect(self._on_item_changed)
         self.table.itemDoubleClicked.connect(lambda *_: self.edit_selected())
@@ -127,8 +131,12 @@ class SchedulesDialog(QDialog):
         row.addWidget(self.close_button)
         return row
 
-    def _form(self) -> QGroupBox:
-        box = QGroupBox("New schedule")
+    def _form(self) -> QDialog:
+        """The create/edit form: a window of its own over the list, which stays readable."""
+        box = QDialog(self)
+        box.setWindowTitle("New schedule")
+        box.setModal(True)
+        box.setMinimumWidth(620)
         form = QFormLayout(box)
         self.text_edit = QPlainTextEdit()
         self.text_edit.setPlaceholderText("The prompt, e.g. “Summarize yesterday's commits here”")
@@ -166,11 +174,12 @@ class SchedulesDialog(QDialog):
         form.addRow("", self.missed_check)
         self.form_error = QLabel()
         self.form_error.setWordWrap(True)
-        self.form_error.setProperty("error", True)
+        self.form_error.setProperty("tone", "danger")
         form.addRow("", self.form_error)
         actions = QHBoxLayout()
         self.save_button = QPushButton("&Save")
         self.save_button.setDefault(True)
+        self.save_button.setProperty("primary", True)
         self.save_button.clicked.connect(self.save)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_form)
@@ -228,6 +237,7 @@ class SchedulesDialog(QDialog):
 
     def _item(self, s: p.Schedule, now: datetime) -> QTreeWidgetItem:
         text = " ".join(s.text.split())
+        text = text if len(text) <= 70 else text[:69] + "…"
         last = words.when_words(s.last_fired_at, now) if s.last_fired_at else "never"
         item = QTreeWidgetItem(["", text, words.repeat_words(s), words.next_words(s, now), last,
                                 words.target_words(s, self.titles)])
@@ -284,7 +294,7 @@ class SchedulesDialog(QDialog):
 
     def start_new(self) -> None:
         self.editing = None
-        self.form.setTitle("New schedule")
+        self.form.setWindowTitle("New schedule")
         self.text_edit.setPlainText("")
         self._fill_where(None)
         self.folder_edit.setText(str(Path.home()))
@@ -300,7 +310,7 @@ class SchedulesDialog(QDialog):
         if s is None:
             return
         self.editing = s.schedule_id
-        self.form.setTitle("Edit schedule")
+        self.form.setWindowTitle("Edit schedule")
         self.text_edit.setPlainText(s.text)
         self._fill_where(s.session_id)
         self.folder_edit.setText((s.new_session.cwd if s.new_session else None) or str(Path.home()))
@@ -312,11 +322,11 @@ class SchedulesDialog(QDialog):
         self._open_form()
 
     def _open_form(self) -> None:
-        self.form_error.setText("")
+        self._mark_problem(None)
         self.where_combo.setEnabled(self.editing is None)  # where it runs is chosen once
         self.folder_edit.setEnabled(self.editing is None)
         self._show_form_parts()
-        self.form.show()
+        self.form.open()
         self.text_edit.setFocus()
 
     def cancel_form(self) -> None:
@@ -366,6 +376,7 @@ class SchedulesDialog(QDialog):
         except RpcError as exc:
             if self._alive():
                 self.save_button.setEnabled(True)
+                self._mark_problem(str((exc.data or {}).get("field") or ""))
                 self._form_failed(exc.message)
             return
         if not self._alive():
@@ -394,6 +405,18 @@ class SchedulesDialog(QDialog):
 
         spawn(run(), self._failed)
 
+    def _mark_problem(self, field: str | None) -> None:
+        """Marks the widget of the field the backend named (data.field); None clears all."""
+        widgets = {"text": self.text_edit, "session_id": self.where_combo, "cron": self.cron_edit,
+                   "at": self.at_edit, "timezone": self.zone_combo, "cwd": self.folder_edit}
+        if field == "cron" and not self.cron_edit.isVisible():
+            field = "repeat"
+        widgets["repeat"] = self.repeat_combo
+        for name, widget in widgets.items():
+            theme.restyle(widget, problem=name == field)
+        if field is None:
+            self.form_error.setText("")
+
     def _update_buttons(self) -> None:
         s = self.rows.get(self.selected() or "")
         self.edit_button.setEnabled(s is not None)
@@ -402,6 +425,7 @@ class SchedulesDialog(QDialog):
 
     def _form_failed(self, message: str) -> None:
         if self._alive():
+            message = message[:1].upper() + message[1:]
             self.form_error.setText(message)
             self.save_button.setEnabled(True)
             emit(self.failed, message)

@@ -100,13 +100,39 @@ def when_words(stamp: str | None, now: datetime, zone: tzinfo | None = None) -> 
 
 
 def repeat_words(s: p.Schedule) -> str:
-    """How often it runs: a preset's label, "once", or the cron expression itself."""
+    """How often it runs: "once", a plain sentence for the common shapes of cron ("every
+    Monday at 7:30"), else the expression itself."""
     if s.cron is None:
         return "once"
-    for preset in PRESETS:
-        if preset.cron == s.cron:
-            return preset.label[0].lower() + preset.label[1:]
-    return f"cron {s.cron}"
+    return cron_words(s.cron) or f"cron {s.cron}"
+
+
+DAY_NAMES = {"0": "Sunday", "7": "Sunday", "1": "Monday", "2": "Tuesday", "3": "Wednesday",
+             "4": "Thursday", "5": "Friday", "6": "Saturday", "sun": "Sunday", "mon": "Monday",
+             "tue": "Tuesday", "wed": "Wednesday", "thu": "Thursday", "fri": "Friday",
+             "sat": "Saturday"}
+
+
+def cron_words(expr: str) -> str | None:
+    """`M H * * DAYS` and `M * * * *` in words; None for any other shape."""
+    parts = expr.split()
+    if len(parts) != 5 or parts[2:4] != ["*", "*"] or not parts[0].isdigit():
+        return None
+    minute, hour, days = int(parts[0]), parts[1], parts[4].lower()
+    if hour == "*":
+        return "every hour" if minute == 0 and days == "*" else \
+            f"every hour at :{minute:02d}" if days == "*" else None
+    if not hour.isdigit():
+        return None
+    clock = f"{int(hour)}:{minute:02d}"
+    if days == "*":
+        return f"every day at {clock}"
+    if days in ("1-5", "mon-fri"):
+        return f"every weekday at {clock}"
+    names = [DAY_NAMES.get(d) for d in days.split(",")]
+    if all(names):
+        return f"every {', '.join(n for n in names if n)} at {clock}"
+    return None
 
 
 def next_words(s: p.Schedule, now: datetime, zone: tzinfo | None = None) -> str:

@@ -66,7 +66,12 @@ def test_create_list_toggle_and_delete(controller: Any, qtbot: Any, tmp_path: Pa
     qtbot.waitUntil(lambda: _cells(dialog)[3] == "off", timeout=WAIT_MS)
 
     asked: list[str] = []
-    dialog.confirm = lambda question, detail: asked.append(question) or True  # type: ignore[method-assign]
+
+    def confirm(question: str, detail: str) -> bool:
+        asked.append(question)
+        return True
+
+    dialog.confirm = confirm  # type: ignore[method-assign]
     with qtbot.waitSignal(dialog.deleted, timeout=WAIT_MS):
         dialog.delete_button.click()
     assert asked == ["Delete the schedule “Summarize yesterday's commits”?"]
@@ -82,7 +87,7 @@ def test_a_bad_custom_cron_says_what_is_wrong(controller: Any, qtbot: Any) -> No
     dialog.cron_edit.setText("0 25 * * *")
     with qtbot.waitSignal(dialog.failed, timeout=WAIT_MS) as failed:
         dialog.save_button.click()
-    assert failed.args[0] == "the hour field: 25 is out of range; use 0-23"
+    assert failed.args[0] == "The hour field: 25 is out of range; use 0-23"
     assert dialog.form_error.text() == failed.args[0]
     assert dialog.form.isVisible(), "the form stays to be fixed"
 
@@ -121,7 +126,9 @@ def test_a_scheduled_turn_shows_live_and_notifies_when_it_finished(
     qtbot.waitUntil(lambda: _cells(dialog)[4] != "never", timeout=WAIT_MS)
     assert _cells(dialog)[3] == "done"
     assert _cells(dialog)[5] == "Builds"
-    dialog.table.setCurrentItem(dialog.table.topLevelItem(0))
+    first = dialog.table.topLevelItem(0)
+    assert first is not None
+    dialog.table.setCurrentItem(first)
     assert dialog.open_button.isEnabled()
     with qtbot.waitSignal(dialog.open_requested, timeout=WAIT_MS) as opened:
         dialog.open_button.click()
