@@ -10,6 +10,7 @@ Words, presets and the form's values live in `desktop.state.schedules`.
 
 from __future__ import annotations
 
+import html
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,7 @@ class SchedulesDialog(QDialog):
         lay.addWidget(self.empty_label)
         self.status_label = QLabel()
         self.status_label.setWordWrap(True)
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)  # it quotes the backend's words
         lay.addWidget(self.status_label)
         lay.addLayout(self._buttons())
         self.form = self._form()
@@ -175,6 +177,7 @@ class SchedulesDialog(QDialog):
         self.form_error = QLabel()
         self.form_error.setWordWrap(True)
         self.form_error.setProperty("tone", "danger")
+        self.form_error.setTextFormat(Qt.TextFormat.PlainText)  # errors quote what was typed
         form.addRow("", self.form_error)
         actions = QHBoxLayout()
         self.save_button = QPushButton("&Save")
@@ -244,10 +247,10 @@ class SchedulesDialog(QDialog):
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
         item.setCheckState(0, Qt.CheckState.Checked if s.enabled else Qt.CheckState.Unchecked)
         item.setData(0, Qt.ItemDataRole.UserRole, s.schedule_id)
-        item.setToolTip(1, s.text)
-        item.setToolTip(2, f"{s.cron or s.at} ({s.timezone})")
+        item.setToolTip(1, _tip(s.text))
+        item.setToolTip(2, _tip(f"{s.cron or s.at} ({s.timezone})"))
         if s.disabled_reason:
-            item.setToolTip(3, s.disabled_reason)
+            item.setToolTip(3, _tip(s.disabled_reason))
         return item
 
     def selected(self) -> str | None:
@@ -439,3 +442,7 @@ class SchedulesDialog(QDialog):
     def _alive(self) -> bool:
         return shiboken6.isValid(self)
 
+
+def _tip(text: str) -> str:
+    """A tooltip that shows `text` as typed: Qt would render a tooltip that looks like HTML."""
+    return f"<p style='white-space:pre-wrap'>{html.escape(text)}</p>"

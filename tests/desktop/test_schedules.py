@@ -11,7 +11,9 @@ from PySide6.QtCore import QDateTime, Qt
 
 from desktop.qt.schedules import SchedulesDialog
 from shared.methods import ScheduleCreate, SessionCreate
+from shared.protocol import NewSessionSpec
 from tests.desktop.conftest import drive
+from tests.desktop.test_main_window import approval_turn
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 WAIT_MS = 30_000
@@ -133,3 +135,19 @@ def test_a_scheduled_turn_shows_live_and_notifies_when_it_finished(
     with qtbot.waitSignal(dialog.open_requested, timeout=WAIT_MS) as opened:
         dialog.open_button.click()
     assert opened.args[0] == sid
+
+
+def test_a_scheduled_turns_approval_notifies_with_no_window_on_its_session(
+    controller: Any, qtbot: Any, fake_provider: FakeOpenAI, tmp_path: Path,
+) -> None:
+    """Nobody watches a scheduled turn: its approval must reach the person anyway."""
+    victim = approval_turn(fake_provider, tmp_path)
+    soon = (datetime.now(UTC) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    asked: list[tuple[str, str]] = []
+    controller.notifier.shown.connect(lambda title, text: asked.append((title, text)))
+    drive(qtbot, controller.link.call(ScheduleCreate(
+        text="clean up", new_session=NewSessionSpec(cwd=str(tmp_path)), at=soon, timezone="UTC")))
+    qtbot.waitUntil(lambda: any(t == "Turnkey needs your approval" for t, _ in asked), timeout=WAIT_MS)
+    text = next(text for title, text in asked if title == "Turnkey needs your approval")
+    assert "rm -rf" in text
+    assert victim.exists()
