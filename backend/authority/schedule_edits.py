@@ -79,8 +79,8 @@ def update_fields(row: ScheduleRecord, params: p.ScheduleUpdateParams, now: date
         if params.at is not None:
             check_at(rep, now)
         fire = first_fire(rep, now)
-        if rep.at is not None and params.at is None and row.last_fired_at == timing.iso(rep.at):
-            fire = None  # a one-shot that ran does not run again because it was re-enabled
+        if rep.at is not None and params.at is None and rep.at <= now:
+            fire = None  # a one-shot whose time passed (it ran, or was off then) runs no more
         fields.update(timezone=zone_name, cron=_cron_text(cron_text),
                       at=timing.iso(rep.at) if rep.at is not None else None,
                       next_fire_at=timing.iso(fire) if fire is not None and enabled else None)

@@ -31,7 +31,7 @@ from backend.authority.payload import Payload
 from backend.authority.queue import RETRY_FIRST_S, RETRY_MAX_S, SessionAuthority, admit
 from backend.errors import StoreUnavailable
 from backend.ids import new_id
-from backend.store import admissions, compression, events, schedules, sessions
+from backend.store import admissions, compression, events, schedules, sessions, tokens
 from backend.store.db import Database, Tx
 from backend.store.schedules import ScheduleRecord
 from backend.turn.route import Claim
@@ -93,7 +93,7 @@ def fire_due(
         # Fired already (by another process, or before a crash): only move on.
         schedules.update(tx, schedule_id, {"next_fire_at": next_at})
         return None
-    target = _target(tx, row, default_model)
+    target = _revoked(tx, row) or _target(tx, row, default_model)
     if isinstance(target, _Stopped):
         schedules.update(tx, schedule_id, {"enabled": False, "disabled_reason": target.reason,
                                            "next_fire_at": None})
@@ -116,6 +116,16 @@ def fire_due(
 @dataclass(frozen=True)
 class _Stopped:
     reason: str
+
+
+def _revoked(tx: Tx, row: ScheduleRecord) -> _Stopped | None:
+    """A schedule made with a minted token submits no more once that token is revoked or
+    has lost `submit`: revoking a token must stop what it set going.  (The owner's principal
+    is no minted token: it is not in the table.)"""
+    made_by = tokens.get(tx, row.principal)
+    if made_by is not None and (made_by.revoked or "submit" not in made_by.scopes):
+        return _Stopped("the token that created it was revoked; create it again to keep it")
+    return None
 
 
 def _target(tx: Tx, row: ScheduleRecord, default_model: str) -> str | _Stopped:

@@ -312,3 +312,19 @@ async def test_read_only_token_cannot_schedule(connect: Connect) -> None:
     with pytest.raises(RpcError) as refused:
         await reader.call("schedule.create", {"session_id": "x", "text": "hi", "cron": "* * * * *"})
     assert refused.value.code == -32003
+
+
+async def test_a_revoked_tokens_schedule_does_not_fire(connect: Connect) -> None:
+    owner = await connect()
+    minted = await owner.call("token.create", {"label": "script", "scopes": ["read", "submit"]})
+    script = await connect(token=minted["token"], name="script")
+    sid = await create_session(script)
+    sched = await _create(script, session_id=sid, text="from a script", at=_soon(2), timezone="UTC")
+    await owner.call("token.revoke", {"token_id": minted["token_id"]})
+    await owner.wait_until(lambda: any(
+        e["type"] == "schedule.changed" and (e["data"].get("schedule") or {}).get("disabled_reason")
+        for e in owner.events), timeout=30)
+    after = await _schedule(owner, sched["schedule_id"])
+    assert after["enabled"] is False
+    assert "revoked" in after["disabled_reason"]
+    assert await _admissions(owner, sid) == []
