@@ -1,9 +1,9 @@
 """A second scheduler in its own process: runs the real firing transaction once.
 
-    python schedule_fire_proc.py STATE_DB SCHEDULE_ID NOW_ISO GO_FILE
+    python schedule_fire_proc.py STATE_DB SCHEDULE_ID NOW_ISO GO_FILE READY_FILE
 
-Opens the database, waits until GO_FILE exists (so two of these start their write
-together), runs `fire_due` for the schedule at NOW_ISO, prints `fired ADMISSION_ID` or
+Opens the database, creates READY_FILE, waits until GO_FILE exists (so two of these start
+their write together), runs `fire_due` for the schedule at NOW_ISO, prints `fired ADMISSION_ID` or
 `none`.  Used by test_schedules.py to prove that the database alone keeps one
 (schedule, fire time) from firing twice.
 """
@@ -21,10 +21,11 @@ from backend.authority.schedules import fire_due
 from backend.store.db import Database
 
 
-async def main(db_path: str, schedule_id: str, now_iso: str, go: str) -> None:
+async def main(db_path: str, schedule_id: str, now_iso: str, go: str, ready: str) -> None:
     db = Database(Path(db_path))
     await db.open()
     try:
+        await asyncio.to_thread(Path(ready).touch)
         while not await asyncio.to_thread(Path(go).exists):
             await asyncio.sleep(0.005)
         now = datetime.fromisoformat(now_iso)
@@ -35,4 +36,4 @@ async def main(db_path: str, schedule_id: str, now_iso: str, go: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:5]))
+    asyncio.run(main(*sys.argv[1:6]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -42,6 +43,17 @@ async def _schedule(rpc: Rpc, schedule_id: str) -> Json:
 
 async def _admissions(rpc: Rpc, sid: str) -> list[Json]:
     return list((await rpc.call("admission.list", {"session_id": sid}))["receipts"])
+
+
+async def _wait_for(rpc: Rpc, schedule_id: str, check: Callable[[Json], bool],
+                    timeout: float = 30.0) -> Json:
+    """The schedule once `check` holds for it (polled: it may have changed before this
+    connection could see the event)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check(found := await _schedule(rpc, schedule_id)):
+        assert asyncio.get_running_loop().time() < deadline, f"schedule still {found}"
+        await asyncio.sleep(0.05)
+    return found
 
 
 def _fires(data_dir: Path, schedule_id: str) -> list[tuple[str, str | None]]:
@@ -161,6 +173,9 @@ async def _downtime(backend: Backend, connect: Connect, missed: str) -> tuple[Js
     backend.start()
     restarted = _iso(datetime.now(UTC))  # the scheduler started before READY: slots after it are on time
     rpc = await connect(name="after")
+    # Its first round, at start, moved it past the missed slots (firing one, or none).
+    await _wait_for(rpc, sched["schedule_id"],
+                    lambda s: datetime.fromisoformat(s["next_fire_at"]) > datetime.now(UTC))
     await asyncio.sleep(QUIET_S)
     missed_ones = [r for r in await _admissions(rpc, sid)
                    if _slot(r) < restarted]
@@ -200,7 +215,8 @@ async def test_one_shot_missed_while_down_fires_on_start(
     _set_next(backend.data_dir, sched["schedule_id"], datetime.now(UTC) - timedelta(minutes=5))
     backend.start()
     rpc = await connect(name="after")
-    await rpc.wait_until(lambda: any(e["type"] == "schedule.changed" for e in rpc.events), timeout=30)
+    fired = await _wait_for(rpc, sched["schedule_id"], lambda s: s["last_fired_at"] is not None)
+    assert fired["next_fire_at"] is None
     await asyncio.sleep(QUIET_S)
     assert len(await _admissions(rpc, sid)) == 1
 
@@ -221,9 +237,13 @@ async def test_two_processes_fire_the_same_slot_once(backend: Backend, connect: 
     now = _iso(datetime.fromisoformat(sched["at"]) + timedelta(seconds=1))
     procs = [await asyncio.create_subprocess_exec(
         sys.executable, str(FIRE_PROC), str(backend.data_dir / "state.db"), sched["schedule_id"],
-        now, str(go), cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    ) for _ in range(2)]
-    await asyncio.sleep(0.5)  # both open the database meanwhile, then wait for the go
+        now, str(go), str(tmp_path / f"ready{i}"), cwd=REPO, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    ) for i in range(2)]
+    deadline = asyncio.get_running_loop().time() + 30
+    while not all((tmp_path / f"ready{i}").exists() for i in range(2)):  # both opened the database
+        assert asyncio.get_running_loop().time() < deadline, "the firing processes did not start"
+        await asyncio.sleep(0.02)
     go.touch()
     outputs = [await asyncio.wait_for(proc.communicate(), 60) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outputs
