@@ -29,7 +29,7 @@ from pathlib import Path
 from backend.authority import timing
 from backend.authority.payload import Payload
 from backend.authority.queue import RETRY_FIRST_S, RETRY_MAX_S, SessionAuthority, admit
-from backend.errors import StoreUnavailable
+from backend.errors import InvalidParams, StoreUnavailable
 from backend.ids import new_id
 from backend.store import admissions, compression, events, schedules, sessions, tokens
 from backend.store.db import Database, Tx
@@ -81,7 +81,12 @@ def fire_due(
     row = schedules.get(tx, schedule_id)
     if row is None or not row.enabled or row.next_fire_at is None:
         return None
-    rep = repeat_of(row)
+    try:
+        rep = repeat_of(row)
+    except InvalidParams as exc:  # e.g. a zone this computer's time zone data no longer has
+        _stop(tx, schedule_id, _Stopped(f"its timing cannot be read any more ({exc.message}); "
+                                        "edit it"))
+        return None
     step = timing.due(rep, timing.parse_iso(row.next_fire_at), now, row.missed, since)
     next_at = timing.iso(step.next_at) if step.next_at is not None else None
     if step.fire_at is None:
@@ -95,9 +100,7 @@ def fire_due(
         return None
     target = _revoked(tx, row) or _target(tx, row, default_model)
     if isinstance(target, _Stopped):
-        schedules.update(tx, schedule_id, {"enabled": False, "disabled_reason": target.reason,
-                                           "next_fire_at": None})
-        log.warning("schedule %s disabled: %s", schedule_id, target.reason)
+        _stop(tx, schedule_id, target)
         return None
     payload = Payload(text=row.text)
     rid = request_id(schedule_id, fire_at)
@@ -116,6 +119,14 @@ def fire_due(
 @dataclass(frozen=True)
 class _Stopped:
     reason: str
+
+
+def _stop(tx: Tx, schedule_id: str, why: _Stopped) -> None:
+    """Disables a schedule that cannot fire, saying why (shown with it), instead of failing
+    its every round."""
+    schedules.update(tx, schedule_id, {"enabled": False, "disabled_reason": why.reason,
+                                       "next_fire_at": None})
+    log.warning("schedule %s disabled: %s", schedule_id, why.reason)
 
 
 def _revoked(tx: Tx, row: ScheduleRecord) -> _Stopped | None:
