@@ -906,11 +906,13 @@ class SchedulesResult(Wire):
 
 class ScheduleChanged(Wire):
     """Addition: a schedule was created, updated, fired or deleted; session-less
-    (`session_id` ""), sent to every reader.  `schedule` is absent when `deleted`."""
+    (`session_id` ""), sent to every reader.  `schedule` is absent when `deleted`; `fired`:
+    this change is a firing (its prompt was just admitted in `schedule.last_session_id`)."""
 
     schedule_id: str
     deleted: bool = False
     schedule: Schedule | None = None
+    fired: bool = False
 
 
 EVENTS["schedule.changed"] = ScheduleChanged  # kept beside its types, out of the table above

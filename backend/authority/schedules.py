@@ -112,7 +112,7 @@ def fire_due(
     schedules.update(tx, schedule_id, {
         "next_fire_at": next_at, "last_fired_at": fire_at,
         "last_admission_id": receipt.admission_id, "last_session_id": target,
-    })
+    }, fired=True)
     return Fired(schedule_id, fire_at, receipt, claim)
 
 

@@ -73,14 +73,15 @@ def all_(tx: Tx) -> list[ScheduleRecord]:
     return ScheduleRecord.from_rows(tx.all("SELECT * FROM schedules ORDER BY created_at, schedule_id"))
 
 
-def update(tx: Tx, schedule_id: str, fields: dict[str, Any]) -> ScheduleRecord:
-    """Sets `fields` (column names of ours, never a caller's) and announces the change."""
+def update(tx: Tx, schedule_id: str, fields: dict[str, Any], *, fired: bool = False) -> ScheduleRecord:
+    """Sets `fields` (column names of ours, never a caller's) and announces the change
+    (`fired`: the change is a firing)."""
     sets = ", ".join(f"{k} = :{k}" for k in fields)
     tx.execute(f"UPDATE schedules SET {sets}, updated_at = :updated_at WHERE schedule_id = :id",
                {**fields, "updated_at": now(), "id": schedule_id})
     found = get(tx, schedule_id)
     assert found is not None
-    changed(tx, found)
+    changed(tx, found, fired=fired)
     return found
 
 
@@ -92,10 +93,10 @@ def delete(tx: Tx, schedule_id: str) -> bool:
     return bool(cur.rowcount)
 
 
-def changed(tx: Tx, row: ScheduleRecord) -> None:
+def changed(tx: Tx, row: ScheduleRecord, *, fired: bool = False) -> None:
     """Queues `schedule.changed` for every reader, sent when this job commits."""
     events.broadcast(tx, "", "schedule.changed",
-                     ScheduleChanged(schedule_id=row.schedule_id, schedule=row.to_wire()))
+                     ScheduleChanged(schedule_id=row.schedule_id, schedule=row.to_wire(), fired=fired))
 
 
 def due(tx: Tx, at: str) -> list[str]:

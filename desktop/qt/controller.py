@@ -299,7 +299,7 @@ class Controller(QObject):
                 self.main.banner.hide()  # answered somewhere: the fallback banner goes too
         elif event.type == "schedule.changed" and isinstance(data, p.ScheduleChanged):
             fired = data.schedule
-            if fired is not None and fired.last_session_id and fired.last_fired_at:
+            if data.fired and fired is not None and fired.last_session_id and fired.last_fired_at:
                 self.scheduled[fired.last_session_id] = fired.last_fired_at
         elif event.type == "session.updated" and isinstance(data, p.SessionEvent):
             session = data.session

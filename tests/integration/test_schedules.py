@@ -95,6 +95,7 @@ async def test_at_fires_exactly_one_turn(connect: Connect, fake_provider: FakeOp
     assert (after["last_fired_at"], after["last_admission_id"], after["last_session_id"]) == (
         sched["at"], receipt["admission_id"], sid)
     changes = [e for e in rpc.events if e["type"] == "schedule.changed"]
+    assert [e["data"].get("fired", False) for e in changes] == [False, True], "created, fired"
     assert changes
     assert changes[-1]["data"]["schedule"]["last_admission_id"] == receipt["admission_id"]
     assert len(fake_provider.snapshot()) == 1
