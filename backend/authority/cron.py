@@ -22,8 +22,8 @@ from zoneinfo import ZoneInfo
 
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-# How far ahead a match is looked for: "0 0 29 2 1" (a 29 February that is a Monday) may be
-# 28 years away; an expression that matches nothing in this span never fires.
+# How far ahead a match is looked for: "0 0 29 2 *" may be 8 years away (2096, then 2104);
+# an expression that matches nothing in this span never fires.
 HORIZON_YEARS = 30
 # The longest wall-clock gap a zone has ever skipped (Samoa skipped a whole day in 2011).
 MAX_GAP = timedelta(days=2)
