@@ -80,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--session", default=None, help="continue this session id")
     c.add_argument("--cwd", type=Path, default=None,
                    help="the new session's working folder, where its tools act (default: here)")
+    c.add_argument("--steer", action="store_true",
+                   help="with --session and TEXT: add TEXT to the turn running there, read at "
+                        "its next step, instead of queueing it for after (an idle session "
+                        "just runs it)")
     c.add_argument("text", nargs="?", default=None)
     s = sub.add_parser("sessions", help="list sessions, most recent first")
     s.add_argument("--limit", type=int, default=20)
@@ -157,6 +161,10 @@ def mcp_table(args: argparse.Namespace) -> dict[str, Any] | str:
 def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
     """chat, sessions, secret set, provider test, mcp: each a client of the backend."""
     value = ""
+    if args.command == "chat" and args.steer and (args.session is None or args.text is None):
+        print("turnkey: chat --steer needs --session ID and the TEXT to add to the turn "
+              "running there", file=sys.stderr)
+        return 2
     if args.command == "secret":
         value = read_secret(args.name)
         if not value.strip():
@@ -174,7 +182,8 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
 
     if args.command == "chat":
         cwd = (args.cwd or Path.cwd()).expanduser().resolve()
-        return _end(_run(commands.chat(data_dir, args.session, args.text, cwd, starting)))
+        return _end(_run(commands.chat(data_dir, args.session, args.text, cwd, starting,
+                                       steer=args.steer)))
     if args.command == "sessions":
         return _end(_run(commands.sessions(data_dir, args.limit, starting)))
     if args.command == "secret":

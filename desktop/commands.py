@@ -168,6 +168,7 @@ class Chat:
         self.client = client
         self.session_id = session_id
         self.waiting: str | None = None  # admission id whose message.complete ends the turn
+        self.joined: str | None = None  # the running turn a steer joined (its events are ours)
         self.done = asyncio.Event()
         self.shown = ""
         self.rendered = sys.stdout.isatty() if rendered is None else rendered
@@ -188,7 +189,13 @@ class Chat:
         if isinstance(data, p.ApprovalEvent) and ev.seq is not None:  # the stored copy, once
             self._on_approval(ev.type, data.approval)
             return
-        if ev.admission_id != self.waiting:
+        if isinstance(data, p.TurnSteered) and data.admission_id == self.waiting:
+            # The steer joined a running turn: that turn's events are ours from here on.
+            self.joined = data.turn_id
+            print("[steering the running turn: the model reads this at its next step]",
+                  file=sys.stderr)
+            return
+        if ev.admission_id != self.waiting and (self.joined is None or ev.turn_id != self.joined):
             return
         if isinstance(data, p.ToolStart):
             self.answer.pause()
@@ -234,19 +241,21 @@ class Chat:
             self.ended = "cancelled"
             self.done.set()
 
-    async def send(self, text: str) -> str:
-        """Sends `text` and streams its turn; returns how it ended ("completed", ...)."""
+    async def send(self, text: str, steer: bool = False) -> str:
+        """Sends `text` and streams its turn; returns how it ended ("completed", ...).
+        `steer`: into the running turn, if one runs (then its end is ours)."""
         self.done.clear()
         self.shown = ""
         self.answer = Answer(self.rendered)
-        self.waiting = None
+        self.waiting = self.joined = None
         answer = await self.client.call(PromptSubmit(
-            session_id=self.session_id, request_id=uuid.uuid4().hex, text=text))
+            session_id=self.session_id, request_id=uuid.uuid4().hex, text=text,
+            intent="steer" if steer else "queue"))
         receipt = answer.receipt
         self.waiting = receipt.admission_id
         if receipt.status == "terminal":  # settled before we started listening
             return receipt.outcome or "completed"
-        if (receipt.position or 1) > 1:
+        if (receipt.position or 1) > 1 and not steer:
             print(f"[queued at position {receipt.position}]", file=sys.stderr)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, self._interrupt)
@@ -317,7 +326,7 @@ NO_SANDBOX_NOTE = (
 
 async def chat(
     data_dir: Path, session_id: str | None, text: str | None, cwd: Path,
-    starting: Starting | None = None,
+    starting: Starting | None = None, steer: bool = False,
 ) -> int:
     client = await ensure_client(data_dir, starting)
     assert client.server is not None, "connect() initializes"
@@ -337,7 +346,7 @@ async def chat(
         client.follow(session_id)
         chat = Chat(client, session_id)
         if text is not None:
-            return 0 if await chat.send(text) == "completed" else 1
+            return 0 if await chat.send(text, steer=steer) == "completed" else 1
         print("Type a message; Enter sends, Ctrl-C interrupts a turn, Ctrl-D quits.", file=sys.stderr)
         while True:
             try:

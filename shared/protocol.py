@@ -146,6 +146,7 @@ class Receipt(Wire):
     failure_reason: str | None = None
     turn_id: str | None = None
     text: str | None = None  # the input as admitted (normalized)
+    steer: bool = False  # addition: submitted with intent "steer"
 
 
 ApprovalStatus = Literal["pending", "allowed", "denied", "expired"]
@@ -271,7 +272,7 @@ class PromptSubmitParams(Params):
     request_id: RequestId
     text: str
     attachments: list[Attachment] | None = None
-    intent: Literal["queue", "interrupt"] = "queue"
+    intent: Literal["queue", "interrupt", "steer"] = "queue"
 
 
 class AdmissionIdParams(Params):
@@ -691,6 +692,15 @@ class TurnStarted(Wire):
     model: str
 
 
+class TurnSteered(Wire):
+    """Addition: a steer joined the running turn; the model reads `text` at its next call.
+    `admission_id` is the steer's own (started now, settled with the turn)."""
+
+    turn_id: str
+    admission_id: str
+    text: str
+
+
 class TextDelta(Wire):
     text: str
 
@@ -798,6 +808,7 @@ EVENTS: dict[str, type[Wire]] = {
     "admission.queued": AdmissionEvent,
     "admission.settled": AdmissionEvent,
     "turn.started": TurnStarted,
+    "turn.steered": TurnSteered,
     "message.delta": TextDelta,
     "message.complete": MessageComplete,
     "tool.start": ToolStart,

@@ -129,7 +129,11 @@ class SessionAuthority:
         elif not receipt.duplicate:
             if params.intent == "interrupt":
                 self.interrupt(params.session_id, NEWER_PROMPT)
-            self.wake(params.session_id)
+            elif params.intent == "steer":
+                running = self._active.find(params.session_id)
+                if running is not None:
+                    running.steer_waiting = True  # it joins at the turn's next model call
+            self.wake(params.session_id)  # the turn may end first: then it runs next
         return receipt
 
     async def cancel(self, admission_id: str) -> Receipt:

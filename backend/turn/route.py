@@ -77,6 +77,10 @@ class RunningTurn:
         self._stop = asyncio.Event()
         self._reason = DEFAULT_REASON
         self._watch: LeaseWatch | None = None
+        # Steers may be queued for this turn: set when one is admitted while it runs, and
+        # at the start (a steer whose turn ended before it joined runs next, and others
+        # queued with it join this turn).  The runner looks at its next model call.
+        self.steer_waiting = True
         if routes is not None:
             routes.add(self)
 
