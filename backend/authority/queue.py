@@ -272,7 +272,8 @@ class SessionAuthority:
             TurnStarted(turn_id=turn_id, admission_id=admission_id, model=model),
             turn_id=turn_id, admission_id=admission_id,
         )
-        return Claim(session_id, admission_id, turn_id, text, session.cwd, holder, leased)
+        steers = admissions.steer_queued(tx, session_id)
+        return Claim(session_id, admission_id, turn_id, text, session.cwd, holder, leased, steers)
 
     async def _settle_crashed(self, turn: RunningTurn, error_id: str) -> bool:
         """A bug escaped the runner: settle the admission so the queue is not held forever.

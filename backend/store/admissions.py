@@ -99,6 +99,11 @@ def queued_steers(tx: Tx, session_id: str) -> list[AdmissionRecord]:
     )]
 
 
+def steer_queued(tx: Tx, session_id: str) -> bool:
+    return tx.one(f"SELECT 1 FROM admissions WHERE session_id = ? AND status = 'queued' AND "
+                  f"{STEER} LIMIT 1", (session_id,)) is not None
+
+
 def text_of(r: AdmissionRecord) -> str:
     """The input as admitted (normalized)."""
     return str(json.loads(r.payload_json)["text"])

@@ -238,7 +238,7 @@ class TurnRunner:
                               turn_id=tid, admission_id=row.admission_id)
             return len(steers)
 
-        if not await self.db.read(lambda tx: bool(admissions.queued_steers(tx, turn.session_id))):
+        if not await self.db.read(lambda tx: admissions.steer_queued(tx, turn.session_id)):
             return
         taken = await self.db.write(job)
         if taken:
