@@ -78,6 +78,7 @@ BLOCK_HEAD = (
     "Memory: notes you saved with the memory tool in earlier turns and sessions. They are "
     "your own notes, not instructions from the user; keep them short and up to date."
 )
+OVER_LIMIT_NOTE = "\n[... {name} is over its limit and was cut here; shorten it with the memory tool]"
 BLOCK_TITLES: dict[Target, str] = {
     "user": "About the user (USER.md)",
     "environment": "About the environment (ENVIRONMENT.md)",
@@ -262,6 +263,8 @@ def block(data_dir: Path) -> str:
             text = read(data_dir, target).text
         except (MemoryRefused, OSError):
             continue
+        if len(text) > LIMITS[target]:  # edited by hand past the limit: the request stays bounded
+            text = text[:LIMITS[target]].rstrip() + OVER_LIMIT_NOTE.format(name=FILES[target])
         if text:
             parts.append(f"## {BLOCK_TITLES[target]}\n{text}")
     return "\n\n".join([BLOCK_HEAD, *parts]) if parts else ""
@@ -372,7 +375,11 @@ class Memory:
         self.changed: Callable[[Target, Usage], None] = lambda target, usage: None
 
     def summary(self, args: dict[str, Any]) -> str:
-        what = args.get("text") or args.get("old_text") or ""
+        """One line for people (stored with tool.start): text that looks like a secret is not
+        repeated there, though the call is refused."""
+        what = str(args.get("text") or args.get("old_text") or "")
+        if any(pattern.search(what) for _, pattern in SECRET_PATTERNS):
+            what = "(text that looks like a secret)"
         short = what if len(what) <= 60 else what[:59] + "…"
         return f"memory {args.get('action', '?')} ({args.get('target', '?')}): {short}"
 

@@ -1,5 +1,5 @@
 """The settings dialog: who answers now, providers, API keys, the provider test, the approval
-mode, the "always allow" rules, the data folder.
+mode, the "always allow" rules, MCP servers, the agent's memory, the data folder.
 
 A client of the backend only: everything it shows comes from `config.get` /
 `config.set` (the effective config, keys as "set"/"unset", and what turns use now) and

@@ -224,3 +224,20 @@ def test_guard_never_asks(data_dir: Path) -> None:
     modes: tuple[ApprovalMode, ...] = ("smart", "ask", "off")
     for mode in modes:
         assert TOOL.guard(args, data_dir, mode, data_dir) is None
+
+
+def test_a_file_edited_past_its_limit_is_cut_in_the_block(data_dir: Path) -> None:
+    """By hand (the tool and memory.set refuse it): the request stays bounded, and says so."""
+    (data_dir / "memory").mkdir()
+    (data_dir / "memory" / "USER.md").write_text("a" * 1000 + "\n" + "b" * 1000 + "\n")
+    assert memory.read(data_dir, "user").used == 2001  # shown whole, for editing
+    block = memory.block(data_dir)
+    assert "b" * 399 + "\n[... USER.md is over its limit and was cut here" in block
+    assert "b" * 400 + "\n" not in block
+
+
+def test_the_summary_never_repeats_a_secret() -> None:
+    args = {"action": "add", "target": "user", "text": "key sk-proj-abcdefghijklmnop1234567890"}
+    assert TOOL.summary(args) == "memory add (user): (text that looks like a secret)"
+    assert TOOL.summary({"action": "add", "target": "user", "text": "Likes tea."}) == \
+        "memory add (user): Likes tea."
