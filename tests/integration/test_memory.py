@@ -158,6 +158,11 @@ async def test_memory_set_refuses_bad_input(
     assert caught.value.code == INVALID_PARAMS
     assert words in caught.value.message, caught.value.message
     assert caught.value.data.get("field") == field, caught.value.data
+    if "ghp_" in str(params.get("text")):  # a refused secret is nowhere: not logged, not stored
+        assert "ghp_" not in caught.value.message
+        for path in backend.data_dir.rglob("*"):
+            if path.is_file():
+                assert b"ghp_0123456789" not in path.read_bytes(), path
     assert not (backend.data_dir / "memory" / "USER.md").exists()
     assert backend.alive()
 
