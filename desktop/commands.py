@@ -29,6 +29,8 @@ from shared.methods import (
     ConfigSet,
     McpList,
     McpTest,
+    MemoryGet,
+    MemorySet,
     PromptSubmit,
     ProviderTest,
     SecretSet,
@@ -550,3 +552,51 @@ async def backend(data_dir: Path, action: str) -> int:
         return 0
     print(f"pid {info.pid} did not stop within 15 s", file=sys.stderr)
     return 1
+
+
+# --- memory (addition) -----------------------------------------------------------------
+
+MEMORY_NAMES = {"user": "USER.md", "environment": "ENVIRONMENT.md"}
+
+
+def memory_lines(result: p.MemoryResult) -> list[str]:
+    """Both notebooks as `turnkey memory show` prints them: a heading with the usage, then
+    the entries (or "(empty)")."""
+    lines: list[str] = []
+    for target, file in (("user", result.user), ("environment", result.environment)):
+        if lines:
+            lines.append("")
+        lines.append(f"== {target} ({MEMORY_NAMES[target]}): {file.used:,} / {file.limit:,} characters")
+        lines.extend(file.text.split("\n") if file.text else ["(empty)"])
+    return lines
+
+
+async def memory_show(data_dir: Path, starting: Starting | None = None) -> int:
+    client = await ensure_client(data_dir, starting)
+    try:
+        result = await client.call(MemoryGet())
+    except RpcError as exc:
+        print(f"turnkey: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    print("\n".join(memory_lines(result)))
+    return 0
+
+
+async def memory_set(
+    data_dir: Path, target: p.MemoryTarget, text: str, starting: Starting | None = None,
+) -> int:
+    """Replaces one notebook (text "" clears it), checked by the backend as the tool's writes."""
+    client = await ensure_client(data_dir, starting)
+    try:
+        result = await client.call(MemorySet(target=target, text=text))
+    except RpcError as exc:
+        print(f"turnkey: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    file = result.user if target == "user" else result.environment
+    verb = "saved" if file.text else "cleared"
+    print(f"{verb} {target} memory ({MEMORY_NAMES[target]}): {file.used:,} / {file.limit:,} characters")
+    return 0

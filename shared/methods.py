@@ -192,6 +192,17 @@ class BackendStats(p.BackendStatsParams, Request[p.BackendStatsResult]):
     method = "backend.stats"
 
 
+# --- memory (addition) ---
+
+
+class MemoryGet(p.NoParams, Request[p.MemoryResult]):
+    method = "memory.get"
+
+
+class MemorySet(p.MemorySetParams, Request[p.MemoryResult]):
+    method = "memory.set"
+
+
 # --- the table --------------------------------------------------------------------------
 
 
@@ -260,4 +271,8 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(Shutdown, "admin"),
     # The backend as a whole, not a session: its operator's, like config.get.
     MethodSpec(BackendStats, "admin"),
+    # The model itself writes memory with its tool in any turn a `submit` token starts, so
+    # editing it needs no more than that scope (PROTOCOL.md, memory.set).
+    MethodSpec(MemoryGet, "read"),
+    MethodSpec(MemorySet, "submit", cleaned=("text",)),
 )

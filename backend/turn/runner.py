@@ -36,7 +36,7 @@ from backend.race import unless_stopped
 from backend.store import admissions, events, messages
 from backend.store.db import Database, Tx
 from backend.store.leases import LeaseRecord
-from backend.tools import registry
+from backend.tools import memory, registry
 from backend.tools.base import Tool
 from backend.tools.executor import BatchContext, Executor
 from backend.tools.sandbox import child_env
@@ -106,6 +106,9 @@ class TurnState:
     offered: dict[str, Tool] = field(default_factory=lambda: dict(registry.BUILTINS))
     specs: tuple[ToolSpec, ...] = ()
     mcp_listed: bool = False  # the MCP servers' lists were refreshed for this turn
+    # The memory block, read at the turn's first request and sent unchanged by every later
+    # one: a write during the turn shows from the next turn, and the cached prefix holds.
+    memory: str | None = None
 
     @property
     def link(self) -> ConfiguredProvider:
@@ -249,12 +252,15 @@ class TurnRunner:
         provider answers as the session's model; a fallback as its own."""
         link = st.link
         tools = await self._offer(st) if link.cfg.tools else ()
+        if st.memory is None:
+            st.memory = await asyncio.to_thread(memory.block, self.executor.data_dir)
 
         async def build() -> ChatRequest:
             return await assemble(self.db, self.transcripts, st.turn.session_id,
                                   link.provider.model, tools,
                                   summary_for=summary_for,
-                                  model=None if st.chain_index == 0 else link.cfg.model)
+                                  model=None if st.chain_index == 0 else link.cfg.model,
+                                  memory=st.memory or "")
 
         # Preflight compression: measure, compress if due, measure again (a few times at most).
         # A long session is counted in SQL first: one far over its window compresses before a
