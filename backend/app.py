@@ -41,14 +41,22 @@ from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.server.methods import Methods
 from backend.store import admissions, events, runtime, schedules
 from backend.store.db import Database
-from backend.tools import registry, sandbox
+from backend.tools import memory, registry, sandbox
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.executor import Executor
 from backend.tools.procs import ProcessTable
 from backend.turn.runner import TurnRunner
 from shared import logs
-from shared.protocol import PROTOCOL_VERSION, Event, McpServerEvent, McpServerStatus
+from shared.protocol import (
+    PROTOCOL_VERSION,
+    Event,
+    McpServerEvent,
+    McpServerStatus,
+    MemoryChanged,
+    MemoryFile,
+    MemoryTarget,
+)
 
 log = logging.getLogger("backend")
 
@@ -99,6 +107,7 @@ class Backend:
             log.warning("commands run without a sandbox: %s", found.reason)
         box = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
         registry.use_sandbox(box)
+        registry.MEMORY.changed = self._memory_changed
         procs = ProcessTable(self.data_dir)
         procs.kill_orphans()  # before READY: a crashed turn's commands stop here
         executor = Executor(self.db, approvals, checkpoints, self.data_dir, procs)
@@ -162,6 +171,13 @@ class Backend:
         """An MCP server's `mcp.server` event, to every reader (it is no session's)."""
         event = Event(session_id="", type="mcp.server", ts=now(),
                       data=events.as_data(McpServerEvent(server=status)))
+        self.hub.publish(events.StoredEvent(event, False))
+
+    def _memory_changed(self, target: MemoryTarget, usage: memory.Usage) -> None:
+        """A notebook's `memory.changed` event, to every reader (it is no session's)."""
+        file = MemoryFile(text=usage.text, used=usage.used, limit=usage.limit)
+        event = Event(session_id="", type="memory.changed", ts=now(),
+                      data=events.as_data(MemoryChanged(target=target, file=file)))
         self.hub.publish(events.StoredEvent(event, False))
 
     def _sandbox_settings(self) -> tuple[bool, bool]:

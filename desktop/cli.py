@@ -80,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--session", default=None, help="continue this session id")
     c.add_argument("--cwd", type=Path, default=None,
                    help="the new session's working folder, where its tools act (default: here)")
+    c.add_argument("--steer", action="store_true",
+                   help="with --session and TEXT: add TEXT to the turn running there, read at "
+                        "its next step, instead of queueing it for after (an idle session "
+                        "just runs it)")
     c.add_argument("text", nargs="?", default=None)
     s = sub.add_parser("sessions", help="list sessions, most recent first")
     s.add_argument("--limit", type=int, default=20)
@@ -99,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="a [providers.NAME] of config.toml (default: the one turns use)")
     _mcp_parser(sub)
     _schedule_parser(sub)
+    _memory_parser(sub)
     return parser
 
 
@@ -173,6 +178,30 @@ def _timing_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument("--missed", choices=["run_once", "skip"], default=None,
                         help="runs missed while the computer was off: run the latest once "
                              "(default) or skip them")
+def _memory_parser(sub: Any) -> None:
+    m = sub.add_parser("memory", help="what the agent remembers: show, set or clear its notes")
+    m_sub = m.add_subparsers(dest="action", required=True)
+    m_sub.add_parser("show", help="both notebooks (user, environment) with their usage")
+    m_set = m_sub.add_parser("set", help="replace a notebook with a file's text (- reads stdin); "
+                                         "one entry per line")
+    m_set.add_argument("target", choices=["user", "environment"])
+    m_set.add_argument("file", help="a text file, or - for stdin")
+    m_clear = m_sub.add_parser("clear", help="empty a notebook")
+    m_clear.add_argument("target", choices=["user", "environment"])
+
+
+def memory_text(args: argparse.Namespace) -> str | None:
+    """`turnkey memory set`'s text from its file or stdin ("" for clear); None when the file
+    cannot be read (said on stderr)."""
+    if args.action != "set":
+        return ""
+    if args.file == "-":
+        return sys.stdin.read()
+    try:
+        return Path(args.file).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"turnkey: cannot read {args.file}: {exc}", file=sys.stderr)
+        return None
 
 
 def mcp_table(args: argparse.Namespace) -> dict[str, Any] | str:
@@ -198,8 +227,12 @@ def mcp_table(args: argparse.Namespace) -> dict[str, Any] | str:
 
 
 def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
-    """chat, sessions, secret set, provider test, mcp: each a client of the backend."""
+    """chat, sessions, secret set, provider test, mcp, memory: each a client of the backend."""
     value = ""
+    if args.command == "chat" and args.steer and (args.session is None or args.text is None):
+        print("turnkey: chat --steer needs --session ID and the TEXT to add to the turn "
+              "running there", file=sys.stderr)
+        return 2
     if args.command == "secret":
         value = read_secret(args.name)
         if not value.strip():
@@ -212,12 +245,24 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
             print(f"turnkey: {made}", file=sys.stderr)
             return 2
         table = made
+    memory = ""
+    if args.command == "memory":
+        read = memory_text(args)
+        if read is None:
+            return 2
+        memory = read
     starting = _start_early(data_dir)
     from desktop import commands  # the client stack, loading while the backend starts
 
+    if args.command == "memory":
+        if args.action == "show":
+            return _end(_run(commands.memory_show(data_dir, starting)))
+        return _end(_run(commands.memory_set(data_dir, args.target, memory, starting)))
+
     if args.command == "chat":
         cwd = (args.cwd or Path.cwd()).expanduser().resolve()
-        return _end(_run(commands.chat(data_dir, args.session, args.text, cwd, starting)))
+        return _end(_run(commands.chat(data_dir, args.session, args.text, cwd, starting,
+                                       steer=args.steer)))
     if args.command == "sessions":
         return _end(_run(commands.sessions(data_dir, args.limit, starting)))
     if args.command == "secret":

@@ -29,6 +29,8 @@ from shared.methods import (
     ConfigSet,
     McpList,
     McpTest,
+    MemoryGet,
+    MemorySet,
     PromptSubmit,
     ProviderTest,
     SecretSet,
@@ -168,6 +170,7 @@ class Chat:
         self.client = client
         self.session_id = session_id
         self.waiting: str | None = None  # admission id whose message.complete ends the turn
+        self.joined: str | None = None  # the running turn a steer joined (its events are ours)
         self.done = asyncio.Event()
         self.shown = ""
         self.rendered = sys.stdout.isatty() if rendered is None else rendered
@@ -188,7 +191,13 @@ class Chat:
         if isinstance(data, p.ApprovalEvent) and ev.seq is not None:  # the stored copy, once
             self._on_approval(ev.type, data.approval)
             return
-        if ev.admission_id != self.waiting:
+        if isinstance(data, p.TurnSteered) and data.admission_id == self.waiting:
+            # The steer joined a running turn: that turn's events are ours from here on.
+            self.joined = data.turn_id
+            print("[steering the running turn: the model reads this at its next step]",
+                  file=sys.stderr)
+            return
+        if ev.admission_id != self.waiting and (self.joined is None or ev.turn_id != self.joined):
             return
         if isinstance(data, p.ToolStart):
             self.answer.pause()
@@ -234,19 +243,21 @@ class Chat:
             self.ended = "cancelled"
             self.done.set()
 
-    async def send(self, text: str) -> str:
-        """Sends `text` and streams its turn; returns how it ended ("completed", ...)."""
+    async def send(self, text: str, steer: bool = False) -> str:
+        """Sends `text` and streams its turn; returns how it ended ("completed", ...).
+        `steer`: into the running turn, if one runs (then its end is ours)."""
         self.done.clear()
         self.shown = ""
         self.answer = Answer(self.rendered)
-        self.waiting = None
+        self.waiting = self.joined = None
         answer = await self.client.call(PromptSubmit(
-            session_id=self.session_id, request_id=uuid.uuid4().hex, text=text))
+            session_id=self.session_id, request_id=uuid.uuid4().hex, text=text,
+            intent="steer" if steer else "queue"))
         receipt = answer.receipt
         self.waiting = receipt.admission_id
         if receipt.status == "terminal":  # settled before we started listening
             return receipt.outcome or "completed"
-        if (receipt.position or 1) > 1:
+        if (receipt.position or 1) > 1 and not steer:
             print(f"[queued at position {receipt.position}]", file=sys.stderr)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, self._interrupt)
@@ -317,7 +328,7 @@ NO_SANDBOX_NOTE = (
 
 async def chat(
     data_dir: Path, session_id: str | None, text: str | None, cwd: Path,
-    starting: Starting | None = None,
+    starting: Starting | None = None, steer: bool = False,
 ) -> int:
     client = await ensure_client(data_dir, starting)
     assert client.server is not None, "connect() initializes"
@@ -337,7 +348,7 @@ async def chat(
         client.follow(session_id)
         chat = Chat(client, session_id)
         if text is not None:
-            return 0 if await chat.send(text) == "completed" else 1
+            return 0 if await chat.send(text, steer=steer) == "completed" else 1
         print("Type a message; Enter sends, Ctrl-C interrupts a turn, Ctrl-D quits.", file=sys.stderr)
         while True:
             try:
@@ -541,3 +552,51 @@ async def backend(data_dir: Path, action: str) -> int:
         return 0
     print(f"pid {info.pid} did not stop within 15 s", file=sys.stderr)
     return 1
+
+
+# --- memory (addition) -----------------------------------------------------------------
+
+MEMORY_NAMES = {"user": "USER.md", "environment": "ENVIRONMENT.md"}
+
+
+def memory_lines(result: p.MemoryResult) -> list[str]:
+    """Both notebooks as `turnkey memory show` prints them: a heading with the usage, then
+    the entries (or "(empty)")."""
+    lines: list[str] = []
+    for target, file in (("user", result.user), ("environment", result.environment)):
+        if lines:
+            lines.append("")
+        lines.append(f"== {target} ({MEMORY_NAMES[target]}): {file.used:,} / {file.limit:,} characters")
+        lines.extend(file.text.split("\n") if file.text else ["(empty)"])
+    return lines
+
+
+async def memory_show(data_dir: Path, starting: Starting | None = None) -> int:
+    client = await ensure_client(data_dir, starting)
+    try:
+        result = await client.call(MemoryGet())
+    except RpcError as exc:
+        print(f"turnkey: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    print("\n".join(memory_lines(result)))
+    return 0
+
+
+async def memory_set(
+    data_dir: Path, target: p.MemoryTarget, text: str, starting: Starting | None = None,
+) -> int:
+    """Replaces one notebook (text "" clears it), checked by the backend as the tool's writes."""
+    client = await ensure_client(data_dir, starting)
+    try:
+        result = await client.call(MemorySet(target=target, text=text))
+    except RpcError as exc:
+        print(f"turnkey: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    file = result.user if target == "user" else result.environment
+    verb = "saved" if file.text else "cleared"
+    print(f"{verb} {target} memory ({MEMORY_NAMES[target]}): {file.used:,} / {file.limit:,} characters")
+    return 0

@@ -298,6 +298,29 @@ async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
     await asyncio.sleep(0.4)
     main_win.grab().save(str(OUT / "mcp-tool.png"))
     await asyncio.sleep(0.5)
+    # Steering: a steer typed while the tests run waits for the next step, beside Queue.
+    gate = project / "gate"
+    os.mkfifo(gate)
+    fake.script(
+        Reply.calls({"name": "terminal", "arguments": {"command": "cat gate; echo 41 passed"}},
+                    text="Running the whole suite."),
+        Reply(deltas=["All 41 tests pass. As you asked, I left the slow tests out of the "
+                      "summary; the suite above includes them."]),
+    )
+    conv.composer.setPlainText("Run the whole test suite.")
+    conv.send()
+    await wait(lambda: conv.steer_button.isVisible())
+    conv.composer.setPlainText("Leave the slow tests out of the summary.")
+    conv.steer()
+    await wait(lambda: bool(conv.queue_rows))
+    conv.composer.setPlainText("Then update the changelog.")
+    await asyncio.sleep(0.4)
+    conv.view.scrollToBottom()
+    main_win.grab().save(str(OUT / "steer.png"))
+    conv.composer.clear()
+    with gate.open("w") as fifo:
+        fifo.write("go\n")
+    await wait(lambda: conv.state.status == "idle" and not conv.queue_rows)
     for w in list(ctl.windows):
         w.close()
     main_win.close()

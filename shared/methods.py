@@ -209,6 +209,15 @@ class ScheduleUpdate(p.ScheduleUpdateParams, Request[p.ScheduleResult]):
 
 class ScheduleDelete(p.ScheduleIdParams, Request[p.DeletedResult]):
     method = "schedule.delete"
+# --- memory (addition) ---
+
+
+class MemoryGet(p.NoParams, Request[p.MemoryResult]):
+    method = "memory.get"
+
+
+class MemorySet(p.MemorySetParams, Request[p.MemoryResult]):
+    method = "memory.set"
 
 
 # --- the table --------------------------------------------------------------------------
@@ -283,4 +292,8 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(ScheduleList, "read"),
     MethodSpec(ScheduleUpdate, "submit", cleaned=("text",)),
     MethodSpec(ScheduleDelete, "submit"),
+    # The model itself writes memory with its tool in any turn a `submit` token starts, so
+    # editing it needs no more than that scope (PROTOCOL.md, memory.set).
+    MethodSpec(MemoryGet, "read"),
+    MethodSpec(MemorySet, "submit", cleaned=("text",)),
 )

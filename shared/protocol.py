@@ -147,6 +147,7 @@ class Receipt(Wire):
     turn_id: str | None = None
     text: str | None = None  # the input as admitted (normalized)
     origin: str | None = None  # addition: "schedule:<schedule_id>" for a scheduled prompt's
+    steer: bool = False  # addition: submitted with intent "steer"
 
 
 ApprovalStatus = Literal["pending", "allowed", "denied", "expired"]
@@ -272,7 +273,7 @@ class PromptSubmitParams(Params):
     request_id: RequestId
     text: str
     attachments: list[Attachment] | None = None
-    intent: Literal["queue", "interrupt"] = "queue"
+    intent: Literal["queue", "interrupt", "steer"] = "queue"
 
 
 class AdmissionIdParams(Params):
@@ -692,6 +693,15 @@ class TurnStarted(Wire):
     model: str
 
 
+class TurnSteered(Wire):
+    """Addition: a steer joined the running turn; the model reads `text` at its next call.
+    `admission_id` is the steer's own (started now, settled with the turn)."""
+
+    turn_id: str
+    admission_id: str
+    text: str
+
+
 class TextDelta(Wire):
     text: str
 
@@ -795,10 +805,45 @@ class CompressionComplete(Wire):
     child_session_id: str | None = None
 
 
+# --- memory (addition): the agent's two notebooks, backend/tools/memory.py -------------
+
+MemoryTarget = Literal["user", "environment"]
+
+
+class MemoryFile(Wire):
+    """One notebook: its text (entries, one per line), characters used and the limit."""
+
+    text: str
+    used: int
+    limit: int
+
+
+class MemoryResult(Wire):
+    user: MemoryFile
+    environment: MemoryFile
+
+
+class MemorySetParams(Params):
+    """Replaces a whole notebook (the app's editor, `turnkey memory set`); "" clears it.
+    Checked as the tool's writes are: cleaned, no secrets, no role tags, within the limit."""
+
+    target: MemoryTarget
+    text: Annotated[str, msgspec.Meta(max_length=16_000)]
+
+
+class MemoryChanged(Wire):
+    """Addition: a notebook changed (by the memory tool or memory.set); session-less
+    (`session_id` ""), sent to every reader."""
+
+    target: MemoryTarget
+    file: MemoryFile
+
+
 EVENTS: dict[str, type[Wire]] = {
     "admission.queued": AdmissionEvent,
     "admission.settled": AdmissionEvent,
     "turn.started": TurnStarted,
+    "turn.steered": TurnSteered,
     "message.delta": TextDelta,
     "message.complete": MessageComplete,
     "tool.start": ToolStart,
@@ -816,6 +861,7 @@ EVENTS: dict[str, type[Wire]] = {
     "compression.start": CompressionStart,
     "compression.complete": CompressionComplete,
     "mcp.server": McpServerEvent,
+    "memory.changed": MemoryChanged,
 }
 
 

@@ -17,9 +17,15 @@ TITLE_CHARS = 60  # a title made from a prompt, at most (its ellipsis included)
 @dataclass(frozen=True)
 class Payload:
     text: str
+    steer: bool = False  # submitted with intent "steer": joins the running turn
 
     def to_json(self) -> str:
-        return json.dumps({"text": self.text}, ensure_ascii=False, sort_keys=True)
+        # A plain prompt's bytes (and so its digest) are what they were before steering
+        # existed; a steer's differ, so one request_id cannot be both.
+        body: dict[str, str] = {"text": self.text}
+        if self.steer:
+            body["intent"] = "steer"
+        return json.dumps(body, ensure_ascii=False, sort_keys=True)
 
     @property
     def digest(self) -> str:
@@ -41,7 +47,8 @@ class Payload:
 
     @classmethod
     def from_json(cls, raw: str) -> Payload:
-        return cls(text=json.loads(raw)["text"])
+        body = json.loads(raw)
+        return cls(text=body["text"], steer=body.get("intent") == "steer")
 
 
 def normalize(params: PromptSubmitParams) -> Payload:
@@ -57,4 +64,4 @@ def normalize(params: PromptSubmitParams) -> Payload:
         raise InvalidParams(
             "text", f"text is larger than {MAX_TEXT_BYTES // 1024} KiB; attach long input as a file"
         )
-    return Payload(text=text)
+    return Payload(text=text, steer=params.intent == "steer")

@@ -114,7 +114,11 @@ class SessionAuthority:
         elif not receipt.duplicate:
             if params.intent == "interrupt":
                 self.interrupt(params.session_id, NEWER_PROMPT)
-            self.wake(params.session_id)
+            elif params.intent == "steer":
+                running = self._active.find(params.session_id)
+                if running is not None:
+                    running.steer_waiting = True  # it joins at the turn's next model call
+            self.wake(params.session_id)  # the turn may end first: then it runs next
         return receipt
 
     def admit_internal(
@@ -273,7 +277,8 @@ class SessionAuthority:
             TurnStarted(turn_id=turn_id, admission_id=admission_id, model=model),
             turn_id=turn_id, admission_id=admission_id,
         )
-        return Claim(session_id, admission_id, turn_id, text, session.cwd, holder, leased)
+        steers = admissions.steer_queued(tx, session_id)
+        return Claim(session_id, admission_id, turn_id, text, session.cwd, holder, leased, steers)
 
     async def _settle_crashed(self, turn: RunningTurn, error_id: str) -> bool:
         """A bug escaped the runner: settle the admission so the queue is not held forever.

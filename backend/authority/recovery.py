@@ -45,11 +45,17 @@ UNSAVED_NOTE = (
 def recover(tx: Tx, epoch: int) -> list[str]:
     """Marks orphaned turns unknown; returns the sessions whose queues should drain."""
     live = _drop_dead_leases(tx, epoch)
+    closed: set[str] = set()
     for row in admissions.orphan_started(tx, epoch):
         sid, turn_id = row.session_id, row.turn_id
         if live.get(sid) == turn_id:
             continue  # its own process still runs it, holding the lease
+        if turn_id in closed:
+            admissions.mark_unknown(tx, row.admission_id)  # a steer that joined that turn
+            continue
         mark_lost(tx, row, RECOVERED_NOTE, UNKNOWN_RESULT)
+        if turn_id:
+            closed.add(turn_id)
         log.warning("admission %s of session %s is unknown after a restart",
                     row.admission_id, sid)
     expired = expire_stale(tx, epoch, keep=set(live))
@@ -66,6 +72,8 @@ def settle_lost(tx: Tx, admission_id: str, turn_id: str, holder: Holder) -> bool
     if row is None or row.status != "started" or row.turn_id != turn_id:
         return False
     lease = leases.current(tx, row.session_id)
+    for joined in admissions.joined(tx, row.session_id, turn_id, admission_id):
+        admissions.mark_unknown(tx, joined)  # steers that joined it share its outcome
     if lease is not None and lease.holder != holder:
         # Another holder writes this session's transcript now (and closed this turn's
         # calls when it took over): only the receipt is this turn's to settle.

@@ -109,8 +109,8 @@ class Compressor:
         self, session_id: str, request: ChatRequest, link: ConfiguredProvider, attempts: int,
     ) -> str | None:
         """The preflight decision: the reason to compress before this call, or None."""
-        if len(request.messages) <= 2:
-            return None  # (the system prompt and one message: nothing to compress)
+        if sum(m.role != "system" for m in request.messages) <= 1:
+            return None  # (the system prompt, maybe memory, and one message: nothing to compress)
         return await self._decide(session_id, self.measure(request, link.name), link, attempts)
 
     async def due_by_size(

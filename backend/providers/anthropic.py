@@ -111,9 +111,16 @@ def request_body(request: ChatRequest) -> dict[str, Any]:
     return body
 
 
-def wire_messages(messages: list[WireMessage]) -> tuple[str, list[dict[str, Any]]]:
+def wire_messages(
+    messages: list[WireMessage],
+) -> tuple[str | list[dict[str, Any]], list[dict[str, Any]]]:
     """(the system text, the messages in Messages API shape): alternating, user first,
-    with no empty text block and tool results ahead of any text in their user message."""
+    with no empty text block and tool results ahead of any text in their user message.
+
+    One system message goes as a plain string.  Several (the frozen prompt, then the memory
+    block, turn/request.py) go as text blocks, the first marked `cache_control`: the cached
+    prefix then ends with the frozen prompt, so a change in the later blocks does not
+    invalidate it."""
     system = [m.content for m in messages if m.role == "system" and m.content.strip()]
     turns: list[dict[str, Any]] = []
     for m in messages:
@@ -133,7 +140,14 @@ def wire_messages(messages: list[WireMessage]) -> tuple[str, list[dict[str, Any]
     if not turns or turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": [_text(CONTINUING)]})
     _trim_prefill(turns)
-    return "\n\n".join(system), turns
+    return _system(system), turns
+
+
+def _system(texts: list[str]) -> str | list[dict[str, Any]]:
+    if len(texts) <= 1:
+        return "".join(texts)
+    first = {**_text(texts[0]), "cache_control": {"type": "ephemeral"}}
+    return [first, *(_text(t) for t in texts[1:])]
 
 
 def _blocks(m: WireMessage) -> list[dict[str, Any]]:

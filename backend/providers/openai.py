@@ -60,7 +60,7 @@ class OpenAIChat:
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": [_wire_message(m) for m in request.messages],
+            "messages": [_wire_message(m) for m in _leading_system_joined(request.messages)],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -72,6 +72,20 @@ class OpenAIChat:
         async for chunk in post_stream(self._client, self._url, body, name=self.name,
                                        key=self._key, http_error=_http_error, parse=_parse_stream):
             yield chunk
+
+
+def _leading_system_joined(messages: list[WireMessage]) -> list[WireMessage]:
+    """The leading system messages (the frozen prompt, then the memory block: turn/request.py)
+    as one, joined by a blank line.  Some OpenAI-compatible servers' chat templates refuse a
+    second system message; appended text keeps the frozen prompt a byte-for-byte prefix of
+    the request, which is what prefix caching keys on."""
+    n = 0
+    while n < len(messages) and messages[n].role == "system" and not messages[n].tool_calls:
+        n += 1
+    if n <= 1:
+        return messages
+    joined = "\n\n".join(m.content for m in messages[:n] if m.content)
+    return [WireMessage("system", joined), *messages[n:]]
 
 
 def _wire_message(m: WireMessage) -> dict[str, Any]:

@@ -27,7 +27,14 @@ from backend.authority.queue import SessionAuthority
 from backend.authority.schedules import Scheduler
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile, api_key
-from backend.errors import Forbidden, InvalidParams, NotFound, ProviderError, SessionBusy
+from backend.errors import (
+    EnvironmentFault,
+    Forbidden,
+    InvalidParams,
+    NotFound,
+    ProviderError,
+    SessionBusy,
+)
 from backend.ids import message_rowid, new_id
 from backend.mcp.connection import Connection as McpConnection
 from backend.mcp.pool import McpPool, tool_infos
@@ -44,7 +51,7 @@ from backend.server.fanout import Hub
 from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.store import admissions, approvals, events, messages, schedules, sessions, usage
 from backend.store.db import Database, Tx
-from backend.tools import registry
+from backend.tools import memory, registry
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.procs import ProcessTable
@@ -578,6 +585,39 @@ class Methods:
         return p.ProviderTestResult(ok=result.ok, provider=link.name, model=link.provider.model,
                                     latency_ms=result.latency_ms, error=error)
 
+    # --- memory (addition): the agent's notebooks, backend/tools/memory.py -------------
+
+    async def memory_get(self, conn: Connection, params: p.NoParams) -> p.MemoryResult:
+        files = await asyncio.to_thread(self._memory_read)
+        return p.MemoryResult(user=_memory_file(files["user"]),
+                              environment=_memory_file(files["environment"]))
+
+    async def memory_set(self, conn: Connection, params: p.MemorySetParams) -> p.MemoryResult:
+        """The same checks as the tool's writes; the event tells open editors."""
+        text = params.text
+
+        def write() -> memory.Usage:
+            try:
+                return memory.update(self._memory_dir, params.target, lambda current: text)
+            except memory.MemoryUnsafe as exc:
+                raise EnvironmentFault(str(exc)) from None
+            except memory.MemoryRefused as exc:
+                raise InvalidParams("text", str(exc)) from None
+
+        usage = await asyncio.to_thread(write)
+        registry.MEMORY.changed(params.target, usage)
+        return await self.memory_get(conn, p.NoParams())
+
+    @property
+    def _memory_dir(self) -> Path:
+        return self.config.path.parent  # the data folder (config.toml lives at its top)
+
+    def _memory_read(self) -> dict[memory.Target, memory.Usage]:
+        try:
+            return memory.read_all(self._memory_dir)
+        except memory.MemoryRefused as exc:
+            raise EnvironmentFault(str(exc)) from None
+
     # --- helpers ----------------------------------------------------------------
 
     # --- scheduled prompts --------------------------------------------------------
@@ -725,6 +765,10 @@ def _decode_cursor(cursor: str | None, key: str) -> Any:
         return json.loads(base64.urlsafe_b64decode((cursor or "").encode()))[key]
     except (ValueError, KeyError, TypeError):
         raise InvalidParams("cursor", "cursor is not one this backend returned") from None
+
+
+def _memory_file(usage: memory.Usage) -> p.MemoryFile:
+    return p.MemoryFile(text=usage.text, used=usage.used, limit=usage.limit)
 
 
 def _test_status(server: McpConnection) -> p.McpServerStatus:

@@ -81,19 +81,55 @@ def blocking(tx: Tx, session_id: str) -> AdmissionRecord | None:
     ))
 
 
+STEER = "json_extract(payload_json, '$.intent') IS 'steer'"
+
+
 def oldest_queued(tx: Tx, session_id: str) -> AdmissionRecord | None:
+    """The session's next turn: the oldest queued steer (its turn ended before it could
+    join it, so it runs next, ahead of prompts queued for after), else the oldest queued."""
     return _one(tx.one(
-        "SELECT * FROM admissions WHERE session_id = ? AND status = 'queued' ORDER BY id LIMIT 1",
+        f"SELECT * FROM admissions WHERE session_id = ? AND status = 'queued' "
+        f"ORDER BY {STEER} DESC, id LIMIT 1",
         (session_id,),
     ))
 
 
+def queued_steers(tx: Tx, session_id: str) -> list[AdmissionRecord]:
+    """The session's queued steers, oldest first: what the running turn takes in next."""
+    return [AdmissionRecord.from_row(r) for r in tx.all(
+        f"SELECT * FROM admissions WHERE session_id = ? AND status = 'queued' AND {STEER} "
+        "ORDER BY id",
+        (session_id,),
+    )]
+
+
+def steer_queued(tx: Tx, session_id: str) -> bool:
+    return tx.one(f"SELECT 1 FROM admissions WHERE session_id = ? AND status = 'queued' AND "
+                  f"{STEER} LIMIT 1", (session_id,)) is not None
+
+
+def text_of(r: AdmissionRecord) -> str:
+    """The input as admitted (normalized)."""
+    return str(json.loads(r.payload_json)["text"])
+
+
+def joined(tx: Tx, session_id: str, turn_id: str, admission_id: str) -> list[str]:
+    """The steers that joined a turn: its `started` admissions other than its own."""
+    return [r[0] for r in tx.all(
+        "SELECT admission_id FROM admissions WHERE session_id = ? AND status = 'started' "
+        "AND turn_id = ? AND admission_id != ? ORDER BY id",
+        (session_id, turn_id, admission_id),
+    )]
+
+
 def of_turn(tx: Tx, session_id: str, turn_id: str) -> str | None:
     """The admission_id a turn runs for (looked up within its session first: indexed)."""
-    r = tx.one("SELECT admission_id FROM admissions WHERE session_id = ? AND turn_id = ?",
-               (session_id, turn_id))
+    # The turn's own admission is its first; steers that joined it come after.
+    r = tx.one("SELECT admission_id FROM admissions WHERE session_id = ? AND turn_id = ? "
+               "ORDER BY id LIMIT 1", (session_id, turn_id))
     if r is None:  # the admission moved with a rotation the approval row did not follow
-        r = tx.one("SELECT admission_id FROM admissions WHERE turn_id = ?", (turn_id,))
+        r = tx.one("SELECT admission_id FROM admissions WHERE turn_id = ? ORDER BY id LIMIT 1",
+                   (turn_id,))
     return str(r[0]) if r is not None else None
 
 
@@ -176,6 +212,7 @@ def list_for(tx: Tx, session_id: str, status: str | None) -> list[AdmissionRecor
 
 
 def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> Receipt:
+    payload = json.loads(r.payload_json)
     position = None
     if r.status == "queued":
         ahead = tx.one(
@@ -189,6 +226,6 @@ def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> Receipt:
         outcome=r.outcome, position=position, started_at=r.started_at,
         settled_at=r.settled_at, final_text=r.final_text,
         failure_reason=r.failure_reason, turn_id=r.turn_id,
-        text=json.loads(r.payload_json).get("text"),
+        text=payload.get("text"), steer=payload.get("intent") == "steer",
         origin=r.principal if r.principal.startswith(SCHEDULED) else None,
     )

@@ -14,6 +14,7 @@ from backend.providers.base import ToolSpec
 from backend.tools.base import Tool
 from backend.tools.files import Patch, ReadFile, WriteFile
 from backend.tools.folders import ListDir, SearchFiles
+from backend.tools.memory import Memory
 from backend.tools.sandbox import Sandbox
 from backend.tools.terminal import Terminal
 
@@ -30,7 +31,10 @@ class ToolArgsError(Exception):
 
 
 TERMINAL = Terminal()
-_ORDER: tuple[Tool, ...] = (TERMINAL, ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir())
+MEMORY = Memory()  # the backend sets MEMORY.changed at start-up (memory.changed events)
+_ORDER: tuple[Tool, ...] = (
+    TERMINAL, ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir(), MEMORY,
+)
 BUILTINS: dict[str, Tool] = {tool.name: tool for tool in _ORDER}
 
 

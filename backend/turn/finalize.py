@@ -95,10 +95,14 @@ def close_turn(tx: Tx, out: TurnEnd) -> None:
                 tx, sid, "system_note", out.failure_reason or "Interrupted.",
                 turn_id=tid, note_kind="interrupted",
             )
-    admissions.settle(
-        tx, aid, out.status, final_text=out.text,
-        failure_reason=out.failure_reason if out.status != "completed" else None,
-    )
+    # The turn's own admission, then the steers that joined it: they end as it ended.
+    for settled in (aid, *admissions.joined(tx, sid, tid, aid)):
+        admissions.settle(
+            tx, settled, out.status, final_text=out.text,
+            failure_reason=out.failure_reason if out.status != "completed" else None,
+        )
+        if settled != aid:
+            settle_event(tx, settled)
     record_ledger(tx, sid, out.ledger)
     sessions.touch(tx, sid)
     if out.holder is not None:

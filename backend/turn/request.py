@@ -20,6 +20,7 @@ SUMMARY_REQUEST = (
 async def assemble(
     db: Database, transcripts: Transcripts, session_id: str, default_model: str,
     tools: tuple[ToolSpec, ...], summary_for: str | None = None, model: str | None = None,
+    memory: str = "",
 ) -> ChatRequest:
     """Builds the request from the durable transcript (never from in-memory state): the
     rows the model sees, as kept since the last request and extended by those stored after
@@ -29,6 +30,9 @@ async def assemble(
     call, and every later request replays those bytes.  `summary_for` makes the
     budget-exhausted request: tool-free, with a wire-only instruction appended.
     `model` overrides the session's model (a fallback provider answers as its own).
+    `memory` is the memory block (tools/memory.block), read once per turn by the runner: a
+    second system message right after the frozen prompt, so the prompt's bytes and the
+    provider's cache of them stay as they were; "" sends none.
     """
     def read(tx: Tx) -> tuple[SessionRecord | None, list[WireMessage], int]:
         view = transcripts.read(tx, session_id)
@@ -47,6 +51,9 @@ async def assemble(
         prompt = await db.write(store)
     wire = [WireMessage("system", prompt), *history]
     chars += len(prompt)
+    if memory:
+        wire.insert(1, WireMessage("system", memory))
+        chars += len(memory)
     if summary_for is not None:
         ask = SUMMARY_REQUEST.format(why=summary_for)
         wire.append(WireMessage("user", ask))

@@ -50,6 +50,7 @@ class Claim:
     cwd: str
     holder: Holder
     leased: bool = True
+    steers: bool = False  # other steers were queued at the claim: they join this turn
 
 
 def take_session(
@@ -77,6 +78,11 @@ class RunningTurn:
         self._stop = asyncio.Event()
         self._reason = DEFAULT_REASON
         self._watch: LeaseWatch | None = None
+        # Steers may be queued for this turn: set when one is admitted while it runs, or
+        # when others were queued at the claim (a steer whose turn ended before it joined
+        # runs next, and those queued with it join this turn).  The runner looks at its
+        # next model call.
+        self.steer_waiting = claim.steers
         if routes is not None:
             routes.add(self)
 

@@ -33,10 +33,10 @@ from backend.providers.base import ChatRequest, ToolSpec
 from backend.providers.errors import policy, told
 from backend.providers.registry import ConfiguredProvider, Providers
 from backend.race import unless_stopped
-from backend.store import events, messages
+from backend.store import admissions, events, messages
 from backend.store.db import Database, Tx
 from backend.store.leases import LeaseRecord
-from backend.tools import registry
+from backend.tools import memory, registry
 from backend.tools.base import Tool
 from backend.tools.executor import BatchContext, Executor
 from backend.tools.sandbox import child_env
@@ -57,11 +57,22 @@ from backend.turn.stages import Action
 from backend.turn.stream import DeltaWriter
 from backend.turn.tool_round import prepare, run_round, signature
 from backend.turn.transcript import Transcripts
-from shared.protocol import LeaseWaiting, ProviderFallback, ProviderRetry, TurnStatus, Usage
+from shared.protocol import (
+    LeaseWaiting,
+    ProviderFallback,
+    ProviderRetry,
+    TurnStatus,
+    TurnSteered,
+    Usage,
+)
 
 log = logging.getLogger("turn")
 
 SUMMARY_TIMEOUT_S = 120.0
+# How a steer reads on the wire: the person's words, marked as sent mid-turn so the model
+# folds them into the work in progress instead of starting over.
+STEER_FRAME = ("[The user sent this while you were working; take it into account from here "
+               "on:]\n{text}")
 MAX_EMPTY_ANSWERS = 2
 MAX_IDENTICAL_BATCHES = 3
 
@@ -95,6 +106,9 @@ class TurnState:
     offered: dict[str, Tool] = field(default_factory=lambda: dict(registry.BUILTINS))
     specs: tuple[ToolSpec, ...] = ()
     mcp_listed: bool = False  # the MCP servers' lists were refreshed for this turn
+    # The memory block, read at the turn's first request and sent unchanged by every later
+    # one: a write during the turn shows from the next turn, and the cached prefix holds.
+    memory: str | None = None
 
     @property
     def link(self) -> ConfiguredProvider:
@@ -176,6 +190,8 @@ class TurnRunner:
         while True:
             if self._begin(st) is Action.BREAK:
                 return
+            if st.turn.steer_waiting:
+                await self._take_steers(st)
             request = await self._assemble(st)
             if request is None:
                 return
@@ -203,17 +219,48 @@ class TurnRunner:
         st.iterations += 1
         return Action.PROCEED
 
+    async def _take_steers(self, st: TurnState) -> None:
+        """Steer stage: the session's queued steers join this turn, before its next model
+        call (so after the tool round that just ended).  In one transaction each becomes
+        `started` with this turn (settled with it), a user row where the model reads it,
+        and a `turn.steered` event; a crash after it leaves them `unknown` with the turn."""
+        turn = st.turn
+        turn.steer_waiting = False  # a steer admitted from here on sets it again
+
+        def job(tx: Tx) -> int:
+            sid, tid = turn.session_id, turn.turn_id
+            steers = admissions.queued_steers(tx, sid)
+            for row in steers:
+                text = admissions.text_of(row)
+                admissions.mark_started(tx, row.admission_id, turn.holder.epoch, tid)
+                messages.insert(tx, sid, "user", text, turn_id=tid,
+                                api_content=STEER_FRAME.format(text=text),
+                                meta={"steer": True, "admission_id": row.admission_id})
+                events.append(tx, sid, "turn.steered",
+                              TurnSteered(turn_id=tid, admission_id=row.admission_id, text=text),
+                              turn_id=tid, admission_id=row.admission_id)
+            return len(steers)
+
+        if not await self.db.read(lambda tx: admissions.steer_queued(tx, turn.session_id)):
+            return
+        taken = await self.db.write(job)
+        if taken:
+            log.info("turn %s: %d steer(s) joined it", turn.turn_id, taken)
+
     async def _assemble(self, st: TurnState, summary_for: str | None = None) -> ChatRequest | None:
         """Assemble and preflight stages, for the provider about to be called.  The primary
         provider answers as the session's model; a fallback as its own."""
         link = st.link
         tools = await self._offer(st) if link.cfg.tools else ()
+        if st.memory is None:
+            st.memory = await asyncio.to_thread(memory.block, self.executor.data_dir)
 
         async def build() -> ChatRequest:
             return await assemble(self.db, self.transcripts, st.turn.session_id,
                                   link.provider.model, tools,
                                   summary_for=summary_for,
-                                  model=None if st.chain_index == 0 else link.cfg.model)
+                                  model=None if st.chain_index == 0 else link.cfg.model,
+                                  memory=st.memory or "")
 
         # Preflight compression: measure, compress if due, measure again (a few times at most).
         # A long session is counted in SQL first: one far over its window compresses before a

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut, QTextCursor
@@ -77,6 +77,10 @@ def home_relative(folder: str) -> str:
     return "~" + folder[len(home):] if folder == home or folder.startswith(home + "/") else folder
 
 
+IDLE_HINT = "Message Turnkey…  (Enter sends · Shift+Enter new line · Esc stops)"
+RUNNING_HINT = "Steer the running turn (Alt+Enter) or queue a message for after it (Enter)…"
+
+
 class Composer(QPlainTextEdit):
     """Enter sends, Shift+Enter is a newline, Esc interrupts.  Two lines high when empty, it
     grows with what is typed up to MAX_LINES, then scrolls."""
@@ -85,12 +89,13 @@ class Composer(QPlainTextEdit):
     MAX_LINES = 10
 
     send = Signal()
+    steer = Signal()
     interrupt = Signal()
 
     def __init__(self) -> None:
         super().__init__()
         self.setObjectName("composer")
-        self.setPlaceholderText("Message Turnkey…  (Enter sends · Shift+Enter new line · Esc stops)")
+        self.setPlaceholderText(IDLE_HINT)
         self.setTabChangesFocus(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
@@ -112,7 +117,7 @@ class Composer(QPlainTextEdit):
     def keyPressEvent(self, e: QKeyEvent) -> None:
         if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
                 and not e.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-            emit(self.send)
+            emit(self.steer if e.modifiers() & Qt.KeyboardModifier.AltModifier else self.send)
             return
         if e.key() == Qt.Key.Key_Escape:
             emit(self.interrupt)
@@ -242,10 +247,14 @@ class QueueRow(QFrame):
         lines = text.strip().splitlines()
         icon = QLabel()
         icon.setPixmap(theme.icon("queue").pixmap(16, 16))
-        label = QLabel(f"Queued: {esc((lines[0] if lines else '')[:120])}")
+        first = esc((lines[0] if lines else '')[:120])
+        # A steer waits for the running turn's next step; a queued message for its end.
+        label = QLabel(f"Steering at the next step: {first}" if receipt.steer else f"Queued: {first}")
         label.setProperty("muted", True)
+        self.label = label
         self.cancel = QPushButton("Cancel")
-        self.cancel.setAccessibleDescription(f"Cancel the queued message: {text[:80]}")
+        self.cancel.setAccessibleDescription(
+            f"Cancel the {'steer' if receipt.steer else 'queued message'}: {text[:80]}")
         self.cancel.clicked.connect(lambda: cancel(receipt.admission_id))
         row.addWidget(icon)
         row.addWidget(label, 1)
@@ -365,6 +374,17 @@ class Conversation(QWidget):
         self.send_button.setProperty("primary", True)
         self.send_button.setAccessibleDescription("Send the message (Enter)")
         self.send_button.clicked.connect(self.send)
+        # While a turn runs: Steer adds the message to it (read at its next step), and Send
+        # becomes Queue (the message runs after it).
+        self.steer_button = QPushButton("Steer")
+        self.steer_button.setAccessibleDescription(
+            "Add the message to the running turn; the agent reads it at its next step (Alt+Enter)")
+        self.steer_button.setToolTip("Add this to the running turn: the agent reads it at its "
+                                     "next step, without stopping (Alt+Enter)")
+        self.steer_button.clicked.connect(self.steer)
+        self.steer_button.hide()
+        self._steering = False  # the buttons show Steer and Queue (a turn runs)
+        self.composer.steer.connect(self.steer)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setAccessibleDescription("Interrupt the running turn (Esc)")
         self.stop_button.setToolTip("Interrupt the running turn (Esc)")
@@ -389,6 +409,7 @@ class Conversation(QWidget):
         under = QHBoxLayout()
         under.addWidget(self.usage_label, 1)
         under.addWidget(self.stop_button)
+        under.addWidget(self.steer_button)
         under.addWidget(self.send_button)
         inner.addLayout(under)
         column.addWidget(self.banner)
@@ -410,7 +431,8 @@ class Conversation(QWidget):
         self._restyle()
 
     def _restyle(self, _scheme: str = "") -> None:
-        self.send_button.setIcon(theme.icon("send"))
+        self.send_button.setIcon(theme.icon("queue" if self._steering else "send"))
+        self.steer_button.setIcon(theme.icon("send"))
         self.stop_button.setIcon(theme.icon("stop"))
         self.refresh()
 
@@ -625,17 +647,25 @@ class Conversation(QWidget):
     # --- actions -------------------------------------------------------------------
 
     def send(self) -> None:
+        self._send("queue")
+
+    def steer(self) -> None:
+        """Into the running turn (an idle session simply runs it, as Send would)."""
+        self._send("steer")
+
+    def _send(self, intent: Literal["queue", "steer"]) -> None:
         text = self.composer.toPlainText().strip()
         if not text:
             return
         self.composer.clear()
         self.follower.jump()  # sending always shows the end, where the answer will come
-        spawn(self._submit(text), self._submit_failed(text))
+        spawn(self._submit(text, intent), self._submit_failed(text))
 
-    async def _submit(self, text: str) -> None:
+    async def _submit(self, text: str, intent: Literal["queue", "steer"] = "queue") -> None:
         # The same request id on every attempt: if the connection drops after the backend took
         # the prompt, sending it again returns the first receipt instead of running it twice.
-        request = PromptSubmit(session_id=self.session_id, request_id=str(uuid.uuid4()), text=text)
+        request = PromptSubmit(session_id=self.session_id, request_id=str(uuid.uuid4()), text=text,
+                               intent=intent)
         for attempt in range(SUBMIT_ATTEMPTS):
             try:
                 result = await self.link.call(request)
@@ -798,6 +828,16 @@ class Conversation(QWidget):
         theme.restyle(self.status_label, tone=STATUS_TONES.get(s.status, "muted"))
         self.usage_label.setText(s.usage_line())
         self.stop_button.setEnabled(s.busy)
+        running = s.status in ("running", "waiting_approval")
+        if running != self._steering:
+            self._steering = running
+            self.steer_button.setVisible(running)
+            self.send_button.setIcon(theme.icon("queue" if running else "send"))
+            self.send_button.setText("Queue" if running else "Send")
+            self.send_button.setToolTip("Send after the running turn (Enter)" if running else "")
+            theme.restyle(self.send_button, primary=not running)
+            theme.restyle(self.steer_button, primary=running)
+            self.composer.setPlaceholderText(RUNNING_HINT if running else IDLE_HINT)
         self._refresh_turn()
         if s.notice is not None:
             self.notice.setText(s.notice.render(time.monotonic()))

@@ -1,5 +1,5 @@
 """The settings dialog: who answers now, providers, API keys, the provider test, the approval
-mode, the "always allow" rules, the data folder.
+mode, the "always allow" rules, MCP servers, the agent's memory, the data folder.
 
 A client of the backend only: everything it shows comes from `config.get` /
 `config.set` (the effective config, keys as "set"/"unset", and what turns use now) and
@@ -56,6 +56,7 @@ from desktop.qt import theme
 from desktop.qt.aio import describe, spawn
 from desktop.qt.compat import emit
 from desktop.qt.settings_mcp import McpPage
+from desktop.qt.settings_memory import MemoryPage
 from desktop.qt.settings_probe import ConnectionTest
 from desktop.qt.settings_rules import RulesPage
 from desktop.state.settings import (
@@ -78,7 +79,7 @@ from shared.errors import ErrorCode
 from shared.methods import ConfigGet, ConfigSet, ProviderTest, Request, SecretSet
 
 TEST_TIMEOUT_S = 90.0  # provider.test waits up to 60 s for the provider itself
-TABS = ("Providers", "Approvals", "Rules", "MCP servers")
+TABS = ("Providers", "Approvals", "Rules", "MCP servers", "Memory")
 
 R = TypeVar("R")
 
@@ -240,6 +241,11 @@ class SettingsDialog(QDialog):
         received = getattr(self.link, "received", None)
         if received is not None:
             received.connect(self.mcp_page.on_event)
+        # The agent's notebooks, live on `memory.changed` (session-less) too.
+        self.memory_page = MemoryPage(self.link, self._run)
+        self.tabs.addTab(self.memory_page, TABS[4])
+        if received is not None:
+            received.connect(self.memory_page.on_event)
         self.tabs.currentChanged.connect(self._on_tab)
 
         bottom = QHBoxLayout()
@@ -265,6 +271,7 @@ class SettingsDialog(QDialog):
         if refill:
             self.rules_page.reload()
             self.mcp_page.reload()
+            self.memory_page.reload()
 
     def showEvent(self, event: QShowEvent) -> None:
         """Shown again (the app keeps one dialog): what answers and the rules may have changed
@@ -275,10 +282,11 @@ class SettingsDialog(QDialog):
             if "rules" not in self.busy:
                 self.rules_page.reload()
             self.mcp_page.reload()
+            self.memory_page.reload()  # never over unsaved typing (desktop/state/memory.py)
 
     def show_tab(self, name: str) -> None:
         """Opens a page of the dialog by its title ("Providers", "Approvals", "Rules",
-        "MCP servers")."""
+        "MCP servers", "Memory")."""
         self.tabs.setCurrentIndex(TABS.index(name))
 
     def _on_tab(self, index: int) -> None:

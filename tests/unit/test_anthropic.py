@@ -209,7 +209,12 @@ async def test_system_messages_go_top_level(fake: FakeAnthropic, chat: Anthropic
         WireMessage("system", "  "),
     ))
     body = fake.snapshot()[0].body
-    assert body["system"] == "Be brief.\n\nProject notes."
+    # Several system messages (the frozen prompt, then memory): one text block each, the
+    # cache breakpoint on the first, so a change in the later ones keeps the first cached.
+    assert body["system"] == [
+        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Project notes."},
+    ]
     assert [m["role"] for m in body["messages"]] == ["user"]
 
 

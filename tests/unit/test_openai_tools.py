@@ -160,6 +160,23 @@ async def test_tool_rows_serialized_for_the_wire(fake_provider: FakeOpenAI, prov
     ]
 
 
+async def test_leading_system_messages_go_as_one(fake_provider: FakeOpenAI, provider: OpenAIChat) -> None:
+    """The frozen prompt then the memory block: one system message whose text starts with the
+    frozen prompt's exact bytes (prefix caching keys on them); a later system message stays."""
+    await _collect(provider, _request(
+        WireMessage("system", "frozen prompt"),
+        WireMessage("system", "memory block"),
+        WireMessage("user", "hi"),
+        WireMessage("system", "later"),
+    ))
+    [recorded] = fake_provider.wait_requests(1)
+    assert recorded.body["messages"] == [
+        {"role": "system", "content": "frozen prompt\n\nmemory block"},
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "later"},
+    ]
+
+
 async def test_whole_call_in_one_chunk(fake_provider: FakeOpenAI, provider: OpenAIChat) -> None:
     whole = {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
     body = _sse(_delta({"content": "hi", "tool_calls": [whole]}, "tool_calls"), "[DONE]")
