@@ -16,6 +16,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import REPO, Backend
+from .test_full_disk import fill, small_disk, wait_for_line  # noqa: F401  (small_disk: a fixture)
 from .wire import Connect, Json, Rpc, RpcError, create_session, is_event, wait_settled
 
 QUIET_S = 1.5  # how long a backend is watched for firing something it must not
@@ -349,3 +350,36 @@ async def test_a_revoked_tokens_schedule_does_not_fire(connect: Connect) -> None
     assert after["enabled"] is False
     assert "revoked" in after["disabled_reason"]
     assert await _admissions(owner, sid) == []
+
+
+# --- a store that cannot write -------------------------------------------------------------------
+
+SCHEDULER_WAITS = "scheduler: cannot fire schedules"  # the backend's stderr line
+
+
+async def test_a_full_disk_at_fire_time_delays_the_firing_and_it_runs_once(
+    small_disk: Path, tmp_path: Path, fake_provider: FakeOpenAI,  # noqa: F811  (the fixture)
+) -> None:
+    fake_provider.routes["after the disk"] = Reply(deltas=["room again"])
+    backend = Backend(small_disk, fake_provider.base_url)
+    backend.stderr_path = tmp_path / "backend-stderr.log"  # off the disk that fills
+    backend.start()
+    try:
+        rpc = await Rpc.open(backend.port, backend.token)
+        sid = await create_session(rpc)
+        sched = await _create(rpc, session_id=sid, text="after the disk", at=_soon(2),
+                              timezone="UTC", missed="skip")
+        ballast = fill(small_disk)
+        await wait_for_line(backend, SCHEDULER_WAITS)  # it came, and could not be saved
+        assert await _admissions(rpc, sid) == []
+        ballast.unlink()
+        # Late, but it came while the scheduler watched: not "missed", even with skip.
+        fired = await _wait_for(rpc, sched["schedule_id"], lambda s: s["last_admission_id"] is not None)
+        settled = await wait_settled(rpc, fired["last_admission_id"])
+        assert settled["data"]["receipt"]["final_text"] == "room again"
+        await asyncio.sleep(QUIET_S)
+        assert len(await _admissions(rpc, sid)) == 1
+        assert backend.alive()
+        await rpc.close()
+    finally:
+        backend.close()
