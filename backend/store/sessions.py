@@ -147,9 +147,15 @@ def add_usage(tx: Tx, session_id: str, usage: Usage) -> None:
 def delete(tx: Tx, session_id: str) -> None:
     # A parent whose rotated child goes takes prompts itself again.
     tx.execute("UPDATE sessions SET child_session_id = NULL WHERE child_session_id = ?", (session_id,))
+    # Its sub-agents' sessions stay, unlinked (ON DELETE SET NULL): listed from now on, so
+    # session lists hear of each (a session.updated broadcast) in this commit.
+    subagents = [str(r[0]) for r in tx.all(
+        "SELECT session_id FROM sessions WHERE delegated_from = ?", (session_id,))]
     tx.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
     tx.execute("DELETE FROM turn_leases WHERE session_id = ?", (session_id,))
     tx.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+    for child in subagents:
+        changed(tx, child)
 
 
 def status(tx: Tx, session_id: str) -> SessionStatus:

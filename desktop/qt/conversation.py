@@ -256,6 +256,7 @@ class Conversation(QWidget):
     error = Signal(str)
     changed = Signal()  # title, status or session changed: the window's title follows
     moved = Signal(str, str)  # compression continued the conversation: old, new session_id
+    open_requested = Signal(str)  # a sub-agent's session, to open in a window of its own
 
     def __init__(self, link: Link, session_id: str, at_message: str | None = None) -> None:
         super().__init__()
@@ -330,6 +331,7 @@ class Conversation(QWidget):
             "a message to select and copy from it. Typing here goes to the message box")
         self.view.clicked.connect(self._clicked)
         self.view.quote_requested.connect(self.quote)
+        self.view.open_session_requested.connect(lambda sid: emit(self.open_requested, sid))
         self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
         self.notice = QLabel()
         self.notice.setWordWrap(True)
