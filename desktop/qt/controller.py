@@ -298,8 +298,9 @@ class Controller(QObject):
             sid, status = session.session_id, session.status
             before = self.statuses.get(sid)
             self.statuses[sid] = status
+            # (A sub-agent's end shows on its parent's card, whose own end is announced.)
             if before in ("running", "waiting_approval") and status == "idle" \
-                    and self._visible_window(sid) is None:
+                    and self._visible_window(sid) is None and not session.delegated_from:
                 self.notifier.notify("Turn finished", session.title or "A session finished", sid)
         self._tray_state()
 

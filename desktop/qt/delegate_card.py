@@ -25,16 +25,17 @@ def card_html(item: ToolItem, label: str, took: str) -> str:
     state = child_state(item)
     arrow = "▾" if item.expanded else "▸"
     color = str(getattr(colors, state.tone))
+    opener = (f' <span style="color:{colors.muted}">·</span> '
+              f'<a href="{OPEN_CHILD}" style="color:{colors.accent}">Open its session</a>'
+              if item.child_session_id else "")
     head = (f'<p><span style="color:{colors.muted}">{arrow}</span> <b>Sub-agent</b> '
-            f'<span style="color:{color}"><b>{_esc(label)}</b>{_esc(took)}</span></p>')
+            f'<span style="color:{color}"><b>{_esc(label)}</b>{_esc(took)}</span>{opener}</p>')
     parts = [head, _block(task_of(item), None if item.expanded else TASK_LINES)]
     context = context_of(item)
     if item.expanded and context:
         parts.append(f'<p style="color:{colors.muted}">Context it was given</p>')
         parts.append(_block(context, None))
-    opener = (f' <a href="{OPEN_CHILD}" style="color:{colors.accent}">Open its session</a>'
-              if item.child_session_id else "")
-    parts.append(f'<p><span style="color:{color}">{_esc(state.words)}</span>{opener}</p>')
+    parts.append(f'<p style="color:{color}">{_esc(state.words)}</p>')
     answer = answer_of(item)
     if answer:
         limit = ANSWER_MAX_LINES if item.expanded else ANSWER_LINES

@@ -33,9 +33,9 @@ def child_state(item: ToolItem) -> ChildState:
     """The sub-agent's state as the card shows it."""
     status = item.status
     if status == "ok":
-        return ChildState("Done: its answer is below.", "success", True)
+        return ChildState("Its answer:", "success", True)
     if status == "error":
-        return ChildState("It ended without an answer.", "danger", True)
+        return ChildState("It ended without an answer:", "danger", True)
     if status == "interrupted":
         return ChildState("Stopped with this turn.", "warning", True)
     if status == "unknown":
