@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fakes.openai_server import FakeOpenAI, Recorded, Reply, content_text
 
 from .backend_proc import Backend, BackendFactory
@@ -18,6 +20,7 @@ from .wire import (
     Connect,
     Json,
     Rpc,
+    RpcError,
     create_session,
     get_receipt,
     is_event,
@@ -326,3 +329,62 @@ async def test_kill9_mid_child_leaves_parent_call_and_child_turn_unknown_and_rer
     await wait_settled(rpc, receipt["admission_id"])
     assert (await wait_complete(rpc, again["admission_id"]))["data"]["status"] == "completed"
     assert not [e for e in rpc.events if is_event("turn.started")(e) and e.get("session_id") == child]
+
+
+async def test_stopping_the_child_alone_is_an_error_result_and_the_parent_goes_on(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    script = Script(fake_provider, ["PARENT-GOES-ON", "TASK-STOPPED"])
+    script.add("PARENT-GOES-ON", Reply.calls(delegate("TASK-STOPPED: slow")),
+               Reply(deltas=["I will do it myself."]))
+    script.add("TASK-STOPPED", Reply(deltas=["never"], hang_after=0))
+    rpc = await connect()
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    receipt = await submit(rpc, sid, "PARENT-GOES-ON")
+    await script.wait("TASK-STOPPED")
+    announced = await rpc.wait_event(lambda e: e["type"] == "tool.progress" and e["data"].get("meta"))
+    child = announced["data"]["meta"]["child_session_id"]
+    assert (await rpc.call("turn.interrupt", {"session_id": child}))["interrupted"] is True
+    done = await wait_complete(rpc, receipt["admission_id"])
+    assert (done["data"]["status"], done["data"]["text"]) == ("completed", "I will do it myself.")
+    tool = next(m for m in await transcript(rpc, sid) if m["role"] == "tool")
+    assert tool["status"] == "error"
+    assert tool["meta"]["child_outcome"] == "interrupted"
+    assert tool["content"].startswith("The sub-agent was interrupted: Stopped by you.")
+
+
+async def test_deleting_the_parent_stops_its_child_and_keeps_the_childs_session_listed(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    script = Script(fake_provider, ["PARENT-DELETE", "TASK-ORPHAN"])
+    script.add("PARENT-DELETE", Reply.calls(delegate("TASK-ORPHAN: keep going")))
+    script.add("TASK-ORPHAN", Reply(deltas=["never"], hang_after=0))
+    rpc = await connect()
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    await submit(rpc, sid, "PARENT-DELETE")
+    await script.wait("TASK-ORPHAN")
+    announced = await rpc.wait_event(lambda e: e["type"] == "tool.progress" and e["data"].get("meta"))
+    child = announced["data"]["meta"]["child_session_id"]
+    assert (await rpc.call("session.delete", {"session_id": sid, "force": True}))["deleted"] is True
+    (receipt,) = (await rpc.call("admission.list", {"session_id": child}))["receipts"]
+    assert (receipt["status"], receipt["outcome"]) == ("terminal", "interrupted")
+    session = (await rpc.call("session.get", {"session_id": child}))["session"]
+    assert "delegated_from" not in session, "unlinked: an ordinary session now"
+    assert session["delegated_call_id"]
+    listed = [s["session_id"] for s in (await rpc.call("session.list", {}))["sessions"]]
+    assert listed == [child]
+    freed = await rpc.wait_event(lambda e: e["type"] == "session.updated" and e.get("seq") is None
+                                 and e["session_id"] == child
+                                 and "delegated_from" not in e["data"]["session"])
+    assert freed["data"]["session"]["status"] == "idle"
+
+
+async def test_session_list_filters_are_checked(backend: Backend, connect: Connect) -> None:
+    rpc = await connect()
+    for params, field in (({"delegated_from": "s" * 201}, "delegated_from"),
+                          ({"include_delegated": "yes"}, "include_delegated")):
+        with pytest.raises(RpcError) as refused:
+            await rpc.call("session.list", params)
+        assert refused.value.code == -32602
+        assert refused.value.data["field"] == field
+    assert (await rpc.call("session.list", {"delegated_from": "ses_unknown"}))["sessions"] == []
