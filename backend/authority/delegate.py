@@ -11,9 +11,10 @@ a second.  The parent's call then waits for that admission to settle, woken by
 the committed events that can settle it (`observe`, chained to the store's
 publisher), and re-reads the row each time.
 
-At most `limits.delegate_concurrency` children run at once in the backend; a
-further call waits for a slot before its child exists (and says so in its live
-output).  A child waiting for a person pauses the parent batch's deadline
+At most `limits.delegate_concurrency` children run at once in the backend per
+level of delegation (with the default depth of 1 there is one level); a further
+call waits for a slot before its child exists (and says so in its live output).
+A child waiting for a person pauses the parent batch's deadline
 (`Executor.watch_person` relays it to the call's `ctx.on_person`).  Stopping the
 parent's call (interrupt, deadline, shutdown, deletion) interrupts the child's
 turn, or cancels its admission if it has not started, and waits a little for it
@@ -61,8 +62,12 @@ class ChildSessions:
         self.authority = authority
         self.executor = executor
         self.config = config
-        self.running = 0  # children holding a slot
-        self._slot_waiters: list[asyncio.Future[None]] = []
+        # Children holding a slot, and calls waiting for one, by the delegating session's depth:
+        # each level has its own slots, so a child that delegates never waits for a slot its
+        # own level holds (one shared pool could deadlock: every slot held by a child waiting
+        # for a slot for its grandchild).
+        self.running: dict[int, int] = {}
+        self._slot_waiters: dict[int, list[asyncio.Future[None]]] = {}
         self._wakes: dict[str, asyncio.Event] = {}  # by child session id and by admission id
 
     # --- the Delegator protocol -------------------------------------------------------------
@@ -71,7 +76,8 @@ class ChildSessions:
         return depth < self.config.config.limits.delegate_depth
 
     async def delegate(self, job: Delegation, ctx: ToolContext) -> ChildEnd:
-        async with self._slot(ctx):
+        depth = await self.db.read(lambda tx: sessions.delegation_depth(tx, job.parent_session_id))
+        async with self._slot(depth, ctx):
             child = await self.db.write(lambda tx: _child(tx, job))
             if ctx.announce is not None:
                 await ctx.announce({"child_session_id": child})
@@ -154,27 +160,29 @@ class ChildSessions:
     # --- the concurrency bound -------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _slot(self, ctx: ToolContext) -> AsyncIterator[None]:
-        """One of `limits.delegate_concurrency` slots (read at each call, so config.set
-        applies to the next one); waiters are woken in arrival order and check again."""
+    async def _slot(self, depth: int, ctx: ToolContext) -> AsyncIterator[None]:
+        """One of the `limits.delegate_concurrency` slots of sessions `depth` delegations
+        below a person's (read at each call, so config.set applies to the next one); waiters
+        are woken in arrival order and check again."""
+        waiters = self._slot_waiters.setdefault(depth, [])
         told = False
-        while self.running >= self.config.config.limits.delegate_concurrency:
+        while self.running.get(depth, 0) >= self.config.config.limits.delegate_concurrency:
             if not told:
-                ctx.progress(f"Waiting for a free sub-agent slot ({self.running} running).\n")
+                ctx.progress(f"Waiting for a free sub-agent slot ({self.running[depth]} running).\n")
                 told = True
             waiter = asyncio.get_running_loop().create_future()
-            self._slot_waiters.append(waiter)
+            waiters.append(waiter)
             try:
                 await waiter
             finally:
                 with contextlib.suppress(ValueError):
-                    self._slot_waiters.remove(waiter)
-        self.running += 1
+                    waiters.remove(waiter)
+        self.running[depth] = self.running.get(depth, 0) + 1
         try:
             yield
         finally:
-            self.running -= 1
-            for waiter in list(self._slot_waiters):
+            self.running[depth] -= 1
+            for waiter in list(waiters):
                 if not waiter.done():
                     waiter.set_result(None)
 

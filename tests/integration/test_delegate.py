@@ -388,3 +388,30 @@ async def test_session_list_filters_are_checked(backend: Backend, connect: Conne
         assert refused.value.code == -32602
         assert refused.value.data["field"] == field
     assert (await rpc.call("session.list", {"delegated_from": "ses_unknown"}))["sessions"] == []
+
+
+async def test_with_depth_two_a_child_may_delegate_and_one_slot_per_level_cannot_deadlock(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    backend = backend_factory(fake_provider.base_url,
+                              "[limits]\ndelegate_depth = 2\ndelegate_concurrency = 1\n")
+    script = Script(fake_provider, ["PARENT-DEEP", "TASK-MIDDLE", "TASK-BOTTOM"])
+    script.add("PARENT-DEEP", Reply.calls(delegate("TASK-MIDDLE: ask further")), Reply(deltas=["top"]))
+    # The middle child holds its level's only slot while its own child runs.
+    script.add("TASK-MIDDLE", Reply.calls(delegate("TASK-BOTTOM: the leaf")), Reply(deltas=["middle"]))
+    script.add("TASK-BOTTOM", Reply(deltas=["leaf"]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        receipt = await submit(rpc, sid, "PARENT-DEEP")
+        assert (await wait_complete(rpc, receipt["admission_id"]))["data"]["status"] == "completed"
+        recs = fake_provider.snapshot()
+        middle = [r for r in recs if "TASK-MIDDLE" in first_user_text(r)]
+        bottom = [r for r in recs if "TASK-BOTTOM" in first_user_text(r)]
+        assert "delegate" in offered(middle[0]), "depth 1 of 2 may delegate"
+        assert "delegate" not in offered(bottom[0]), "depth 2 of 2 may not"
+        assert [m["content"] for m in tool_messages(middle[-1].body)] == ["leaf"]
+        (top_tool,) = [m for m in await transcript(rpc, sid) if m["role"] == "tool"]
+        assert top_tool["content"] == "middle"
+    finally:
+        await rpc.close()
