@@ -37,6 +37,7 @@ from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.follow import Follower
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
+from desktop.state.delegation import unnamed_children
 from desktop.state.session import SessionState
 from desktop.state.sessions import status_label
 from desktop.state.transcript import ToolItem
@@ -49,6 +50,7 @@ from shared.methods import (
     AdmissionCancel,
     ApprovalRespond,
     PromptSubmit,
+    SessionList,
     SessionMessages,
     SessionResume,
     SessionUndo,
@@ -498,8 +500,16 @@ class Conversation(QWidget):
         self._resumed = result.messages
         self.follower.jump()
         self.refresh()
+        await self._name_children()
         if at_message:
             await self.show_message(at_message)
+
+    async def _name_children(self) -> None:
+        """Delegate cards loaded while their call runs learn their sub-agent's session from
+        the listing of this session's sub-agents (their announcement is not replayed)."""
+        if unnamed_children(self.state.transcript.items):
+            found = await self.link.call(SessionList(delegated_from=self.session_id, limit=500))
+            self.state.transcript.link_children(found.sessions)
 
     async def show_message(self, message_id: str) -> bool:
         """Scrolls to a stored message (a search match), loading older pages until it is
@@ -539,6 +549,7 @@ class Conversation(QWidget):
         with self.follower.replacing():
             self.state.load(result)
         self.refresh()
+        await self._name_children()
 
     async def _continue_in(self, child: str) -> None:
         """Compression rotated the conversation into a child session: this view follows it

@@ -7,9 +7,10 @@ waits for a slot or an approval) and its result.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from desktop.state.transcript import ToolItem
+from desktop.state.transcript import Item, ToolItem
 
 DELEGATE = "delegate"
 WAITING_SLOT = "Waiting for a free sub-agent slot"  # the backend's live words (authority/delegate.py)
@@ -27,6 +28,12 @@ class ChildState:
 
 def is_delegate(item: ToolItem) -> bool:
     return item.name == DELEGATE
+
+
+def unnamed_children(items: Iterable[Item]) -> bool:
+    """Whether a delegate card does not know its sub-agent's session yet."""
+    return any(isinstance(it, ToolItem) and is_delegate(it) and it.child_session_id is None
+               and it.status not in ("denied", "skipped", "error") for it in items)
 
 
 def child_state(item: ToolItem) -> ChildState:

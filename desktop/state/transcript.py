@@ -324,6 +324,16 @@ class Transcript:
             return turn
         return None
 
+    def link_children(self, children: Iterable[p.Session]) -> None:
+        """Names the sub-agent session of delegate cards that do not know it yet: a window
+        opened while the call runs has only its stored call, not the announcement."""
+        by_call = {s.delegated_call_id: s.session_id for s in children if s.delegated_call_id}
+        for item in self.items:
+            if isinstance(item, ToolItem) and item.child_session_id is None \
+                    and item.call_id in by_call:
+                item.child_session_id = by_call[item.call_id]
+                self._touch(item)
+
     def add_user(self, admission_id: str, turn_id: str | None, text: str) -> None:
         """The prompt that a turn just started with, until the stored row replaces it."""
         if any(isinstance(it, UserItem) and it.key == f"prompt:{admission_id}" for it in self.items):

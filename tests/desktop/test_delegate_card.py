@@ -87,6 +87,11 @@ def test_the_card_follows_the_sub_agent_and_open_shows_its_session_in_a_window(
         assert win.session_id == sid, "the parent's conversation stays where it was"
         qtbot.waitUntil(lambda: child_win.conversation.state.loaded, timeout=10_000)
         qtbot.waitUntil(lambda: child_win.conversation.state.status == "running", timeout=10_000)
+        # A second window on the parent, opened mid-call, finds the sub-agent too.
+        again = controller.open_session(sid, new_window=True)
+        qtbot.addWidget(again)
+        qtbot.waitUntil(lambda: again.conversation.state.loaded, timeout=10_000)
+        qtbot.waitUntil(lambda: the_card(again).child_session_id == child, timeout=10_000)
     finally:
         release.set()
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from desktop.state.delegation import answer_of, child_state, context_of, is_delegate, task_of
+from desktop.state.delegation import (
+    answer_of,
+    child_state,
+    context_of,
+    is_delegate,
+    task_of,
+    unnamed_children,
+)
 from desktop.state.sessions import SessionRows
 from desktop.state.transcript import ToolItem, Transcript, items_from_messages
 from tests.unit.desktop.factories import Events, Rows, call, event, session
@@ -75,3 +82,20 @@ def test_the_session_list_leaves_sub_agents_out() -> None:
     freed = session(CHILD, updated_at="2026-11-29T18:01:00.000Z", delegated_call_id="c1")
     rows.apply(event("session.updated", {"session": freed}, session_id=CHILD))
     assert [r.session_id for r in rows.rows] == [CHILD, "mine"]
+
+
+def test_cards_loaded_mid_call_learn_their_child_from_the_listing_of_sub_agents() -> None:
+    rows = Rows()
+    rows.user("go", "t1")
+    rows.assistant("", "t1", [call("c1", "delegate", task="A"), call("c2", "delegate", task="B"),
+                              call("c3", "terminal", command="ls")])
+    t = Transcript()
+    t.load(rows.rows, False)
+    assert unnamed_children(t.items)
+    t.link_children([session("s1", delegated_from="sess-1", delegated_call_id="c1"),
+                     session("other", delegated_from="sess-1", delegated_call_id="c9")])
+    assert [card(t, c).child_session_id for c in ("c1", "c2", "c3")] == ["s1", None, None]
+    assert unnamed_children(t.items), "c2 has not started its child yet"
+    t.link_children([session("s2", delegated_from="sess-1", delegated_call_id="c2")])
+    assert not unnamed_children(t.items)
+    assert card(t, "c1").child_session_id == "s1", "a known child is kept"
