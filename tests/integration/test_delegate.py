@@ -7,6 +7,8 @@ first user message: the parent's prompt, or the task the framed child prompt car
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -415,3 +417,21 @@ async def test_with_depth_two_a_child_may_delegate_and_one_slot_per_level_cannot
         assert top_tool["content"] == "middle"
     finally:
         await rpc.close()
+
+
+def test_the_cli_asks_a_sub_agents_approval_on_the_terminal(
+    backend: Backend, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    (tmp_path / "victim").mkdir()
+    script = Script(fake_provider, ["PARENT-CLI", "TASK-CLI"])
+    script.add("PARENT-CLI", Reply.calls(delegate("TASK-CLI: remove victim")),
+               Reply(deltas=["The helper removed it."]))
+    script.add("TASK-CLI", Reply.calls(terminal("rm -rf victim")), Reply(deltas=["removed"]))
+    cli = [sys.executable, "-m", "desktop.cli", "--data-dir", str(backend.data_dir)]
+    out = subprocess.run([*cli, "chat", "--cwd", str(tmp_path), "PARENT-CLI"], env=backend.env(),
+                         input="o\n", capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "[approval needed] terminal: rm -rf victim" in out.stderr
+    assert "Sub-agent session ses_" in out.stderr, "its live lines name the child"
+    assert out.stdout.strip() == "The helper removed it."
+    assert not (tmp_path / "victim").exists()
