@@ -200,6 +200,8 @@ class _PersonRelay:
         self.ctx.on_person(delta)
         if delta > 0 and self.count == 1:
             self.ctx.progress("The sub-agent is waiting for an approval in its session.\n")
+        elif delta < 0 and self.count == 0:
+            self.ctx.progress("The sub-agent goes on.\n")
 
     def release(self) -> None:
         if self.count:

@@ -57,6 +57,7 @@ def offered(depth: int) -> dict[str, Tool]:
         return dict(BUILTINS)
     return {name: tool for name, tool in BUILTINS.items() if tool is not DELEGATE}
 
+
 _ARTICLE = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean",
             "object": "an object", "array": "an array"}
 

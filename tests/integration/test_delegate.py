@@ -294,6 +294,9 @@ async def _approve_late(rpc: Rpc, tmp_path: Path) -> None:
     assert done["data"]["status"] == "completed"
     tool = next(m for m in await transcript(rpc, sid) if m["role"] == "tool")
     assert (tool["status"], tool["content"]) == ("ok", "removed it"), tool
+    live = "".join(e["data"]["text"] for e in rpc.session_events(sid) if e["type"] == "tool.progress")
+    assert live.endswith("The sub-agent is waiting for an approval in its session.\n"
+                         "The sub-agent goes on.\n"), live
     assert not (tmp_path / "victim").exists()
 
 

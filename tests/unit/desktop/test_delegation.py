@@ -45,6 +45,8 @@ def test_a_live_card_learns_its_child_follows_its_state_and_ends_with_the_answer
     assert not child_state(item).done
     t.apply(ev.tool_progress("t1", "c1", "The sub-agent is waiting for an approval in its session.\n"))
     assert child_state(item).words == "Waiting for your approval in its session."
+    t.apply(ev.tool_progress("t1", "c1", "The sub-agent goes on.\n"))
+    assert child_state(item).words == "Working in its own session…"
     assert answer_of(item) == "", "no answer while it runs"
 
     t.apply(ev.tool_complete("t1", "c1", name="delegate", output="There are 12.",
