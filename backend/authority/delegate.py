@@ -113,18 +113,13 @@ class ChildSessions:
             self.authority.submit(PRINCIPAL_PREFIX + job.parent_session_id, params))
         admission_id: str | None = None
         relay = _PersonRelay(ctx)
+        # Before the admission: the child's turn may start (and ask) as soon as it commits.
+        unwatch = self.executor.watch_person(child, relay)
         try:
             receipt = await asyncio.shield(submitting)
             admission_id = receipt.admission_id
             self._wakes[admission_id] = wake
-            # Registered before this coroutine yields again, so before the child's turn
-            # (started by that commit, not yet run) can ask anybody anything.
-            unwatch = self.executor.watch_person(admission_id, relay)
-            try:
-                return await self._wait(child, admission_id, wake)
-            finally:
-                unwatch()
-                relay.release()
+            return await self._wait(child, admission_id, wake)
         except asyncio.CancelledError:
             if admission_id is None:
                 with contextlib.suppress(Exception):  # a failed admission started nothing
@@ -133,6 +128,8 @@ class ChildSessions:
                 await self._stop(child, admission_id, wake)
             raise
         finally:
+            unwatch()
+            relay.release()
             if admission_id is not None:
                 self._wakes.pop(admission_id, None)
 
@@ -196,6 +193,8 @@ class _PersonRelay:
         self.count = 0
 
     def __call__(self, delta: int) -> None:
+        if self.count + delta < 0:
+            return  # a -1 without its +1 (never expected): the parent's count must not go below
         self.count += delta
         self.ctx.on_person(delta)
         if delta > 0 and self.count == 1:

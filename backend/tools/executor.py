@@ -132,23 +132,24 @@ class Executor:
         self.data_dir = data_dir  # sealed: no tool reads or writes there (but for its spill)
         self.spill_dir = data_dir / "spill"
         self.procs = procs
-        # Who else must know when a turn's batch waits for a person, by admission id: a
-        # delegate call whose child session this is (`watch_person`).
+        # Who else must know when a session's batches wait for a person: the delegate call
+        # whose child session it is (`watch_person`).
         self._person_watchers: dict[str, Callable[[int], None]] = {}
 
-    def watch_person(self, admission_id: str, relay: Callable[[int], None]) -> Callable[[], None]:
-        """Calls `relay(+1 / -1)` whenever the turn of `admission_id` starts or stops waiting
+    def watch_person(self, session_id: str, relay: Callable[[int], None]) -> Callable[[], None]:
+        """Calls `relay(+1 / -1)` whenever a batch of `session_id` starts or stops waiting
         for a person (its own approvals, or a person its delegate calls wait for); returns
-        the function that stops it.  Keyed by admission, which a rotation does not change."""
-        self._person_watchers[admission_id] = relay
+        the function that stops it.  Set before the session's turn starts, so it hears every
+        +1 with its -1."""
+        self._person_watchers[session_id] = relay
 
         def stop() -> None:
-            if self._person_watchers.get(admission_id) is relay:
-                del self._person_watchers[admission_id]
+            if self._person_watchers.get(session_id) is relay:
+                del self._person_watchers[session_id]
         return stop
 
-    def _relay_person(self, admission_id: str, delta: int) -> None:
-        relay = self._person_watchers.get(admission_id)
+    def _relay_person(self, session_id: str, delta: int) -> None:
+        relay = self._person_watchers.get(session_id)
         if relay is not None:
             relay(delta)
 
@@ -319,7 +320,7 @@ class _Batch:
         stops counting, the turn's watchdog too, and a parent waiting on this turn hears it."""
         self.people_waiting += delta
         self.scope.on_person(delta)
-        self.ex._relay_person(self.scope.admission_id, delta)
+        self.ex._relay_person(self.scope.session_id, delta)
 
     def _skipped(self, call: _Call) -> FinishedCall:
         p = call.prepared
