@@ -438,3 +438,27 @@ def test_the_cli_asks_a_sub_agents_approval_on_the_terminal(
     assert "Sub-agent session ses_" in out.stderr, "its live lines name the child"
     assert out.stdout.strip() == "The helper removed it."
     assert not (tmp_path / "victim").exists()
+
+
+async def test_a_long_answer_is_spilled_like_any_result(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    backend = backend_factory(fake_provider.base_url, "[limits]\nspill_chars = 500\n")
+    answer = "".join(f"finding {n:04d}\n" for n in range(200))  # 2,600 characters
+    script = Script(fake_provider, ["PARENT-LONG", "TASK-LONG"])
+    script.add("PARENT-LONG", Reply.calls(delegate("TASK-LONG: list them all")), Reply(deltas=["ok"]))
+    script.add("TASK-LONG", Reply(deltas=[answer]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        receipt = await submit(rpc, sid, "PARENT-LONG")
+        assert (await wait_complete(rpc, receipt["admission_id"]))["data"]["status"] == "completed"
+        tool = next(m for m in await transcript(rpc, sid) if m["role"] == "tool")
+    finally:
+        await rpc.close()
+    assert tool["status"] == "ok"
+    spilled = Path(tool["meta"]["spilled_path"])
+    assert await asyncio.to_thread(spilled.read_text) == answer.strip()
+    assert tool["content"].startswith("finding 0000\n")
+    assert f"[Output truncated: {len(answer.strip()):,} characters in total." in tool["content"]
+    assert tool["meta"]["child_session_id"]
