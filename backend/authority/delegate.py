@@ -78,7 +78,7 @@ class ChildSessions:
     async def delegate(self, job: Delegation, ctx: ToolContext) -> ChildEnd:
         depth = await self.db.read(lambda tx: sessions.delegation_depth(tx, job.parent_session_id))
         async with self._slot(depth, ctx):
-            child = await self.db.write(lambda tx: _child(tx, job))
+            child = await self.db.write(lambda tx: child_of(tx, job))
             if ctx.announce is not None:
                 await ctx.announce({"child_session_id": child})
             ctx.progress(f"Sub-agent session {child} is working on it.\n")
@@ -208,7 +208,7 @@ class _PersonRelay:
             self.count = 0
 
 
-def _child(tx: Tx, job: Delegation) -> str:
+def child_of(tx: Tx, job: Delegation) -> str:
     """The call's child session: found if the call made one already, else created."""
     found = sessions.delegated_child(tx, job.parent_session_id, job.call_id)
     if found is not None:

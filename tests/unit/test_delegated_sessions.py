@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from backend.errors import StoreUnavailable
+from backend.authority.delegate import child_of
+from backend.errors import NotFound, StoreUnavailable
 from backend.store import sessions
 from backend.store.db import Database, Tx
+from backend.store.events import StoredEvent
+from backend.tools.delegate import Delegation
 
 
 def _child(tx: Tx, sid: str, parent: str, call: str) -> None:
@@ -82,3 +85,20 @@ async def test_listing_hides_sub_agents_unless_asked_and_deleting_the_parent_kee
     assert orphan.delegated_call_id == "call_1"
     listed = await db.read(lambda tx: sessions.page(tx, 10, None))
     assert {r.session_id for r in listed} == {"q", "c"}, "an unlinked child shows in the list"
+
+
+async def test_the_same_call_finds_its_child_instead_of_making_a_second(db: Database) -> None:
+    published: list[object] = []
+    db.publisher = published.append
+    await db.write(lambda tx: sessions.insert(tx, "p", "Parent", "/srv", "m"))
+    job = Delegation(parent_session_id="p", parent_turn_id="t1", call_id="call_1",
+                     prompt="framed", title="Sub-agent: x")
+    first = await db.write(lambda tx: child_of(tx, job))
+    again = await db.write(lambda tx: child_of(tx, job))
+    assert first == again
+    created = [e for e in published if isinstance(e, StoredEvent) and e.event.type == "session.created"]
+    assert [e.event.session_id for e in created] == [first], "announced once"
+    other = await db.write(lambda tx: child_of(tx, Delegation("p", "t1", "call_2", "f", "t")))
+    assert other != first
+    with pytest.raises(NotFound):
+        await db.write(lambda tx: child_of(tx, Delegation("gone", "t1", "call_1", "f", "t")))
