@@ -18,8 +18,11 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from backend.authority.delegate import ChildSessions
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
 from backend.authority.schedules import Scheduler
@@ -116,6 +119,9 @@ class Backend:
         runner = TurnRunner(self.db, self.config, self.providers, executor, compressor, self.mcp)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
         self.scheduler = Scheduler(self.db, self.authority, runner.default_model)
+        children = ChildSessions(self.db, self.authority, executor, self.config)
+        registry.use_delegator(children)
+        self.db.publisher = _both(self.hub.publish, children.observe)
         token = secrets.token_urlsafe(32)
         auth = Authenticator(self.db, token)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
@@ -247,6 +253,14 @@ class Backend:
 
 
 SWITCH_INTERVAL_S = 0.001  # how often another thread may take the GIL (default 0.005)
+
+
+def _both(first: Callable[[Any], None], then: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A publisher that hands each committed item to clients, then to the sub-agent waiters."""
+    def publish(item: Any) -> None:
+        first(item)
+        then(item)
+    return publish
 
 
 async def serve(data_dir: Path, host: str, port: int) -> int:

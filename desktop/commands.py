@@ -179,12 +179,18 @@ class Chat:
         self.ended: str = "completed"  # how the last turn ended: a TurnStatus, or an AdmissionOutcome
         self._tasks: set[asyncio.Future[Any]] = set()
         self._asked: set[str] = set()
+        self._children: set[str] = set()  # sub-agents' sessions this session's calls started
         client.handlers.append(self._on_event)
 
     def _on_event(self, ev: Incoming) -> None:
         data = ev.data
         if isinstance(data, ClientState):
             print("\n[reconnecting]" if data.state == "reconnecting" else "", end="", file=sys.stderr)
+            return
+        if isinstance(data, p.ApprovalEvent) and ev.seq is None and ev.session_id in self._children:
+            # A sub-agent asks in its own session (only the broadcast copy reaches us): nobody
+            # else may be watching it, so it is asked here.
+            self._on_approval(ev.type, data.approval)
             return
         if ev.session_id != self.session_id or self.waiting is None:
             return
@@ -205,6 +211,9 @@ class Chat:
             print(f"\n[{tool_words(data.name)}] {shown_summary(data.name, data.summary)}",
                   file=sys.stderr, flush=True)
         elif isinstance(data, p.ToolProgress):
+            child = (data.meta or {}).get("child_session_id")
+            if isinstance(child, str):
+                self._children.add(child)
             self.tool_output.add(data.call_id, data.text)
         elif isinstance(data, p.ToolComplete):
             self.tool_output.end()

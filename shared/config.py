@@ -95,6 +95,11 @@ class Limits(Strict, frozen=True):
     # runs.  Time spent waiting for a person's approval does not count; a quiet tool is
     # bounded by its own timeout and tool_batch_deadline_s instead.
     stall_timeout_s: Seconds = 900
+    # Sub-agents (the delegate tool): how many levels below a person's session may delegate
+    # (0: no delegate tool; 1: a session may, its sub-agents may not), and how many child
+    # sessions run at once in the whole backend (the next call waits for a slot).
+    delegate_depth: Annotated[int, msgspec.Meta(ge=0, le=4)] = 1
+    delegate_concurrency: Annotated[int, msgspec.Meta(ge=1, le=16)] = 4
 
 
 class Lease(Strict, frozen=True):

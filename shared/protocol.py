@@ -86,6 +86,9 @@ class Session(Wire):
     parent_session_id: str | None = None
     child_session_id: str | None = None
     latest_seq: int = 0
+    # Addition: a sub-agent's session names the session and the `delegate` call that made it.
+    delegated_from: str | None = None
+    delegated_call_id: str | None = None
 
 
 class SearchMatch(Wire):
@@ -234,6 +237,10 @@ class SessionListParams(Params):
     limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 50
     cursor: str | None = None
     query: str | None = None
+    # Addition: sub-agents' sessions are left out unless asked for: all of them
+    # (`include_delegated`), or the ones a session's delegate calls made (`delegated_from`).
+    include_delegated: bool = False
+    delegated_from: Id | None = None
 
 
 class SessionIdParams(Params):
@@ -731,6 +738,8 @@ class ToolProgress(Wire):
     text: str  # raw output, `\r` and escape sequences included; "" for a heartbeat
     elided_bytes: int | None = None  # addition: output skipped before `text`, whose first line says so
     elapsed_s: int | None = None  # addition: on a heartbeat, seconds the call has been running
+    # Addition: what the running call announces, e.g. a delegate call's child_session_id.
+    meta: dict[str, Any] | None = None
 
 
 class ToolComplete(Wire):

@@ -23,9 +23,11 @@ from backend.store.admissions import AdmissionRecord
 from backend.store.db import Tx
 from backend.store.leases import Holder, provably_dead
 from backend.tools.approvals import expire_stale
-from backend.turn.finalize import UNRECORDED_RESULT, close_tail
+from backend.turn.finalize import UNRECORDED_RESULT, close_tail, settle_event
 
 log = logging.getLogger("authority")
+
+DELEGATE_PRINCIPAL = "delegate:"  # the principal prefix of sub-agents' tasks (authority/delegate.py)
 
 RECOVERED_NOTE = (
     "The backend stopped while this turn was running, so its outcome is unknown. "
@@ -61,7 +63,18 @@ def recover(tx: Tx, epoch: int) -> list[str]:
     expired = expire_stale(tx, epoch, keep=set(live))
     if expired:
         log.warning("%d pending approvals of earlier turns expired", expired)
+    _cancel_orphan_delegations(tx)
     return admissions.sessions_with_queued(tx)
+
+
+def _cancel_orphan_delegations(tx: Tx) -> None:
+    """A sub-agent's task still queued was waited for by a delegate call of the earlier
+    process, which is `unknown` now: nobody waits for it, so it must not start by itself."""
+    for admission_id in admissions.queued_of_principals(tx, DELEGATE_PRINCIPAL):
+        admissions.settle(tx, admission_id, "cancelled", failure_reason=(
+            "the backend stopped before this sub-agent's task started; its parent's call "
+            "is unknown"))
+        settle_event(tx, admission_id)
 
 
 def settle_lost(tx: Tx, admission_id: str, turn_id: str, holder: Holder) -> bool:

@@ -177,11 +177,12 @@ class Methods:
 
     async def session_list(self, conn: Connection, params: p.SessionListParams) -> p.SessionListResult:
         limit = params.limit
+        which = sessions.Which(params.include_delegated, params.delegated_from)
 
         def read(tx: Tx) -> p.SessionListResult:
             if params.query and params.query.strip():
                 offset = int(_decode_cursor(params.cursor, "offset") or 0) if params.cursor else 0
-                hits = sessions.search(tx, params.query, limit + 1, offset)
+                hits = sessions.search(tx, params.query, limit + 1, offset, which)
                 nxt = _cursor({"offset": offset + limit}) if len(hits) > limit else None
                 hits = hits[:limit]
                 return p.SessionListResult(
@@ -190,7 +191,7 @@ class Methods:
                 )
             pos = _decode_cursor(params.cursor, "after") if params.cursor else None
             after = (str(pos[0]), str(pos[1])) if pos else None
-            rows = sessions.page(tx, limit + 1, after)
+            rows = sessions.page(tx, limit + 1, after, which)
             last = rows[limit - 1] if len(rows) > limit else None
             nxt = _cursor({"after": [last.updated_at, last.session_id]}) if last else None
             return p.SessionListResult(

@@ -193,6 +193,13 @@ def any_queued(tx: Tx) -> bool:
     return tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1") is not None
 
 
+def queued_of_principals(tx: Tx, prefix: str) -> list[str]:
+    """The queued admissions whose principal starts with `prefix` (an internal one)."""
+    return [r[0] for r in tx.all(
+        "SELECT admission_id FROM admissions WHERE status = 'queued' AND substr(principal, 1, ?) = ?",
+        (len(prefix), prefix))]
+
+
 def sessions_with_queued(tx: Tx) -> list[str]:
     return [
         r[0]

@@ -325,8 +325,23 @@ def _m010(conn: sqlite3.Connection) -> None:
     ) WITHOUT ROWID""")
 
 
+def _m011(conn: sqlite3.Connection) -> None:
+    # Sub-agents (the delegate tool): a child session names the session and the tool call
+    # that started it.  Not parent_session_id, which is compression's rotation.  Deleting the
+    # parent keeps the child, unlinked, so its work stays in the list.  One child per call:
+    # a retried call finds its child instead of starting a second.
+    conn.execute("ALTER TABLE sessions ADD COLUMN delegated_from TEXT "
+                 "REFERENCES sessions (session_id) ON DELETE SET NULL")
+    conn.execute("ALTER TABLE sessions ADD COLUMN delegated_call TEXT")
+    conn.execute("CREATE UNIQUE INDEX sessions_delegated ON sessions (delegated_from, delegated_call) "
+                 "WHERE delegated_from IS NOT NULL")
+    # The session list shows sessions people started; this keeps its page an index walk.
+    conn.execute("CREATE INDEX sessions_top ON sessions (updated_at DESC, session_id DESC) "
+                 "WHERE delegated_from IS NULL")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
-    _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010,
+    _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010, _m011,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

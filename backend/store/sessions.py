@@ -38,6 +38,8 @@ class SessionRecord(Record, frozen=True):
     compress_ineffective: int
     compress_probe_after: float
     titled: bool  # a person chose the title; else the first prompt names the session
+    delegated_from: str | None = None  # a sub-agent's: the session whose delegate call made it
+    delegated_call: str | None = None  # ... and that call's id
 
 
 def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str, titled: bool = True) -> None:
@@ -145,9 +147,15 @@ def add_usage(tx: Tx, session_id: str, usage: Usage) -> None:
 def delete(tx: Tx, session_id: str) -> None:
     # A parent whose rotated child goes takes prompts itself again.
     tx.execute("UPDATE sessions SET child_session_id = NULL WHERE child_session_id = ?", (session_id,))
+    # Its sub-agents' sessions stay, unlinked (ON DELETE SET NULL): listed from now on, so
+    # session lists hear of each (a session.updated broadcast) in this commit.
+    subagents = [str(r[0]) for r in tx.all(
+        "SELECT session_id FROM sessions WHERE delegated_from = ?", (session_id,))]
     tx.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
     tx.execute("DELETE FROM turn_leases WHERE session_id = ?", (session_id,))
     tx.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+    for child in subagents:
+        changed(tx, child)
 
 
 def status(tx: Tx, session_id: str) -> SessionStatus:
@@ -190,22 +198,68 @@ def to_session(tx: Tx, r: SessionRecord) -> Session:
         message_count=r.message_count, usage=usage_of(r),
         parent_session_id=r.parent_session_id, child_session_id=r.child_session_id,
         latest_seq=events.latest_seq(tx, sid),
+        delegated_from=r.delegated_from, delegated_call_id=r.delegated_call,
     )
 
 
-def page(tx: Tx, limit: int, cursor: tuple[str, str] | None) -> list[SessionRecord]:
+class Which(msgspec.Struct, frozen=True):
+    """Which sessions a listing shows: by default those people started (no sub-agents);
+    `delegated` adds the sub-agents' too; `delegated_from` only the sub-agents of one."""
+
+    delegated: bool = False
+    delegated_from: str | None = None
+
+    def sql(self, alias: str = "") -> tuple[str, tuple[str, ...]]:
+        col = f"{alias}delegated_from"
+        if self.delegated_from is not None:
+            return f"{col} = ?", (self.delegated_from,)
+        return ("1", ()) if self.delegated else (f"{col} IS NULL", ())
+
+
+PEOPLES = Which()  # the sessions people started
+
+
+def page(tx: Tx, limit: int, cursor: tuple[str, str] | None,
+         which: Which = PEOPLES) -> list[SessionRecord]:
     """Sessions by last activity, newest first; `cursor` is the (updated_at, id) to go past."""
-    if cursor is None:
-        rows = tx.all(
-            "SELECT * FROM sessions ORDER BY updated_at DESC, session_id DESC LIMIT ?", (limit,)
-        )
-    else:
-        rows = tx.all(
-            "SELECT * FROM sessions WHERE (updated_at, session_id) < (?, ?) "
-            "ORDER BY updated_at DESC, session_id DESC LIMIT ?",
-            (cursor[0], cursor[1], limit),
-        )
+    where, args = which.sql()
+    if cursor is not None:
+        where += " AND (updated_at, session_id) < (?, ?)"
+        args += (cursor[0], cursor[1])
+    rows = tx.all(
+        f"SELECT * FROM sessions WHERE {where} ORDER BY updated_at DESC, session_id DESC LIMIT ?",
+        (*args, limit),
+    )
     return [SessionRecord.from_row(r) for r in rows]
+
+
+def insert_delegated(tx: Tx, session_id: str, parent: SessionRecord, call_id: str,
+                     title: str) -> None:
+    """A sub-agent's session: the parent's folder and model, linked to the parent's call."""
+    ts = now()
+    tx.execute(
+        "INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at, titled, "
+        "delegated_from, delegated_call) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
+        (session_id, title, parent.cwd, parent.model, ts, ts, parent.session_id, call_id),
+    )
+
+
+def delegated_child(tx: Tx, parent_id: str, call_id: str) -> str | None:
+    """The session a delegate call of `parent_id` started, if any."""
+    r = tx.one("SELECT session_id FROM sessions WHERE delegated_from = ? AND delegated_call = ?",
+               (parent_id, call_id))
+    return str(r[0]) if r is not None else None
+
+
+def delegation_depth(tx: Tx, session_id: str) -> int:
+    """How many delegations below a person's session this one is (0: a person's own)."""
+    r = tx.one(
+        "WITH RECURSIVE up (sid, depth) AS (SELECT ?, 0 UNION ALL "
+        "SELECT s.delegated_from, up.depth + 1 FROM sessions s JOIN up ON s.session_id = up.sid "
+        "WHERE s.delegated_from IS NOT NULL AND up.depth < 64) SELECT MAX(depth) FROM up",
+        (session_id,),
+    )
+    return int(r[0]) if r is not None and r[0] is not None else 0
 
 
 class SearchHit(msgspec.Struct, frozen=True):
@@ -216,16 +270,17 @@ class SearchHit(msgspec.Struct, frozen=True):
     message_rowid: int | None
 
 
-def search(tx: Tx, query: str, limit: int, offset: int) -> list[SearchHit]:
+def search(tx: Tx, query: str, limit: int, offset: int, which: Which = PEOPLES) -> list[SearchHit]:
     """Full-text search over titles and message text, best match first."""
     fts = _fts_query(query)
     if not fts:
         return []
+    where, args = which.sql("s.")
     # bm25() is valid only in the FTS query itself; MATERIALIZED stops SQLite from
     # folding that query into the aggregate below, where bm25() would be refused.
     # With MIN() the only aggregate, SQLite takes the bare `best` from the row of the min.
     rows = tx.all(
-        """
+        f"""
         WITH matches AS MATERIALIZED (
             SELECT rowid AS id, bm25(messages_fts) AS score
             FROM messages_fts WHERE messages_fts MATCH ?
@@ -238,10 +293,10 @@ def search(tx: Tx, query: str, limit: int, offset: int) -> list[SearchHit]:
                CASE WHEN s.title LIKE ? ESCAPE '\\' THEN -1e9 ELSE COALESCE(h.score, 0) END
                AS rank
         FROM sessions s LEFT JOIN hits h ON h.sid = s.session_id
-        WHERE h.sid IS NOT NULL OR s.title LIKE ? ESCAPE '\\'
+        WHERE (h.sid IS NOT NULL OR s.title LIKE ? ESCAPE '\\') AND {where}
         ORDER BY rank, s.updated_at DESC LIMIT ? OFFSET ?
         """,
-        (fts, _like(query), _like(query), limit, offset),
+        (fts, _like(query), _like(query), *args, limit, offset),
     )
     return [SearchHit(SessionRecord.from_row(r), r["best_message"]) for r in rows]
 

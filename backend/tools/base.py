@@ -62,6 +62,12 @@ class ToolContext:
     mode: ApprovalMode = "smart"
     approved: Guard | None = None
     data_dir: Path = field(default_factory=default_data_dir)  # no tool reads or writes there
+    # A call that waits for a person elsewhere (a delegate call whose child session asks for
+    # an approval) says so, +1 / -1, so the batch deadline does not count that time.
+    on_person: Callable[[int], None] = lambda delta: None
+    # Tells clients something about the running call at once, as a `tool.progress` event with
+    # `meta` (a delegate call's child session); the keys are kept in the result's meta too.
+    announce: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
 
 @dataclass

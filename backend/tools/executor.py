@@ -120,6 +120,7 @@ class _Call:
     decided: dict[str, Any] = field(default_factory=dict)  # who allowed it, for the result's meta
     live: LiveOutput = field(default_factory=LiveOutput)
     last_progress: float = 0.0  # when its last tool.progress was queued
+    announced_meta: dict[str, Any] = field(default_factory=dict)  # what ctx.announce told clients
 
 
 class Executor:
@@ -131,6 +132,26 @@ class Executor:
         self.data_dir = data_dir  # sealed: no tool reads or writes there (but for its spill)
         self.spill_dir = data_dir / "spill"
         self.procs = procs
+        # Who else must know when a session's batches wait for a person: the delegate call
+        # whose child session it is (`watch_person`).
+        self._person_watchers: dict[str, Callable[[int], None]] = {}
+
+    def watch_person(self, session_id: str, relay: Callable[[int], None]) -> Callable[[], None]:
+        """Calls `relay(+1 / -1)` whenever a batch of `session_id` starts or stops waiting
+        for a person (its own approvals, or a person its delegate calls wait for); returns
+        the function that stops it.  Set before the session's turn starts, so it hears every
+        +1 with its -1."""
+        self._person_watchers[session_id] = relay
+
+        def stop() -> None:
+            if self._person_watchers.get(session_id) is relay:
+                del self._person_watchers[session_id]
+        return stop
+
+    def _relay_person(self, session_id: str, delta: int) -> None:
+        relay = self._person_watchers.get(session_id)
+        if relay is not None:
+            relay(delta)
 
     async def run(self, scope: BatchContext, prepared: list[PreparedCall]) -> BatchResult:
         calls = [_Call(p, _summary(p)) for p in prepared]
@@ -232,10 +253,15 @@ class _Batch:
         async def checkpoint(path: Path, old: bytes | None) -> None:
             await self.ex.checkpoints.save(s.session_id, s.turn_id, p.call_id, path, old)
 
+        async def announce(meta: dict[str, Any]) -> None:
+            call.announced_meta.update(meta)
+            await self._send_progress(call, ToolProgress(call_id=p.call_id, text="", meta=meta))
+
         ctx = ToolContext(s.cwd, s.session_id, s.turn_id, p.call_id, s.env, call.live.write,
                           checkpoint if tool.changes_files else None,
                           spawned=self.ex.procs.spawned, reaped=self.ex.procs.reaped,
-                          mode=s.mode, approved=call.approved, data_dir=self.ex.data_dir)
+                          mode=s.mode, approved=call.approved, data_dir=self.ex.data_dir,
+                          on_person=self._person, announce=announce)
         try:
             return await tool.run(p.arguments, ctx)
         except asyncio.CancelledError:
@@ -267,8 +293,7 @@ class _Batch:
             call.approved, call.decided = guard, unasked_meta("rule", rule)
             return None
         call.waiting_person = True
-        self.people_waiting += 1
-        s.on_person(+1)
+        self._person(+1)
         try:
             approval = await self.ex.approvals.ask(
                 session_id=s.session_id, turn_id=s.turn_id, call_id=p.call_id, tool=p.name,
@@ -276,8 +301,7 @@ class _Batch:
             )
         finally:
             call.waiting_person = False
-            self.people_waiting -= 1
-            s.on_person(-1)
+            self._person(-1)
         meta = decided_meta(approval) if approval is not None else {"decided_by": "stopped"}
         decision = approval.decision if approval is not None else None
         if decision is None:
@@ -290,6 +314,13 @@ class _Batch:
                            "user or take another way.", call.summary, meta=meta)
         call.approved, call.decided = guard, meta
         return None
+
+    def _person(self, delta: int) -> None:
+        """A call of this batch starts (+1) or stops (-1) waiting for a person: the deadline
+        stops counting, the turn's watchdog too, and a parent waiting on this turn hears it."""
+        self.people_waiting += delta
+        self.scope.on_person(delta)
+        self.ex._relay_person(self.scope.session_id, delta)
 
     def _skipped(self, call: _Call) -> FinishedCall:
         p = call.prepared
@@ -331,7 +362,9 @@ class _Batch:
 
     def _store_one(self, tx: Tx, call: _Call, out: FinishedCall) -> None:
         s = self.scope
-        out.meta = {**call.decided, **out.meta}  # who allowed it, beside what the tool reports
+        # Who allowed it and what it announced while it ran (kept when it was stopped),
+        # beside what the tool reports.
+        out.meta = {**call.decided, **call.announced_meta, **out.meta}
         meta = dict(out.meta, duration_ms=out.duration_ms)
         if out.spilled_path:
             meta["spilled_path"] = out.spilled_path

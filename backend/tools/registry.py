@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from backend.providers.base import ToolSpec
 from backend.tools.base import Tool
+from backend.tools.delegate import Delegate, Delegator
 from backend.tools.files import Patch, ReadFile, WriteFile
 from backend.tools.folders import ListDir, SearchFiles
 from backend.tools.memory import Memory
@@ -32,8 +33,9 @@ class ToolArgsError(Exception):
 
 TERMINAL = Terminal()
 MEMORY = Memory()  # the backend sets MEMORY.changed at start-up (memory.changed events)
+DELEGATE = Delegate()
 _ORDER: tuple[Tool, ...] = (
-    TERMINAL, ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir(), MEMORY,
+    TERMINAL, ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir(), MEMORY, DELEGATE,
 )
 BUILTINS: dict[str, Tool] = {tool.name: tool for tool in _ORDER}
 
@@ -43,13 +45,31 @@ def use_sandbox(sandbox: Sandbox) -> None:
     there were none (the fallback policy asks for anything not plainly read-only)."""
     TERMINAL.sandbox = sandbox
 
+
+def use_delegator(delegator: Delegator) -> None:
+    """What runs the delegate tool's child sessions, set once at start-up; until then (and
+    in a session too deep for it, `offered`) the tool is not offered."""
+    DELEGATE.delegator = delegator
+
+
+def offered(depth: int) -> dict[str, Tool]:
+    """The built-ins a session `depth` delegations below a person's is offered, in order:
+    all of them, less `delegate` where sub-agents may not delegate further."""
+    delegator = DELEGATE.delegator
+    if delegator is not None and delegator.offered(depth):
+        return dict(BUILTINS)
+    return {name: tool for name, tool in BUILTINS.items() if tool is not DELEGATE}
+
+
 _ARTICLE = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean",
             "object": "an object", "array": "an array"}
 
 
-def specs() -> tuple[ToolSpec, ...]:
-    """What the model is offered, always in the same order (a stable prompt prefix caches)."""
-    return tuple(ToolSpec(t.name, t.description, t.parameters) for t in BUILTINS.values())
+def specs(tools: dict[str, Tool] | None = None) -> tuple[ToolSpec, ...]:
+    """What the model is offered of `tools` (default: every built-in), always in the same
+    order (a stable prompt prefix caches)."""
+    chosen = BUILTINS if tools is None else tools
+    return tuple(ToolSpec(t.name, t.description, t.parameters) for t in chosen.values())
 
 
 def validate(tool: Tool, args: object) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from backend.providers.base import ChatRequest, ToolSpec
 from backend.providers.errors import policy, told
 from backend.providers.registry import ConfiguredProvider, Providers
 from backend.race import unless_stopped
-from backend.store import admissions, events, messages
+from backend.store import admissions, events, messages, sessions
 from backend.store.db import Database, Tx
 from backend.store.leases import LeaseRecord
 from backend.tools import memory, registry
@@ -109,6 +109,7 @@ class TurnState:
     # The memory block, read at the turn's first request and sent unchanged by every later
     # one: a write during the turn shows from the next turn, and the cached prefix holds.
     memory: str | None = None
+    depth: int | None = None  # delegations below a person's session (read once per turn)
 
     @property
     def link(self) -> ConfiguredProvider:
@@ -291,9 +292,13 @@ class TurnRunner:
             got, found = await unless_stopped(
                 self.mcp.tools_for(Path(st.turn.claim.cwd), refresh=first), st.halt)
             extra = found if got and found is not None else {}
-        st.offered = {**registry.BUILTINS, **extra}
-        st.specs = registry.specs() + tuple(ToolSpec(t.name, t.description, t.parameters)
-                                            for t in extra.values())
+        if st.depth is None:
+            sid = st.turn.session_id
+            st.depth = await self.db.read(lambda tx: sessions.delegation_depth(tx, sid))
+        builtins = registry.offered(st.depth)  # a sub-agent too deep is not offered `delegate`
+        st.offered = {**builtins, **extra}
+        st.specs = registry.specs(builtins) + tuple(ToolSpec(t.name, t.description, t.parameters)
+                                                    for t in extra.values())
         return st.specs
 
     async def _compress(self, st: TurnState, link: ConfiguredProvider, tools: tuple[ToolSpec, ...],

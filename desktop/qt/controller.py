@@ -197,6 +197,15 @@ class Controller(QObject):
         self._save_timer.start()
         return win
 
+    def open_in_window(self, session_id: str) -> Window:
+        """A sub-agent's session (a delegate card's Open): the window already showing it, or a
+        window of its own, so the parent's conversation stays where it is."""
+        for win in self.windows:
+            if win.session_id == session_id:
+                win.bring_forward()
+                return win
+        return self.open_session(session_id, new_window=True)
+
     def _window_asked(self, action: str, session_id: str) -> None:
         """A window's menus (see APP_ACTIONS) and the sidebar's requests."""
         if action == "new":
@@ -213,6 +222,8 @@ class Controller(QObject):
             self.quit()
         elif action == "pop_out" and session_id:
             self.open_session(session_id, new_window=True)
+        elif action == "open_window" and session_id:
+            self.open_in_window(session_id)
         elif action == "delete" and session_id:
             self.show_main()
             self.main.sidebar.confirm_delete(session_id)
@@ -306,7 +317,9 @@ class Controller(QObject):
             sid, status = session.session_id, session.status
             before = self.statuses.get(sid)
             self.statuses[sid] = status
-            if before in ("running", "waiting_approval") and status == "idle":
+            # (A sub-agent's end shows on its parent's card, whose own end is announced.)
+            if before in ("running", "waiting_approval") and status == "idle" \
+                    and not session.delegated_from:
                 scheduled = self.scheduled.pop(sid, None) is not None
                 if self._visible_window(sid) is None:
                     title = "Scheduled turn finished" if scheduled else "Turn finished"

@@ -37,6 +37,7 @@ from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.follow import Follower
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
+from desktop.state.delegation import unnamed_children
 from desktop.state.session import SessionState
 from desktop.state.sessions import status_label
 from desktop.state.transcript import ToolItem
@@ -49,6 +50,7 @@ from shared.methods import (
     AdmissionCancel,
     ApprovalRespond,
     PromptSubmit,
+    SessionList,
     SessionMessages,
     SessionResume,
     SessionUndo,
@@ -265,6 +267,7 @@ class Conversation(QWidget):
     error = Signal(str)
     changed = Signal()  # title, status or session changed: the window's title follows
     moved = Signal(str, str)  # compression continued the conversation: old, new session_id
+    open_requested = Signal(str)  # a sub-agent's session, to open in a window of its own
 
     def __init__(self, link: Link, session_id: str, at_message: str | None = None) -> None:
         super().__init__()
@@ -339,6 +342,7 @@ class Conversation(QWidget):
             "a message to select and copy from it. Typing here goes to the message box")
         self.view.clicked.connect(self._clicked)
         self.view.quote_requested.connect(self.quote)
+        self.view.open_session_requested.connect(lambda sid: emit(self.open_requested, sid))
         self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
         self.notice = QLabel()
         self.notice.setWordWrap(True)
@@ -518,8 +522,16 @@ class Conversation(QWidget):
         self._resumed = result.messages
         self.follower.jump()
         self.refresh()
+        await self._name_children()
         if at_message:
             await self.show_message(at_message)
+
+    async def _name_children(self) -> None:
+        """Delegate cards loaded while their call runs learn their sub-agent's session from
+        the listing of this session's sub-agents (their announcement is not replayed)."""
+        if unnamed_children(self.state.transcript.items):
+            found = await self.link.call(SessionList(delegated_from=self.session_id, limit=500))
+            self.state.transcript.link_children(found.sessions)
 
     async def show_message(self, message_id: str) -> bool:
         """Scrolls to a stored message (a search match), loading older pages until it is
@@ -559,6 +571,7 @@ class Conversation(QWidget):
         with self.follower.replacing():
             self.state.load(result)
         self.refresh()
+        await self._name_children()
 
     async def _continue_in(self, child: str) -> None:
         """Compression rotated the conversation into a child session: this view follows it

@@ -105,7 +105,9 @@ class NewSessionDialog(QDialog):
 class Window(QMainWindow):
     """What every window has: menus, shortcuts, the palette, and a conversation to show."""
 
-    requested = Signal(str, str)  # an APP_ACTIONS name, the window's session_id ("" if none)
+    # An APP_ACTIONS name (or "open_window": a sub-agent's session from a delegate card) and
+    # the session it concerns ("" if none).
+    requested = Signal(str, str)
 
     def __init__(self, link: Link) -> None:
         super().__init__()
@@ -212,6 +214,7 @@ class SessionWindow(Window):
         super().__init__(link)
         self.current = Conversation(link, session_id)
         self.current.changed.connect(self._title)
+        self.current.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
         self.setCentralWidget(self.current)
         self._menus(main=False)
         self._enable()
@@ -357,6 +360,7 @@ class MainWindow(Window):
             c = Conversation(self.link, session_id, at_message or None)
             c.changed.connect(self._title)
             c.moved.connect(lambda _old, new: self.sidebar.mark_current(new))
+            c.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
             self.current = c
             self.stack.addWidget(c)
             self.stack.setCurrentWidget(c)

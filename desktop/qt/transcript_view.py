@@ -56,9 +56,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.qt import markdown, theme
+from desktop.qt import delegate_card, markdown, theme
 from desktop.qt.compat import emit
 from desktop.qt.reader import Reader, SafeDocument
+from desktop.state.delegation import is_delegate
 from desktop.state.sessions import local_time
 from desktop.state.transcript import AssistantItem, Item, NoteItem, ToolItem, Transcript, UserItem
 from shared.mcp_names import shown_name, shown_summary
@@ -425,6 +426,7 @@ class TranscriptView(QListView):
     Markdown and Quote in reply.  Enter or Space also expands a tool card or a long message."""
 
     quote_requested = Signal(str)  # "Quote in reply": the text to quote in the message box
+    open_session_requested = Signal(str)  # a sub-agent's session to open (its card's Open)
     link_clicked = Signal(QUrl)  # a link in a message (http, https or mailto) was clicked
 
     def __init__(self, model: TranscriptModel) -> None:
@@ -565,6 +567,10 @@ class TranscriptView(QListView):
         selected = self.selected_text(index)
         copy = menu.addAction("Copy selection\tCtrl+C" if selected else "Copy\tCtrl+C")
         copy.triggered.connect(lambda: QGuiApplication.clipboard().setText(selected or plain_text(item)))
+        if isinstance(item, ToolItem) and item.child_session_id:
+            child = item.child_session_id
+            opener = menu.addAction("Open sub-agent session")
+            opener.triggered.connect(lambda: emit(self.open_session_requested, child))
         if isinstance(item, UserItem | AssistantItem | NoteItem):
             source = menu.addAction("Copy as Markdown")
             source.triggered.connect(lambda: QGuiApplication.clipboard().setText(item.text))
@@ -637,9 +643,22 @@ class TranscriptView(QListView):
 
     def mouseReleaseEvent(self, e: QMouseEvent) -> None:
         held, self._held = self._held, None
+        if e.button() == Qt.MouseButton.LeftButton and held is None and self._open_child_at(e):
+            return  # the card's Open link: not a click that expands the card
         super().mouseReleaseEvent(e)
         if held is not None and held is self.reader():
             self._forward(held, e)
+
+    def _open_child_at(self, e: QMouseEvent) -> bool:
+        """Asks for the sub-agent's session when the release is on a card's Open link."""
+        index = self.indexAt(e.position().toPoint())
+        item = self.item(index)
+        if not isinstance(item, ToolItem) or not item.child_session_id:
+            return False
+        if self.delegate.anchor_at(index, e.position().toPoint()) != delegate_card.OPEN_CHILD:
+            return False
+        emit(self.open_session_requested, item.child_session_id)
+        return True
 
     def _forward(self, reader: Reader, e: QMouseEvent) -> None:
         target = reader.viewport()
@@ -698,6 +717,8 @@ def tool_html(item: ToolItem, dark: bool) -> str:
     color, muted = tone(color_name), tone("muted")
     never_ran = item.status in ("denied", "skipped")  # (its duration is 0: it did not run)
     took = f" · {item.duration_ms / 1000:.1f} s" if item.duration_ms is not None and not never_ran else ""
+    if is_delegate(item):
+        return delegate_card.card_html(item, label, took)
     arrow = "▾" if item.expanded else "▸"
     name, origin = shown_name(item.name or "tool")
     source = f'<small style="color:{muted}">{esc(origin)}</small> ' if origin else ""

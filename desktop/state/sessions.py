@@ -65,6 +65,8 @@ class SessionRows:
         """`newer_only`: an update older than the row it would replace is left out (applied
         again over a listing that may already hold a later state)."""
         data = event.data
+        if isinstance(data, p.SessionEvent) and data.session.delegated_from:
+            return  # a sub-agent's session: reached from its parent's card, not listed
         if event.type == "session.created" and isinstance(data, p.SessionEvent) and not self.query:
             if self.index(data.session.session_id) is None:
                 self.rows.insert(0, data.session)

@@ -71,6 +71,8 @@ class ToolItem(Item):
     decided_at: str | None = None
     decision: str | None = None
     timeout_s: float | None = None
+    # A delegate call's sub-agent session (announced while it runs, kept in its result's meta).
+    child_session_id: str | None = None
 
 
 @dataclass(eq=False)
@@ -99,7 +101,7 @@ class _Silent:
 
 def args_summary(name: str, arguments: dict[str, Any]) -> str:
     """One line saying what a call does, for the card's header."""
-    for key in ("command", "path", "pattern", "query", "url"):
+    for key in ("command", "path", "pattern", "query", "url", "task"):
         value = arguments.get(key)
         if isinstance(value, str) and value:
             return value.splitlines()[0][:200]
@@ -149,7 +151,15 @@ def _fill_result(card: ToolItem, m: p.Message) -> None:
     card.spilled_path = meta.get("spilled_path", card.spilled_path)
     card.name = card.name or m.tool_name or ""
     _decided(card, meta)
+    _child(card, meta)
     card.bump()
+
+
+def _child(card: ToolItem, meta: dict[str, Any] | None) -> None:
+    """A delegate call's child session, from a progress event's or a result's meta."""
+    child = (meta or {}).get("child_session_id")
+    if isinstance(child, str) and child:
+        card.child_session_id = child
 
 
 def _decided(card: ToolItem, meta: dict[str, Any]) -> None:
@@ -274,6 +284,7 @@ class Transcript:
             card = self._card(data.call_id, turn, "")
             if data.text:
                 self._live_output(card, data.text)
+            _child(card, data.meta)
             self._touch(card)
         elif isinstance(data, p.ToolComplete):
             card = self._card(data.call_id, turn, data.name)
@@ -285,6 +296,7 @@ class Transcript:
             meta = data.meta or {}
             card.diff = str(meta.get("diff") or card.diff)
             _decided(card, meta)
+            _child(card, meta)
             if data.output and not card.output:
                 # The start of the stored result, until the turn's rows replace it in full.
                 card.output = data.output + ("\n…" if data.output_truncated else "")
@@ -311,6 +323,16 @@ class Transcript:
             self._stream = None
             return turn
         return None
+
+    def link_children(self, children: Iterable[p.Session]) -> None:
+        """Names the sub-agent session of delegate cards that do not know it yet: a window
+        opened while the call runs has only its stored call, not the announcement."""
+        by_call = {s.delegated_call_id: s.session_id for s in children if s.delegated_call_id}
+        for item in self.items:
+            if isinstance(item, ToolItem) and item.child_session_id is None \
+                    and item.call_id in by_call:
+                item.child_session_id = by_call[item.call_id]
+                self._touch(item)
 
     def add_user(self, admission_id: str, turn_id: str | None, text: str) -> None:
         """The prompt that a turn just started with, until the stored row replaces it."""

@@ -141,3 +141,22 @@ async def test_write_patiently_gives_up_after_its_delays(db: Database) -> None:
         await db.write_patiently(job, (0.0, 0.0))
     assert len(tries) == 3, "once, then once after each delay"
     assert isinstance(caught.value.__cause__, sqlite3.OperationalError), "SQLite's error kept"
+
+
+async def test_recovery_cancels_a_sub_agents_task_nobody_waits_for_any_more(db: Database) -> None:
+    def job(tx: Tx) -> None:
+        sessions.insert(tx, "s", "t", "/", "m")
+        sessions.insert(tx, "q", "t", "/", "m")
+        admissions.insert(tx, "adm_child", "delegate:s", "s", "delegate:c1", '{"text": "go"}', "d")
+        admissions.insert(tx, "adm_person", "owner", "q", "r1", '{"text": "hi"}', "d")
+
+    await db.write(job)
+    queued = await db.write(lambda tx: recover(tx, epoch=2))
+    assert queued == ["q"], "a person's queued prompt still runs after a restart"
+    child = await db.read(lambda tx: admissions.by_id(tx, "adm_child"))
+    assert child is not None
+    assert (child.status, child.outcome) == ("terminal", "cancelled")
+    assert child.failure_reason is not None
+    assert "its parent's call is unknown" in child.failure_reason
+    settled = await db.read(lambda tx: events.since(tx, "s", 0, 10))
+    assert [e.type for e in settled][-1] == "admission.settled"
