@@ -52,13 +52,25 @@ def use_delegator(delegator: Delegator) -> None:
     DELEGATE.delegator = delegator
 
 
-def offered(depth: int) -> dict[str, Tool]:
-    """The built-ins a session `depth` delegations below a person's is offered, in order:
-    all of them, less `delegate` where sub-agents may not delegate further."""
+# The agent's own tools (memory, sub-agents) need room: their schemas take ~500 tokens and
+# the memory block up to ~900 more, a quarter to two thirds of a 2,048-token window such as
+# the bundled offline model's, which could then answer nothing.  A model that small cannot
+# curate a memory or direct sub-agents anyway; below this window it gets the file and
+# command tools only, and no memory block (turn/runner.py).
+AGENT_TOOLS_MIN_WINDOW = 8_192
+
+
+def offered(depth: int, window: int = AGENT_TOOLS_MIN_WINDOW) -> dict[str, Tool]:
+    """The built-ins a session `depth` delegations below a person's is offered, in order,
+    for a model with a `window`-token context: all of them, less `delegate` where
+    sub-agents may not delegate further, and less both agent tools for a small window."""
+    left_out: set[str] = set()
     delegator = DELEGATE.delegator
-    if delegator is not None and delegator.offered(depth):
-        return dict(BUILTINS)
-    return {name: tool for name, tool in BUILTINS.items() if tool is not DELEGATE}
+    if delegator is None or not delegator.offered(depth):
+        left_out.add(DELEGATE.name)
+    if window < AGENT_TOOLS_MIN_WINDOW:
+        left_out |= {DELEGATE.name, MEMORY.name}
+    return {name: tool for name, tool in BUILTINS.items() if name not in left_out}
 
 
 _ARTICLE = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean",

@@ -253,7 +253,8 @@ class TurnRunner:
         provider answers as the session's model; a fallback as its own."""
         link = st.link
         tools = await self._offer(st) if link.cfg.tools else ()
-        if st.memory is None:
+        roomy = link.cfg.context_window >= registry.AGENT_TOOLS_MIN_WINDOW
+        if st.memory is None and roomy:
             st.memory = await asyncio.to_thread(memory.block, self.executor.data_dir)
 
         async def build() -> ChatRequest:
@@ -261,7 +262,7 @@ class TurnRunner:
                                   link.provider.model, tools,
                                   summary_for=summary_for,
                                   model=None if st.chain_index == 0 else link.cfg.model,
-                                  memory=st.memory or "")
+                                  memory=(st.memory or "") if roomy else "")
 
         # Preflight compression: measure, compress if due, measure again (a few times at most).
         # A long session is counted in SQL first: one far over its window compresses before a
@@ -295,7 +296,8 @@ class TurnRunner:
         if st.depth is None:
             sid = st.turn.session_id
             st.depth = await self.db.read(lambda tx: sessions.delegation_depth(tx, sid))
-        builtins = registry.offered(st.depth)  # a sub-agent too deep is not offered `delegate`
+        # A sub-agent too deep is not offered `delegate`; a small model neither agent tool.
+        builtins = registry.offered(st.depth, st.link.cfg.context_window)
         st.offered = {**builtins, **extra}
         st.specs = registry.specs(builtins) + tuple(ToolSpec(t.name, t.description, t.parameters)
                                                     for t in extra.values())

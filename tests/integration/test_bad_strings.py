@@ -18,7 +18,9 @@ from .test_bad_input import _raw_error
 from .wire import Connect, Json, assert_backend_healthy
 
 LONE = "\ud800"
-CLEANED = {("prompt.submit", "text")}  # the one string param whose lone surrogates are replaced
+# The string params whose lone surrogates the handler replaces (a prompt's text, a scheduled
+# prompt's, a memory notebook's), as the method table declares them.
+CLEANED = {(method, field) for method, spec in METHODS.items() for field in spec.cleaned}
 
 
 def _sample(t: msgspec.inspect.Type) -> Any:
@@ -80,6 +82,7 @@ def test_every_method_with_string_params_is_covered() -> None:
     with_strings = {m for m, s in METHODS.items() if "str" in repr(msgspec.inspect.type_info(s.params))}
     assert with_strings <= covered, with_strings - covered
     assert ("session.create", "title") in {(c.values[0], c.values[1]) for c in CASES}
+    assert ("prompt.submit", "text") in CLEANED
 
 
 def _frame(method: str, params: Json, rid: str = "s1") -> str:
