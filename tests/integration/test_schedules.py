@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from backend.server.discovery import SHARE_DIR_ENV
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import REPO, Backend
@@ -383,3 +384,55 @@ async def test_a_full_disk_at_fire_time_delays_the_firing_and_it_runs_once(
         await rpc.close()
     finally:
         backend.close()
+
+
+async def test_two_backends_on_one_folder_fire_a_schedule_once(
+    tmp_path: Path, fake_provider: FakeOpenAI
+) -> None:
+    """Two whole backends on one data folder (the folder lock bypassed, as in test_lease.py),
+    both schedulers armed for the same moment: one admission, one turn, one model call."""
+    env = {SHARE_DIR_ENV: "1"}
+    data_dir = tmp_path / "shared"
+    a = Backend(data_dir, fake_provider.base_url, extra_env=env)
+    b = Backend(data_dir, fake_provider.base_url, extra_env=env)
+    fake_provider.routes["fire me once"] = Reply(deltas=["Fired once."])
+    rpcs: list[Rpc] = []
+    try:
+        a.start()
+        rpcs.append(rpc_a := await Rpc.open(a.port, a.token, name="a"))
+        sid = await create_session(rpc_a)
+        sched = await _create(rpc_a, session_id=sid, text="fire me once", at=_soon(10),
+                              timezone="UTC")
+        b.start()
+        rpcs.append(rpc_b := await Rpc.open(b.port, b.token, name="b"))
+        # B read the schedule at its start; an update through B arms its scheduler now too
+        # (a scheduler hears of changes made through its own process at once).
+        armed = (await rpc_b.call("schedule.update", {"schedule_id": sched["schedule_id"],
+                                                      "enabled": True}))["schedule"]
+        assert not armed.get("last_admission_id"), "both were up before the fire time"
+        await _wait_for(rpc_a, sched["schedule_id"], lambda s: bool(s.get("last_admission_id")))
+        await asyncio.sleep(QUIET_S)  # a second firing, by the other backend, would show now
+        receipts = await _admissions(rpc_a, sid)
+        assert len(receipts) == 1, receipts
+        assert receipts[0]["request_id"] == f"schedule:{sched['schedule_id']}:{sched['at']}"
+        assert _fires(data_dir, sched["schedule_id"]) == [(sched["at"], receipts[0]["admission_id"])]
+        done = await _wait_for_terminal(rpc_b, receipts[0]["admission_id"])
+        assert done["final_text"] == "Fired once."
+        asked = [r for r in fake_provider.snapshot() if r.last_user_text == "fire me once"]
+        assert len(asked) == 1, "one turn, run by one of the two backends"
+    finally:
+        for rpc in rpcs:
+            await rpc.close()
+        for backend in (a, b):
+            backend.close()
+        errors = a.logged_errors()
+        assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
+
+
+async def _wait_for_terminal(rpc: Rpc, admission_id: str, timeout: float = 30.0) -> Json:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (receipt := (await rpc.call("admission.get", {"admission_id": admission_id}))["receipt"]
+           )["status"] != "terminal":
+        assert asyncio.get_running_loop().time() < deadline, receipt
+        await asyncio.sleep(0.05)
+    return dict(receipt)
