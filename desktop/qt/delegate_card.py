@@ -19,8 +19,11 @@ ANSWER_LINES = 6  # of the answer, in a collapsed card
 ANSWER_MAX_LINES = 400
 
 
-def card_html(item: ToolItem, label: str, took: str) -> str:
-    """The card; `label` is the call's status in words, `took` how long it ran (" · 3.2 s")."""
+def card(item: ToolItem, label: str, took: str, look: markdown.Look | None = None,
+         copied: int = -1) -> markdown.Rendered:
+    """The card; `label` is the call's status in words, `took` how long it ran (" · 3.2 s").
+    With a `look`, the sub-agent's answer is markdown rendered as the conversation's own
+    answers are (its code blocks then have Copy links: `Rendered.code`); without, plain."""
     colors = theme.colors()
     state = child_state(item)
     arrow = "▾" if item.expanded else "▸"
@@ -37,12 +40,39 @@ def card_html(item: ToolItem, label: str, took: str) -> str:
         parts.append(_block(context, None))
     parts.append(f'<p style="color:{color}">{_esc(state.words)}</p>')
     answer = answer_of(item)
+    code: tuple[str, ...] = ()
     if answer:
         limit = ANSWER_MAX_LINES if item.expanded else ANSWER_LINES
-        parts.append(_block(answer, limit, boxed=True))
+        if look is None:
+            parts.append(_block(answer, limit, boxed=True))
+        else:
+            rendered = markdown.render(_cut(answer, limit), look, copied=copied)
+            parts.append(rendered.html)
+            code = rendered.code
+            more = len(answer.splitlines()) - limit
+            if more > 0:
+                parts.append(_more(more))
     if item.expanded and item.spilled_path:
         parts.append(f'<p style="color:{colors.muted}">Full answer: {_esc(item.spilled_path)}</p>')
-    return "".join(parts)
+    return markdown.Rendered("".join(parts), code)
+
+
+def card_html(item: ToolItem, label: str, took: str) -> str:
+    """The card as plain HTML, its answer as written (no markdown)."""
+    return card(item, label, took).html
+
+
+def _cut(text: str, max_lines: int) -> str:
+    """The first `max_lines` lines; a code fence left open by the cut is closed, so the rest
+    of the card is not taken for code."""
+    lines = text.splitlines()[:max_lines]
+    fences = sum(1 for ln in lines if ln.lstrip().startswith(("```", "~~~")))
+    return "\n".join(lines) + ("\n```" if fences % 2 else "")
+
+
+def _more(n: int) -> str:
+    return (f'<p style="color:{theme.colors().muted}">… {n} more line{"s" if n > 1 else ""} '
+            "(click the card to see all)</p>")
 
 
 def _block(text: str, max_lines: int | None, boxed: bool = False) -> str:
@@ -56,8 +86,7 @@ def _block(text: str, max_lines: int | None, boxed: bool = False) -> str:
         style += f"; margin-left:8px; border-left: 2px solid {colors.border}"
     out = f'<p style="{style}">{_esc(chr(10).join(shown))}</p>'
     if more > 0:
-        out += (f'<p style="color:{colors.muted}">… {more} more line{"s" if more > 1 else ""} '
-                "(click the card to see all)</p>")
+        out += _more(more)
     return out
 
 

@@ -252,6 +252,10 @@ class TranscriptDelegate(QStyledItemDelegate):
         if isinstance(item, UserItem):
             return markdown.Rendered(user_html(item.text, state == 1))
         if isinstance(item, ToolItem):
+            if is_delegate(item):  # its answer is markdown, rendered as answers are
+                label, took = _status_words(item)
+                return delegate_card.card(item, label, took,
+                                          look(dark, self.view.font().pointSizeF()), state)
             return markdown.Rendered(tool_html(item, dark))
         if isinstance(item, NoteItem):
             return markdown.Rendered(note_html(item))
@@ -712,11 +716,18 @@ def allowed_words(item: ToolItem) -> str:
     return f"Allowed by you{f' ({how})' if how else ''}{f' at {when}' if when else ''}."
 
 
+def _status_words(item: ToolItem) -> tuple[str, str]:
+    """A call's status in words, and how long it ran (" · 3.2 s"; "" when it never ran)."""
+    label, _ = STATUS_TEXT.get(item.status, (item.status, "muted"))
+    never_ran = item.status in ("denied", "skipped")  # (its duration is 0: it did not run)
+    took = f" · {item.duration_ms / 1000:.1f} s" if item.duration_ms is not None and not never_ran else ""
+    return label, took
+
+
 def tool_html(item: ToolItem, dark: bool) -> str:
     label, color_name = STATUS_TEXT.get(item.status, (item.status, "muted"))
     color, muted = tone(color_name), tone("muted")
-    never_ran = item.status in ("denied", "skipped")  # (its duration is 0: it did not run)
-    took = f" · {item.duration_ms / 1000:.1f} s" if item.duration_ms is not None and not never_ran else ""
+    took = _status_words(item)[1]
     if is_delegate(item):
         return delegate_card.card_html(item, label, took)
     arrow = "▾" if item.expanded else "▸"

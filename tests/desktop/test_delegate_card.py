@@ -10,13 +10,14 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QTextDocumentFragment
 
 from desktop.qt.controller import Controller
-from desktop.qt.delegate_card import OPEN_CHILD
+from desktop.qt.delegate_card import OPEN_CHILD, card
 from desktop.qt.session_window import Window
-from desktop.qt.transcript_view import TranscriptView, tool_html
+from desktop.qt.transcript_view import TranscriptView, look, tool_html
 from desktop.state.delegation import child_state
-from desktop.state.transcript import ToolItem
+from desktop.state.transcript import ToolItem, Transcript
 from shared.methods import SessionCreate, SessionList
 from tests.fakes.openai_server import FakeOpenAI, Reply, content_text
+from tests.unit.desktop.factories import Events
 
 from .conftest import drive
 
@@ -108,3 +109,25 @@ def test_the_card_follows_the_sub_agent_and_open_shows_its_session_in_a_window(
     assert [s.session_id for s in listed.sessions] == [sid]
     qtbot.waitUntil(lambda: [r.session_id for r in controller.main.sidebar.sessions.rows] == [sid],
                     timeout=5_000)
+
+
+def test_the_answer_is_markdown_rendered_with_its_code_blocks_copyable(qapp: Any) -> None:
+    answer = ("Two functions raise:\n\n- `parse_date` (line 5)\n- **parse_range** (line 14)\n\n"
+              "```python\nparse_date('2026-02-30')\n```")
+    t, ev = Transcript(), Events()
+    t.apply(ev.started("t1", "a1"))
+    t.apply(ev.tool_start("t1", "c1", name="delegate", task="Find what raises"))
+    t.apply(ev.tool_complete("t1", "c1", name="delegate", output=answer,
+                             meta={"child_session_id": "ses_child", "child_outcome": "completed"}))
+    item = t.items[-1]
+    assert isinstance(item, ToolItem)
+    item.expanded = True
+    rendered = card(item, "done", " · 2.0 s", look(False, 10.0))
+    shown = QTextDocumentFragment.fromHtml(rendered.html).toPlainText()
+    assert "`parse_date`" not in shown, "inline code rendered"
+    assert "parse_date (line 5)" in shown
+    assert "**" not in shown, "emphasis rendered"
+    assert rendered.code == ("parse_date('2026-02-30')",), "its code block has a Copy link"
+    plain = tool_html(item, False)
+    assert "`parse_date`" in QTextDocumentFragment.fromHtml(plain).toPlainText(), \
+        "tool_html (for text exports) keeps the answer as written"
