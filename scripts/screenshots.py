@@ -14,7 +14,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -29,7 +31,7 @@ from desktop.qt.controller import Controller  # noqa: E402
 from desktop.qt.settings import SettingsDialog  # noqa: E402
 from desktop.qt.tray import window_icon  # noqa: E402
 from shared.methods import ApprovalRespond, ConfigSet, McpTest, PromptSubmit, SessionCreate  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Reply, content_text  # noqa: E402
 from tests.integration.backend_proc import Backend  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"
@@ -321,6 +323,48 @@ async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
     with gate.open("w") as fifo:
         fifo.write("go\n")
     await wait(lambda: conv.state.status == "idle" and not conv.queue_rows)
+    # Sub-agents: two delegate calls in one reply, one done (its answer rendered), one working.
+    release = threading.Event()
+    first_task = ("List every function in dates.py that can raise on bad input, with the line "
+                  "it raises on.")
+    second_task = "Check whether the importer calls parse_date on text users upload."
+
+    def delegating(body: dict[str, Any]) -> Reply:
+        asked = next(content_text(m) for m in body["messages"] if m.get("role") == "user")
+        if first_task in asked:
+            return Reply(deltas=[
+                "Two functions can raise on bad input:\n\n- `parse_date` (line 5): `int()` "
+                "raises `ValueError` on a non-number part, and `date()` on a day that does not "
+                "exist (`2026-02-30`).\n- `parse_range` (line 14): calls `parse_date` twice.\n\n"
+                "Nothing else in `dates.py` raises."])
+        if second_task in asked:
+            return Reply(deltas=["Yes: line 22."], hang_after=0, release=release)
+        if any(m.get("role") == "tool" for m in body["messages"][-2:]):
+            return Reply(deltas=["Both checks are done."])
+        return Reply.calls(
+            {"name": "delegate", "arguments": {"task": first_task}},
+            {"name": "delegate", "arguments": {"task": second_task,
+                                               "context": "The importer reads CSV files."}},
+            text="I'll run two independent checks at the same time.")
+
+    fake.responder = delegating
+    main_win.resize(1000, 700)
+    conv.composer.setPlainText("Find where bad dates can crash us, and whether users can trigger it.")
+    conv.send()
+
+    def subagents() -> list[ToolItem]:
+        return [i for i in conv.state.transcript.items
+                if isinstance(i, ToolItem) and i.name == "delegate"]
+
+    await wait(lambda: len(subagents()) == 2 and subagents()[0].status == "ok"
+               and bool(subagents()[1].child_session_id))
+    await asyncio.sleep(0.8)
+    conv.view.scrollToBottom()
+    await asyncio.sleep(0.4)
+    main_win.grab().save(str(OUT / "sub-agents.png"))
+    release.set()
+    await wait(lambda: conv.state.status == "idle")
+    fake.responder = None
     for w in list(ctl.windows):
         w.close()
     main_win.close()

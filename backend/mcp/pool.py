@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 import os
 import shutil
@@ -135,7 +136,7 @@ class McpPool:
             conn = Connection(
                 name, cfg, key[1], launch=lambda: self._launch(name, cfg, key[1]),
                 headers=lambda: self._headers(name, cfg), redact=lambda text: self._redact(cfg, text),
-                log_path=self.data_dir / "logs" / f"mcp-{name}.log", on_change=self._changed)
+                log_path=self._log_path(name, key[1]), on_change=self._changed)
             self._conns[key] = conn
             self._start_reaper()
         return conn
@@ -150,10 +151,22 @@ class McpPool:
             raise McpUnavailable(f"the MCP server {name!r} was switched off in the settings")
         return self._conn(name, cfg, Path(folder or "."))
 
-    def _retire(self, conn: Connection) -> None:
+    def _log_path(self, name: str, folder: str) -> Path:
+        """Where a server's stderr goes: one file per server and folder it runs in, since
+        instances in two folders run at once, and each start's failure quotes the last
+        lines of its own file (`mcp.test` runs in the home folder while a session's instance
+        may be restarting: one shared file made either quote the other's start)."""
+        tag = hashlib.sha256(folder.encode(errors="surrogateescape")).hexdigest()[:8]
+        base = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(folder).name)[:40]
+        return self.data_dir / "logs" / f"mcp-{name}.{base or 'root'}-{tag}.log"
+
+    def _forget(self, conn: Connection) -> None:
         key = (conn.name, conn.folder)
         if self._conns.get(key) is conn:
             del self._conns[key]
+
+    def _retire(self, conn: Connection) -> None:
+        self._forget(conn)
         task = asyncio.create_task(conn.close(), name=f"mcp-{conn.name}-close")
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
@@ -174,7 +187,11 @@ class McpPool:
         if self.servers.get(name) == cfg:
             conn = self._conn(name, cfg, cwd)
             if conn.state == "failed":  # a person asked: start it anew now, no backoff
-                self._retire(conn)
+                # The old supervisor may be restarting it this very moment: it is stopped
+                # before the new one starts, or the two would write one log at once and the
+                # error people read could quote the other start's (empty) stderr.
+                self._forget(conn)
+                await conn.close()
                 conn = self._conn(name, cfg, cwd)
             if conn.state == "ready":
                 await conn.relist()
