@@ -58,7 +58,9 @@ def test_steer_joins_the_running_turn_and_shows_where_the_model_read_it(
     writer = open_gate_later(gate)
     qtbot.waitUntil(lambda: turn_done(win, 2), timeout=20_000)
     writer.join(5)
-    assert not conv.queue_rows, "the steer left the queue when it joined"
+    assert not conv.state.queue, "the steer left the queue when it joined"
+    # The queue area follows the state at the window's next refresh (a coalescing timer).
+    qtbot.waitUntil(lambda: not conv.queue_rows, timeout=5_000)
     assert texts(win, UserItem) == ["reformat the file", "use tabs, not spaces"]
     kinds = [type(it).__name__ for it in conv.state.transcript.items
              if isinstance(it, (UserItem, ToolItem, AssistantItem))]
