@@ -1,0 +1,325 @@
+"""A backend served over wss to another computer: pinned certificate, scoped token, the CLI.
+
+Where the backend listens: the machine's first non-loopback IPv4 address when it has one
+that can be bound (then the backend makes its own self-signed certificate, the path a
+person takes with `--listen HOST:PORT`); with none (a CI box without a network), 127.0.0.1
+with `--tls-cert`/`--tls-key` of a certificate made here, which forces TLS on loopback.
+Either way the client speaks wss with a pinned fingerprint and a scoped token.
+`test_loopback_with_a_given_certificate` always runs the second path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import socket
+import ssl
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidMessage
+
+from backend.server.tls import make_certificate
+from shared import protocol as p
+from shared.client import CertificateMismatch, Client, Incoming, RpcError
+from shared.errors import ErrorCode
+from shared.methods import PromptSubmit, SessionCreate, SessionList, TokenCreate
+from shared.remote import RemoteTarget, parse
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from .backend_proc import Backend
+
+
+def outside_address() -> str | None:
+    """A non-loopback IPv4 address of this machine that a server can bind, or None (also
+    with TURNKEY_TEST_LOOPBACK_TLS=1, to run here what a box without a network runs)."""
+    if os.environ.get("TURNKEY_TEST_LOOPBACK_TLS") == "1":
+        return None
+    try:
+        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=5,
+                             check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for word in out.split():
+        if ":" in word or word.startswith("127."):
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((word, 0))
+            except OSError:
+                continue
+        return word
+    return None
+
+
+def write_cert(folder: Path, host: str) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    cert_pem, key_pem = make_certificate(host)
+    cert, key = folder / "given-cert.pem", folder / "given-key.pem"
+    cert.write_bytes(cert_pem)
+    key.write_bytes(key_pem)
+    return cert, key
+
+
+def der_fingerprint(cert: Path) -> str:
+    return hashlib.sha256(ssl.PEM_cert_to_DER_cert(cert.read_text())).hexdigest()
+
+
+class TlsBackend(Backend):
+    """The real backend process, listening where `listen_args` say."""
+
+    def __init__(self, data_dir: Path, base_url: str, listen_args: list[str]) -> None:
+        super().__init__(data_dir, base_url)
+        self.listen_args = listen_args
+
+    def command(self) -> list[str]:
+        return [*super().command(), *self.listen_args]
+
+    @property
+    def target_host(self) -> str:
+        return str(self.info["host"])
+
+    def owner_target(self, fingerprint: str | None = None) -> RemoteTarget:
+        fp = self.info["tls_fingerprint"] if fingerprint is None else fingerprint
+        return RemoteTarget(self.target_host, self.port, self.token, fp)
+
+
+def start_tls_backend(data_dir: Path, base_url: str, host: str | None) -> TlsBackend:
+    """On `host` (a self-signed certificate the backend makes), or with host None on
+    loopback with a certificate given on the command line."""
+    if host is not None:
+        args = ["--listen", f"{host}:0"]
+    else:
+        cert, key = write_cert(data_dir.parent / "given", "127.0.0.1")
+        args = ["--host", "127.0.0.1", "--tls-cert", str(cert), "--tls-key", str(key)]
+    backend = TlsBackend(data_dir, base_url, args)
+    backend.start()
+    return backend
+
+
+@pytest.fixture
+def tls_backend(tmp_path: Path, fake_provider: FakeOpenAI) -> Iterator[TlsBackend]:
+    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, outside_address())
+    yield backend
+    backend.close()
+    print(backend.stderr_tail())
+    errors = backend.logged_errors()
+    assert not errors, "the backend logged errors:\n" + "\n".join(errors[:20])
+
+
+@pytest.fixture
+async def owner(tls_backend: TlsBackend) -> AsyncIterator[Client]:
+    """The owner's client, found through backend.json (wss, pinned from there)."""
+    client = Client(tls_backend.data_dir, name="owner", reconnect=False)
+    await client.connect()
+    yield client
+    await client.close()
+
+
+async def remote_client(target: RemoteTarget, tmp_path: Path) -> Client:
+    client = Client(tmp_path / "elsewhere", name="laptop", reconnect=False, remote=target)
+    await client.connect()
+    return client
+
+
+async def mint(owner: Client, backend: TlsBackend, scopes: list[p.Scope]) -> RemoteTarget:
+    made = await owner.call(TokenCreate(scopes=scopes, label="laptop"))
+    return RemoteTarget(backend.target_host, backend.port, made.token,
+                        backend.info["tls_fingerprint"])
+
+
+async def until(pred: Any, timeout: float = 30.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not pred():
+            await asyncio.sleep(0.02)
+
+
+async def test_a_pinned_client_with_a_scoped_token_completes_a_turn(
+    tls_backend: TlsBackend, owner: Client, fake_provider: FakeOpenAI, tmp_path: Path,
+) -> None:
+    target = await mint(owner, tls_backend, ["read", "submit"])
+    assert target.url.startswith("wss://")
+    fake_provider.script(Reply(deltas=["over ", "the wire"]))
+    laptop = await remote_client(target, tmp_path)
+    seen: list[Incoming] = []
+    laptop.handlers.append(seen.append)
+    try:
+        sid = (await laptop.call(SessionCreate())).session.session_id
+        laptop.follow(sid)
+        receipt = (await laptop.call(PromptSubmit(session_id=sid, request_id="r1",
+                                                  text="hello from afar"))).receipt
+        await until(lambda: any(isinstance(e.data, p.MessageComplete)
+                                and e.admission_id == receipt.admission_id for e in seen))
+    finally:
+        await laptop.close()
+    text = "".join(e.data.text for e in seen if isinstance(e.data, p.TextDelta))
+    assert text == "over the wire"
+    assert fake_provider.wait_requests(1)[0].last_user_text == "hello from afar"
+    assert not (tmp_path / "elsewhere").exists(), "a remote client leaves no local folder"
+
+
+async def test_a_read_only_token_cannot_submit(
+    tls_backend: TlsBackend, owner: Client, tmp_path: Path, fake_provider: FakeOpenAI,
+) -> None:
+    sid = (await owner.call(SessionCreate())).session.session_id
+    laptop = await remote_client(await mint(owner, tls_backend, ["read"]), tmp_path)
+    try:
+        listed = await laptop.call(SessionList())
+        assert [s.session_id for s in listed.sessions] == [sid], "read works"
+        with pytest.raises(RpcError) as caught:
+            await laptop.call(PromptSubmit(session_id=sid, request_id="r1", text="run this"))
+    finally:
+        await laptop.close()
+    assert caught.value.code == ErrorCode.FORBIDDEN
+    assert int(ErrorCode.FORBIDDEN) == -32003
+    assert "submit" in caught.value.message
+    assert fake_provider.requests == [], "nothing reached the model"
+
+
+async def test_a_wrong_fingerprint_is_refused(tls_backend: TlsBackend, tmp_path: Path) -> None:
+    real = tls_backend.info["tls_fingerprint"]
+    wrong = ("0" if real[0] != "0" else "1") + real[1:]
+    with pytest.raises(CertificateMismatch) as caught:
+        await remote_client(tls_backend.owner_target(wrong), tmp_path)
+    message = str(caught.value)
+    assert real in message, "the certificate shown is named"
+    assert wrong in message, "and the pin it does not match"
+    assert "pair again" in message
+
+
+async def test_an_impostor_never_sees_the_token(tmp_path: Path) -> None:
+    """A server in between with its own certificate: the client hangs up after TLS, before
+    a byte of HTTP (the bearer token) is written."""
+    cert, key = write_cert(tmp_path / "impostor", "127.0.0.1")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    received: list[bytes] = []
+    done = asyncio.Event()
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # TLS is started here, not by the server, so a handshake the client cuts short
+        # still ends this handler (and sets `done`).
+        try:
+            await writer.start_tls(context)
+            received.append(await reader.read())
+        except (ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+            done.set()
+
+    server = await asyncio.start_server(record, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pinned = "ab" * 32  # the real backend's, which the impostor does not have
+    try:
+        with pytest.raises(CertificateMismatch):
+            await remote_client(RemoteTarget("127.0.0.1", port, "secret-token", pinned), tmp_path)
+        await asyncio.wait_for(done.wait(), 10)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert b"".join(received) == b"", "nothing was sent, least of all the token"
+
+
+async def test_plain_ws_to_the_tls_port_fails(tls_backend: TlsBackend) -> None:
+    url = f"ws://{tls_backend.target_host}:{tls_backend.port}/rpc"
+    with pytest.raises((InvalidMessage, OSError, EOFError)):
+        await connect(url, proxy=None, open_timeout=10,
+                      additional_headers={"Authorization": f"Bearer {tls_backend.token}"})
+
+
+async def test_the_certificate_is_made_once_and_published(
+    tmp_path: Path, fake_provider: FakeOpenAI,
+) -> None:
+    host = outside_address()
+    if host is None:
+        pytest.skip("no non-loopback address to listen on (the backend makes no certificate "
+                    "on loopback)")
+    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, host)
+    try:
+        cert, key = backend.data_dir / "tls" / "cert.pem", backend.data_dir / "tls" / "key.pem"
+        first = backend.info["tls_fingerprint"]
+        assert first == der_fingerprint(cert)
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+        assert backend.info["host"] == host
+        backend.restart()
+        assert backend.info["tls_fingerprint"] == first, "a restart keeps the pin"
+        assert "SHA-256 fingerprint " + first in backend.stderr_path.read_text()
+    finally:
+        backend.close()
+
+
+async def test_loopback_with_a_given_certificate(
+    tmp_path: Path, fake_provider: FakeOpenAI,
+) -> None:
+    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, None)
+    try:
+        given = tmp_path / "given" / "given-cert.pem"
+        assert backend.info["tls_fingerprint"] == der_fingerprint(given)
+        assert not (backend.data_dir / "tls").exists(), "a given certificate is used as is"
+        client = await remote_client(backend.owner_target(), tmp_path)
+        assert client.server is not None
+        await client.close()
+    finally:
+        backend.close()
+
+
+def test_serve_refuses_half_a_certificate(tmp_path: Path) -> None:
+    cert, _ = write_cert(tmp_path, "127.0.0.1")
+    done = subprocess.run(
+        [sys.executable, "-m", "backend", "serve", "--data-dir", str(tmp_path / "d"),
+         "--tls-cert", str(cert)], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "give both --tls-cert and --tls-key" in done.stderr
+
+
+def test_the_cli_pairs_and_chats_remotely(
+    tls_backend: TlsBackend, fake_provider: FakeOpenAI, tmp_path: Path,
+) -> None:
+    """`turnkey token create` on the backend's computer, `turnkey --remote STRING chat` on
+    the other (its own, empty data folder: nothing is started there)."""
+    env = tls_backend.env()
+    here = [sys.executable, "-m", "desktop.cli", "--data-dir", str(tls_backend.data_dir)]
+    made = subprocess.run([*here, "token", "create", "--scopes", "read,submit",
+                           "--label", "laptop"], env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert made.returncode == 0, made.stderr
+    string = made.stdout.strip()
+    target = parse(string)
+    assert (target.host, target.port) == (tls_backend.target_host, tls_backend.port)
+    assert target.fingerprint == tls_backend.info["tls_fingerprint"]
+    assert target.token not in made.stderr
+    assert "shown only now" in made.stderr
+
+    elsewhere = tmp_path / "laptop"
+    there = [sys.executable, "-m", "desktop.cli", "--data-dir", str(elsewhere)]
+    env_there = {**env, "TURNKEY_HOME": str(elsewhere)}
+    fake_provider.script(Reply(deltas=["remote ", "answer"]))
+    chat = subprocess.run([*there, "--remote", string, "chat", "what is up"], env=env_there,
+                          capture_output=True, text=True, timeout=90, check=False)
+    assert chat.returncode == 0, chat.stderr
+    assert "remote answer" in chat.stdout
+    listed = subprocess.run([*there, "sessions"], env={**env_there, "TURNKEY_REMOTE": string},
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.splitlines()) == 1
+    assert not (elsewhere / "backend.json").exists(), "no backend was started on the laptop"
+
+    tampered = string.replace(f"fp={target.fingerprint}", "fp=" + "0" * 64)
+    refused = subprocess.run([*there, "--remote", tampered, "sessions"], env=env_there,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2
+    assert "not the one this connection string pins" in refused.stderr
+    token_list = subprocess.run([*here, "token", "list"], env=env, capture_output=True,
+                                text=True, timeout=60, check=False)
+    assert "laptop" in token_list.stdout
+    assert target.token not in token_list.stdout
+    assert json.loads((tls_backend.data_dir / "backend.json").read_text())["port"] == target.port
