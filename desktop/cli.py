@@ -41,9 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
     try:
         if args.command in (None, "app"):
+            remote = _remote(args)
+            if isinstance(remote, str):
+                print(f"turnkey: {remote}", file=sys.stderr)
+                return 2
             from desktop.app import run  # Qt loads only for the app
 
-            return run(data_dir, smoke=args.smoke, session_id=getattr(args, "session", ""))
+            return run(data_dir, smoke=args.smoke, session_id=getattr(args, "session", ""),
+                       remote=remote)
         if args.command == "backend":
             return _backend(parser, args, data_dir)
         return _client_command(args, data_dir)
@@ -73,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
     parser.add_argument("--remote", default=None, metavar="STRING",
-                        help="chat and sessions: use the backend a connection string names "
+                        help="the app, chat and sessions: use the backend a connection string names "
                              "(from `turnkey token create` on its computer) instead of this "
                              "computer's; default $TURNKEY_REMOTE")
     parser.add_argument("--smoke", action="store_true",
@@ -259,8 +264,8 @@ def _remote(args: argparse.Namespace) -> RemoteTarget | str | None:
     text = args.remote if args.remote is not None else os.environ.get("TURNKEY_REMOTE", "")
     if not text:
         return None
-    if args.command not in ("chat", "sessions"):
-        return f"--remote works with chat and sessions, not {args.command}"
+    if args.command not in (None, "app", "chat", "sessions"):
+        return f"--remote works with the app, chat and sessions, not {args.command}"
     from shared.remote import BadConnectionString, parse
 
     try:

@@ -50,6 +50,7 @@ APP_ACTIONS: tuple[tuple[str, str, QKeySequence.StandardKey | str | None], ...] 
     ("find", "&Search sessions…", QKeySequence.StandardKey.Find),
     ("settings", "&Settings…", "Ctrl+,"),  # (the platform's StandardKey may be empty)
     ("schedules", "Sc&heduled prompts…", None),
+    ("remote", "Connect to a &remote backend…", None),
     ("quit", "&Quit", "Ctrl+Q"),
     ("pop_out", "Open in new &window", "Ctrl+Shift+O"),
     ("delete", "&Delete session…", None),
@@ -146,7 +147,8 @@ class Window(QMainWindow):
         self.latest_action = self._local("Jump to &latest", "Ctrl+End", lambda c: c.follower.jump())
         menus = self.menuBar()
         file_menu = menus.addMenu("&File")
-        for item in (a["new"], a["pop_out"], None, a["schedules"], a["settings"], None, close, a["quit"]):
+        for item in (a["new"], a["pop_out"], None, a["schedules"], a["settings"], None, a["remote"],
+                     None, close, a["quit"]):
             file_menu.addSeparator() if item is None else file_menu.addAction(item)
         edit_menu = menus.addMenu("&Edit")
         edit_menu.addAction(a["find"])
@@ -187,9 +189,19 @@ class Window(QMainWindow):
         for name in SESSION_ACTIONS:
             self.app_actions[name].setEnabled(has)
 
+    def app_title(self) -> str:
+        """"Turnkey", or "Turnkey on HOST" while the app uses a backend on another computer."""
+        host = self.link.remote_host
+        return f"Turnkey on {host}" if host else "Turnkey"
+
+    def refresh_title(self) -> None:
+        """After the app moved to another backend: the title names it."""
+        self._title()
+
     def _title(self) -> None:
         c = self.current
-        self.setWindowTitle(f"{c.state.title} — Turnkey" if c is not None else "Turnkey")
+        self.setWindowTitle(f"{c.state.title} — {self.app_title()}" if c is not None
+                            else self.app_title())
 
     def show_approval(self, approval_id: str) -> None:
         """Brings the window forward with the approval's card in view (a notification click)."""
@@ -219,7 +231,7 @@ class SessionWindow(Window):
         self._menus(main=False)
         self._enable()
         self._shown = False
-        self.setWindowTitle("Turnkey")
+        self.setWindowTitle(self.app_title())
         self.resize(860, 720)
 
     def showEvent(self, event: QShowEvent) -> None:
@@ -289,7 +301,7 @@ class MainWindow(Window):
         self._menus(main=True)
         self._view_menu()
         self._enable()
-        self.setWindowTitle("Turnkey")
+        self._title()
         self.resize(1180, 760)
         link.state.connect(self._on_link_state)
         link.received.connect(self._on_event)

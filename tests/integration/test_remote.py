@@ -11,10 +11,7 @@ Either way the client speaks wss with a pinned fingerprint and a scoped token.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import os
-import socket
 import ssl
 import stat
 import subprocess
@@ -27,7 +24,6 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidMessage
 
-from backend.server.tls import make_certificate
 from shared import protocol as p
 from shared.client import CertificateMismatch, Client, Incoming, RpcError
 from shared.errors import ErrorCode
@@ -35,74 +31,13 @@ from shared.methods import PromptSubmit, SessionCreate, SessionList, TokenCreate
 from shared.remote import RemoteTarget, parse
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
-from .backend_proc import Backend
-
-
-def outside_address() -> str | None:
-    """A non-loopback IPv4 address of this machine that a server can bind, or None (also
-    with TURNKEY_TEST_LOOPBACK_TLS=1, to run here what a box without a network runs)."""
-    if os.environ.get("TURNKEY_TEST_LOOPBACK_TLS") == "1":
-        return None
-    try:
-        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=5,
-                             check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for word in out.split():
-        if ":" in word or word.startswith("127."):
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind((word, 0))
-            except OSError:
-                continue
-        return word
-    return None
-
-
-def write_cert(folder: Path, host: str) -> tuple[Path, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    cert_pem, key_pem = make_certificate(host)
-    cert, key = folder / "given-cert.pem", folder / "given-key.pem"
-    cert.write_bytes(cert_pem)
-    key.write_bytes(key_pem)
-    return cert, key
-
-
-def der_fingerprint(cert: Path) -> str:
-    return hashlib.sha256(ssl.PEM_cert_to_DER_cert(cert.read_text())).hexdigest()
-
-
-class TlsBackend(Backend):
-    """The real backend process, listening where `listen_args` say."""
-
-    def __init__(self, data_dir: Path, base_url: str, listen_args: list[str]) -> None:
-        super().__init__(data_dir, base_url)
-        self.listen_args = listen_args
-
-    def command(self) -> list[str]:
-        return [*super().command(), *self.listen_args]
-
-    @property
-    def target_host(self) -> str:
-        return str(self.info["host"])
-
-    def owner_target(self, fingerprint: str | None = None) -> RemoteTarget:
-        fp = self.info["tls_fingerprint"] if fingerprint is None else fingerprint
-        return RemoteTarget(self.target_host, self.port, self.token, fp)
-
-
-def start_tls_backend(data_dir: Path, base_url: str, host: str | None) -> TlsBackend:
-    """On `host` (a self-signed certificate the backend makes), or with host None on
-    loopback with a certificate given on the command line."""
-    if host is not None:
-        args = ["--listen", f"{host}:0"]
-    else:
-        cert, key = write_cert(data_dir.parent / "given", "127.0.0.1")
-        args = ["--host", "127.0.0.1", "--tls-cert", str(cert), "--tls-key", str(key)]
-    backend = TlsBackend(data_dir, base_url, args)
-    backend.start()
-    return backend
+from .tls_backend import (
+    TlsBackend,
+    der_fingerprint,
+    outside_address,
+    start_tls_backend,
+    write_cert,
+)
 
 
 @pytest.fixture
