@@ -351,7 +351,7 @@ class _PinnedConnection(ClientConnection):
             self.mismatch = CertificateMismatch(
                 f"the backend's TLS certificate is not the one this connection string pins "
                 f"(it shows SHA-256 {shown}, the string says {self.pin}); not connecting. If the "
-                "backend made a new certificate, pair again with `turnkey token create` on it")
+                "backend made a new certificate, pair again with `turnkey token create` on it.")
             self.transport.abort()
 
     async def handshake(self, *args: Any, **kwargs: Any) -> None:

@@ -99,4 +99,5 @@ class RemoteDialog(QDialog):
         text = message[:1].upper() + message[1:]
         self.error.setText(text)
         self.error.show()
+        self.adjustSize()  # a long message (two fingerprints) shows whole
         emit(self.failed, text)
