@@ -258,3 +258,34 @@ def test_the_cli_pairs_and_chats_remotely(
     assert "laptop" in token_list.stdout
     assert target.token not in token_list.stdout
     assert json.loads((tls_backend.data_dir / "backend.json").read_text())["port"] == target.port
+
+
+def test_every_address_serves_tls_and_this_computer_still_connects(
+    tmp_path: Path, fake_provider: FakeOpenAI,
+) -> None:
+    """--listen 0.0.0.0: TLS (not loopback), this computer's commands reach it through
+    backend.json at 127.0.0.1, pinned; pairing asks which address the other computer uses."""
+    backend = TlsBackend(tmp_path / "data", fake_provider.base_url, ["--listen", "0.0.0.0:0"])
+    backend.start()
+    try:
+        assert backend.info["host"] == "0.0.0.0"
+        assert backend.info["tls_fingerprint"] == der_fingerprint(backend.data_dir / "tls" / "cert.pem")
+        here = [sys.executable, "-m", "desktop.cli", "--data-dir", str(backend.data_dir)]
+        listed = subprocess.run([*here, "sessions"], env=backend.env(), capture_output=True,
+                                text=True, timeout=60, check=False)
+        assert listed.returncode == 0, listed.stderr
+        asked = subprocess.run([*here, "token", "create", "--scopes", "read", "--label", "x"],
+                               env=backend.env(), capture_output=True, text=True, timeout=60,
+                               check=False)
+        assert asked.returncode == 2
+        assert "say which one the other computer reaches with --host HOST" in asked.stderr
+        made = subprocess.run([*here, "token", "create", "--scopes", "read", "--label", "x",
+                               "--host", "127.0.0.1"], env=backend.env(), capture_output=True,
+                              text=True, timeout=60, check=False)
+        assert made.returncode == 0, made.stderr
+        target = parse(made.stdout.strip())
+        assert target.host == "127.0.0.1"
+        assert target.fingerprint == backend.info["tls_fingerprint"]
+    finally:
+        backend.close()
+    assert not backend.logged_errors()
