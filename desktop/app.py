@@ -49,6 +49,11 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
     if not smoke:
         # Before Qt's application and the windows: a second launch is done in well under a second.
         lock = instance.claim(data_dir)
+        if lock is None and remote is not None:
+            # The running app keeps its backend; handing the string over would move it silently.
+            print(f"turnkey: Turnkey already runs on {data_dir}; connect it to {remote.host} with "
+                  "File ▸ Connect to a remote backend…", file=sys.stderr)
+            return 1
         if lock is None:
             return hand_over(data_dir, session_id)
     logs.setup(data_dir, logging.INFO, name="desktop")

@@ -103,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
                                        "in the foreground (serve)")
     b.add_argument("action", choices=["start", "stop", "status", "serve"])
     b.add_argument("serve_args", nargs=argparse.REMAINDER,
-                   help="serve only: the backend's own options (--data-dir, --host, --port)")
+                   help="serve only: the backend's own options (--data-dir, --host, --port, "
+                        "--listen HOST:PORT, --tls-cert F, --tls-key F)")
     k = sub.add_parser("secret", help="store an API key (in the keyring where one works)")
     k_sub = k.add_subparsers(dest="action", required=True)
     k_set = k_sub.add_parser("set", help="store NAME's value, read from stdin (asked for on a terminal)")
