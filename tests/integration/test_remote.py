@@ -25,9 +25,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidMessage
 
 from shared import protocol as p
-from shared.client import CertificateMismatch, Client, Incoming, RpcError
+from shared.client import BackendNotFound, CertificateMismatch, Client, Incoming, RpcError
 from shared.errors import ErrorCode
-from shared.methods import PromptSubmit, SessionCreate, SessionList, TokenCreate
+from shared.methods import PromptSubmit, SessionCreate, SessionList, TokenCreate, TokenRevoke
 from shared.remote import RemoteTarget, parse
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -289,3 +289,18 @@ def test_every_address_serves_tls_and_this_computer_still_connects(
     finally:
         backend.close()
     assert not backend.logged_errors()
+
+
+async def test_a_revoked_pairing_is_told_why(
+    tls_backend: TlsBackend, owner: Client, tmp_path: Path,
+) -> None:
+    made = await owner.call(TokenCreate(scopes=["read"], label="lost laptop"))
+    target = RemoteTarget(tls_backend.target_host, tls_backend.port, made.token,
+                          tls_backend.info["tls_fingerprint"])
+    laptop = await remote_client(target, tmp_path)
+    await laptop.close()
+    await owner.call(TokenRevoke(token_id=made.token_id))
+    with pytest.raises(BackendNotFound) as caught:
+        await remote_client(target, tmp_path)
+    assert "refused the connection: HTTP 401: missing or wrong bearer token" in str(caught.value)
+    assert made.token not in str(caught.value)
