@@ -16,7 +16,6 @@ from backend import host
 from backend.errors import ConfigError, StoreRefused
 from backend.server.tls import TlsFiles
 from shared.paths import default_data_dir
-from shared.remote import is_loopback
 
 
 class BadListen(Exception):
@@ -34,18 +33,14 @@ def _listen(args: argparse.Namespace) -> tuple[str, int]:
     return host, int(port)
 
 
-def _tls_files(args: argparse.Namespace, host: str, data_dir: Path) -> TlsFiles | None:
-    """The certificate to serve with: the one given, else a self-signed one off loopback,
-    else none (plain ws on loopback, as the local app uses)."""
+def _tls_files(args: argparse.Namespace) -> TlsFiles | None:
+    """The certificate given to serve with, if any (off loopback without one, the backend
+    makes its own once it holds the folder's lock: backend/app.py)."""
     if (args.tls_cert is None) != (args.tls_key is None):
         raise BadListen("give both --tls-cert and --tls-key, or neither")
-    if args.tls_cert is not None:
-        return TlsFiles(args.tls_cert.expanduser().resolve(), args.tls_key.expanduser().resolve())
-    if is_loopback(host):
+    if args.tls_cert is None:
         return None
-    from backend.server.tls import self_signed
-
-    return self_signed(data_dir, host)
+    return TlsFiles(args.tls_cert.expanduser().resolve(), args.tls_key.expanduser().resolve())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.setup(data_dir)
     try:
         where, port = _listen(args)
-        tls = _tls_files(args, where, data_dir)
+        tls = _tls_files(args)
         return asyncio.run(serve(data_dir, where, port, tls))
     except BadListen as exc:
         return _refuse(str(exc))

@@ -43,7 +43,7 @@ from backend.server.fanout import Hub
 from backend.server.listener import Listener
 from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.server.methods import Methods
-from backend.server.tls import TlsFiles, server_context
+from backend.server.tls import TlsFiles, self_signed, server_context
 from backend.server.tls import fingerprint as cert_fingerprint
 from backend.store import admissions, events, runtime, schedules
 from backend.store.db import Database
@@ -63,6 +63,7 @@ from shared.protocol import (
     MemoryFile,
     MemoryTarget,
 )
+from shared.remote import is_loopback
 
 log = logging.getLogger("backend")
 
@@ -156,7 +157,11 @@ class Backend:
 
     def _tls_context(self) -> tuple[ssl.SSLContext | None, str]:
         """The listener's TLS context and its certificate's fingerprint (None, "" for plain
-        ws on loopback).  The fingerprint is logged: a person pairing by hand reads it there."""
+        ws on loopback).  Off loopback with no certificate given, the folder's self-signed
+        one, made now (under the folder's lock, so two starts never make two halves of a
+        pair).  The fingerprint is logged: a person pairing by hand reads it there."""
+        if self.tls is None and not is_loopback(self.host):
+            self.tls = self_signed(self.data_dir, self.host)
         if self.tls is None:
             return None, ""
         fingerprint = cert_fingerprint(self.tls.cert)

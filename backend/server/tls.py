@@ -40,10 +40,14 @@ def self_signed(data_dir: Path, host: str) -> TlsFiles:
     files = TlsFiles(folder / CERT_NAME, folder / KEY_NAME)
     if files.cert.is_file() and files.key.is_file():
         return files
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     cert_pem, key_pem = make_certificate(host)
-    _write_private(files.key, key_pem)
-    _write_private(files.cert, cert_pem)  # written last: its presence says both are whole
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write_private(files.key, key_pem)
+        _write_private(files.cert, cert_pem)  # written last: its presence says both are whole
+    except OSError as exc:
+        raise ConfigError(f"cannot write the TLS certificate into {folder}: {exc}; free some "
+                          "space or give one with --tls-cert and --tls-key") from None
     log.info("made a self-signed TLS certificate in %s", folder)
     return files
 
