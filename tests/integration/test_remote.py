@@ -16,6 +16,7 @@ import ssl
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,14 @@ from websockets.exceptions import InvalidMessage
 from shared import protocol as p
 from shared.client import BackendNotFound, CertificateMismatch, Client, Incoming, RpcError
 from shared.errors import ErrorCode
-from shared.methods import PromptSubmit, SessionCreate, SessionList, TokenCreate, TokenRevoke
+from shared.methods import EventsSince, PromptSubmit, SessionCreate, SessionList, TokenCreate, TokenRevoke
 from shared.remote import RemoteTarget, parse
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .tls_backend import (
     TlsBackend,
     der_fingerprint,
+    free_port,
     outside_address,
     start_tls_backend,
     write_cert,
@@ -304,3 +306,50 @@ async def test_a_revoked_pairing_is_told_why(
         await remote_client(target, tmp_path)
     assert "refused the connection: HTTP 401: missing or wrong bearer token" in str(caught.value)
     assert made.token not in str(caught.value)
+
+
+async def test_a_remote_client_rides_out_a_backend_crash_and_replays_exactly_once(
+    tmp_path: Path, fake_provider: FakeOpenAI,
+) -> None:
+    """kill -9 mid-stream; the backend comes back on the same address with the same
+    certificate, and the remote client (same pin, same scoped token) reconnects, re-subscribes
+    from its watermark and sees every stored event once."""
+    host = outside_address()
+    port = free_port(host or "127.0.0.1")  # fixed: the port a paired computer dials
+    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, host, port)
+    owner = Client(backend.data_dir, name="owner", reconnect=False)
+    await owner.connect()
+    made = await owner.call(TokenCreate(scopes=["read", "submit"], label="laptop"))
+    await owner.close()
+    target = RemoteTarget(backend.target_host, port, made.token, backend.info["tls_fingerprint"])
+    laptop = Client(tmp_path / "elsewhere", name="laptop", remote=target)
+    seen: list[Incoming] = []
+    laptop.handlers.append(seen.append)
+    await laptop.connect()
+    release = threading.Event()
+    try:
+        fake_provider.script(Reply(deltas=[f"a{i} " for i in range(10)], hang_after=5,
+                                   release=release))
+        sid = (await laptop.call(SessionCreate())).session.session_id
+        laptop.follow(sid)
+        await laptop.call(PromptSubmit(session_id=sid, request_id="r1", text="stream"))
+        await until(lambda: any(isinstance(e.data, p.TextDelta) for e in seen))
+        backend.kill9()
+        release.set()
+        backend.start()
+        assert backend.port == port
+        await until(lambda: laptop.state == "connected" and laptop.server is not None
+                    and laptop.server.epoch >= 2)
+        fake_provider.script(Reply(deltas=["after ", "the crash"]))
+        second = (await laptop.call(PromptSubmit(session_id=sid, request_id="r2",
+                                                 text="again"))).receipt
+        await until(lambda: any(isinstance(e.data, p.MessageComplete)
+                                and e.admission_id == second.admission_id for e in seen))
+        stored = await laptop.call(EventsSince(session_id=sid, since_seq=0))
+        mine = [e.seq for e in seen if e.seq is not None and e.session_id == sid]
+        assert mine == [e.seq for e in stored.events], "every stored event once, in order"
+    finally:
+        release.set()
+        await laptop.close()
+        backend.close()
+    assert not backend.logged_errors()

@@ -76,14 +76,23 @@ class TlsBackend(Backend):
         return RemoteTarget(self.target_host, self.port, self.token, fp)
 
 
-def start_tls_backend(data_dir: Path, base_url: str, host: str | None) -> TlsBackend:
+def start_tls_backend(data_dir: Path, base_url: str, host: str | None,
+                      port: int = 0) -> TlsBackend:
     """On `host` (a self-signed certificate the backend makes), or with host None on
-    loopback with a certificate given on the command line."""
+    loopback with a certificate given on the command line; on `port` (0: a free one)."""
     if host is not None:
-        args = ["--listen", f"{host}:0"]
+        args = ["--listen", f"{host}:{port}"]
     else:
         cert, key = write_cert(data_dir.parent / "given", "127.0.0.1")
-        args = ["--host", "127.0.0.1", "--tls-cert", str(cert), "--tls-key", str(key)]
+        args = ["--listen", f"127.0.0.1:{port}", "--tls-cert", str(cert), "--tls-key", str(key)]
     backend = TlsBackend(data_dir, base_url, args)
     backend.start()
     return backend
+
+
+def free_port(host: str) -> int:
+    """A port free on `host` now, for a backend that must come back on the same one."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
