@@ -18,6 +18,7 @@ from shared.errors import ErrorCode
 from shared.methods import PromptSubmit, Request, SessionCreate, TokenCreate
 from shared.remote import RemoteTarget
 from tests.desktop.conftest import drive
+from tests.desktop.test_main_window import approval_turn
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.tls_backend import TlsBackend, outside_address, start_tls_backend
 
@@ -116,3 +117,26 @@ def test_a_read_only_pairing_cannot_submit_from_the_app(
                                                        request_id="r1", text="rm -rf /")))
     assert caught.value.code == ErrorCode.FORBIDDEN
     assert fake_provider.requests == []
+
+
+def test_an_approval_on_the_remote_backend_reaches_the_app(
+    controller: Any, remote: TlsBackend, qtbot: Any, fake_provider: FakeOpenAI, tmp_path: Path,
+) -> None:
+    """The remote backend's turn asks before `rm -rf`: the app says so, the person denies it
+    there, and the folder on the backend's computer stays."""
+    drive(qtbot, controller.use_remote(pairing(qtbot, remote, ["read", "submit", "approve"])))
+    victim = approval_turn(fake_provider, tmp_path)
+    created = drive(qtbot, controller.link.call(SessionCreate(cwd=str(tmp_path))))
+    sid = created.session.session_id
+    drive(qtbot, controller.link.call(PromptSubmit(session_id=sid, request_id="r1",
+                                                   text="clean up")))
+    main = controller.main
+    qtbot.waitUntil(lambda: main.banner.isVisible() and "approval" in main.banner.text(),
+                    timeout=15_000)
+    main._banner_clicked()
+    qtbot.waitUntil(lambda: main.current is not None and len(main.conversation.cards) == 1,
+                    timeout=10_000)
+    next(iter(main.conversation.cards.values())).buttons["deny"].click()
+    qtbot.waitUntil(lambda: main.conversation.state.status == "idle"
+                    and not main.conversation.cards, timeout=15_000)
+    assert victim.exists()
