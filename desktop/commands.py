@@ -551,6 +551,9 @@ async def backend(data_dir: Path, action: str) -> int:
     if action == "status":
         if info:
             print(f"running: pid {info.pid}, port {info.port}, data {data_dir}")
+            if info.tls_fingerprint:  # serving another computer: what pairing needs
+                print(f"listening on {info.host}:{info.port} (wss), TLS certificate SHA-256 "
+                      f"{info.tls_fingerprint}")
             return 0
         print(f"not running (data {data_dir})")
         return 3

@@ -276,6 +276,10 @@ def test_every_address_serves_tls_and_this_computer_still_connects(
         listed = subprocess.run([*here, "sessions"], env=backend.env(), capture_output=True,
                                 text=True, timeout=60, check=False)
         assert listed.returncode == 0, listed.stderr
+        status = subprocess.run([*here, "backend", "status"], env=backend.env(),
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert (f"listening on 0.0.0.0:{backend.port} (wss), TLS certificate SHA-256 "
+                f"{backend.info['tls_fingerprint']}") in status.stdout
         asked = subprocess.run([*here, "token", "create", "--scopes", "read", "--label", "x"],
                                env=backend.env(), capture_output=True, text=True, timeout=60,
                                check=False)
