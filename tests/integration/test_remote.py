@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import ssl
 import stat
 import subprocess
@@ -357,3 +358,20 @@ async def test_a_remote_client_rides_out_a_backend_crash_and_replays_exactly_onc
         await laptop.close()
         backend.close()
     assert not backend.logged_errors()
+
+
+def test_the_cli_says_what_is_wrong_with_a_remote_before_connecting(tmp_path: Path) -> None:
+    here = [sys.executable, "-m", "desktop.cli", "--data-dir", str(tmp_path / "laptop")]
+    fp = "ab" * 32
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*here, *args], capture_output=True, text=True, timeout=60,
+                              check=False, env={**os.environ, "TURNKEY_REMOTE": ""})
+
+    other = run("--remote", f"turnkey://192.0.2.9:1?token=t&fp={fp}", "memory", "show")
+    assert other.returncode == 2
+    assert "--remote works with the app, chat and sessions, not memory" in other.stderr
+    clear = run("--remote", "turnkey://192.0.2.9:1?token=t", "sessions")
+    assert clear.returncode == 2
+    assert "must use TLS" in clear.stderr
+    assert not (tmp_path / "laptop").exists(), "nothing was started or written"
