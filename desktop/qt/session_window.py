@@ -61,7 +61,8 @@ SESSION_ACTIONS = frozenset({"pop_out", "delete"})  # need a session in the wind
 
 
 class NewSessionDialog(QDialog):
-    def __init__(self, folder: str, parent: QWidget | None = None) -> None:
+    def __init__(self, folder: str, parent: QWidget | None = None, remote_host: str = "") -> None:
+        """`remote_host`: the folder is on that computer, so it is typed, not chosen here."""
         super().__init__(parent)
         self.setWindowTitle("New session")
         self.setMinimumWidth(480)
@@ -83,6 +84,11 @@ class NewSessionDialog(QDialog):
         form.addRow("Title", self.title)
         form.addRow("Working folder", row)
         hint = QLabel("Tools read and change files in this folder; changes elsewhere ask first.")
+        if remote_host:
+            pick.hide()  # a file dialog would show this computer's folders
+            self.folder.setPlaceholderText(f"a folder on {remote_host} (empty: its default)")
+            hint.setText(f"Tools run on {remote_host} and read and change files in this folder "
+                         "there; changes elsewhere ask first.")
         hint.setProperty("muted", True)
         hint.setWordWrap(True)
         form.addRow(hint)
@@ -257,6 +263,7 @@ class MainWindow(Window):
         super().__init__(link)
         self.setObjectName("mainWindow")
         self.default_folder = default_folder
+        self.remote_folder = ""  # the last folder used on a remote backend (its own paths)
         self.sidebar = Sidebar(link)
         self.sidebar.setMinimumWidth(220)
         self.sidebar.open_requested.connect(lambda sid, at: self.show_session(sid, at))
@@ -402,7 +409,9 @@ class MainWindow(Window):
 
     def new_session(self) -> None:
         self.bring_forward()
-        dialog = NewSessionDialog(self.default_folder, self)
+        remote = self.link.remote_host
+        dialog = NewSessionDialog(self.remote_folder if remote else self.default_folder, self,
+                                  remote)
         dialog.accepted.connect(
             lambda: self.create_session(dialog.title.text().strip(), dialog.folder.text().strip()))
         dialog.open()
@@ -410,7 +419,9 @@ class MainWindow(Window):
 
     def create_session(self, title: str, folder: str) -> None:
         async def go() -> None:
-            if folder:
+            if folder and self.link.remote_host:
+                self.remote_folder = folder
+            elif folder:
                 self.default_folder = folder
             result = await self.link.call(SessionCreate(title=title or None, cwd=folder or None))
             self.sidebar.add(result.session)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from PySide6.QtWidgets import QPushButton
 
 from desktop.state.transcript import AssistantItem
 from shared import protocol as p
@@ -92,9 +93,19 @@ def test_the_app_moves_to_a_remote_backend_by_its_connection_string(
     rows = controller.main.sidebar.sessions
     qtbot.waitUntil(lambda: [s.session_id for s in rows.rows] == [there.session_id], timeout=10_000)
 
+    # A new session there: its folder is typed (a file dialog would show this computer's).
+    main = controller.main
+    main.new_session()
+    new = main.new_dialog
+    assert new.folder.text() == ""
+    assert host in new.folder.placeholderText()
+    choose = [b for b in new.findChildren(QPushButton) if b.text() == "Choose…"]
+    assert len(choose) == 1
+    assert choose[0].isHidden(), "no local file dialog for a remote folder"
+    new.reject()
+
     # A turn there, typed in the app: the remote backend runs it.
     fake_provider.script(Reply(deltas=["ran ", "remotely"]))
-    main = controller.main
     main.show_session(there.session_id)
     qtbot.waitUntil(lambda: main.conversation.state.loaded, timeout=10_000)
     assert main.windowTitle() == f"Built over there — Turnkey on {host}"
