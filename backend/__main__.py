@@ -1,26 +1,46 @@
-"""Command line of the backend process: `python -m backend serve --data-dir DIR [--port 0]`."""
+"""Command line of the backend process: `python -m backend serve --data-dir DIR [--port 0]`.
+
+`--host` (or `--listen HOST:PORT`) beyond loopback serves wss only: with no `--tls-cert`,
+a self-signed certificate is made once into DIR/tls/ and its fingerprint published.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import logging
 import sys
 from pathlib import Path
 
 from backend import host
 from backend.errors import ConfigError, StoreRefused
+from backend.server.tls import TlsFiles
 from shared.paths import default_data_dir
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+class BadListen(Exception):
+    """The listening options do not make sense; the message says what to give instead."""
+
+
+def _listen(args: argparse.Namespace) -> tuple[str, int]:
+    """--listen HOST:PORT (IPv6 in brackets) wins over --host and --port."""
+    if args.listen is None:
+        return args.host, args.port
+    host, sep, port = args.listen.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise BadListen(f"--listen takes HOST:PORT (e.g. 0.0.0.0:8765), not {args.listen!r}")
+    return host, int(port)
+
+
+def _tls_files(args: argparse.Namespace) -> TlsFiles | None:
+    """The certificate given to serve with, if any (off loopback without one, the backend
+    makes its own once it holds the folder's lock: backend/app.py)."""
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise BadListen("give both --tls-cert and --tls-key, or neither")
+    if args.tls_cert is None:
+        return None
+    return TlsFiles(args.tls_cert.expanduser().resolve(), args.tls_key.expanduser().resolve())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,14 +51,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    s.add_argument("--listen", default=None, metavar="HOST:PORT",
+                   help="where to listen (instead of --host and --port); beyond loopback the "
+                        "backend serves TLS (wss) only")
+    s.add_argument("--tls-cert", type=Path, default=None,
+                   help="PEM certificate to serve TLS with (default beyond loopback: a "
+                        "self-signed one made once in DATA_DIR/tls/)")
+    s.add_argument("--tls-key", type=Path, default=None, help="the certificate's PEM private key")
     s.add_argument("--allow-remote", action="store_true",
-                   help="listen on a non-loopback host (not available in protocol 1)")
+                   help="accepted for older scripts; a non-loopback host needs nothing more")
     args = parser.parse_args(argv)
-    if not _loopback(args.host):
-        print("turnkey-backend: only loopback hosts are allowed; remote access (with TLS) is "
-              "not available in protocol 1", file=sys.stderr)
-        return 2
-    host.private_umask()  # transcripts, logs and the token are private to this user
+    host.private_umask()  # transcripts, logs, the token and the TLS key are private to this user
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
     from backend.app import serve
     from shared import logs
@@ -46,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     logs.setup(data_dir)
     try:
-        return asyncio.run(serve(data_dir, args.host, args.port))
+        where, port = _listen(args)
+        tls = _tls_files(args)
+        return asyncio.run(serve(data_dir, where, port, tls))
+    except BadListen as exc:
+        return _refuse(str(exc))
     except (ConfigError, StoreRefused) as exc:
         return _refuse(exc.message)
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ import logging
 import os
 import secrets
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +43,8 @@ from backend.server.fanout import Hub
 from backend.server.listener import Listener
 from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.server.methods import Methods
+from backend.server.tls import TlsFiles, self_signed, server_context
+from backend.server.tls import fingerprint as cert_fingerprint
 from backend.store import admissions, events, runtime, schedules
 from backend.store.db import Database
 from backend.tools import memory, registry, sandbox
@@ -60,6 +63,7 @@ from shared.protocol import (
     MemoryFile,
     MemoryTarget,
 )
+from shared.remote import is_loopback
 
 log = logging.getLogger("backend")
 
@@ -69,10 +73,12 @@ IDLE_CHECK_S = 30.0
 
 
 class Backend:
-    def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int = 0,
+                 tls: TlsFiles | None = None) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port
+        self.tls = tls
         self.config = ConfigFile(data_dir / "config.toml")
         self.db = Database(data_dir / "state.db")
         self.secrets = Secrets(data_dir)
@@ -132,10 +138,12 @@ class Backend:
             Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,
         )
-        self.port = await self.listener.start(self.host, self.port)
+        context, fingerprint = self._tls_context()
+        self.port = await self.listener.start(self.host, self.port, context)
         discovery.publish(self.data_dir, {
             "pid": os.getpid(), "port": self.port, "token": token,
             "protocol": PROTOCOL_VERSION, "epoch": self.epoch, "started_at": now(),
+            "host": self.host, **({"tls_fingerprint": fingerprint} if fingerprint else {}),
         })
         self.authority.start(queued)
         # After recovery and the drainers: a firing missed while down is admitted now, behind
@@ -146,6 +154,22 @@ class Backend:
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port
+
+    def _tls_context(self) -> tuple[ssl.SSLContext | None, str]:
+        """The listener's TLS context and its certificate's fingerprint (None, "" for plain
+        ws on loopback).  Off loopback with no certificate given, the folder's self-signed
+        one, made now (under the folder's lock, so two starts never make two halves of a
+        pair).  The fingerprint is logged: a person pairing by hand reads it there."""
+        if self.tls is None and not is_loopback(self.host):
+            self.tls = self_signed(self.data_dir, self.host)
+        if self.tls is None:
+            return None, ""
+        fingerprint = cert_fingerprint(self.tls.cert)
+        context = server_context(self.tls)
+        log.info("serving TLS with %s, SHA-256 fingerprint %s", self.tls.cert, fingerprint)
+        print(f"turnkey-backend: TLS certificate SHA-256 fingerprint {fingerprint}",
+              file=sys.stderr, flush=True)
+        return context, fingerprint
 
     async def _open_store(self) -> list[str]:
         """Opens and migrates the store, bumps the epoch and recovers; returns what is queued."""
@@ -263,14 +287,14 @@ def _both(first: Callable[[Any], None], then: Callable[[Any], None]) -> Callable
     return publish
 
 
-async def serve(data_dir: Path, host: str, port: int) -> int:
+async def serve(data_dir: Path, host: str, port: int, tls: TlsFiles | None = None) -> int:
     """Runs the backend until shutdown or SIGTERM/SIGINT; returns the exit status."""
     # The event loop shares the GIL with the store's threads and, while a long session is
     # compressed, a worker: at CPython's default 5 ms interval the loop waited a whole interval
     # for the GIL after each system call, and stalled 50-80 ms under a 100k-row compression;
     # at 1 ms it stalled 13-17 ms, with no cost measured per turn (tests/bench/README.md).
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    backend = Backend(data_dir, host, port)
+    backend = Backend(data_dir, host, port, tls)
     try:
         bound = await backend.start()
     except discovery.AlreadyRunning as exc:

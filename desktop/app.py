@@ -23,9 +23,11 @@ from desktop.qt.tray import window_icon
 from shared import logs
 from shared.client import BackendInfo
 from shared.launcher import running, stop_backend
+from shared.remote import RemoteTarget
 
 
-def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: str = "") -> int:
+def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: str = "",
+        remote: RemoteTarget | None = None) -> int:
     """Runs the app until Quit; `session_id` also opens that session's window.
 
     When the app already runs on `data_dir` (for this user), it is raised instead (and opens
@@ -33,7 +35,8 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
     the backend if none runs), closes, prints what happened as one JSON line, and stops a
     backend it started; exit status 0 when the window showed and the connection was made.
     A smoke run neither hands over nor takes the folder: it checks that this build opens a
-    window of its own, and a real launch meanwhile must not be handed to it."""
+    window of its own, and a real launch meanwhile must not be handed to it.  `remote`: use
+    that backend (on another computer) instead of the folder's, for this run."""
     started = time.monotonic()
     if sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM")
@@ -46,6 +49,11 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
     if not smoke:
         # Before Qt's application and the windows: a second launch is done in well under a second.
         lock = instance.claim(data_dir)
+        if lock is None and remote is not None:
+            # The running app keeps its backend; handing the string over would move it silently.
+            print(f"turnkey: Turnkey already runs on {data_dir}; connect it to {remote.host} with "
+                  "File ▸ Connect to a remote backend…", file=sys.stderr)
+            return 1
         if lock is None:
             return hand_over(data_dir, session_id)
     logs.setup(data_dir, logging.INFO, name="desktop")
@@ -63,7 +71,7 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
     report: dict[str, Any] = {}
 
     async def main() -> None:
-        controller = Controller(data_dir)
+        controller = Controller(data_dir, remote=remote)
         if server is not None:
             server.requested.connect(lambda request: serve(controller, request))
         if session_id:

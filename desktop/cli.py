@@ -16,10 +16,13 @@ import subprocess
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.launcher import BackendNotFound, running, spawn
 from shared.paths import default_data_dir
+
+if TYPE_CHECKING:  # parsed only when --remote is given: see the module's docstring
+    from shared.remote import RemoteTarget
 
 
 def read_secret(name: str) -> str:
@@ -38,9 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
     try:
         if args.command in (None, "app"):
+            remote = _remote(args)
+            if isinstance(remote, str):
+                print(f"turnkey: {remote}", file=sys.stderr)
+                return 2
             from desktop.app import run  # Qt loads only for the app
 
-            return run(data_dir, smoke=args.smoke, session_id=getattr(args, "session", ""))
+            return run(data_dir, smoke=args.smoke, session_id=getattr(args, "session", ""),
+                       remote=remote)
         if args.command == "backend":
             return _backend(parser, args, data_dir)
         return _client_command(args, data_dir)
@@ -69,6 +77,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="turnkey", description="Turnkey, a desktop AI agent")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
+    parser.add_argument("--remote", default=None, metavar="STRING",
+                        help="the app, chat and sessions: use the backend a connection string names "
+                             "(from `turnkey token create` on its computer) instead of this "
+                             "computer's; default $TURNKEY_REMOTE")
     parser.add_argument("--smoke", action="store_true",
                         help="open the app, connect to (or start) the backend, close, and print "
                              "what happened as JSON; exits 0 when all of it worked")
@@ -91,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
                                        "in the foreground (serve)")
     b.add_argument("action", choices=["start", "stop", "status", "serve"])
     b.add_argument("serve_args", nargs=argparse.REMAINDER,
-                   help="serve only: the backend's own options (--data-dir, --host, --port)")
+                   help="serve only: the backend's own options (--data-dir, --host, --port, "
+                        "--listen HOST:PORT, --tls-cert F, --tls-key F)")
     k = sub.add_parser("secret", help="store an API key (in the keyring where one works)")
     k_sub = k.add_subparsers(dest="action", required=True)
     k_set = k_sub.add_parser("set", help="store NAME's value, read from stdin (asked for on a terminal)")
@@ -102,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     pt_test.add_argument("name", nargs="?", default=None,
                          help="a [providers.NAME] of config.toml (default: the one turns use)")
     _mcp_parser(sub)
+    _token_parser(sub)
     _schedule_parser(sub)
     _memory_parser(sub)
     return parser
@@ -136,6 +150,25 @@ def _mcp_parser(sub: Any) -> None:
     m_test = m_sub.add_parser("test", help="start (or restart) a server and list its tools; "
                                            "exits 1 when it fails")
     m_test.add_argument("name")
+
+
+def _token_parser(sub: Any) -> None:
+    t = sub.add_parser("token", help="pair another computer: create, list or revoke its tokens")
+    t_sub = t.add_subparsers(dest="action", required=True)
+    create = t_sub.add_parser("create", help="mint a token and print its connection string "
+                                             "(shown only once)")
+    create.add_argument("--scopes", required=True,
+                        help="comma-separated, from read, submit, approve, admin "
+                             "(e.g. read,submit,approve)")
+    create.add_argument("--label", required=True, help="a name for people, e.g. laptop")
+    create.add_argument("--host", default=None,
+                        help="the name or address the other computer reaches this one at "
+                             "(default: where the backend listens)")
+    create.add_argument("--port", type=int, default=None,
+                        help="the port it reaches (default: the backend's own)")
+    t_sub.add_parser("list", help="every token: its scopes, label and whether it is revoked")
+    revoke = t_sub.add_parser("revoke", help="revoke a token; its connections close at once")
+    revoke.add_argument("token_id")
 
 
 def _schedule_parser(sub: Any) -> None:
@@ -226,9 +259,40 @@ def mcp_table(args: argparse.Namespace) -> dict[str, Any] | str:
     return table
 
 
+def _remote(args: argparse.Namespace) -> RemoteTarget | str | None:
+    """The --remote (or $TURNKEY_REMOTE) target, None for this computer's backend, or what
+    is wrong with it.  The environment keeps the token out of `ps`."""
+    text = args.remote if args.remote is not None else os.environ.get("TURNKEY_REMOTE", "")
+    if not text:
+        return None
+    if args.command not in (None, "app", "chat", "sessions"):
+        return f"--remote works with the app, chat and sessions, not {args.command}"
+    from shared.remote import BadConnectionString, parse
+
+    try:
+        return parse(text)
+    except BadConnectionString as exc:
+        return f"--remote: {exc}"
+
+
+def _remote_command(args: argparse.Namespace, data_dir: Path, remote: RemoteTarget) -> int:
+    """chat and sessions against a backend on another computer: nothing starts here, and a
+    new session's folder is the remote backend's default unless --cwd names one there."""
+    from desktop import commands
+
+    if args.command == "sessions":
+        return _end(_run(commands.sessions(data_dir, args.limit, remote=remote)))
+    return _end(_run(commands.chat(data_dir, args.session, args.text, args.cwd, remote=remote,
+                                   steer=args.steer)))
+
+
 def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
     """chat, sessions, secret set, provider test, mcp, memory: each a client of the backend."""
     value = ""
+    remote = _remote(args) if args.command in ("chat", "sessions") or args.remote else None
+    if isinstance(remote, str):
+        print(f"turnkey: {remote}", file=sys.stderr)
+        return 2
     if args.command == "chat" and args.steer and (args.session is None or args.text is None):
         print("turnkey: chat --steer needs --session ID and the TEXT to add to the turn "
               "running there", file=sys.stderr)
@@ -245,6 +309,8 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
             print(f"turnkey: {made}", file=sys.stderr)
             return 2
         table = made
+    if remote is not None:
+        return _remote_command(args, data_dir, remote)
     memory = ""
     if args.command == "memory":
         read = memory_text(args)
@@ -275,6 +341,10 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
         if args.action == "remove":
             return _end(_run(commands.mcp_remove(data_dir, args.name, starting)))
         return _end(_run(commands.mcp_test(data_dir, args.name, starting)))
+    if args.command == "token":
+        from desktop import token_commands
+
+        return _end(_run(token_commands.run(data_dir, args, starting)))
     if args.command == "schedule":
         from desktop import schedule_commands
 

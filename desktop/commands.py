@@ -38,6 +38,7 @@ from shared.methods import (
     SessionList,
     TurnInterrupt,
 )
+from shared.remote import RemoteTarget
 
 Starting = subprocess.Popen[bytes]  # a backend `shared.launcher.spawn` started, not yet READY
 
@@ -48,9 +49,15 @@ DECISIONS: dict[str, p.Decision] = {
 }
 
 
-async def ensure_client(data_dir: Path, starting: Starting | None = None) -> Client:
+async def ensure_client(data_dir: Path, starting: Starting | None = None,
+                        remote: RemoteTarget | None = None) -> Client:
     """Connects to the folder's backend: the one `starting` once it is READY, else the one
-    running, started first if nothing answers."""
+    running, started first if nothing answers.  With `remote`, to that backend only (none
+    is started here)."""
+    if remote is not None:
+        client = Client(data_dir, name="turnkey-cli", remote=remote)
+        await client.connect()
+        return client
     client = Client(data_dir, name="turnkey-cli")
     if starting is not None:
         await asyncio.to_thread(wait_ready, starting, data_dir)
@@ -336,10 +343,10 @@ NO_SANDBOX_NOTE = (
 
 
 async def chat(
-    data_dir: Path, session_id: str | None, text: str | None, cwd: Path,
-    starting: Starting | None = None, steer: bool = False,
+    data_dir: Path, session_id: str | None, text: str | None, cwd: Path | None,
+    starting: Starting | None = None, steer: bool = False, remote: RemoteTarget | None = None,
 ) -> int:
-    client = await ensure_client(data_dir, starting)
+    client = await ensure_client(data_dir, starting, remote)
     assert client.server is not None, "connect() initializes"
     capabilities = client.server.capabilities
     if capabilities.provider.offline_default:
@@ -349,7 +356,7 @@ async def chat(
     try:
         if session_id is None:
             # Untitled: the backend names it from the first prompt, as for every client.
-            created = await client.call(SessionCreate(cwd=str(cwd)))
+            created = await client.call(SessionCreate(cwd=str(cwd) if cwd else None))
             session_id = created.session.session_id
             print(f"[session {session_id}]", file=sys.stderr)
         else:
@@ -376,8 +383,9 @@ async def chat(
 
 async def sessions(
     data_dir: Path, limit: int, starting: Starting | None = None,
+    remote: RemoteTarget | None = None,
 ) -> int:
-    client = await ensure_client(data_dir, starting)
+    client = await ensure_client(data_dir, starting, remote)
     try:
         result = await client.call(SessionList(limit=limit))
     finally:
@@ -543,6 +551,9 @@ async def backend(data_dir: Path, action: str) -> int:
     if action == "status":
         if info:
             print(f"running: pid {info.pid}, port {info.port}, data {data_dir}")
+            if info.tls_fingerprint:  # serving another computer: what pairing needs
+                print(f"listening on {info.host}:{info.port} (wss), TLS certificate SHA-256 "
+                      f"{info.tls_fingerprint}")
             return 0
         print(f"not running (data {data_dir})")
         return 3

@@ -28,6 +28,7 @@ from shared import protocol as p
 from shared.client import RESYNC, STATE, BackendNotFound, Client, ClientState, Incoming, Resync
 from shared.launcher import running, start_backend
 from shared.methods import Request, SessionResume, SessionUnsubscribe
+from shared.remote import RemoteTarget
 
 log = logging.getLogger("desktop.link")
 
@@ -39,11 +40,12 @@ class Link(QObject):
     state = Signal(str)  # connecting, connected, reconnecting, starting, failed
     failed = Signal(str)  # a message for the user when the backend cannot be reached
 
-    def __init__(self, data_dir: Path, restart_after_s: float | None = 3.0) -> None:
+    def __init__(self, data_dir: Path, restart_after_s: float | None = 3.0,
+                 remote: RemoteTarget | None = None) -> None:
         super().__init__()
         self.data_dir = data_dir
         self.restart_after_s = restart_after_s
-        self.client = Client(data_dir, name="turnkey-desktop")
+        self.client = Client(data_dir, name="turnkey-desktop", remote=remote)
         self.client.handlers.append(self._on_event)
         self.current = "connecting"
         self.follows: dict[str, int] = {}
@@ -58,17 +60,42 @@ class Link(QObject):
     def _epoch(self) -> int | None:
         return self.client.server.epoch if self.client.server is not None else None
 
+    @property
+    def remote_host(self) -> str:
+        """The remote backend's host, "" for this computer's: windows say where they are."""
+        return self.client.remote.host if self.client.remote is not None else ""
+
     async def start(self) -> None:
-        """Connects, starting the backend first (detached) when nothing answers."""
+        """Connects, starting the backend first (detached) when nothing answers (a remote
+        backend is never started from here)."""
         self._set("connecting")
         try:
             await self.client.connect()
         except BackendNotFound:
+            if self.client.remote is not None:
+                self._set("failed")
+                raise
             self._set("starting")
             await start_backend(self.data_dir)
             await self.client.connect()
         self.epoch = self._epoch()
         self._set("connected")
+
+    async def switch(self, remote: RemoteTarget) -> None:
+        """Moves this link to a remote backend: connects there first (raising, with nothing
+        changed, when that fails), then drops the old connection.  The caller has closed the
+        windows that followed sessions of the old backend."""
+        client = Client(self.data_dir, name="turnkey-desktop", remote=remote)
+        await client.connect()
+        old, self.client = self.client, client
+        if self._watch is not None:
+            self._watch.cancel()
+        old.handlers.clear()
+        client.handlers.append(self._on_event)
+        self.follows.clear()
+        self.epoch = self._epoch()
+        self._set("connected")
+        await old.close()
 
     async def close(self) -> None:
         for task in (self._watch, self._starting):
@@ -116,7 +143,7 @@ class Link(QObject):
                     mark = self.client.watermarks.get(sid, 0)
                     emit(self.received, Incoming(RESYNC, sid, Resync(latest_seq=mark)))
             if state == "reconnecting" and self.restart_after_s is not None \
-                    and (self._watch is None or self._watch.done()):
+                    and self.client.remote is None and (self._watch is None or self._watch.done()):
                 self._watch = asyncio.ensure_future(self._restart_if_gone())
         emit(self.received, event)
 

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any, Literal, TypeVar, overload
 
 import msgspec
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
 
 from shared import codec
 from shared import protocol as p
@@ -35,6 +36,7 @@ from shared.errors import ErrorCode
 from shared.launcher import BackendInfo as BackendInfo  # re-exported: front-ends import them here
 from shared.launcher import BackendNotFound as BackendNotFound
 from shared.methods import Initialize, Request, SessionSubscribe, result_type
+from shared.remote import RemoteTarget, fingerprint_of_der
 
 log = logging.getLogger("client")
 
@@ -107,8 +109,11 @@ EventHandler = Callable[[Incoming], None]
 
 class Client:
     def __init__(self, data_dir: Path, name: str = "turnkey", version: str = "0.1.0",
-                 reconnect: bool = True) -> None:
+                 reconnect: bool = True, remote: RemoteTarget | None = None) -> None:
+        """`remote`: a backend on another machine (a parsed connection string) instead of
+        the one backend.json in `data_dir` names."""
         self.data_dir = data_dir
+        self.remote = remote
         self.name = name
         self.version = version
         self.reconnect = reconnect
@@ -140,17 +145,31 @@ class Client:
                 await self._reader
         self.state = "closed"
 
-    async def _open(self) -> None:
+    def target(self) -> RemoteTarget:
+        """Where to connect: the remote backend, else the folder's (re-read each time)."""
+        if self.remote is not None:
+            return self.remote
         info = BackendInfo.read(self.data_dir)
         if info is None:
             raise BackendNotFound(f"no backend.json in {self.data_dir}")
+        return RemoteTarget(info.local_host, info.port, info.token, info.tls_fingerprint)
+
+    async def _open(self) -> None:
+        target = self.target()
+        where = f"{target.host}:{target.port}" if self.remote else f"port {target.port}"
         try:
             ws = await connect(
-                f"ws://127.0.0.1:{info.port}/rpc", proxy=None, max_size=None,
-                additional_headers={"Authorization": f"Bearer {info.token}"}, open_timeout=5,
+                target.url, proxy=None, max_size=None, open_timeout=5,
+                additional_headers={"Authorization": f"Bearer {target.token}"},
+                **pinned(target.fingerprint),
             )
-        except (OSError, InvalidStatus, TimeoutError) as exc:
-            raise BackendNotFound(f"the backend on port {info.port} does not answer: {exc}") from exc
+        except CertificateMismatch:
+            raise
+        except InvalidStatus as exc:
+            raise BackendNotFound(f"the backend on {where} refused the connection: "
+                                  f"{_refusal(exc)}") from exc
+        except (OSError, TimeoutError, ConnectionClosed, InvalidMessage) as exc:
+            raise BackendNotFound(f"the backend on {where} does not answer: {exc}") from exc
         self._ws = ws
         self.server = await self._request(ws, Initialize(
             client=p.ClientInfo(name=self.name, version=self.version), protocol=p.PROTOCOL_VERSION,
@@ -309,6 +328,55 @@ class Client:
     def _mark_connected(self) -> None:
         self.state = "connected"
         self._connected.set()
+
+
+class CertificateMismatch(BackendNotFound):
+    """The server's certificate is not the pinned one: someone may be in between.  Nothing
+    was sent: the token stays secret."""
+
+
+class _PinnedConnection(ClientConnection):
+    """A connection that checks the server's certificate against `pin` as soon as TLS is up,
+    before the opening handshake sends the bearer token."""
+
+    pin = ""
+    mismatch: CertificateMismatch | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        tls = transport.get_extra_info("ssl_object")
+        der = tls.getpeercert(binary_form=True) if tls is not None else None
+        shown = fingerprint_of_der(der) if der else "none"
+        if shown != self.pin:
+            self.mismatch = CertificateMismatch(
+                f"the backend's TLS certificate is not the one this connection string pins "
+                f"(it shows SHA-256 {shown}, the string says {self.pin}); not connecting. If the "
+                "backend made a new certificate, pair again with `turnkey token create` on it.")
+            self.transport.abort()
+
+    async def handshake(self, *args: Any, **kwargs: Any) -> None:
+        if self.mismatch is not None:
+            raise self.mismatch
+        await super().handshake(*args, **kwargs)
+
+
+def pinned(fingerprint: str) -> dict[str, Any]:
+    """`connect` options for a wss URL whose certificate must have this SHA-256 (none for
+    plain ws).  No certificate authority is consulted: the pin alone decides."""
+    if not fingerprint:
+        return {}
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = False  # the pin names the certificate; its names do not matter
+    context.verify_mode = ssl.CERT_NONE
+    factory = type("PinnedConnection", (_PinnedConnection,), {"pin": fingerprint})
+    return {"ssl": context, "create_connection": factory}
+
+
+def _refusal(exc: InvalidStatus) -> str:
+    """What the backend said when it refused the upgrade (its body is one line of ours)."""
+    body = exc.response.body.decode(errors="replace").strip() if exc.response.body else ""
+    return f"HTTP {exc.response.status_code}" + (f": {body[:200]}" if body else "")
 
 
 def _typed(request: Request[R], raw: Any) -> R:

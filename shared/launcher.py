@@ -32,14 +32,22 @@ class BackendInfo(NamedTuple):  # not a dataclass: `dataclasses` costs the CLI ~
     pid: int
     port: int
     token: str
+    host: str = "127.0.0.1"  # where it listens ("0.0.0.0" and "::" listen on loopback too)
+    tls_fingerprint: str = ""  # its certificate's SHA-256 when it serves wss
 
     @classmethod
     def read(cls, data_dir: Path) -> BackendInfo | None:
         try:
             raw = json.loads((data_dir / "backend.json").read_text())
-            return cls(int(raw["pid"]), int(raw["port"]), str(raw["token"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            return cls(int(raw["pid"]), int(raw["port"]), str(raw["token"]),
+                       str(raw.get("host", "127.0.0.1")), str(raw.get("tls_fingerprint", "")))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
+
+    @property
+    def local_host(self) -> str:
+        """The address this computer reaches it at: its own, or loopback for a wildcard."""
+        return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
 
 
 def backend_command(data_dir: Path) -> list[str]:

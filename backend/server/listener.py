@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import weakref
 from collections.abc import Callable
 from http import HTTPStatus
@@ -44,9 +45,10 @@ class Listener:
         self._revoked: set[str] = set()  # token ids revoked while this process runs
         auth.on_revoke(self._token_revoked)
 
-    async def start(self, host: str, port: int) -> int:
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
+        """Listens (wss when `tls` is given); returns the port bound."""
         self._server = await serve(
-            self._handle, host, port, process_request=self._authorize,
+            self._handle, host, port, process_request=self._authorize, ssl=tls,
             max_size=self._max_frame, ping_interval=PING_INTERVAL_S, ping_timeout=PING_TIMEOUT_S,
             server_header="turnkey",
             # No permessage-deflate: on loopback it only spends CPU on both ends of every frame

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 from desktop.link import Link
 from desktop.qt.aio import settle, spawn
 from desktop.qt.compat import emit
+from desktop.qt.remote import RemoteDialog
 from desktop.qt.screens import available, cascaded, show_on_screen
 from desktop.qt.session_window import MainWindow, SessionWindow, Window
 from desktop.qt.tray import Notifier, window_icon
@@ -33,6 +34,7 @@ from shared import protocol as p
 from shared.client import Incoming
 from shared.mcp_names import shown_name, shown_summary
 from shared.methods import ApprovalRespond, SessionList
+from shared.remote import RemoteTarget
 
 log = logging.getLogger("desktop")
 LAYOUT = "desktop.json"
@@ -43,10 +45,11 @@ class Controller(QObject):
     ready = Signal()
     quitting = Signal()
 
-    def __init__(self, data_dir: Path, restart_after_s: float | None = 3.0) -> None:
+    def __init__(self, data_dir: Path, restart_after_s: float | None = 3.0,
+                 remote: RemoteTarget | None = None) -> None:
         super().__init__()
         self.data_dir = data_dir
-        self.link = Link(data_dir, restart_after_s)
+        self.link = Link(data_dir, restart_after_s, remote)
         self.windows: list[SessionWindow] = []
         self.notifier = Notifier(self)
         self.notifier.clicked.connect(self.open_target)
@@ -62,6 +65,7 @@ class Controller(QObject):
         self.link.failed.connect(self.main.show_message)
         self.settings: QWidget | None = None
         self.schedules: QWidget | None = None
+        self.remote_dialog: RemoteDialog | None = None
         # Sessions a schedule's firing started a turn in: their next finish says "scheduled".
         self.scheduled: dict[str, str] = {}
         self.statuses: dict[str, str] = {}
@@ -99,6 +103,7 @@ class Controller(QObject):
 
     async def _connect(self, reopen: list[dict[str, Any]], current: str = "") -> None:
         await self.link.start()
+        self._show_backend()
         self.main.sidebar.reload()
         server = self.link.server
         sandbox = server.capabilities.sandbox if server is not None else None
@@ -220,6 +225,8 @@ class Controller(QObject):
             self.open_schedules()
         elif action == "quit":
             self.quit()
+        elif action == "remote":
+            self.open_remote()
         elif action == "pop_out" and session_id:
             self.open_session(session_id, new_window=True)
         elif action == "open_window" and session_id:
@@ -229,6 +236,44 @@ class Controller(QObject):
             self.main.sidebar.confirm_delete(session_id)
         elif action in ("logs", "data"):
             self.open_folder(action)
+
+    # --- a remote backend --------------------------------------------------------------
+
+    def open_remote(self) -> None:
+        """File ▸ Connect to a remote backend…: one dialog, brought forward when open."""
+        if self.remote_dialog is None:
+            self.remote_dialog = RemoteDialog(self.use_remote, self.main)
+            self.remote_dialog.finished.connect(lambda _: setattr(self, "remote_dialog", None))
+        self.show_main()
+        self.remote_dialog.show()
+        self.remote_dialog.raise_()
+        self.remote_dialog.activateWindow()
+
+    async def use_remote(self, target: RemoteTarget) -> None:
+        """Moves the app to the backend `target` names, for this run; raises BackendNotFound
+        (the app still on its old backend) when that one cannot be reached.  Windows showing
+        the old backend's sessions close; the settings and schedules windows close too (they
+        spoke for the old one)."""
+        await self.link.switch(target)
+        for win in list(self.windows):
+            win.close()
+        for widget in (self.settings, self.schedules):
+            if widget is not None:
+                widget.close()
+                widget.deleteLater()
+        self.settings = self.schedules = None  # made afresh, for the new backend, when asked
+        self.main.clear_session()
+        self.statuses.clear()
+        self.scheduled.clear()
+        self._show_backend()
+        self.main.sidebar.reload()
+        self._tray_state()
+        log.info("the app now uses the backend on %s:%d", target.host, target.port)
+
+    def _show_backend(self) -> None:
+        host = self.link.remote_host
+        self.main.sidebar.show_backend(host)
+        self.main.refresh_title()
 
     def open_target(self, session_id: str, approval_id: str = "") -> None:
         if not session_id:

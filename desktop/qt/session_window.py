@@ -50,6 +50,7 @@ APP_ACTIONS: tuple[tuple[str, str, QKeySequence.StandardKey | str | None], ...] 
     ("find", "&Search sessions…", QKeySequence.StandardKey.Find),
     ("settings", "&Settings…", "Ctrl+,"),  # (the platform's StandardKey may be empty)
     ("schedules", "Sc&heduled prompts…", None),
+    ("remote", "Connect to a &remote backend…", None),
     ("quit", "&Quit", "Ctrl+Q"),
     ("pop_out", "Open in new &window", "Ctrl+Shift+O"),
     ("delete", "&Delete session…", None),
@@ -60,7 +61,8 @@ SESSION_ACTIONS = frozenset({"pop_out", "delete"})  # need a session in the wind
 
 
 class NewSessionDialog(QDialog):
-    def __init__(self, folder: str, parent: QWidget | None = None) -> None:
+    def __init__(self, folder: str, parent: QWidget | None = None, remote_host: str = "") -> None:
+        """`remote_host`: the folder is on that computer, so it is typed, not chosen here."""
         super().__init__(parent)
         self.setWindowTitle("New session")
         self.setMinimumWidth(480)
@@ -82,6 +84,11 @@ class NewSessionDialog(QDialog):
         form.addRow("Title", self.title)
         form.addRow("Working folder", row)
         hint = QLabel("Tools read and change files in this folder; changes elsewhere ask first.")
+        if remote_host:
+            pick.hide()  # a file dialog would show this computer's folders
+            self.folder.setPlaceholderText(f"a folder on {remote_host} (empty: its default)")
+            hint.setText(f"Tools run on {remote_host} and read and change files in this folder "
+                         "there; changes elsewhere ask first.")
         hint.setProperty("muted", True)
         hint.setWordWrap(True)
         form.addRow(hint)
@@ -146,7 +153,8 @@ class Window(QMainWindow):
         self.latest_action = self._local("Jump to &latest", "Ctrl+End", lambda c: c.follower.jump())
         menus = self.menuBar()
         file_menu = menus.addMenu("&File")
-        for item in (a["new"], a["pop_out"], None, a["schedules"], a["settings"], None, close, a["quit"]):
+        for item in (a["new"], a["pop_out"], None, a["schedules"], a["settings"], None, a["remote"],
+                     None, close, a["quit"]):
             file_menu.addSeparator() if item is None else file_menu.addAction(item)
         edit_menu = menus.addMenu("&Edit")
         edit_menu.addAction(a["find"])
@@ -187,9 +195,19 @@ class Window(QMainWindow):
         for name in SESSION_ACTIONS:
             self.app_actions[name].setEnabled(has)
 
+    def app_title(self) -> str:
+        """"Turnkey", or "Turnkey on HOST" while the app uses a backend on another computer."""
+        host = self.link.remote_host
+        return f"Turnkey on {host}" if host else "Turnkey"
+
+    def refresh_title(self) -> None:
+        """After the app moved to another backend: the title names it."""
+        self._title()
+
     def _title(self) -> None:
         c = self.current
-        self.setWindowTitle(f"{c.state.title} — Turnkey" if c is not None else "Turnkey")
+        self.setWindowTitle(f"{c.state.title} — {self.app_title()}" if c is not None
+                            else self.app_title())
 
     def show_approval(self, approval_id: str) -> None:
         """Brings the window forward with the approval's card in view (a notification click)."""
@@ -219,7 +237,7 @@ class SessionWindow(Window):
         self._menus(main=False)
         self._enable()
         self._shown = False
-        self.setWindowTitle("Turnkey")
+        self.setWindowTitle(self.app_title())
         self.resize(860, 720)
 
     def showEvent(self, event: QShowEvent) -> None:
@@ -245,6 +263,7 @@ class MainWindow(Window):
         super().__init__(link)
         self.setObjectName("mainWindow")
         self.default_folder = default_folder
+        self.remote_folder = ""  # the last folder used on a remote backend (its own paths)
         self.sidebar = Sidebar(link)
         self.sidebar.setMinimumWidth(220)
         self.sidebar.open_requested.connect(lambda sid, at: self.show_session(sid, at))
@@ -289,7 +308,7 @@ class MainWindow(Window):
         self._menus(main=True)
         self._view_menu()
         self._enable()
-        self.setWindowTitle("Turnkey")
+        self._title()
         self.resize(1180, 760)
         link.state.connect(self._on_link_state)
         link.received.connect(self._on_event)
@@ -390,7 +409,9 @@ class MainWindow(Window):
 
     def new_session(self) -> None:
         self.bring_forward()
-        dialog = NewSessionDialog(self.default_folder, self)
+        remote = self.link.remote_host
+        dialog = NewSessionDialog(self.remote_folder if remote else self.default_folder, self,
+                                  remote)
         dialog.accepted.connect(
             lambda: self.create_session(dialog.title.text().strip(), dialog.folder.text().strip()))
         dialog.open()
@@ -398,7 +419,9 @@ class MainWindow(Window):
 
     def create_session(self, title: str, folder: str) -> None:
         async def go() -> None:
-            if folder:
+            if folder and self.link.remote_host:
+                self.remote_folder = folder
+            elif folder:
                 self.default_folder = folder
             result = await self.link.call(SessionCreate(title=title or None, cwd=folder or None))
             self.sidebar.add(result.session)

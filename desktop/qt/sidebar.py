@@ -475,7 +475,15 @@ class Sidebar(QWidget):
         self.schedules_button.setAccessibleDescription("Prompts Turnkey sends later, once or on a repeat")
         self.schedules_button.setToolTip("Scheduled prompts")
         self.schedules_button.clicked.connect(lambda: emit(self.schedules_requested))
+        # Says which backend the sessions live on, while it is not this computer's.
+        self.backend_label = QLabel()
+        self.backend_label.setObjectName("backendLabel")
+        self.backend_label.setProperty("muted", True)
+        self.backend_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.backend_label.setAccessibleName("Backend")
+        self.backend_label.hide()
         box.addLayout(top)
+        box.addWidget(self.backend_label)
         box.addWidget(self.search)
         box.addWidget(self.list, 1)
         box.addWidget(self.empty, 1)
@@ -485,6 +493,13 @@ class Sidebar(QWidget):
         bottom.addWidget(self.settings_button)
         bottom.addStretch(1)
         box.addLayout(bottom)
+
+    def show_backend(self, host: str) -> None:
+        """"On HOST" above the sessions for a remote backend; nothing for this computer's."""
+        self.backend_label.setText(f"On {host}" if host else "")
+        self.backend_label.setToolTip(f"These sessions live on the backend at {host}; their "
+                                      "tools run there" if host else "")
+        self.backend_label.setVisible(bool(host))
 
     def _action(self, text: str, key: Any, slot: Any) -> QAction:
         action = QAction(text, self.list if key is not None else self)
