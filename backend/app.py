@@ -80,7 +80,7 @@ class Backend:
         self.port = port
         self.tls = tls
         self.config = ConfigFile(data_dir / "config.toml")
-        self.db = Database(data_dir / "state.db")
+        self.db: Database = Database(data_dir / "state.db")  # or PostgreSQL: see start()
         self.secrets = Secrets(data_dir)
         self.providers = Providers(
             self.secrets, data_dir, lambda: self.config.config.local_model_idle_minutes
@@ -102,6 +102,9 @@ class Backend:
         self._lock_fd = discovery.acquire(self.data_dir)
         undumpable()
         config = self.config.load()
+        if config.store:
+            from backend.store.pg import PgDatabase  # psycopg is loaded only for this store
+            self.db = PgDatabase(config.store)
         # One empty command in the full profile (~10 ms, a child process): it runs while the
         # store opens, and is waited for whatever the opening does, so it leaves no child.
         probing = asyncio.create_task(sandbox.probe(), name="sandbox-probe")

@@ -22,6 +22,7 @@ from shared.config import (
     ProviderConfig,
     ProviderView,
     check_mcp_server,
+    store_redacted,
     validate,
 )
 
@@ -99,7 +100,8 @@ class ConfigFile:
             for name, p in self.config.providers.items()
         }
         return msgspec.structs.replace(ConfigView(**msgspec.structs.asdict(self.config)),
-                                       providers=providers)
+                                       providers=providers,
+                                       store=store_redacted(self.config.store))
 
 
 def api_key(p: ProviderConfig, secret: Callable[[str], str | None]) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
@@ -174,6 +175,21 @@ class Mcp(Strict, frozen=True):
     servers: dict[McpServerName, McpServerConfig] = {}
 
 
+STORE_SCHEMES = ("postgresql://", "postgres://")
+
+
+def store_redacted(dsn: str) -> str:
+    """A store's connection string without its password, for config.get, messages and logs."""
+    try:
+        parts = urlsplit(dsn)
+        password = parts.password
+    except ValueError:
+        return "the configured PostgreSQL database"
+    if password is None:
+        return dsn
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1)))
+
+
 class Config(Strict, frozen=True):
     default_provider: Annotated[str, msgspec.Meta(title="Default provider")] | None = None
     fallback_providers: Annotated[list[str], msgspec.Meta(title="Fallback providers")] = []
@@ -187,6 +203,10 @@ class Config(Strict, frozen=True):
     local_model_idle_minutes: Annotated[float, msgspec.Meta(
         ge=0, title="Minutes idle before the offline model's server stops (0 = never)")] = 5
     allowed_origins: list[str] = []
+    # Where sessions are kept: "" for DIR/state.db (SQLite), or a PostgreSQL connection
+    # string (postgresql://USER@HOST:PORT/DB) that several backends may share.  Read at
+    # start.  Keep its password out of this file: libpq reads PGPASSWORD or ~/.pgpass.
+    store: Annotated[str, msgspec.Meta(title="Store (empty: this folder's SQLite file)")] = ""
     max_frame_bytes: Annotated[int, msgspec.Meta(ge=1024)] = DEFAULT_MAX_FRAME_BYTES
     providers: dict[str, ProviderConfig] = {}
     approvals: Approvals = Approvals()
@@ -252,6 +272,9 @@ def validate(raw: dict[str, Any]) -> Config:
             if server is not None:
                 check_mcp_server(server, field)
     cfg = convert(raw, Config)
+    if cfg.store and not cfg.store.startswith(STORE_SCHEMES):
+        raise ParamsError("store", "a PostgreSQL connection string (postgresql://USER@HOST:PORT/"
+                          "DATABASE), or empty for this folder's SQLite file")
     for i, name in enumerate(cfg.fallback_providers):
         if name not in cfg.providers:
             raise ParamsError(f"fallback_providers.{i}", f"no provider named {name!r}")

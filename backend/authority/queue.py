@@ -253,7 +253,8 @@ class SessionAuthority:
 
     def _claim(self, tx: Tx, session_id: str) -> Claim | None:
         """Takes the oldest queued row unless the session's queue is held; starts its turn."""
-        if admissions.blocking(tx, session_id) is not None:
+        if not admissions.lock_queue(tx, session_id) \
+                or admissions.blocking(tx, session_id) is not None:
             return None
         row = admissions.oldest_queued(tx, session_id)
         if row is None:

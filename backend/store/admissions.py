@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 from backend.ids import now
 from backend.store import sessions
-from backend.store.db import Tx
+from backend.store.db import POSTGRESQL, SQLITE, Cursor, Row, Tx
 from backend.store.records import Record
 from shared.protocol import AdmissionOutcome, AdmissionStatus, Receipt
 
@@ -37,7 +36,7 @@ class AdmissionRecord(Record, frozen=True):
     failure_reason: str | None
 
 
-def _one(r: sqlite3.Row | None) -> AdmissionRecord | None:
+def _one(r: Row | None) -> AdmissionRecord | None:
     return AdmissionRecord.from_row(r) if r is not None else None
 
 
@@ -81,7 +80,23 @@ def blocking(tx: Tx, session_id: str) -> AdmissionRecord | None:
     ))
 
 
-STEER = "json_extract(payload_json, '$.intent') IS 'steer'"
+_STEER = {  # a row whose payload is a steer (authority/payload.py)
+    SQLITE: "json_extract(payload_json, '$.intent') IS 'steer'",
+    POSTGRESQL: "(payload_json::jsonb ->> 'intent') IS NOT DISTINCT FROM 'steer'",
+}
+
+
+def lock_queue(tx: Tx, session_id: str) -> bool:
+    """Takes the session's queue for this transaction's claim; False when another backend
+    is claiming from it right now (it will run what is queued, so this one moves on).
+
+    On SQLite the single writer already runs one claim at a time.  On PostgreSQL the
+    session's row is locked with SKIP LOCKED: claims of one session serialize (its queue
+    stays first in, first out), and a second backend skips instead of waiting."""
+    if tx.dialect == SQLITE:
+        return True
+    return tx.one("SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE SKIP LOCKED",
+                  (session_id,)) is not None
 
 
 def oldest_queued(tx: Tx, session_id: str) -> AdmissionRecord | None:
@@ -89,7 +104,7 @@ def oldest_queued(tx: Tx, session_id: str) -> AdmissionRecord | None:
     join it, so it runs next, ahead of prompts queued for after), else the oldest queued."""
     return _one(tx.one(
         f"SELECT * FROM admissions WHERE session_id = ? AND status = 'queued' "
-        f"ORDER BY {STEER} DESC, id LIMIT 1",
+        f"ORDER BY {_STEER[tx.dialect]} DESC, id LIMIT 1",
         (session_id,),
     ))
 
@@ -97,7 +112,7 @@ def oldest_queued(tx: Tx, session_id: str) -> AdmissionRecord | None:
 def queued_steers(tx: Tx, session_id: str) -> list[AdmissionRecord]:
     """The session's queued steers, oldest first: what the running turn takes in next."""
     return [AdmissionRecord.from_row(r) for r in tx.all(
-        f"SELECT * FROM admissions WHERE session_id = ? AND status = 'queued' AND {STEER} "
+        f"SELECT * FROM admissions WHERE session_id = ? AND status = 'queued' AND {_STEER[tx.dialect]} "
         "ORDER BY id",
         (session_id,),
     )]
@@ -105,7 +120,7 @@ def queued_steers(tx: Tx, session_id: str) -> list[AdmissionRecord]:
 
 def steer_queued(tx: Tx, session_id: str) -> bool:
     return tx.one(f"SELECT 1 FROM admissions WHERE session_id = ? AND status = 'queued' AND "
-                  f"{STEER} LIMIT 1", (session_id,)) is not None
+                  f"{_STEER[tx.dialect]} LIMIT 1", (session_id,)) is not None
 
 
 def text_of(r: AdmissionRecord) -> str:
@@ -170,7 +185,7 @@ def mark_unknown(tx: Tx, admission_id: str) -> None:
     _changed(tx, cur, admission_id)
 
 
-def _changed(tx: Tx, cur: sqlite3.Cursor, admission_id: str) -> None:
+def _changed(tx: Tx, cur: Cursor, admission_id: str) -> None:
     """A row's status moved, and with it maybe its session's status: announce the session."""
     if cur.rowcount:
         r = tx.one("SELECT session_id FROM admissions WHERE admission_id = ?", (admission_id,))

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timedelta
 
 import msgspec
 
 from backend.ids import new_id, now
 from backend.store import sessions
-from backend.store.db import Tx
+from backend.store.db import Row, Tx
 from backend.store.records import Record
 from shared.protocol import Approval, ApprovalStatus, DecidedBy, Decision, Rule
 
@@ -29,7 +28,7 @@ class ApprovalRecord(Record, frozen=True):
     decided_at: str | None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> ApprovalRecord:
+    def from_row(cls, row: Row) -> ApprovalRecord:
         approval = msgspec.convert(dict(row), Approval)
         by = decided_by(approval.status, approval.decided_at, approval.expires_at)
         if by is not None:
@@ -126,7 +125,8 @@ def stale_pending(tx: Tx, epoch: int) -> list[ApprovalRecord]:
 def add_rule(tx: Tx, tool: str, pattern: str, session_id: str | None) -> str:
     """Stores an allow rule (session_id None: for every session); returns its id."""
     existing = tx.one(
-        "SELECT rule_id FROM approval_rules WHERE tool = ? AND pattern = ? AND session_id IS ?",
+        "SELECT rule_id FROM approval_rules WHERE tool = ? AND pattern = ? "
+        "AND session_id IS NOT DISTINCT FROM ?",
         (tool, pattern, session_id),
     )
     if existing is not None:

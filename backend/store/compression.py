@@ -47,8 +47,10 @@ def lock_row(tx: Tx, session_id: str) -> LeaseRecord | None:
 def put_lock(tx: Tx, session_id: str, holder: Holder, ttl: float = LOCK_TTL_S) -> None:
     now = time.time()
     tx.execute(
-        "INSERT OR REPLACE INTO compression_locks (session_id, holder, pid, boot_token, acquired_at, "
-        "expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO compression_locks (session_id, holder, pid, boot_token, acquired_at, "
+        "expires_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
+        "holder = excluded.holder, pid = excluded.pid, boot_token = excluded.boot_token, "
+        "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
         (session_id, holder.encode(), holder.pid, holder.boot_token, now, now + ttl))
 
 
@@ -60,8 +62,8 @@ def release_lock(tx: Tx, session_id: str, holder: Holder) -> None:
 def hide(tx: Tx, session_id: str, after_id: int, before_id: int) -> None:
     """Takes every row strictly between the two ids (a compression's middle) out of the
     model's view; people still see them, marked compacted (messages.hidden_ranges)."""
-    tx.execute("INSERT OR IGNORE INTO compacted_ranges (session_id, after_id, before_id) "
-               "VALUES (?, ?, ?)", (session_id, after_id, before_id))
+    tx.execute("INSERT INTO compacted_ranges (session_id, after_id, before_id) "
+               "VALUES (?, ?, ?) ON CONFLICT DO NOTHING", (session_id, after_id, before_id))
 
 
 def compact(tx: Tx, session_id: str, ids: list[int]) -> None:
@@ -87,10 +89,10 @@ def copy_row(tx: Tx, session_id: str, row_id: int) -> int:
         "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, note_kind, "
         "tool_calls, api_tool_calls, call_id, tool_name, meta, created_at) "
         "SELECT ?, turn_id, role, content, api_content, status, note_kind, tool_calls, "
-        "api_tool_calls, call_id, tool_name, meta, created_at FROM messages WHERE id = ?",
+        "api_tool_calls, call_id, tool_name, meta, created_at FROM messages WHERE id = ? "
+        "RETURNING id",
         (session_id, row_id))
-    assert cur.lastrowid is not None
-    return int(cur.lastrowid)
+    return int(cur.fetchone()[0])
 
 
 def move_queue(tx: Tx, parent: str, child: str) -> None:

@@ -22,10 +22,10 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 
@@ -48,26 +48,63 @@ PRAGMAS = (
 )
 
 
+class Row(Protocol):
+    """A result row, by column name or index: sqlite3.Row, or the PostgreSQL store's."""
+
+    def keys(self) -> list[str]: ...
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def __len__(self) -> int: ...
+
+
+class Cursor(Protocol):
+    """What `Tx.execute` returns on either store."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+Params = tuple[Any, ...] | dict[str, Any]
+
+SQLITE = "sqlite"
+POSTGRESQL = "postgresql"
+
+
 @dataclass
 class Tx:
-    """What a write job sees: the connection, inside an open transaction."""
+    """What a job sees: the connection, inside an open transaction.
 
-    conn: sqlite3.Connection
+    Statements are written once, in the SQL both stores read (`?` placeholders); the
+    few that differ branch on `dialect`.  The PostgreSQL store's Tx (store/pg.py)
+    translates the placeholders."""
+
+    conn: Any
     published: list[Any] = field(default_factory=list)
+    dialect: str = SQLITE
     _finishers: dict[Hashable, Callable[[Tx], None]] = field(
         default_factory=dict, init=False, repr=False
     )
     _finished: set[Hashable] = field(default_factory=set, init=False, repr=False)
 
-    def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
-        return self.conn.execute(sql, params)
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
+        cur: Cursor = self.conn.execute(sql, params)
+        return cur
 
-    def one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        row: Row | None = self.execute(sql, params).fetchone()
         return row
 
-    def all(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
-        return list(self.conn.execute(sql, params).fetchall())
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
+        return list(self.execute(sql, params).fetchall())
 
     def publish(self, item: Any) -> None:
         """Queues `item` for the publisher, which sees it only if this job commits."""
@@ -123,7 +160,13 @@ class _Job:
 
 
 class Database:
-    """One SQLite file with a writer connection and a reader connection."""
+    """One SQLite file with a writer connection and a reader connection.
+
+    The PostgreSQL store (store/pg.py) is a subclass: the queue, group commit,
+    publishing and timing are this class's; opening, reading and committing a batch
+    are each store's own (`open`, `read`, `_commit`)."""
+
+    dialect = SQLITE
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -226,8 +269,16 @@ class Database:
         self._wake.set()
         return future
 
-    async def _write_loop(self) -> None:
+    async def _commit(self, batch: list[_Job], timing: _Timing) -> None:
+        """Commits `batch` as one transaction (each job under its own savepoint)."""
         assert self._writer is not None
+        await _run(self._writer, functools.partial(_commit_batch, batch=batch, timing=timing))
+
+    def _is_store_error(self, exc: BaseException) -> bool:
+        """Whether `exc` is the database's own failure (a full disk, a lost server)."""
+        return isinstance(exc, sqlite3.Error)
+
+    async def _write_loop(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -238,7 +289,7 @@ class Database:
             batch, self._queue = self._queue, []
             timing = _Timing()
             try:
-                await _run(self._writer, functools.partial(_commit_batch, batch=batch, timing=timing))
+                await self._commit(batch, timing)
             except Exception as exc:  # the COMMIT itself failed: nothing of the batch is stored
                 if timing.ended:
                     self.holds.add(timing.sample(len(batch)))
@@ -266,10 +317,11 @@ class Database:
                 self._wake.set()
 
     def _commit_failed(self, exc: Exception, jobs: int) -> None:
-        """Logs a failed commit: SQLite's (a full disk, I/O) once per failing spell, as the
-        environment's fault; anything else as our bug, with its traceback."""
+        """Logs a failed commit: the database's (a full disk, I/O, a lost server) once per
+        failing spell, as the environment's fault; anything else as our bug, with its
+        traceback."""
         self._failed_commits += 1
-        if not isinstance(exc, sqlite3.Error):
+        if not self._is_store_error(exc):
             logs.internal(log, "commit of %d jobs failed", jobs)
         elif self._failed_commits == 1:
             log.warning("the database cannot commit (%s); writes fail until it can", exc)

@@ -8,12 +8,11 @@ that text, and `provably_dead` the only judge of whether the holder is gone.
 from __future__ import annotations
 
 import os
-import sqlite3
 from dataclasses import dataclass
 from functools import cache
 
 from backend.host import boot_token, process_start
-from backend.store.db import Tx
+from backend.store.db import Row, Tx
 from backend.store.records import Record, record
 from shared.launcher import alive
 
@@ -78,7 +77,7 @@ class LeaseRecord(Record, frozen=True):
     expires_at: float
 
     @classmethod
-    def from_row(cls, r: sqlite3.Row) -> LeaseRecord:
+    def from_row(cls, r: Row) -> LeaseRecord:
         return record(cls, r, holder=Holder.decode(r["holder"]))
 
 
@@ -90,8 +89,11 @@ def current(tx: Tx, session_id: str) -> LeaseRecord | None:
 def put(tx: Tx, session_id: str, holder: Holder, now: float, ttl: float) -> None:
     """Takes the lease (inserting, or replacing a row the caller proved free)."""
     tx.execute(
-        "INSERT OR REPLACE INTO turn_leases (session_id, holder, pid, boot_token, epoch, turn_id, "
-        "acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO turn_leases (session_id, holder, pid, boot_token, epoch, turn_id, "
+        "acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, "
+        "boot_token = excluded.boot_token, epoch = excluded.epoch, turn_id = excluded.turn_id, "
+        "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
         (session_id, holder.encode(), holder.pid, holder.boot_token, holder.epoch, holder.turn_id,
          now, now + ttl),
     )

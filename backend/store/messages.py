@@ -70,14 +70,14 @@ def insert(
     cur = tx.execute(
         "INSERT INTO messages (session_id, turn_id, role, content, api_content, status, "
         "note_kind, tool_calls, call_id, tool_name, meta, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (session_id, turn_id, role, content, api_content, status, note_kind,
          json.dumps(tool_calls) if tool_calls else None, call_id, tool_name,
          json.dumps(meta) if meta else None, now()),
     )
-    assert cur.lastrowid is not None
+    rowid = int(cur.fetchone()[0])
     sessions.changed(tx, session_id)  # its message_count
-    return message_id(cur.lastrowid)
+    return message_id(rowid)
 
 
 def page(tx: Tx, session_id: str, before_rowid: int | None, limit: int) -> tuple[list[Message], bool]:
@@ -112,7 +112,7 @@ def model_page(tx: Tx, session_id: str, after_id: int, limit: int | None = None)
     them): a long view read a page per call, so other reads go between the pages."""
     out: list[ModelRow] = []
     for where, params in _visible(tx, session_id):
-        left = -1 if limit is None else limit - len(out)  # (LIMIT -1: no limit)
+        left = 2**62 if limit is None else limit - len(out)  # (no limit: more than any)
         if left == 0:
             break
         out += ModelRow.from_rows(tx.execute(

@@ -12,12 +12,13 @@ the record's own `from_row`, which passes the decoded value to `record`.
 from __future__ import annotations
 
 import operator
-import sqlite3
 import typing
 from collections.abc import Callable, Iterable
 from typing import Any, Self, TypeVar
 
 import msgspec
+
+from backend.store.db import Row
 
 
 class Record(msgspec.Struct, frozen=True, gc=False):
@@ -25,11 +26,11 @@ class Record(msgspec.Struct, frozen=True, gc=False):
     collector does not track them (a long session reads 100,000 at once)."""
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Self:
+    def from_row(cls, row: Row) -> Self:
         return record(cls, row)
 
     @classmethod
-    def from_rows(cls, rows: Iterable[sqlite3.Row]) -> list[Self]:
+    def from_rows(cls, rows: Iterable[Row]) -> list[Self]:
         """`from_row` for many rows of one query (a list or a cursor, read as it goes): the
         columns are matched to fields once."""
         it = iter(rows)
@@ -47,7 +48,7 @@ R = TypeVar("R", bound=Record)
 
 
 class _Plan(msgspec.Struct, frozen=True):
-    take: Callable[[sqlite3.Row], tuple[Any, ...]]  # the fields' columns, in field order
+    take: Callable[[Row], tuple[Any, ...]]  # the fields' columns, in field order
     bools: tuple[int, ...]  # which fields are bools
 
 
@@ -61,7 +62,7 @@ def _plan(cls: type[Record], keys: tuple[str, ...]) -> _Plan:
     return _Plan(take, tuple(i for i, name in enumerate(names) if hints[name] is bool))
 
 
-def _plan_for(cls: type[Record], row: sqlite3.Row) -> _Plan:
+def _plan_for(cls: type[Record], row: Row) -> _Plan:
     keys = tuple(row.keys())
     plan = _PLANS.get((cls, keys))
     if plan is None:
@@ -69,7 +70,7 @@ def _plan_for(cls: type[Record], row: sqlite3.Row) -> _Plan:
     return plan
 
 
-def record(cls: type[R], row: sqlite3.Row, **decoded: Any) -> R:
+def record(cls: type[R], row: Row, **decoded: Any) -> R:
     """`cls` from `row`: each field the column of its name, unless given in `decoded`."""
     if decoded:  # a lease or a lock: a row at a time
         return cls(**{n: decoded[n] if n in decoded else row[n] for n in cls.__struct_fields__})

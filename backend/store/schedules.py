@@ -102,14 +102,14 @@ def changed(tx: Tx, row: ScheduleRecord, *, fired: bool = False) -> None:
 def due(tx: Tx, at: str) -> list[str]:
     """Enabled schedules whose next firing is at or before `at` (same string format)."""
     return [r[0] for r in tx.all(
-        "SELECT schedule_id FROM schedules WHERE enabled AND next_fire_at IS NOT NULL "
+        "SELECT schedule_id FROM schedules WHERE enabled <> 0 AND next_fire_at IS NOT NULL "
         "AND next_fire_at <= ? ORDER BY next_fire_at", (at,),
     )]
 
 
 def earliest(tx: Tx) -> str | None:
     """The soonest next firing of any enabled schedule."""
-    r = tx.one("SELECT MIN(next_fire_at) FROM schedules WHERE enabled")
+    r = tx.one("SELECT MIN(next_fire_at) FROM schedules WHERE enabled <> 0")
     return str(r[0]) if r is not None and r[0] is not None else None
 
 
@@ -117,7 +117,7 @@ def claim_fire(tx: Tx, schedule_id: str, fire_at: str) -> bool:
     """Records the firing of (schedule, time); False when it was recorded already: then it
     fired (or is firing) elsewhere, and the caller must do nothing."""
     cur = tx.execute(
-        "INSERT OR IGNORE INTO schedule_fires (schedule_id, fire_at) VALUES (?, ?)",
+        "INSERT INTO schedule_fires (schedule_id, fire_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
         (schedule_id, fire_at),
     )
     return cur.rowcount == 1

@@ -8,7 +8,7 @@ import msgspec
 
 from backend.ids import message_id, now
 from backend.store import events, snippets
-from backend.store.db import Tx
+from backend.store.db import POSTGRESQL, Tx
 from backend.store.records import Record
 from shared.protocol import SearchMatch, Session, SessionEvent, SessionStatus, Usage
 
@@ -56,7 +56,7 @@ def name_untitled(tx: Tx, session_id: str, title: str) -> bool:
     gave it); returns whether it did.  Either way the title is then settled: later prompts
     never rename."""
     cur = tx.execute(
-        "UPDATE sessions SET title = ?, titled = 1, updated_at = ? WHERE session_id = ? AND NOT titled",
+        "UPDATE sessions SET title = ?, titled = 1, updated_at = ? WHERE session_id = ? AND titled = 0",
         (title, now(), session_id),
     )
     if cur.rowcount:
@@ -137,7 +137,8 @@ def add_usage(tx: Tx, session_id: str, usage: Usage) -> None:
     tx.execute(
         "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
         "cached_tokens = cached_tokens + ?, cost_usd = cost_usd + ?, "
-        "usage_estimated = MAX(usage_estimated, ?) WHERE session_id = ?",
+        "usage_estimated = CASE WHEN ? > usage_estimated THEN 1 ELSE usage_estimated END "
+        "WHERE session_id = ?",
         (usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd,
          int(usage.estimated), session_id),
     )
@@ -213,7 +214,7 @@ class Which(msgspec.Struct, frozen=True):
         col = f"{alias}delegated_from"
         if self.delegated_from is not None:
             return f"{col} = ?", (self.delegated_from,)
-        return ("1", ()) if self.delegated else (f"{col} IS NULL", ())
+        return ("TRUE", ()) if self.delegated else (f"{col} IS NULL", ())
 
 
 PEOPLES = Which()  # the sessions people started
@@ -272,6 +273,8 @@ class SearchHit(msgspec.Struct, frozen=True):
 
 def search(tx: Tx, query: str, limit: int, offset: int, which: Which = PEOPLES) -> list[SearchHit]:
     """Full-text search over titles and message text, best match first."""
+    if tx.dialect == POSTGRESQL:
+        return _search_pg(tx, query, limit, offset, which)
     fts = _fts_query(query)
     if not fts:
         return []
@@ -301,6 +304,46 @@ def search(tx: Tx, query: str, limit: int, offset: int, which: Which = PEOPLES) 
     return [SearchHit(SessionRecord.from_row(r), r["best_message"]) for r in rows]
 
 
+def _search_pg(tx: Tx, query: str, limit: int, offset: int, which: Which) -> list[SearchHit]:
+    """`search` on PostgreSQL: its own full-text search (the messages' generated `search`
+    tsvector, a GIN index) with each word a prefix term, ranked by ts_rank; a title match
+    first, as on SQLite.  DISTINCT ON keeps each session's best message."""
+    words = [w for w in query.split() if w.strip()]
+    if not words:
+        return []
+    tsquery = " & ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "':*" for w in words)
+    where, args = which.sql("s.")
+    rows = tx.all(
+        f"""
+        WITH q AS (SELECT to_tsquery('simple', tk_fold(?)) AS q),
+        hits AS (
+            SELECT DISTINCT ON (m.session_id) m.session_id AS sid, m.id AS best,
+                   ts_rank(m.search, q.q) AS score
+            FROM messages m, q WHERE m.search @@ q.q
+            ORDER BY m.session_id, ts_rank(m.search, q.q) DESC, m.id
+        )
+        SELECT s.*, h.best AS best_message,
+               CASE WHEN s.title ILIKE ? ESCAPE '\\' THEN -1e9 ELSE -COALESCE(h.score, 0) END
+               AS rank
+        FROM sessions s LEFT JOIN hits h ON h.sid = s.session_id
+        WHERE (h.sid IS NOT NULL OR s.title ILIKE ? ESCAPE '\\') AND {where}
+        ORDER BY rank, s.updated_at DESC LIMIT ? OFFSET ?
+        """,
+        (tsquery, _like(query), _like(query), *args, limit, offset),
+    )
+    return [SearchHit(SessionRecord.from_row(r), r["best_message"]) for r in rows]
+
+
+def _matches_pg(tx: Tx, query: str, wanted: set[int]) -> dict[int, tuple[str, list[snippets.Span]]]:
+    """The snippets of `wanted` messages on PostgreSQL: marked here, in Python, on the text."""
+    if not wanted:
+        return {}
+    rows = tx.all(f"SELECT id, content FROM messages WHERE id IN ({', '.join('?' * len(wanted))})",
+                  tuple(wanted))
+    return {r["id"]: snippets.render(r["content"], snippets.word_spans(r["content"], query))
+            for r in rows}
+
+
 SNIPPET_TOKENS = 12  # how many words snippet() takes around a match
 _SNIPPET_TRIES = 3
 
@@ -314,6 +357,8 @@ def matches(tx: Tx, query: str, hits: list[SearchHit]) -> list[SearchMatch]:
     wanted = {h.message_rowid for h in hits if h.message_rowid is not None}
     found: dict[int, tuple[str, list[snippets.Span]]] = {}
     fts = _fts_query(query)
+    if tx.dialect == POSTGRESQL:
+        found, fts = _matches_pg(tx, query, wanted), ""
     for _ in range(_SNIPPET_TRIES):
         if not wanted or not fts:
             break

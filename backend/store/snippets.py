@@ -16,7 +16,9 @@ The marks stay exact, and the text is still the message's own.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
+import unicodedata
 from secrets import token_hex
 
 from shared.protocol import SNIPPET_MAX
@@ -87,6 +89,30 @@ def title_spans(title: str, query: str) -> list[Span]:
         spans.append((i, i + len(needle)))
         i = hay.find(needle, i + len(needle))
     return spans
+
+
+def word_spans(text: str, query: str) -> list[Span]:
+    """Where the words of `query` begin words of `text` (each word taken whole, as a prefix
+    search matches it), case folded, left to right, not overlapping: the marks of a match
+    found by the PostgreSQL store's full-text search, which has no snippet() of its own
+    that could be trusted with user text."""
+    words = sorted({_fold(w) for w in query.split() if w.strip()}, key=len, reverse=True)
+    if not words:
+        return []
+    pattern = re.compile("|".join(rf"(?<!\w){re.escape(w)}\w*" for w in words), re.IGNORECASE)
+    folded = _fold(text)  # one character for one: offsets hold
+    return [(m.start(), m.end()) for m in pattern.finditer(folded) if m.end() > m.start()]
+
+
+def _fold(text: str) -> str:
+    """`text` with each character's accents taken off, one character for one ("ï" → "i")."""
+    return "".join(_fold_char(c) for c in text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fold_char(c: str) -> str:
+    base = unicodedata.normalize("NFD", c)[:1]
+    return base if base and len(unicodedata.normalize("NFD", c)) > 1 else c
 
 
 def render(

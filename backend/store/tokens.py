@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 from backend.ids import now
-from backend.store.db import Tx
+from backend.store.db import Row, Tx
 from shared.protocol import ALL_SCOPES, Scope, TokenInfo
 
 
@@ -46,7 +45,7 @@ def listing(tx: Tx) -> list[TokenInfo]:
     return [_info(r) for r in tx.all("SELECT * FROM tokens ORDER BY created_at, token_id")]
 
 
-def _info(r: sqlite3.Row) -> TokenInfo:
+def _info(r: Row) -> TokenInfo:
     stored = set(json.loads(r["scopes"]))
     return TokenInfo(
         token_id=r["token_id"], label=r["label"], scopes=[s for s in ALL_SCOPES if s in stored],

@@ -12,12 +12,13 @@ def record(tx: Tx, session_id: str, provider: str, model: str, task: str, usage:
     tx.execute(
         "INSERT INTO usage (session_id, provider, model, task, calls, input_tokens, "
         "output_tokens, cached_tokens, cost_usd, estimated) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (session_id, provider, model, task) DO UPDATE SET calls = calls + 1, "
-        "input_tokens = input_tokens + excluded.input_tokens, "
-        "output_tokens = output_tokens + excluded.output_tokens, "
-        "cached_tokens = cached_tokens + excluded.cached_tokens, "
-        "cost_usd = cost_usd + excluded.cost_usd, "
-        "estimated = MAX(estimated, excluded.estimated)",
+        "ON CONFLICT (session_id, provider, model, task) DO UPDATE SET calls = usage.calls + 1, "
+        "input_tokens = usage.input_tokens + excluded.input_tokens, "
+        "output_tokens = usage.output_tokens + excluded.output_tokens, "
+        "cached_tokens = usage.cached_tokens + excluded.cached_tokens, "
+        "cost_usd = usage.cost_usd + excluded.cost_usd, "
+        "estimated = CASE WHEN excluded.estimated > usage.estimated THEN excluded.estimated "
+        "ELSE usage.estimated END",
         (session_id, provider, model, task, usage.input_tokens, usage.output_tokens,
          usage.cached_tokens, usage.cost_usd, int(usage.estimated)),
     )
