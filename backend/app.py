@@ -27,6 +27,7 @@ from backend.authority.delegate import ChildSessions
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
 from backend.authority.schedules import Scheduler
+from backend.authority.takeover import Takeover
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
 from backend.errors import StoreUnavailable
@@ -45,8 +46,8 @@ from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.server.methods import Methods
 from backend.server.tls import TlsFiles, self_signed, server_context
 from backend.server.tls import fingerprint as cert_fingerprint
-from backend.store import admissions, events, runtime, schedules
-from backend.store.db import Database
+from backend.store import admissions, events, peers, runtime, schedules
+from backend.store.db import POSTGRESQL, Database, Tx
 from backend.tools import memory, registry, sandbox
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
@@ -96,6 +97,7 @@ class Backend:
         self._warming: asyncio.Task[None] | None = None
         self.mcp: McpPool | None = None
         self.scheduler: Scheduler | None = None
+        self.takeover: Takeover | None = None  # peers on a shared PostgreSQL store
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -130,7 +132,10 @@ class Backend:
         self.scheduler = Scheduler(self.db, self.authority, runner.default_model)
         children = ChildSessions(self.db, self.authority, executor, self.config)
         registry.use_delegator(children)
-        self.db.publisher = _both(self.hub.publish, children.observe)
+        self.db.publisher = _both(self.hub.publish, children.observe, approvals.observe)
+        if self.db.dialect == POSTGRESQL:
+            self.takeover = Takeover(self.db, self.authority, self.epoch, lambda: self.config.config)
+            self.db.on_signal = self.takeover.on_signal
         token = secrets.token_urlsafe(32)
         auth = Authenticator(self.db, token)
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
@@ -152,6 +157,8 @@ class Backend:
         # After recovery and the drainers: a firing missed while down is admitted now, behind
         # what was queued before the crash.
         self.scheduler.start()
+        if self.takeover is not None:
+            self.takeover.start()
         self.loop_watch.start()
         self.gc_watch.start()
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
@@ -179,7 +186,16 @@ class Backend:
         await self.db.open()
         try:
             self.epoch = await self.db.write(runtime.bump_epoch)
-            return await self.db.write(lambda tx: recover(tx, self.epoch))
+            if self.db.dialect != POSTGRESQL:
+                return await self.db.write(lambda tx: recover(tx, self.epoch))
+            ttl = self.config.config.lease.ttl_s
+
+            def join(tx: Tx) -> list[str]:  # other live backends keep their turns
+                now = time.time()
+                peers.join(tx, self.epoch, now)
+                return recover(tx, self.epoch, peers.live_epochs(tx, now, ttl) - {self.epoch})
+
+            return await self.db.write(join)
         except StoreUnavailable as exc:  # e.g. a damaged page the opening did not touch
             raise self.db.refusal(exc) from None
 
@@ -239,6 +255,8 @@ class Backend:
             await self.listener.stop()
         if self.scheduler is not None:
             await self.scheduler.stop()  # before the authority: nothing fires into a stopping queue
+        if self.takeover is not None:
+            await self.takeover.stop()
         if self.authority is not None:
             await self.authority.stop(SHUTDOWN_GRACE_S)
         if self.mcp is not None:
@@ -282,11 +300,13 @@ class Backend:
 SWITCH_INTERVAL_S = 0.001  # how often another thread may take the GIL (default 0.005)
 
 
-def _both(first: Callable[[Any], None], then: Callable[[Any], None]) -> Callable[[Any], None]:
-    """A publisher that hands each committed item to clients, then to the sub-agent waiters."""
+def _both(first: Callable[[Any], None], *then: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A publisher that hands each committed item to clients, then to the waiters (sub-agents,
+    approvals answered through another backend)."""
     def publish(item: Any) -> None:
         first(item)
-        then(item)
+        for observe in then:
+            observe(item)
     return publish
 
 

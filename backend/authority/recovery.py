@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 
 from backend.store import admissions, events, leases, messages
+from backend.store import approvals as approvals_store
 from backend.store.admissions import AdmissionRecord
 from backend.store.db import Tx
 from backend.store.leases import Holder, provably_dead
-from backend.tools.approvals import expire_stale
+from backend.tools.approvals import expire_one, expire_stale
 from backend.turn.finalize import UNRECORDED_RESULT, close_tail, settle_event
 
 log = logging.getLogger("authority")
@@ -44,33 +46,69 @@ UNSAVED_NOTE = (
 )
 
 
-def recover(tx: Tx, epoch: int) -> list[str]:
-    """Marks orphaned turns unknown; returns the sessions whose queues should drain."""
+def recover(tx: Tx, epoch: int, live_epochs: frozenset[int] = frozenset()) -> list[str]:
+    """Marks orphaned turns unknown; returns the sessions whose queues should drain.
+
+    `live_epochs`: other backends on the same database that are alive (the PostgreSQL
+    store's heartbeats, store/peers.py); their turns are theirs, even one that waits for
+    a lease and so holds none yet."""
     live = _drop_dead_leases(tx, epoch)
+    _settle_orphans(tx, admissions.orphan_started(tx, epoch), live, live_epochs)
+    expired = expire_stale(tx, epoch, keep=set(live))
+    if expired:
+        log.warning("%d pending approvals of earlier turns expired", expired)
+    _cancel_orphan_delegations(tx, live)
+    return admissions.sessions_with_queued(tx)
+
+
+def take_over(tx: Tx, epoch: int, live_epochs: frozenset[int], grace_s: float) -> list[str]:
+    """What a running backend does, every heartbeat, for peers that died (PostgreSQL store):
+    their started turns whose lease ran out become `unknown`, as a restart would make them,
+    and their approvals expire.  Returns the sessions with work queued for longer than
+    `grace_s` that no live lease covers: nobody drains them, so this backend will."""
+    now = time.time()
+    live = {lease.session_id: lease.holder.turn_id for lease in leases.all_rows(tx)
+            if lease.expires_at > now}
+    alive = live_epochs | {epoch}
+    orphans = [row for row in admissions.started_of_others(tx, epoch)
+               if row.owner_epoch not in alive]
+    _settle_orphans(tx, orphans, live, alive)
+    for row in approvals_store.pending_of_others(tx, epoch):
+        if row.epoch not in alive and row.approval.session_id not in live:
+            expire_one(tx, row.approval)
+    _cancel_orphan_delegations(tx, live)
+    return [sid for sid in admissions.sessions_queued_before(tx, _iso(now - grace_s))
+            if sid not in live]
+
+
+def _settle_orphans(tx: Tx, rows: list[AdmissionRecord], live: dict[str, str],
+                    live_epochs: frozenset[int]) -> None:
     closed: set[str] = set()
-    for row in admissions.orphan_started(tx, epoch):
+    for row in rows:
         sid, turn_id = row.session_id, row.turn_id
-        if live.get(sid) == turn_id:
-            continue  # its own process still runs it, holding the lease
+        if live.get(sid) == turn_id or row.owner_epoch in live_epochs:
+            continue  # its own process still runs it (holding the lease, or waiting for it)
         if turn_id in closed:
             admissions.mark_unknown(tx, row.admission_id)  # a steer that joined that turn
             continue
         mark_lost(tx, row, RECOVERED_NOTE, UNKNOWN_RESULT)
         if turn_id:
             closed.add(turn_id)
-        log.warning("admission %s of session %s is unknown after a restart",
+        log.warning("admission %s of session %s is unknown: the backend running it stopped",
                     row.admission_id, sid)
-    expired = expire_stale(tx, epoch, keep=set(live))
-    if expired:
-        log.warning("%d pending approvals of earlier turns expired", expired)
-    _cancel_orphan_delegations(tx)
-    return admissions.sessions_with_queued(tx)
 
 
-def _cancel_orphan_delegations(tx: Tx) -> None:
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _cancel_orphan_delegations(tx: Tx, live: dict[str, str]) -> None:
     """A sub-agent's task still queued was waited for by a delegate call of the earlier
-    process, which is `unknown` now: nobody waits for it, so it must not start by itself."""
-    for admission_id in admissions.queued_of_principals(tx, DELEGATE_PRINCIPAL):
+    process, which is `unknown` now: nobody waits for it, so it must not start by itself.
+    A parent session whose turn is still live (another backend's) still waits for its own."""
+    for admission_id, principal in admissions.queued_of_principals(tx, DELEGATE_PRINCIPAL):
+        if principal.removeprefix(DELEGATE_PRINCIPAL) in live:
+            continue
         admissions.settle(tx, admission_id, "cancelled", failure_reason=(
             "the backend stopped before this sub-agent's task started; its parent's call "
             "is unknown"))

@@ -25,6 +25,7 @@ from backend import __version__
 from backend.authority import loosening, schedule_edits, timing
 from backend.authority.queue import SessionAuthority
 from backend.authority.schedules import Scheduler
+from backend.authority.takeover import INTERRUPT
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile, api_key
 from backend.errors import (
@@ -49,7 +50,7 @@ from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
 from backend.server.loopwatch import GcWatch, LoopWatch
-from backend.store import admissions, approvals, events, messages, schedules, sessions, usage
+from backend.store import admissions, approvals, events, leases, messages, schedules, sessions, usage
 from backend.store.db import Database, Tx
 from backend.tools import memory, registry
 from backend.tools.approvals import Approvals
@@ -346,7 +347,15 @@ class Methods:
 
     async def turn_interrupt(self, conn: Connection, params: p.SessionIdParams) -> p.InterruptResult:
         await self._session(params.session_id)
-        return p.InterruptResult(interrupted=self.authority.interrupt(params.session_id))
+        sid = params.session_id
+        if self.authority.interrupt(sid):
+            return p.InterruptResult(interrupted=True)
+        # Another backend on the same PostgreSQL store may run it: ask whoever holds the lease.
+        lease = await self.db.read(lambda tx: leases.current(tx, sid))
+        if lease is None or lease.expires_at <= time.time():
+            return p.InterruptResult(interrupted=False)
+        sent = await self.db.signal({"kind": INTERRUPT, "session_id": sid})
+        return p.InterruptResult(interrupted=sent)
 
     async def session_usage(
         self, conn: Connection, params: p.SessionIdParams

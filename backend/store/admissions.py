@@ -208,11 +208,27 @@ def any_queued(tx: Tx) -> bool:
     return tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1") is not None
 
 
-def queued_of_principals(tx: Tx, prefix: str) -> list[str]:
-    """The queued admissions whose principal starts with `prefix` (an internal one)."""
+def queued_of_principals(tx: Tx, prefix: str) -> list[tuple[str, str]]:
+    """(admission, principal) of the queued admissions whose principal starts with `prefix`
+    (an internal one)."""
+    return [(r[0], r[1]) for r in tx.all(
+        "SELECT admission_id, principal FROM admissions WHERE status = 'queued' "
+        "AND substr(principal, 1, ?) = ?", (len(prefix), prefix))]
+
+
+def started_of_others(tx: Tx, epoch: int) -> list[AdmissionRecord]:
+    """Rows started by another process than this epoch's."""
+    return [AdmissionRecord.from_row(r) for r in tx.all(
+        "SELECT * FROM admissions WHERE status = 'started' AND owner_epoch <> ? ORDER BY id",
+        (epoch,),
+    )]
+
+
+def sessions_queued_before(tx: Tx, created_before: str) -> list[str]:
+    """Sessions with an admission queued since before `created_before` (RFC 3339 UTC)."""
     return [r[0] for r in tx.all(
-        "SELECT admission_id FROM admissions WHERE status = 'queued' AND substr(principal, 1, ?) = ?",
-        (len(prefix), prefix))]
+        "SELECT DISTINCT session_id FROM admissions WHERE status = 'queued' AND created_at < ?",
+        (created_before,))]
 
 
 def sessions_with_queued(tx: Tx) -> list[str]:

@@ -110,6 +110,12 @@ def pending(tx: Tx, session_id: str | None = None) -> list[Approval]:
     return [ApprovalRecord.from_row(r).approval for r in rows]
 
 
+def pending_of_others(tx: Tx, epoch: int) -> list[ApprovalRecord]:
+    """Pending approvals asked by another process than this epoch's."""
+    return [ApprovalRecord.from_row(r) for r in
+            tx.all("SELECT * FROM approvals WHERE status = 'pending' AND epoch <> ?", (epoch,))]
+
+
 def stale_pending(tx: Tx, epoch: int) -> list[ApprovalRecord]:
     """Pending approvals of turns run by an earlier process: nobody waits for them now."""
     return [ApprovalRecord.from_row(r) for r in

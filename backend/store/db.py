@@ -178,6 +178,8 @@ class Database:
         self._closing = False
         self._failed_commits = 0  # in a row: the store is failing (a full disk) until one works
         self.publisher: Callable[[Any], None] = lambda item: None
+        self.on_signal: Callable[[dict[str, Any]], None] = lambda data: None  # other backends'
+
         self.holds: Durations[HoldSample] = Durations()  # write-lock hold per committed batch
 
     async def open(self) -> None:
@@ -198,6 +200,11 @@ class Database:
                 raise dbfile.refusal(self.path, exc) from None
             raise
         self._task = asyncio.create_task(self._write_loop(), name="store-writer")
+
+    async def signal(self, data: dict[str, Any]) -> bool:
+        """Sends `data` to the other backends sharing this store; False when there can be
+        none (a SQLite file has one backend)."""
+        return False
 
     def refusal(self, exc: StoreUnavailable) -> StoreRefused:
         """The start-up refusal for a write that failed before the backend was ready."""

@@ -209,7 +209,6 @@ class PgDatabase(Database):
         self._listener: asyncio.Task[None] | None = None
         self._seen: dict[str, int] = {}
         self._catching: dict[str, asyncio.Lock] = {}
-        self.on_signal: Callable[[dict[str, Any]], None] = lambda data: None
         self._listening = asyncio.Event()
 
     # --- opening and closing -------------------------------------------------------
@@ -369,7 +368,7 @@ class PgDatabase(Database):
             self._seen[session_id] = lo - 1  # what came before is replayed by subscribers
         await self._catch_up(session_id, hi)
 
-    async def signal(self, data: dict[str, Any]) -> None:
+    async def signal(self, data: dict[str, Any]) -> bool:
         """Sends `data` to every other backend on this database (their `on_signal`)."""
         payload = json.dumps({"o": self.origin, "c": data})
 
@@ -377,6 +376,7 @@ class PgDatabase(Database):
             tx.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload))
 
         await self.write(send)
+        return True
 
 
 def _commit_batch(conn: psycopg.Connection[Any], *, batch: list[_Job], timing: _Timing,

@@ -23,6 +23,7 @@ from backend.errors import ApprovalClosed, NotFound
 from backend.ids import new_id, now
 from backend.store import admissions, approvals, events
 from backend.store.db import Database, Tx
+from backend.store.events import StoredEvent
 from backend.tools import policy
 from backend.tools.base import Guard
 from shared.config import ApprovalMode
@@ -111,6 +112,18 @@ class Approvals:
         log.info("approval %s: %s", approval_id, decision)
         return approval
 
+    def observe(self, item: Any) -> None:
+        """Wakes the wait of an approval answered through another backend on the same
+        database (its `approval.resolved` came from the store); the stored row decides."""
+        if not isinstance(item, StoredEvent) or item.event.type != "approval.resolved":
+            return
+        approval = item.event.data.get("approval")
+        if not isinstance(approval, dict):
+            return
+        future = self._waiting.get(approval.get("approval_id", ""))
+        if future is not None and not future.done():
+            future.set_result(approval.get("decision") or "deny")
+
     async def _close(self, approval_id: str) -> Approval | None:
         """Expires the request unless it was answered; returns it as it stands (None when it
         was deleted with its session)."""
@@ -163,11 +176,16 @@ def expire_stale(tx: Tx, epoch: int, keep: set[str]) -> int:
     the sessions in `keep` (a live process still holds their lease and waits on them)."""
     rows = [r.approval for r in approvals.stale_pending(tx, epoch) if r.approval.session_id not in keep]
     for r in rows:
-        if approvals.decide(tx, r.approval_id, "expired", None):
-            approval = approvals.get(tx, r.approval_id)
-            assert approval is not None
-            _announce(tx, "approval.resolved", approval)
+        expire_one(tx, r)
     return len(rows)
+
+
+def expire_one(tx: Tx, pending: Approval) -> None:
+    """Expires a pending approval nobody waits for any more, and says so."""
+    if approvals.decide(tx, pending.approval_id, "expired", None):
+        approval = approvals.get(tx, pending.approval_id)
+        assert approval is not None
+        _announce(tx, "approval.resolved", approval)
 
 
 def _announce(tx: Tx, type_: str, approval: Approval) -> None:
