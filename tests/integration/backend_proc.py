@@ -7,6 +7,7 @@ import os
 import queue
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -14,6 +15,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
 
 REPO = Path(__file__).resolve().parents[2]
 READY = re.compile(r"TURNKEY_BACKEND_READY port=(\d+)")
@@ -25,10 +29,16 @@ class BackendStartError(AssertionError):
     """The backend did not print its READY line; the message carries its stderr."""
 
 
-def config_toml(base_url: str, extra: str = "") -> str:
+def store_line(store: str | None) -> str:
+    """config.toml's top-level ``store`` key: a PostgreSQL URL, or nothing for SQLite."""
+    return "" if store is None else f"store = {json.dumps(store)}\n"
+
+
+def config_toml(base_url: str, extra: str = "", store: str | None = None) -> str:
     """A config.toml whose default provider is the OpenAI-compatible server at ``base_url``."""
     return (
-        'default_provider = "main"\n'
+        store_line(store)
+        + 'default_provider = "main"\n'
         f"{extra}\n"
         "[providers.main]\n"
         'kind = "openai"\n'
@@ -39,16 +49,20 @@ def config_toml(base_url: str, extra: str = "") -> str:
 
 
 class Backend:
-    """One data dir and the backend processes started on it, one at a time."""
+    """One data dir and the backend processes started on it, one at a time.
+
+    ``store`` is the PostgreSQL URL the backend keeps its state in (config.toml's ``store``
+    key), or None for the default: SQLite in DATA_DIR/state.db."""
 
     def __init__(
         self, data_dir: Path, base_url: str, extra_config: str = "",
-        extra_env: dict[str, str] | None = None,
+        extra_env: dict[str, str] | None = None, store: str | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.store = store
         self.extra_env = dict(extra_env or {})  # added to the environment of every start
         data_dir.mkdir(parents=True, exist_ok=True)
-        (data_dir / "config.toml").write_text(config_toml(base_url, extra_config))
+        (data_dir / "config.toml").write_text(config_toml(base_url, extra_config, store))
         self.stderr_path = data_dir / "test-backend-stderr.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.stdout_lines: list[str] = []  # what the current process printed, READY included
@@ -122,6 +136,31 @@ class Backend:
         # Keep draining stdout in the pump thread so a chatty backend never blocks on a pipe.
         threading.Thread(target=_collect, args=(lines, self.stdout_lines), daemon=True).start()
 
+    @property
+    def on_postgres(self) -> bool:
+        return self.store is not None
+
+    def write_config(self, text: str) -> None:
+        """Replace config.toml with ``text``, keeping this backend's store: a test that writes
+        its own configuration still runs on the store it was parametrized with."""
+        (self.data_dir / "config.toml").write_text(store_line(self.store) + text)
+
+    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[dict[str, Any]]:
+        """Run one statement on this backend's store, from outside the backend, and return its
+        rows as dicts: the same check on SQLite (DATA_DIR/state.db) and on PostgreSQL.  Write
+        ``?`` placeholders; on PostgreSQL they become psycopg's ``%s``.  Autocommit: a write
+        is visible to the backend as soon as this returns."""
+        if self.store is None:
+            conn = sqlite3.connect(self.data_dir / "state.db", timeout=10, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            try:
+                return [dict(row) for row in conn.execute(sql, tuple(params)).fetchall()]
+            finally:
+                conn.close()
+        with psycopg.connect(self.store, autocommit=True, row_factory=dict_row) as pg:
+            cursor = pg.execute(pg_placeholders(sql).encode(), tuple(params))
+            return list(cursor.fetchall()) if cursor.description is not None else []
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -169,6 +208,12 @@ class Backend:
         except FileNotFoundError:
             return "(no stderr file)"
         return f"--- backend stderr ({self.stderr_path}) ---\n{text[-chars:]}"
+
+
+def pg_placeholders(sql: str) -> str:
+    """SQLite's ``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled).  The tests'
+    statements have no ``?`` inside string literals, which this does not look for."""
+    return sql.replace("%", "%%").replace("?", "%s")
 
 
 def _pump(proc: subprocess.Popen[bytes], lines: queue.Queue[str | None]) -> None:
