@@ -19,6 +19,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from tests.pg_server import PgServer, find_bin_dir
+
 REPO = Path(__file__).resolve().parents[2]
 READY = re.compile(r"TURNKEY_BACKEND_READY port=(\d+)")
 START_TIMEOUT_S = 30.0
@@ -161,6 +163,17 @@ class Backend:
             cursor = pg.execute(pg_placeholders(sql).encode(), tuple(params))
             return list(cursor.fetchall()) if cursor.description is not None else []
 
+    def store_dump(self) -> bytes:
+        """Everything the store holds, as bytes to search for something that must never be
+        stored (a key, a token): SQLite's files (state.db and its WAL and SHM) or a plain-text
+        pg_dump of the PostgreSQL database (values decompressed; bytea would be hex)."""
+        if self.store is None:
+            return b"".join(p.read_bytes() for p in sorted(self.data_dir.glob("state.db*")))
+        dumped = subprocess.run([str(find_bin_dir() / "pg_dump"), "--no-owner", "-d", self.store],
+                                capture_output=True, timeout=60, check=False)
+        assert dumped.returncode == 0, f"pg_dump failed: {dumped.stderr.decode(errors='replace')}"
+        return dumped.stdout
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -226,6 +239,30 @@ def _pump(proc: subprocess.Popen[bytes], lines: queue.Queue[str | None]) -> None
 def _collect(lines: queue.Queue[str | None], into: list[str]) -> None:
     while (line := lines.get()) is not None:
         into.append(line)
+
+
+class Stores:
+    """The store a test's backends use: ``new()`` gives a fresh store for one more backend
+    (None: SQLite in its data dir; or the URL of a new, empty PostgreSQL database, from the
+    server ``server()`` returns).  ``drop_all()`` drops the databases at the end of the test."""
+
+    def __init__(self, kind: str, server: Callable[[], PgServer]) -> None:
+        self.kind = kind
+        self._server = server
+        self._databases: list[tuple[PgServer, str]] = []
+
+    def new(self) -> str | None:
+        if self.kind == "sqlite":
+            return None
+        server = self._server()
+        name = server.create_database()
+        self._databases.append((server, name))
+        return server.dsn(name)
+
+    def drop_all(self) -> None:
+        for server, name in self._databases:
+            server.drop_database(name)
+        self._databases.clear()
 
 
 BackendFactory = Callable[..., Backend]  # the `backend_factory` fixture: make(base_url, extra_config, start)

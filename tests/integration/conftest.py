@@ -16,7 +16,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI
 from tests.pg_server import PgServer
 
-from .backend_proc import Backend, BackendFactory
+from .backend_proc import Backend, BackendFactory, Stores
 from .wire import Connect, Rpc
 
 STORES = ("sqlite", "pg")
@@ -46,36 +46,12 @@ def pg_server() -> Iterator[PgServer]:
         yield server
 
 
-class Stores:
-    """The store a test's backends use: ``new()`` gives a fresh store for one more backend
-    (None, SQLite in its data dir; or the URL of a new empty PostgreSQL database).  The
-    databases are dropped at the end of the test."""
-
-    def __init__(self, kind: str, request: pytest.FixtureRequest) -> None:
-        self.kind = kind
-        self._request = request
-        self._server: PgServer | None = None
-        self.databases: list[str] = []
-
-    def new(self) -> str | None:
-        if self.kind == "sqlite":
-            return None
-        if self._server is None:
-            self._server = self._request.getfixturevalue("pg_server")  # lazily: -k sqlite pays nothing
-        name = self._server.create_database()
-        self.databases.append(name)
-        return self._server.dsn(name)
-
-    def drop_all(self) -> None:
-        if self._server is not None:
-            for name in self.databases:
-                self._server.drop_database(name)
-
-
 @pytest.fixture
 def store(request: pytest.FixtureRequest) -> Iterator[Stores]:
     """Which store this run of the test uses (``[sqlite]`` or ``[pg]``)."""
-    stores = Stores(getattr(request, "param", "sqlite"), request)
+    kind = getattr(request, "param", "sqlite")
+    # The server is asked for lazily: a run of only [sqlite] tests never starts PostgreSQL.
+    stores = Stores(kind, lambda: request.getfixturevalue("pg_server"))
     yield stores
     stores.drop_all()
 

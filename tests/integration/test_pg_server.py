@@ -18,8 +18,7 @@ import pytest
 
 from tests.pg_server import SUPERUSER, PgServer, PgServerError, find_bin_dir, server_pids
 
-from .backend_proc import REPO, Backend
-from .conftest import Stores
+from .backend_proc import REPO, Backend, Stores
 
 GONE_TIMEOUT_S = 15.0
 
