@@ -137,6 +137,22 @@ class Backend:
         self.token = self.info["token"]
         # Keep draining stdout in the pump thread so a chatty backend never blocks on a pipe.
         threading.Thread(target=_collect, args=(lines, self.stdout_lines), daemon=True).start()
+        if self.store is not None:
+            self._check_on_postgres()
+
+    def _check_on_postgres(self) -> None:
+        """A [pg] test must exercise PostgreSQL: fail if the backend opened SQLite instead, or
+        has not created its tables in the database it was given."""
+        if (self.data_dir / "state.db").exists():
+            self.kill9()
+            raise BackendStartError(f"the backend was given store = {self.store!r} but opened "
+                                    f"{self.data_dir / 'state.db'}\n{self.stderr_tail()}")
+        [tables] = self.query("SELECT COUNT(*) AS n FROM information_schema.tables "
+                              "WHERE table_schema = current_schema()")
+        if not tables["n"]:
+            self.kill9()
+            raise BackendStartError(f"the backend is READY but created no tables in {self.store}"
+                                    f"\n{self.stderr_tail()}")
 
     @property
     def on_postgres(self) -> bool:
