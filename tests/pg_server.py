@@ -12,7 +12,6 @@ template0``), so the backend migrates from nothing exactly as on a new installat
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import pwd
 import shutil
@@ -20,7 +19,9 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +74,21 @@ def free_port() -> int:
         return port
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: if the test process dies (even by SIGKILL), the postmaster
-    gets SIGINT, PostgreSQL's fast shutdown, so no server outlives its test run.  Set after the
-    switch to the unprivileged user, because a change of user clears this setting."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A function for the child to run before exec: if the test process dies (even by
+    SIGKILL), the postmaster gets SIGINT, PostgreSQL's fast shutdown, so no server outlives
+    its test run.  The child runs it after switching to the unprivileged user (a change of
+    user clears the setting).  prctl is looked up here, in the parent: the child may only
+    call it.  Linux ties the signal to the *thread* that forks, so it is set only from the
+    main thread (a worker thread's end would stop the server mid-run)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def set_it() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+
+    return set_it
 
 
 class PgServer:
@@ -155,7 +165,7 @@ class PgServer:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 argv, user=self.user, cwd=self.root, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=log, preexec_fn=_die_with_parent, start_new_session=True,
+                stderr=log, preexec_fn=_parent_death_signal(), start_new_session=True,
             )
 
     def _wait_ready(self) -> bool:
