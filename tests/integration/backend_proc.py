@@ -7,6 +7,7 @@ import os
 import queue
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -14,6 +15,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from tests.pg_server import PgServer, find_bin_dir
 
 REPO = Path(__file__).resolve().parents[2]
 READY = re.compile(r"TURNKEY_BACKEND_READY port=(\d+)")
@@ -25,10 +31,16 @@ class BackendStartError(AssertionError):
     """The backend did not print its READY line; the message carries its stderr."""
 
 
-def config_toml(base_url: str, extra: str = "") -> str:
+def store_line(store: str | None) -> str:
+    """config.toml's top-level ``store`` key: a PostgreSQL URL, or nothing for SQLite."""
+    return "" if store is None else f"store = {json.dumps(store)}\n"
+
+
+def config_toml(base_url: str, extra: str = "", store: str | None = None) -> str:
     """A config.toml whose default provider is the OpenAI-compatible server at ``base_url``."""
     return (
-        'default_provider = "main"\n'
+        store_line(store)
+        + 'default_provider = "main"\n'
         f"{extra}\n"
         "[providers.main]\n"
         'kind = "openai"\n'
@@ -39,16 +51,20 @@ def config_toml(base_url: str, extra: str = "") -> str:
 
 
 class Backend:
-    """One data dir and the backend processes started on it, one at a time."""
+    """One data dir and the backend processes started on it, one at a time.
+
+    ``store`` is the PostgreSQL URL the backend keeps its state in (config.toml's ``store``
+    key), or None for the default: SQLite in DATA_DIR/state.db."""
 
     def __init__(
         self, data_dir: Path, base_url: str, extra_config: str = "",
-        extra_env: dict[str, str] | None = None,
+        extra_env: dict[str, str] | None = None, store: str | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.store = store
         self.extra_env = dict(extra_env or {})  # added to the environment of every start
         data_dir.mkdir(parents=True, exist_ok=True)
-        (data_dir / "config.toml").write_text(config_toml(base_url, extra_config))
+        (data_dir / "config.toml").write_text(config_toml(base_url, extra_config, store))
         self.stderr_path = data_dir / "test-backend-stderr.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.stdout_lines: list[str] = []  # what the current process printed, READY included
@@ -121,6 +137,58 @@ class Backend:
         self.token = self.info["token"]
         # Keep draining stdout in the pump thread so a chatty backend never blocks on a pipe.
         threading.Thread(target=_collect, args=(lines, self.stdout_lines), daemon=True).start()
+        if self.store is not None:
+            self._check_on_postgres()
+
+    def _check_on_postgres(self) -> None:
+        """A [pg] test must exercise PostgreSQL: fail if the backend opened SQLite instead, or
+        has not created its tables in the database it was given."""
+        if (self.data_dir / "state.db").exists():
+            self.kill9()
+            raise BackendStartError(f"the backend was given store = {self.store!r} but opened "
+                                    f"{self.data_dir / 'state.db'}\n{self.stderr_tail()}")
+        [tables] = self.query("SELECT COUNT(*) AS n FROM information_schema.tables "
+                              "WHERE table_schema = current_schema()")
+        if not tables["n"]:
+            self.kill9()
+            raise BackendStartError(f"the backend is READY but created no tables in {self.store}"
+                                    f"\n{self.stderr_tail()}")
+
+    @property
+    def on_postgres(self) -> bool:
+        return self.store is not None
+
+    def write_config(self, text: str) -> None:
+        """Replace config.toml with ``text``, keeping this backend's store: a test that writes
+        its own configuration still runs on the store it was parametrized with."""
+        (self.data_dir / "config.toml").write_text(store_line(self.store) + text)
+
+    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[dict[str, Any]]:
+        """Run one statement on this backend's store, from outside the backend, and return its
+        rows as dicts: the same check on SQLite (DATA_DIR/state.db) and on PostgreSQL.  Write
+        ``?`` placeholders; on PostgreSQL they become psycopg's ``%s``.  Autocommit: a write
+        is visible to the backend as soon as this returns."""
+        if self.store is None:
+            conn = sqlite3.connect(self.data_dir / "state.db", timeout=10, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            try:
+                return [dict(row) for row in conn.execute(sql, tuple(params)).fetchall()]
+            finally:
+                conn.close()
+        with psycopg.connect(self.store, autocommit=True, row_factory=dict_row) as pg:
+            cursor = pg.execute(pg_placeholders(sql).encode(), tuple(params))
+            return list(cursor.fetchall()) if cursor.description is not None else []
+
+    def store_dump(self) -> bytes:
+        """Everything the store holds, as bytes to search for something that must never be
+        stored (a key, a token): SQLite's files (state.db and its WAL and SHM) or a plain-text
+        pg_dump of the PostgreSQL database (values decompressed; bytea would be hex)."""
+        if self.store is None:
+            return b"".join(p.read_bytes() for p in sorted(self.data_dir.glob("state.db*")))
+        dumped = subprocess.run([str(find_bin_dir() / "pg_dump"), "--no-owner", "-d", self.store],
+                                capture_output=True, timeout=60, check=False)
+        assert dumped.returncode == 0, f"pg_dump failed: {dumped.stderr.decode(errors='replace')}"
+        return dumped.stdout
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -171,6 +239,12 @@ class Backend:
         return f"--- backend stderr ({self.stderr_path}) ---\n{text[-chars:]}"
 
 
+def pg_placeholders(sql: str) -> str:
+    """SQLite's ``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled).  The tests'
+    statements have no ``?`` inside string literals, which this does not look for."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
 def _pump(proc: subprocess.Popen[bytes], lines: queue.Queue[str | None]) -> None:
     assert proc.stdout is not None
     for raw in proc.stdout:
@@ -181,6 +255,30 @@ def _pump(proc: subprocess.Popen[bytes], lines: queue.Queue[str | None]) -> None
 def _collect(lines: queue.Queue[str | None], into: list[str]) -> None:
     while (line := lines.get()) is not None:
         into.append(line)
+
+
+class Stores:
+    """The store a test's backends use: ``new()`` gives a fresh store for one more backend
+    (None: SQLite in its data dir; or the URL of a new, empty PostgreSQL database, from the
+    server ``server()`` returns).  ``drop_all()`` drops the databases at the end of the test."""
+
+    def __init__(self, kind: str, server: Callable[[], PgServer]) -> None:
+        self.kind = kind
+        self._server = server
+        self._databases: list[tuple[PgServer, str]] = []
+
+    def new(self) -> str | None:
+        if self.kind == "sqlite":
+            return None
+        server = self._server()
+        name = server.create_database()
+        self._databases.append((server, name))
+        return server.dsn(name)
+
+    def drop_all(self) -> None:
+        for server, name in self._databases:
+            server.drop_database(name)
+        self._databases.clear()
 
 
 BackendFactory = Callable[..., Backend]  # the `backend_factory` fixture: make(base_url, extra_config, start)

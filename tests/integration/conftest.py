@@ -1,4 +1,10 @@
-"""Fixtures: a scripted fake provider, real backend processes on temp data dirs, raw clients."""
+"""Fixtures: a scripted fake provider, real backend processes on temp data dirs, raw clients.
+
+Every test that uses a backend runs twice, once per store: ``[sqlite]`` (DATA_DIR/state.db)
+and ``[pg]`` (a fresh database on the PostgreSQL server this test run starts, tests/pg_server.py).
+A test about the SQLite file itself is marked ``@pytest.mark.sqlite_only("why")`` and runs
+once.  ``-k sqlite`` never starts PostgreSQL; ``-k pg`` runs only the PostgreSQL half.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +14,58 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
+from tests.pg_server import PgServer
 
-from .backend_proc import Backend, BackendFactory
+from .backend_proc import Backend, BackendFactory, Stores
 from .wire import Connect, Rpc
+
+STORES = ("sqlite", "pg")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "sqlite_only(reason): the test is about SQLite's file; it runs on SQLite only")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize every test that reaches ``store`` (through backend_factory, backend, ...)."""
+    if "store" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("sqlite_only")
+    if marker is not None and not (marker.args or marker.kwargs.get("reason")):
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: sqlite_only needs a reason")
+    kinds = ["sqlite"] if marker is not None else list(STORES)
+    metafunc.parametrize("store", kinds, indirect=True, ids=kinds)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """The test run's PostgreSQL server, started the first time a ``[pg]`` test needs it and
+    stopped at the end of the run, whatever happened (its processes also die with this one)."""
+    with PgServer() as server:
+        yield server
 
 
 @pytest.fixture
-def backend_factory(tmp_path: Path) -> Iterator[BackendFactory]:
-    """``make(base_url, extra_config="", start=True)``: a Backend on its own data dir."""
+def store(request: pytest.FixtureRequest) -> Iterator[Stores]:
+    """Which store this run of the test uses (``[sqlite]`` or ``[pg]``)."""
+    kind = getattr(request, "param", "sqlite")
+    # The server is asked for lazily: a run of only [sqlite] tests never starts PostgreSQL.
+    stores = Stores(kind, lambda: request.getfixturevalue("pg_server"))
+    yield stores
+    stores.drop_all()
+
+
+@pytest.fixture
+def backend_factory(tmp_path: Path, store: Stores) -> Iterator[BackendFactory]:
+    """``make(base_url, extra_config="", start=True)``: a Backend on its own data dir and its
+    own store (a fresh PostgreSQL database on ``[pg]``), stopped at the end of the test."""
     made: list[Backend] = []
 
     def make(base_url: str, extra_config: str = "", start: bool = True,
              extra_env: dict[str, str] | None = None) -> Backend:
-        backend = Backend(tmp_path / f"data{len(made)}", base_url, extra_config, extra_env)
+        backend = Backend(tmp_path / f"data{len(made)}", base_url, extra_config, extra_env,
+                          store=store.new())
         made.append(backend)
         if start:
             backend.start()

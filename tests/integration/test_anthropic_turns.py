@@ -29,7 +29,7 @@ def anthropic() -> Iterator[FakeAnthropic]:
 
 def start(backend_factory: BackendFactory, fake: FakeAnthropic, extra: str = "") -> Backend:
     backend = backend_factory("http://unused", start=False)
-    (backend.data_dir / "config.toml").write_text(
+    backend.write_config(
         'default_provider = "claude"\n[providers.claude]\nkind = "anthropic"\n'
         f'base_url = "http://127.0.0.1:{fake.port}/v1"\nmodel = "claude-test"\n'
         'api_key_env = "TURNKEY_TEST_ANTHROPIC_KEY"\n'

@@ -29,7 +29,8 @@ from .wire import terminal
 
 W = TypeVar("W", bound=p.Wire)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow,
+              pytest.mark.sqlite_only("the installed app and its bundled backend on the default store")]
 
 DIST = REPO / "dist" / "turnkey"
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import sqlite3
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -74,7 +73,7 @@ async def started(
     backend_factory: BackendFactory, fake: FakeOpenAI, **cfg: Any
 ) -> AsyncIterator[tuple[Backend, Rpc]]:
     backend = backend_factory(fake.base_url, start=False)
-    (backend.data_dir / "config.toml").write_text(config(fake.base_url, **cfg))
+    backend.write_config(config(fake.base_url, **cfg))
     backend.start()
     rpc = await Rpc.open(backend.port, backend.token)
     try:
@@ -106,13 +105,15 @@ def summary_requests(fake: FakeOpenAI) -> list[Json]:
     return [r.body for r in fake.snapshot() if is_summary_request(r.body)]
 
 
-def guards(backend: Backend, sid: str) -> sqlite3.Row:
-    with sqlite3.connect(backend.data_dir / "state.db") as conn:
-        conn.row_factory = sqlite3.Row
-        row: sqlite3.Row = conn.execute(
-            "SELECT compress_failures, compress_cooldown_until, compress_ineffective, "
-            "compress_probe_after FROM sessions WHERE session_id = ?", (sid,)).fetchone()
-        return row
+def guards(backend: Backend, sid: str) -> dict[str, Any]:
+    [row] = backend.query(
+        "SELECT compress_failures, compress_cooldown_until, compress_ineffective, "
+        "compress_probe_after FROM sessions WHERE session_id = ?", (sid,))
+    return row
+
+
+def compression_locks(backend: Backend) -> int:
+    return int(backend.query("SELECT COUNT(*) AS n FROM compression_locks")[0]["n"])
 
 
 def texts(body: Json) -> list[str]:
@@ -353,8 +354,7 @@ async def test_kill9_during_a_summary_loses_nothing_and_the_next_compression_rec
         assert summary_requests(fake_provider)
         before = (await rpc.call("session.messages", {"session_id": sid, "limit": 1000}))["messages"]
         backend.kill9()  # mid-summary: the lock row is held by a dead process now
-        with sqlite3.connect(backend.data_dir / "state.db") as conn:
-            assert conn.execute("SELECT COUNT(*) FROM compression_locks").fetchone()[0] == 1
+        assert compression_locks(backend) == 1
         hanging = False
         backend.start()
         rpc = await Rpc.open(backend.port, backend.token)
@@ -373,8 +373,7 @@ async def test_kill9_during_a_summary_loses_nothing_and_the_next_compression_rec
             rows = (await rpc.call("session.messages", {"session_id": sid, "limit": 1000}))["messages"]
             users = [m["content"].split(":")[0] for m in rows if m["role"] == "user"]
             assert users == [f"question {i}" for i in range(1, n + 2)]
-            with sqlite3.connect(backend.data_dir / "state.db") as conn:
-                assert conn.execute("SELECT COUNT(*) FROM compression_locks").fetchone()[0] == 0
+            assert compression_locks(backend) == 0
         finally:
             await rpc.close()
 

@@ -25,6 +25,8 @@ from .wire import assert_backend_healthy
 EXIT_TIMEOUT_S = 20  # generous: the refusal takes well under a second; only a hang exceeds it
 FRESH = "move it aside to start fresh, or restore a backup"
 
+pytestmark = pytest.mark.sqlite_only("damaged, cut short, newer or orphaned state.db files")
+
 
 @pytest.fixture(scope="module")
 def real_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[bytes]:

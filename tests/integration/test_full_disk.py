@@ -41,6 +41,8 @@ from .wire import (
     wait_complete,
 )
 
+pytestmark = pytest.mark.sqlite_only("fills the small disk DATA_DIR/state.db is on")
+
 DISK_BYTES = 16 * 1024 * 1024
 TRIES_WHILE_FULL = 60  # their warnings are far more than the slack of the log's last page
 WAIT_S = 60.0  # a failure bound for what the backend does on its own, never a measured time

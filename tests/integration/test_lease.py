@@ -1,8 +1,9 @@
 """The turn lease end to end: two processes on one folder, dead and unclear holders, lost leases.
 
-Lease rows of "other processes" are written straight into DIR/state.db with sqlite3, the
-way another backend on the same folder would leave them; their holders are real processes
-(a `sleep` this test spawns), so liveness is judged exactly as in production.
+Lease rows of "other processes" are written straight into the store (Backend.query: DIR/state.db
+or the PostgreSQL database), the way another backend on the same store would leave them; their
+holders are real processes (a `sleep` this test spawns), so liveness is judged exactly as in
+production.
 """
 
 from __future__ import annotations
@@ -10,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import subprocess
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, closing
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ from backend.server.discovery import SHARE_DIR_ENV
 from backend.store.leases import Holder
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
-from .backend_proc import Backend, BackendFactory
+from .backend_proc import Backend, BackendFactory, Stores
 from .wire import (
     Connect,
     Json,
@@ -44,12 +44,6 @@ ROUNDS = 4
 
 
 # --- helpers -----------------------------------------------------------------------------
-
-
-def state_db(backend: Backend) -> sqlite3.Connection:
-    conn = sqlite3.connect(backend.data_dir / "state.db", timeout=10, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    return conn
 
 
 def local_boot_token() -> str:
@@ -76,31 +70,39 @@ def holder_of(proc: subprocess.Popen[bytes], boot_token: str, turn_id: str) -> H
 
 def put_lease(backend: Backend, session_id: str, holder: Holder, expires_at: float) -> None:
     """Another process's lease on the session, as that process would have written it."""
-    with closing(state_db(backend)) as conn:
-        conn.execute(
-            "INSERT OR REPLACE INTO turn_leases (session_id, holder, pid, boot_token, epoch, "
-            "turn_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (session_id, holder.encode(), holder.pid, holder.boot_token, holder.epoch,
-             holder.turn_id, time.time(), expires_at),
-        )
+    backend.query(
+        "INSERT INTO turn_leases (session_id, holder, pid, boot_token, epoch, "
+        "turn_id, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, "
+        "boot_token = excluded.boot_token, epoch = excluded.epoch, turn_id = excluded.turn_id, "
+        "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
+        (session_id, holder.encode(), holder.pid, holder.boot_token, holder.epoch,
+         holder.turn_id, time.time(), expires_at),
+    )
 
 
-def lease_rows(backend: Backend, session_id: str) -> list[sqlite3.Row]:
-    with closing(state_db(backend)) as conn:
-        return list(conn.execute("SELECT * FROM turn_leases WHERE session_id = ?", (session_id,)))
+def steal_lease(backend: Backend, session_id: str, thief: Holder) -> None:
+    """Another process takes the session's lease over (as after wrongly judging us dead)."""
+    backend.query(
+        "UPDATE turn_leases SET holder = ?, pid = ?, boot_token = ?, epoch = ?, "
+        "turn_id = ? WHERE session_id = ?",
+        (thief.encode(), thief.pid, thief.boot_token, thief.epoch, thief.turn_id, session_id))
+
+
+def lease_rows(backend: Backend, session_id: str) -> list[Json]:
+    return backend.query("SELECT * FROM turn_leases WHERE session_id = ?", (session_id,))
 
 
 def delete_lease(backend: Backend, session_id: str) -> None:
-    with closing(state_db(backend)) as conn:
-        conn.execute("DELETE FROM turn_leases WHERE session_id = ?", (session_id,))
+    backend.query("DELETE FROM turn_leases WHERE session_id = ?", (session_id,))
 
 
 def stored_events(backend: Backend, session_id: str) -> list[Json]:
-    with closing(state_db(backend)) as conn:
-        rows = conn.execute(
-            "SELECT seq, type, turn_id, admission_id, data FROM events WHERE session_id = ? "
-            "ORDER BY seq", (session_id,))
-        return [dict(r) | {"data": json.loads(r["data"])} for r in rows]
+    rows = backend.query(
+        "SELECT seq, type, turn_id, admission_id, data FROM events WHERE session_id = ? "
+        "ORDER BY seq", (session_id,))
+    return [r | {"data": r["data"] if isinstance(r["data"], dict) else json.loads(r["data"])}
+            for r in rows]
 
 
 async def transcript(rpc: Rpc, sid: str) -> list[Json]:
@@ -123,12 +125,15 @@ async def opened(backend: Backend, name: str = "rpc") -> AsyncIterator[Rpc]:
 
 
 @pytest.fixture
-def shared_pair(tmp_path: Path, fake_provider: FakeOpenAI) -> Iterator[tuple[Backend, Backend]]:
-    """Two Backends on one DIR (the data-dir lock bypassed); neither is started yet."""
+def shared_pair(tmp_path: Path, fake_provider: FakeOpenAI,
+                store: Stores) -> Iterator[tuple[Backend, Backend]]:
+    """Two Backends on one DIR (the data-dir lock bypassed), so on one store (on PostgreSQL,
+    one database); neither is started yet."""
     env = {SHARE_DIR_ENV: "1"}
     data_dir = tmp_path / "shared"
-    a = Backend(data_dir, fake_provider.base_url, extra_env=env)
-    b = Backend(data_dir, fake_provider.base_url, extra_env=env)
+    shared = store.new()
+    a = Backend(data_dir, fake_provider.base_url, extra_env=env, store=shared)
+    b = Backend(data_dir, fake_provider.base_url, extra_env=env, store=shared)
     yield a, b
     for backend in (a, b):
         backend.close()
@@ -328,10 +333,8 @@ async def test_a_holder_of_unclear_liveness_is_waited_out_and_the_wait_can_be_in
     assert (final["status"], final["outcome"]) == ("terminal", "interrupted"), final
     assert final["failure_reason"], final
     # The input is kept: in the admission row, and on the receipt.
-    with closing(state_db(backend)) as conn:
-        payload = conn.execute("SELECT payload_json FROM admissions WHERE admission_id = ?",
-                               (aid,)).fetchone()[0]
-    assert "text that never ran" in payload
+    [admission] = backend.query("SELECT payload_json FROM admissions WHERE admission_id = ?", (aid,))
+    assert "text that never ran" in str(admission["payload_json"])
     assert final["text"] == "text that never ran"
     assert await transcript(rpc, sid) == [], "no rows without the lease"
     assert [r["holder"] for r in lease_rows(backend, sid)] == [elsewhere.encode()], "not ours to drop"
@@ -385,11 +388,7 @@ async def test_a_lost_lease_interrupts_the_turn_and_the_next_prompt_works(
 
         # Another process takes the session over (as after wrongly judging us dead).
         thief = holder_of(sleeper, local_boot_token(), "turn_thief")
-        with closing(state_db(backend)) as conn:
-            conn.execute(
-                "UPDATE turn_leases SET holder = ?, pid = ?, boot_token = ?, epoch = ?, "
-                "turn_id = ? WHERE session_id = ?",
-                (thief.encode(), thief.pid, thief.boot_token, thief.epoch, thief.turn_id, sid))
+        steal_lease(backend, sid, thief)
         t0 = time.monotonic()
         done = await wait_complete(rpc, aid, timeout=15)
         assert done["data"]["status"] == "interrupted", done
@@ -422,11 +421,7 @@ async def test_a_turn_that_lost_its_lease_writes_nothing_more_to_the_transcript(
         await rpc.wait_event(is_event("message.delta", receipt["admission_id"]))
         before = await transcript(rpc, sid)
         thief = holder_of(sleeper, local_boot_token(), "turn_thief")
-        with closing(state_db(backend)) as conn:
-            conn.execute(
-                "UPDATE turn_leases SET holder = ?, pid = ?, boot_token = ?, epoch = ?, "
-                "turn_id = ? WHERE session_id = ?",
-                (thief.encode(), thief.pid, thief.boot_token, thief.epoch, thief.turn_id, sid))
+        steal_lease(backend, sid, thief)
         done = await wait_complete(rpc, receipt["admission_id"], timeout=15)
         assert done["data"]["status"] == "interrupted", done
         after = await transcript(rpc, sid)

@@ -30,7 +30,7 @@ max_output_tokens = 64
 
 async def test_one_real_turn_on_the_bundled_model(backend_factory: BackendFactory) -> None:
     backend = backend_factory("http://127.0.0.1:9/unused", start=False)
-    (backend.data_dir / "config.toml").write_text(LOCAL_CONFIG)  # no OpenAI provider at all
+    backend.write_config(LOCAL_CONFIG)  # no OpenAI provider at all
     backend.start()
     rpc = await Rpc.open(backend.port, backend.token, initialize=True)
     try:
@@ -55,7 +55,10 @@ async def test_with_nothing_configured_the_bundled_model_answers(
     backend_factory: BackendFactory,
 ) -> None:
     backend = backend_factory("http://127.0.0.1:9/unused", start=False)
-    (backend.data_dir / "config.toml").unlink()  # a fresh install: no config at all
+    if backend.on_postgres:
+        backend.write_config("")  # the store and nothing else: no provider configured
+    else:
+        (backend.data_dir / "config.toml").unlink()  # a fresh install: no config at all
     backend.start()
     rpc = await Rpc.open(backend.port, backend.token, initialize=True)
     try:

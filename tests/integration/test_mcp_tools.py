@@ -412,6 +412,7 @@ approval = "trusted"
                  backend.data_dir / "config.toml"]:
         if path.is_file():
             assert b"http-secret-0123" not in path.read_bytes(), f"the key leaked into {path}"
+    assert b"http-secret-0123" not in backend.store_dump(), "the key leaked into the store"
 
 
 async def test_the_published_time_server_from_pypi_answers_through_a_turn(

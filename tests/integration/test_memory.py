@@ -5,7 +5,6 @@ block at all when memory is empty."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,14 +38,9 @@ def memory_call(**arguments: Any) -> Json:
 
 
 def stored_prompt(backend: Backend, sid: str) -> str:
-    """The session's frozen system prompt as stored (read-only, beside the running backend)."""
-    db = sqlite3.connect(f"file:{backend.data_dir / 'state.db'}?mode=ro", uri=True)
-    try:
-        row = db.execute("SELECT system_prompt FROM sessions WHERE session_id = ?", (sid,)).fetchone()
-    finally:
-        db.close()
-    assert row is not None
-    return str(row[0])
+    """The session's frozen system prompt as stored (read beside the running backend)."""
+    [row] = backend.query("SELECT system_prompt FROM sessions WHERE session_id = ?", (sid,))
+    return str(row["system_prompt"])
 
 
 def systems(body: Json) -> list[str]:

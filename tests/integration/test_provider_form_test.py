@@ -168,3 +168,4 @@ async def test_an_inline_key_is_used_once_and_appears_nowhere(
     assert list((backend.data_dir / "logs").glob("*")), "there were logs to check"
     backend.terminate()  # stderr flushed, WAL checkpointed
     assert _files_holding(backend.data_dir, INLINE_KEY.encode()) == []
+    assert INLINE_KEY.encode() not in backend.store_dump()

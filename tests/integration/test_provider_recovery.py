@@ -25,7 +25,7 @@ def provider_table(name: str, base_url: str, **extra: object) -> str:
 
 def start_with(backend_factory: BackendFactory, config: str) -> Backend:
     backend = backend_factory("http://unused", start=False)
-    (backend.data_dir / "config.toml").write_text(config)
+    backend.write_config(config)
     backend.start()
     return backend
 

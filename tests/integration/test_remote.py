@@ -33,6 +33,7 @@ from shared.methods import EventsSince, PromptSubmit, SessionCreate, SessionList
 from shared.remote import RemoteTarget, parse
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
+from .backend_proc import Stores
 from .tls_backend import (
     TlsBackend,
     der_fingerprint,
@@ -44,8 +45,9 @@ from .tls_backend import (
 
 
 @pytest.fixture
-def tls_backend(tmp_path: Path, fake_provider: FakeOpenAI) -> Iterator[TlsBackend]:
-    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, outside_address())
+def tls_backend(tmp_path: Path, fake_provider: FakeOpenAI, store: Stores) -> Iterator[TlsBackend]:
+    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, outside_address(),
+                                store=store.new())
     yield backend
     backend.close()
     print(backend.stderr_tail())
@@ -175,12 +177,12 @@ async def test_plain_ws_to_the_tls_port_fails(tls_backend: TlsBackend) -> None:
 
 
 async def test_the_certificate_is_made_once_and_published(
-    tmp_path: Path, fake_provider: FakeOpenAI,
+    tmp_path: Path, fake_provider: FakeOpenAI, store: Stores,
 ) -> None:
     # Off loopback the backend makes its own certificate; 0.0.0.0 is off loopback and can be
     # bound on a box without a network too.
     host = outside_address() or "0.0.0.0"
-    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, host)
+    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, host, store=store.new())
     try:
         cert, key = backend.data_dir / "tls" / "cert.pem", backend.data_dir / "tls" / "key.pem"
         first = backend.info["tls_fingerprint"]
@@ -195,9 +197,9 @@ async def test_the_certificate_is_made_once_and_published(
 
 
 async def test_loopback_with_a_given_certificate(
-    tmp_path: Path, fake_provider: FakeOpenAI,
+    tmp_path: Path, fake_provider: FakeOpenAI, store: Stores,
 ) -> None:
-    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, None)
+    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, None, store=store.new())
     try:
         given = tmp_path / "given" / "given-cert.pem"
         assert backend.info["tls_fingerprint"] == der_fingerprint(given)
@@ -263,11 +265,12 @@ def test_the_cli_pairs_and_chats_remotely(
 
 
 def test_every_address_serves_tls_and_this_computer_still_connects(
-    tmp_path: Path, fake_provider: FakeOpenAI,
+    tmp_path: Path, fake_provider: FakeOpenAI, store: Stores,
 ) -> None:
     """--listen 0.0.0.0: TLS (not loopback), this computer's commands reach it through
     backend.json at 127.0.0.1, pinned; pairing asks which address the other computer uses."""
-    backend = TlsBackend(tmp_path / "data", fake_provider.base_url, ["--listen", "0.0.0.0:0"])
+    backend = TlsBackend(tmp_path / "data", fake_provider.base_url, ["--listen", "0.0.0.0:0"],
+                         store=store.new())
     backend.start()
     try:
         assert backend.info["host"] == "0.0.0.0"
@@ -313,14 +316,15 @@ async def test_a_revoked_pairing_is_told_why(
 
 
 async def test_a_remote_client_rides_out_a_backend_crash_and_replays_exactly_once(
-    tmp_path: Path, fake_provider: FakeOpenAI,
+    tmp_path: Path, fake_provider: FakeOpenAI, store: Stores,
 ) -> None:
     """kill -9 mid-stream; the backend comes back on the same address with the same
     certificate, and the remote client (same pin, same scoped token) reconnects, re-subscribes
     from its watermark and sees every stored event once."""
     host = outside_address()
     port = free_port(host or "127.0.0.1")  # fixed: the port a paired computer dials
-    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, host, port)
+    backend = start_tls_backend(tmp_path / "data", fake_provider.base_url, host, port,
+                                store=store.new())
     owner = Client(backend.data_dir, name="owner", reconnect=False)
     await owner.connect()
     made = await owner.call(TokenCreate(scopes=["read", "submit"], label="laptop"))

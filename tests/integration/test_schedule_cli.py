@@ -3,7 +3,6 @@ backend, down to a scheduled turn that the fake model answers."""
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import time
@@ -32,10 +31,9 @@ def cli(backend_factory: BackendFactory, fake_provider: FakeOpenAI) -> Cli:
     return Cli(backend_factory(fake_provider.base_url))
 
 
-def _answers(db: Path, schedule_id: str) -> list[str | None]:
-    with sqlite3.connect(db) as conn:
-        return [r[0] for r in conn.execute(
-            "SELECT final_text FROM admissions WHERE principal = ?", (f"schedule:{schedule_id}",))]
+def _answers(backend: Backend, schedule_id: str) -> list[str | None]:
+    return [r["final_text"] for r in backend.query(
+        "SELECT final_text FROM admissions WHERE principal = ?", (f"schedule:{schedule_id}",))]
 
 
 def test_round_trip(cli: Cli, fake_provider: FakeOpenAI, tmp_path: Path) -> None:
@@ -56,11 +54,10 @@ def test_round_trip(cli: Cli, fake_provider: FakeOpenAI, tmp_path: Path) -> None
     assert changed.returncode == 0, changed.stderr
     assert " once (Europe/Paris)" in changed.stdout
 
-    db = cli.backend.data_dir / "state.db"
     deadline = time.monotonic() + 60
-    while _answers(db, schedule_id) != ["inbox summarized"] and time.monotonic() < deadline:
+    while _answers(cli.backend, schedule_id) != ["inbox summarized"] and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _answers(db, schedule_id) == ["inbox summarized"]
+    assert _answers(cli.backend, schedule_id) == ["inbox summarized"]
 
     listed = cli("schedule", "list")
     assert listed.returncode == 0, listed.stderr

@@ -4,7 +4,6 @@ from two processes at once, and with bad input."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -16,7 +15,7 @@ import pytest
 from backend.server.discovery import SHARE_DIR_ENV
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
-from .backend_proc import REPO, Backend
+from .backend_proc import REPO, Backend, Stores
 from .test_full_disk import fill, small_disk, wait_for_line  # noqa: F401  (small_disk: a fixture)
 from .wire import Connect, Json, Rpc, RpcError, create_session, is_event, wait_settled
 
@@ -58,17 +57,15 @@ async def _wait_for(rpc: Rpc, schedule_id: str, check: Callable[[Json], bool],
     return found
 
 
-def _fires(data_dir: Path, schedule_id: str) -> list[tuple[str, str | None]]:
-    with sqlite3.connect(data_dir / "state.db") as db:
-        return [(r[0], r[1]) for r in db.execute(
-            "SELECT fire_at, admission_id FROM schedule_fires WHERE schedule_id = ?", (schedule_id,))]
+def _fires(backend: Backend, schedule_id: str) -> list[tuple[str, str | None]]:
+    return [(r["fire_at"], r["admission_id"]) for r in backend.query(
+        "SELECT fire_at, admission_id FROM schedule_fires WHERE schedule_id = ?", (schedule_id,))]
 
 
-def _set_next(data_dir: Path, schedule_id: str, when: datetime) -> None:
+def _set_next(backend: Backend, schedule_id: str, when: datetime) -> None:
     """Moves a stopped backend's schedule back in time: the same state as being down past it."""
-    with sqlite3.connect(data_dir / "state.db") as db:
-        db.execute("UPDATE schedules SET next_fire_at = ? WHERE schedule_id = ?",
-                   (_iso(when), schedule_id))
+    backend.query("UPDATE schedules SET next_fire_at = ? WHERE schedule_id = ?",
+                  (_iso(when), schedule_id))
 
 
 # --- on time -----------------------------------------------------------------------------------
@@ -156,7 +153,7 @@ async def test_kill9_at_fire_time_runs_once(backend: Backend, connect: Connect,
     assert len(receipts) == 1, receipts
     assert receipts[0]["status"] == "unknown", "a started turn of a dead process is recovered"
     assert receipts[0]["request_id"] == f"schedule:{sched['schedule_id']}:{sched['at']}"
-    assert _fires(backend.data_dir, sched["schedule_id"]) == [(sched["at"], receipts[0]["admission_id"])]
+    assert _fires(backend, sched["schedule_id"]) == [(sched["at"], receipts[0]["admission_id"])]
     assert fake_provider.snapshot() == [], "killed before its model call, nothing re-runs it"
 
 
@@ -171,7 +168,7 @@ async def _downtime(backend: Backend, connect: Connect, missed: str) -> tuple[Js
     await rpc.close()
     backend.terminate()
     # Stopped, it slept through three slots: as if down since 3 minutes before its next one.
-    _set_next(backend.data_dir, sched["schedule_id"],
+    _set_next(backend, sched["schedule_id"],
               datetime.fromisoformat(sched["next_fire_at"]) - timedelta(minutes=3))
     backend.start()
     restarted = _iso(datetime.now(UTC))  # the scheduler started before READY: slots after it are on time
@@ -194,7 +191,7 @@ async def test_missed_slots_fire_once_with_run_once(backend: Backend, connect: C
                                                     fake_provider: FakeOpenAI) -> None:
     sched, receipts, _ = await _downtime(backend, connect, "run_once")
     assert len(receipts) == 1, f"three missed slots fire once: {receipts}"
-    fires = dict(_fires(backend.data_dir, sched["schedule_id"]))
+    fires = dict(_fires(backend, sched["schedule_id"]))
     assert fires[_slot(receipts[0])] == receipts[0]["admission_id"]
     latest = datetime.fromisoformat(_slot(receipts[0]))
     assert datetime.now(UTC) - latest < timedelta(minutes=2), "the latest missed slot fires"
@@ -215,7 +212,7 @@ async def test_one_shot_missed_while_down_fires_on_start(
     sched = await _create(rpc, session_id=sid, text="while down", at=_soon(60), timezone="UTC")
     await rpc.close()
     backend.terminate()
-    _set_next(backend.data_dir, sched["schedule_id"], datetime.now(UTC) - timedelta(minutes=5))
+    _set_next(backend, sched["schedule_id"], datetime.now(UTC) - timedelta(minutes=5))
     backend.start()
     rpc = await connect(name="after")
     fired = await _wait_for(rpc, sched["schedule_id"], lambda s: s["last_fired_at"] is not None)
@@ -253,11 +250,10 @@ async def test_two_processes_fire_the_same_slot_once(backend: Backend, connect: 
     results = sorted(out.decode().strip() for out, _ in outputs)
     assert results[0].startswith("fired adm_"), results
     assert results[1] == "none", results
-    fires = _fires(backend.data_dir, sched["schedule_id"])
+    fires = _fires(backend, sched["schedule_id"])
     assert fires == [(sched["at"], results[0].split()[1])]
-    with sqlite3.connect(backend.data_dir / "state.db") as db:
-        count = db.execute("SELECT COUNT(*) FROM admissions WHERE session_id = ?", (sid,)).fetchone()
-    assert count[0] == 1
+    [count] = backend.query("SELECT COUNT(*) AS n FROM admissions WHERE session_id = ?", (sid,))
+    assert count["n"] == 1
 
 
 # --- bad input and scopes -------------------------------------------------------------------------
@@ -358,6 +354,7 @@ async def test_a_revoked_tokens_schedule_does_not_fire(connect: Connect) -> None
 SCHEDULER_WAITS = "scheduler: cannot fire schedules"  # the backend's stderr line
 
 
+@pytest.mark.sqlite_only("fills the disk under DATA_DIR/state.db")
 async def test_a_full_disk_at_fire_time_delays_the_firing_and_it_runs_once(
     small_disk: Path, tmp_path: Path, fake_provider: FakeOpenAI,  # noqa: F811  (the fixture)
 ) -> None:
@@ -387,14 +384,16 @@ async def test_a_full_disk_at_fire_time_delays_the_firing_and_it_runs_once(
 
 
 async def test_two_backends_on_one_folder_fire_a_schedule_once(
-    tmp_path: Path, fake_provider: FakeOpenAI
+    tmp_path: Path, fake_provider: FakeOpenAI, store: Stores
 ) -> None:
     """Two whole backends on one data folder (the folder lock bypassed, as in test_lease.py),
-    both schedulers armed for the same moment: one admission, one turn, one model call."""
+    so on one store (on PostgreSQL: one database), both schedulers armed for the same moment:
+    one admission, one turn, one model call."""
     env = {SHARE_DIR_ENV: "1"}
     data_dir = tmp_path / "shared"
-    a = Backend(data_dir, fake_provider.base_url, extra_env=env)
-    b = Backend(data_dir, fake_provider.base_url, extra_env=env)
+    shared = store.new()
+    a = Backend(data_dir, fake_provider.base_url, extra_env=env, store=shared)
+    b = Backend(data_dir, fake_provider.base_url, extra_env=env, store=shared)
     fake_provider.routes["fire me once"] = Reply(deltas=["Fired once."])
     rpcs: list[Rpc] = []
     try:
@@ -415,7 +414,7 @@ async def test_two_backends_on_one_folder_fire_a_schedule_once(
         receipts = await _admissions(rpc_a, sid)
         assert len(receipts) == 1, receipts
         assert receipts[0]["request_id"] == f"schedule:{sched['schedule_id']}:{sched['at']}"
-        assert _fires(data_dir, sched["schedule_id"]) == [(sched["at"], receipts[0]["admission_id"])]
+        assert _fires(a, sched["schedule_id"]) == [(sched["at"], receipts[0]["admission_id"])]
         done = await _wait_for_terminal(rpc_b, receipts[0]["admission_id"])
         assert done["final_text"] == "Fired once."
         asked = [r for r in fake_provider.snapshot() if r.last_user_text == "fire me once"]

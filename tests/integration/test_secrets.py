@@ -115,6 +115,7 @@ async def test_bad_secret_params_are_refused_without_quoting_the_value(
         await rpc.close()
     backend.terminate()
     assert _files_holding(backend.data_dir, KEY.encode(), skip=backend.data_dir / "secrets.json") == []
+    assert KEY.encode() not in backend.store_dump()
 
 
 # --- provider.test ---------------------------------------------------------------------------
@@ -241,12 +242,16 @@ async def test_a_stored_key_reaches_only_the_provider_and_secrets_json(
     assert KEY not in wire, "no event or RPC result carries the key"
     running = _files_holding(backend.data_dir, needle, skip=secrets_json)
     assert running == [], f"the key leaked into {running}"
-    assert (backend.data_dir / "state.db-wal").exists(), "the WAL file was checked too"
+    if backend.on_postgres:
+        assert needle not in backend.store_dump(), "the key leaked into the database"
+    else:
+        assert (backend.data_dir / "state.db-wal").exists(), "the WAL file was checked too"
 
     backend.terminate()  # stderr flushed, WAL checkpointed into state.db
     assert backend.stderr_path.is_relative_to(backend.data_dir)
     stopped = _files_holding(backend.data_dir, needle, skip=secrets_json)
     assert stopped == [], f"the key leaked into {stopped}"
+    assert needle not in backend.store_dump(), "the key leaked into the store"
     assert json.loads(secrets_json.read_text()) == {"main": KEY}
     assert stat.S_IMODE(secrets_json.stat().st_mode) == 0o600
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from pathlib import Path
 
@@ -90,9 +89,8 @@ async def test_kill9_during_a_tool_leaves_the_call_unknown_and_it_never_finishes
     backend.start()
 
     rpc = await connect(name="after")
-    with sqlite3.connect(backend.data_dir / "state.db") as db:
-        leases = db.execute("SELECT COUNT(*) FROM turn_leases").fetchone()[0]
-    assert leases == 0, "recovery drops the dead process's lease"
+    [leases] = backend.query("SELECT COUNT(*) AS n FROM turn_leases")
+    assert leases["n"] == 0, "recovery drops the dead process's lease"
     rows = await transcript(rpc, sid)
     calls = [m for m in rows if m.get("tool_calls")]
     assert len(calls) == 1
@@ -147,14 +145,16 @@ async def test_interrupt_during_a_batch_skips_unstarted_calls_and_the_next_promp
 
 
 def _install_trigger(backend: Backend, when: str) -> None:
-    """Makes the store refuse certain rows, as a full disk would: a real SQLite failure."""
-    conn = sqlite3.connect(backend.data_dir / "state.db", timeout=10)
-    conn.execute(
-        f"CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN {when} "
-        "BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END"
-    )
-    conn.commit()
-    conn.close()
+    """Makes the store refuse certain rows, as a full disk would: a real failure of the store's
+    own (SQLite's RAISE(ABORT), PostgreSQL's RAISE EXCEPTION from a trigger function)."""
+    if backend.on_postgres:
+        backend.query("CREATE FUNCTION refuse_row() RETURNS trigger LANGUAGE plpgsql AS "
+                      "$$ BEGIN RAISE EXCEPTION 'disk full (test)'; END $$")
+        backend.query(f"CREATE TRIGGER refuse BEFORE INSERT ON messages FOR EACH ROW "
+                      f"WHEN ({when}) EXECUTE FUNCTION refuse_row()")
+        return
+    backend.query(f"CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN {when} "
+                  "BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END")
 
 
 async def _turn_with_refused_rows(

@@ -60,8 +60,9 @@ def der_fingerprint(cert: Path) -> str:
 class TlsBackend(Backend):
     """The real backend process, listening where `listen_args` say."""
 
-    def __init__(self, data_dir: Path, base_url: str, listen_args: list[str]) -> None:
-        super().__init__(data_dir, base_url)
+    def __init__(self, data_dir: Path, base_url: str, listen_args: list[str],
+                 store: str | None = None) -> None:
+        super().__init__(data_dir, base_url, store=store)
         self.listen_args = listen_args
 
     def command(self) -> list[str]:
@@ -77,15 +78,16 @@ class TlsBackend(Backend):
 
 
 def start_tls_backend(data_dir: Path, base_url: str, host: str | None,
-                      port: int = 0) -> TlsBackend:
+                      port: int = 0, store: str | None = None) -> TlsBackend:
     """On `host` (a self-signed certificate the backend makes), or with host None on
-    loopback with a certificate given on the command line; on `port` (0: a free one)."""
+    loopback with a certificate given on the command line; on `port` (0: a free one);
+    on `store` (Backend's: a PostgreSQL URL, or None for SQLite)."""
     if host is not None:
         args = ["--listen", f"{host}:{port}"]
     else:
         cert, key = write_cert(data_dir.parent / "given", "127.0.0.1")
         args = ["--listen", f"127.0.0.1:{port}", "--tls-cert", str(cert), "--tls-key", str(key)]
-    backend = TlsBackend(data_dir, base_url, args)
+    backend = TlsBackend(data_dir, base_url, args, store)
     backend.start()
     return backend
 
