@@ -41,7 +41,8 @@ def fakes() -> Iterator[tuple[FakeOpenAI, FakeOpenAI]]:
     yield a, b
     a.close()
     b.close()
-    assert a.errors == [] and b.errors == []
+    assert a.errors == []
+    assert b.errors == []
 
 
 @pytest.fixture
