@@ -107,6 +107,11 @@ class StoreUnavailable(EnvironmentFault):
     code = ErrorCode.INTERNAL
 
 
+class LeaseLost(StoreUnavailable):
+    """A turn's write was refused: its session's lease names another holder now (it expired
+    and another process, maybe another backend on the same database, took it over)."""
+
+
 class StoreRefused(EnvironmentFault):
     """The database cannot be opened; the backend refuses to start.  The message is one
     line that names the file and says what to do."""

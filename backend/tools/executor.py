@@ -21,7 +21,6 @@ bounded by `tools/live.py`; a call's last chunk is stored before its
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Callable
@@ -96,6 +95,9 @@ class BatchContext:
     on_progress: Callable[[], None] = lambda: None  # the turn's liveness watchdog
     on_person: Callable[[int], None] = lambda delta: None  # +1 / -1 around approval waits
     why: Callable[[], str] = lambda: "the turn was interrupted"  # why `stop` was set
+    # Run first in each of the batch's writes: raises when the turn lost its lease
+    # (turn/lease.fence), so a turn that was taken over writes nothing more.
+    fence: Callable[[Tx], None] = lambda tx: None
 
 
 @dataclass
@@ -333,9 +335,12 @@ class _Batch:
         p, s = call.prepared, self.scope
         data = ToolStart(call_id=p.call_id, name=p.name, arguments=p.shown, summary=call.summary,
                          arguments_raw=p.arguments_raw)
-        committed = self.ex.db.enqueue(functools.partial(
-            events.append, session_id=s.session_id, type_="tool.start", data=data,
-            turn_id=s.turn_id, admission_id=s.admission_id))
+        def job(tx: Tx) -> None:
+            s.fence(tx)
+            events.append(tx, s.session_id, "tool.start", data, turn_id=s.turn_id,
+                          admission_id=s.admission_id)
+
+        committed = self.ex.db.enqueue(job)
         # Queued is enough to open the gate: jobs commit in queue order, so the next
         # call's tool.start cannot overtake this one.
         call.announced = True
@@ -354,6 +359,7 @@ class _Batch:
                 out.content, out.spilled_path = content, path
 
         def job(tx: Tx) -> None:
+            s.fence(tx)
             for call, out in batch:
                 self._store_one(tx, call, out)
 
@@ -435,9 +441,12 @@ class _Batch:
         try:
             # Queued at once (no await before the enqueue), so one call's chunks, taken in
             # order by the monitor and then by the finished call, commit in that order.
-            await self.ex.db.write(functools.partial(
-                events.append, session_id=s.session_id, type_="tool.progress", data=data,
-                turn_id=s.turn_id, admission_id=s.admission_id))
+            def job(tx: Tx) -> None:
+                s.fence(tx)
+                events.append(tx, s.session_id, "tool.progress", data, turn_id=s.turn_id,
+                              admission_id=s.admission_id)
+
+            await self.ex.db.write(job)
         except StoreUnavailable:
             pass  # progress is a courtesy; results are what must be stored
         s.on_progress()

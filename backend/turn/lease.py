@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from backend.errors import LeaseLost
 from backend.store import leases
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder, LeaseRecord, provably_dead
@@ -37,6 +38,22 @@ TAKEN_OVER_RESULT = (
     "The turn that made this call lost its hold on the session before the result was "
     "recorded, so the outcome is not known. Check before relying on it or running it again."
 )
+
+
+def fence(session_id: str, holder: Holder) -> Callable[[Tx], None]:
+    """The check a turn's transcript writes run first, in their own transaction: the lease
+    still names this holder (its process, epoch and turn).  A holder that lost it (paused
+    past the TTL, and another process took the session over) writes nothing more; the
+    lease watch then stops the turn.  Transactions are serializable on PostgreSQL and
+    single-writer on SQLite, so the check and the write cannot be split by a takeover."""
+
+    def check(tx: Tx) -> None:
+        row = leases.current(tx, session_id)
+        if row is None or row.holder != holder:
+            raise LeaseLost("this turn no longer holds its session's lease (it was taken over); "
+                            "nothing more of it is written")
+
+    return check
 
 
 def try_take(tx: Tx, session_id: str, holder: Holder, ttl: float) -> LeaseRecord | None:

@@ -48,7 +48,7 @@ from backend.turn.finalize import (
     close_turn,
     record_ledger,
 )
-from backend.turn.lease import LeaseWatch, wait_for_lease
+from backend.turn.lease import LeaseWatch, fence, wait_for_lease
 from backend.turn.preflight import preflight
 from backend.turn.request import assemble
 from backend.turn.retry import MAX_ATTEMPTS, delay_for
@@ -401,9 +401,14 @@ class TurnRunner:
             st.text = streamed  # what was streamed of the last message
         elif streamed:
             # Budget spent mid-answer: keep what people saw, then ask for the summary.
-            await self.db.write(lambda tx: messages.insert(
-                tx, st.turn.session_id, "assistant", streamed, turn_id=st.turn.turn_id,
-                status="interrupted"))
+            turn, check = st.turn, fence(st.turn.session_id, st.turn.holder)
+
+            def keep(tx: Tx) -> None:
+                check(tx)
+                messages.insert(tx, turn.session_id, "assistant", streamed,
+                                turn_id=turn.turn_id, status="interrupted")
+
+            await self.db.write(keep)
 
     def _normalize(self, st: TurnState, result: ModelCallResult) -> Action:
         """Normalize stage: tool calls go to the tool round; text ends the turn; an empty
@@ -443,6 +448,7 @@ class TurnRunner:
             stop=st.halt, on_progress=watch.progress, on_person=on_person,
             why=lambda: for_model(turn.reason) if st.interrupted else
             f"the turn reached its limit ({st.budget_why})",
+            fence=fence(turn.session_id, turn.holder),
         )
         ledger, st.ledger = st.ledger, []
         outcome = await run_round(self.db, self.executor, scope, result.text, prepared,
@@ -529,12 +535,20 @@ class TurnRunner:
 
     async def _event(self, st: TurnState, type_: str, data: ProviderRetry | ProviderFallback) -> None:
         turn = st.turn
-        await self.db.write(lambda tx: events.append(
-            tx, turn.session_id, type_, data, turn_id=turn.turn_id,
-            admission_id=turn.admission_id))
+        check = fence(turn.session_id, turn.holder)
+
+        def job(tx: Tx) -> None:
+            check(tx)
+            events.append(tx, turn.session_id, type_, data, turn_id=turn.turn_id,
+                          admission_id=turn.admission_id)
+
+        await self.db.write(job)
 
     async def _store_delta(self, turn: RunningTurn, text: str) -> None:
+        check = fence(turn.session_id, turn.holder)
+
         def job(tx: Tx) -> None:
+            check(tx)
             events.append(tx, turn.session_id, "message.delta", {"text": text},
                           turn_id=turn.turn_id, admission_id=turn.admission_id)
 

@@ -120,6 +120,7 @@ async def run_round(
     calls = stored_calls(prepared)
 
     def persist(tx: Tx) -> None:
+        scope.fence(tx)
         messages.insert(tx, scope.session_id, "assistant", text, turn_id=scope.turn_id,
                         tool_calls=calls)
         also(tx)

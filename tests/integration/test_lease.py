@@ -459,3 +459,30 @@ async def test_kill9_while_waiting_for_the_lease_leaves_the_turn_unknown_without
     assert done["data"]["text"] == "moving on"
     assert (await get_receipt(rpc, aid))["outcome"] == "interrupted"
     assert [m["content"] for m in fake_provider.snapshot()[0].body["messages"][1:]] == ["next"]
+
+
+async def test_writes_are_fenced_on_the_lease_even_before_the_watch_notices(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    """The lease watch checks only every refresh_s (60 s here); every write of the turn checks
+    the lease itself, so a holder that was taken over meanwhile writes nothing more."""
+    backend = backend_factory(fake_provider.base_url, "[lease]\nrefresh_s = 60\n")
+    release = threading.Event()
+    fake_provider.script(Reply(deltas=["kept ", "never stored"], hang_after=1, release=release))
+    async with opened(backend) as rpc:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        receipt = await submit(rpc, sid, "stream slowly")
+        aid = receipt["admission_id"]
+        await rpc.wait_event(is_event("message.delta", aid))
+        before = stored_events(backend, sid)
+        steal_lease(backend, sid, holder_of(sleeper, local_boot_token(), "turn_thief"))
+        release.set()  # the model goes on streaming to a turn that no longer holds the lease
+        done = await wait_complete(rpc, aid, timeout=15)
+        assert done["data"]["status"] != "completed", done
+        texts = [e["data"].get("text") for e in stored_events(backend, sid)
+                 if e["type"] == "message.delta"]
+        assert texts == ["kept "], "nothing the turn streamed after the takeover was stored"
+        assert len(stored_events(backend, sid)) > len(before)  # its receipt still settles
+        assert [r["holder"] for r in lease_rows(backend, sid)] != [], "the thief keeps the lease"
+        assert all(m["content"] != "kept never stored" for m in await transcript(rpc, sid))
