@@ -1,0 +1,144 @@
+"""The PostgreSQL store itself, on the test run's real server: schema, isolation, fan-out.
+
+- Its schema has every table and column of the SQLite file's (built by each store's own
+  migrations from empty), and migrating again changes nothing; a newer schema is refused.
+- Two stores (as two backends would hold) doing read-modify-write jobs on one row at once
+  lose no update: SERIALIZABLE plus the retry of a refused batch.
+- Events one store appends reach the other store's publisher in seq order, and an event
+  whose notification never came (written without one) is read from the table, not lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from backend.errors import StoreTooNew
+from backend.store import events, pg_schema, runtime, sessions
+from backend.store.db import Tx
+from backend.store.events import StoredEvent
+from backend.store.migrations import migrate as sqlite_migrate
+from backend.store.pg import PgDatabase, pg_sql
+from tests.pg_server import PgServer
+
+SQLITE_ONLY_TABLES = {"messages_fts", "sqlite_sequence"}
+PG_ONLY = {("messages", "search"), ("backends", "*")}
+
+
+@pytest.fixture
+def dsn(pg_server: PgServer) -> Iterator[str]:
+    name = pg_server.create_database()
+    yield pg_server.dsn(name)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture
+async def two(dsn: str) -> AsyncIterator[tuple[PgDatabase, PgDatabase]]:
+    first, second = PgDatabase(dsn), PgDatabase(dsn)
+    await first.open()
+    await second.open()
+    await first.wait_listening()
+    await second.wait_listening()
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+def _sqlite_columns(path: Path) -> dict[str, set[str]]:
+    conn = sqlite3.connect(path, isolation_level=None)
+    sqlite_migrate(conn)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    out = {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})")} for t in tables
+           if not t.startswith("messages_fts") and t not in SQLITE_ONLY_TABLES}
+    conn.close()
+    return out
+
+
+def _pg_columns(dsn: str) -> dict[str, set[str]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT table_name, column_name FROM information_schema.columns "
+                            "WHERE table_schema = 'public'").fetchall()
+    out: dict[str, set[str]] = {}
+    for table, column in rows:
+        out.setdefault(table, set()).add(column)
+    return out
+
+
+def test_the_schema_has_every_table_and_column_of_the_sqlite_file(dsn: str, tmp_path: Path) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert pg_schema.migrate(conn) == pg_schema.SCHEMA_VERSION
+        assert pg_schema.migrate(conn) == pg_schema.SCHEMA_VERSION  # again: nothing to do
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
+    assert versions == list(range(1, pg_schema.SCHEMA_VERSION + 1))
+    lite, pg = _sqlite_columns(tmp_path / "state.db"), _pg_columns(dsn)
+    for table, columns in lite.items():
+        assert table in pg, f"{table} is missing on PostgreSQL"
+        assert columns == pg[table] - {c for t, c in PG_ONLY if t == table}, table
+    assert set(pg) - set(lite) == {"backends"}
+
+
+def test_a_newer_schema_is_refused(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pg_schema.migrate(conn)
+        conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (99, 'later')")
+        with pytest.raises(StoreTooNew, match="schema version 99"):
+            pg_schema.migrate(conn)
+
+
+def test_placeholders_are_translated_outside_literals_only() -> None:
+    assert pg_sql("SELECT * FROM t WHERE a = ? AND b LIKE 'x%?'") == \
+        "SELECT * FROM t WHERE a = %s AND b LIKE 'x%%?'"
+    assert pg_sql("UPDATE t SET a = :a WHERE id = :sid") == "UPDATE t SET a = %(a)s WHERE id = %(sid)s"
+    assert pg_sql("SELECT ?1, ?2, ?1") == "SELECT %(p1)s, %(p2)s, %(p1)s"
+    assert pg_sql("SELECT payload::jsonb ->> 'k' FROM t") == "SELECT payload::jsonb ->> 'k' FROM t"
+
+
+async def test_read_modify_write_jobs_of_two_stores_lose_no_update(
+    two: tuple[PgDatabase, PgDatabase],
+) -> None:
+    """Each job reads the epoch and writes it plus one, as SQLite's single writer would run
+    them; under READ COMMITTED half the increments would be lost."""
+    first, second = two
+    before = await first.read(lambda tx: int(tx.one("SELECT value FROM runtime")[0]))
+
+    def bump(tx: Tx) -> None:
+        value = int(tx.one("SELECT value FROM runtime WHERE key = 'epoch'")[0])
+        tx.execute("UPDATE runtime SET value = ? WHERE key = 'epoch'", (value + 1,))
+
+    await asyncio.gather(*(db.write(bump) for _ in range(60) for db in (first, second)))
+    after = await second.read(lambda tx: int(tx.one("SELECT value FROM runtime")[0]))
+    assert after - before == 120
+    assert await first.write(runtime.bump_epoch) == after + 1
+
+
+async def test_events_of_one_store_reach_the_other_in_order_even_without_a_notification(
+    two: tuple[PgDatabase, PgDatabase],
+) -> None:
+    first, second = two
+    seen: list[tuple[str, int | None, str]] = []
+    arrived = asyncio.Event()
+
+    def publish(item: Any) -> None:
+        if isinstance(item, StoredEvent) and item.stored:
+            seen.append((item.event.session_id, item.event.seq, item.event.data["n"]))
+            if item.event.data["n"] == "last":
+                arrived.set()
+
+    second.publisher = publish
+    sid = "ses_pgstore"
+    await first.write(lambda tx: sessions.insert(tx, sid, "t", "/tmp", "m"))
+    for n in ("a", "b"):
+        await first.write(lambda tx, n=n: events.append(tx, sid, "test.event", {"n": n}))
+    # A row written with no notification (as if it was lost), then one notified again.
+    await first.write(lambda tx: tx.execute(
+        "INSERT INTO events (session_id, seq, type, ts, data) VALUES (?, 3, 'test.event', "
+        "'now', '{\"n\": \"silent\"}')", (sid,)))
+    await first.write(lambda tx: events.append(tx, sid, "test.event", {"n": "last"}))
+    await asyncio.wait_for(arrived.wait(), 10)
+    assert seen == [(sid, 1, "a"), (sid, 2, "b"), (sid, 3, "silent"), (sid, 4, "last")]
