@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -105,16 +106,21 @@ async def test_read_modify_write_jobs_of_two_stores_lose_no_update(
     """Each job reads the epoch and writes it plus one, as SQLite's single writer would run
     them; under READ COMMITTED half the increments would be lost."""
     first, second = two
-    before = await first.read(lambda tx: int(tx.one("SELECT value FROM runtime")[0]))
+    before = await first.read(_epoch)
 
     def bump(tx: Tx) -> None:
-        value = int(tx.one("SELECT value FROM runtime WHERE key = 'epoch'")[0])
-        tx.execute("UPDATE runtime SET value = ? WHERE key = 'epoch'", (value + 1,))
+        tx.execute("UPDATE runtime SET value = ? WHERE key = 'epoch'", (_epoch(tx) + 1,))
 
     await asyncio.gather(*(db.write(bump) for _ in range(60) for db in (first, second)))
-    after = await second.read(lambda tx: int(tx.one("SELECT value FROM runtime")[0]))
+    after = await second.read(_epoch)
     assert after - before == 120
     assert await first.write(runtime.bump_epoch) == after + 1
+
+
+def _epoch(tx: Tx) -> int:
+    row = tx.one("SELECT value FROM runtime WHERE key = 'epoch'")
+    assert row is not None
+    return int(row[0])
 
 
 async def test_events_of_one_store_reach_the_other_in_order_even_without_a_notification(
@@ -134,7 +140,8 @@ async def test_events_of_one_store_reach_the_other_in_order_even_without_a_notif
     sid = "ses_pgstore"
     await first.write(lambda tx: sessions.insert(tx, sid, "t", "/tmp", "m"))
     for n in ("a", "b"):
-        await first.write(lambda tx, n=n: events.append(tx, sid, "test.event", {"n": n}))
+        await first.write(functools.partial(events.append, session_id=sid, type_="test.event",
+                                            data={"n": n}))
     # A row written with no notification (as if it was lost), then one notified again.
     await first.write(lambda tx: tx.execute(
         "INSERT INTO events (session_id, seq, type, ts, data) VALUES (?, 3, 'test.event', "
