@@ -52,7 +52,7 @@ def recover(tx: Tx, epoch: int, live_epochs: frozenset[int] = frozenset()) -> li
     `live_epochs`: other backends on the same database that are alive (the PostgreSQL
     store's heartbeats, store/peers.py); their turns are theirs, even one that waits for
     a lease and so holds none yet."""
-    live = _drop_dead_leases(tx, epoch)
+    live = _drop_dead_leases(tx, epoch, live_epochs)
     _settle_orphans(tx, admissions.orphan_started(tx, epoch), live, live_epochs)
     expired = expire_stale(tx, epoch, keep=set(live))
     if expired:
@@ -152,13 +152,16 @@ def mark_lost(tx: Tx, row: AdmissionRecord, note: str, result: str) -> None:
     messages.insert(tx, sid, "system_note", note, turn_id=turn_id, note_kind="recovered")
 
 
-def _drop_dead_leases(tx: Tx, epoch: int) -> dict[str, str]:
+def _drop_dead_leases(tx: Tx, epoch: int, live_epochs: frozenset[int]) -> dict[str, str]:
     """Drops leases whose holder is dead or expired; returns {session: turn} of the leases
-    a live process (or one whose liveness cannot be judged) still holds."""
+    a live process (or one whose liveness cannot be judged) still holds.  A lease of this
+    epoch or a later one is a leftover (the epoch was just bumped), unless a live peer on a
+    shared store started after this process bumped it and holds it."""
     live: dict[str, str] = {}
     now = time.time()
     for lease in leases.all_rows(tx):
-        if lease.expires_at <= now or provably_dead(lease.holder) or lease.holder.epoch >= epoch:
+        leftover = lease.holder.epoch >= epoch and lease.holder.epoch not in live_epochs
+        if lease.expires_at <= now or provably_dead(lease.holder) or leftover:
             leases.release(tx, lease.session_id, lease.holder)
         else:
             live[lease.session_id] = lease.holder.turn_id
