@@ -10,16 +10,18 @@ admissions name.
 
 from __future__ import annotations
 
-import os
 import socket
 
 from backend.store.db import Tx
+from backend.store.leases import Holder, provably_dead
 
 
 def join(tx: Tx, epoch: int, now: float) -> None:
     """Registers this process (its epoch) as a live backend."""
-    tx.execute("INSERT INTO backends (epoch, host, pid, started_at, heartbeat_at) "
-               "VALUES (?, ?, ?, ?, ?)", (epoch, socket.gethostname(), os.getpid(), now, now))
+    me = Holder.here(epoch, "")
+    tx.execute("INSERT INTO backends (epoch, host, pid, pid_start, boot_token, started_at, "
+               "heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+               (epoch, socket.gethostname(), me.pid, me.pid_start, me.boot_token, now, now))
 
 
 def beat(tx: Tx, epoch: int, now: float) -> None:
@@ -32,9 +34,13 @@ def leave(tx: Tx, epoch: int) -> None:
 
 
 def live_epochs(tx: Tx, now: float, ttl: float) -> frozenset[int]:
-    """The epochs of backends that beat within `ttl` seconds and did not stop."""
-    return frozenset(int(r[0]) for r in tx.all(
-        "SELECT epoch FROM backends WHERE stopped = 0 AND heartbeat_at > ?", (now - ttl,)))
+    """The epochs of backends that beat within `ttl` seconds, did not stop, and are not
+    provably dead: one on this host whose process is gone (killed, and this process
+    restarted in its place) is dead now, not after its heartbeat runs out."""
+    rows = tx.all("SELECT epoch, pid, pid_start, boot_token FROM backends "
+                  "WHERE stopped = 0 AND heartbeat_at > ?", (now - ttl,))
+    return frozenset(int(r["epoch"]) for r in rows if not provably_dead(
+        Holder(int(r["pid"]), r["pid_start"], r["boot_token"], int(r["epoch"]), "")))
 
 
 def forget_old(tx: Tx, now: float, keep_s: float) -> None:

@@ -254,6 +254,8 @@ _V1: tuple[str, ...] = (
         epoch        BIGINT PRIMARY KEY,
         host         TEXT NOT NULL,
         pid          INTEGER NOT NULL,
+        pid_start    TEXT NOT NULL,
+        boot_token   TEXT NOT NULL,
         started_at   DOUBLE PRECISION NOT NULL,
         heartbeat_at DOUBLE PRECISION NOT NULL,
         stopped      INTEGER NOT NULL DEFAULT 0
