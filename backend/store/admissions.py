@@ -80,9 +80,13 @@ def blocking(tx: Tx, session_id: str) -> AdmissionRecord | None:
     ))
 
 
-_STEER = {  # a row whose payload is a steer (authority/payload.py)
+# A row whose payload is a steer (authority/payload.py).  PostgreSQL cannot parse JSON that
+# escapes a NUL (a prompt may hold one), so there the payload's own text is matched: it is
+# json.dumps with sorted keys and default separators, where a quote inside a string is always
+# escaped, so no text a person sends can spell `"intent": "steer"`.
+_STEER = {
     SQLITE: "json_extract(payload_json, '$.intent') IS 'steer'",
-    POSTGRESQL: "(payload_json::jsonb ->> 'intent') IS NOT DISTINCT FROM 'steer'",
+    POSTGRESQL: "payload_json LIKE '%\"intent\": \"steer\"%'",
 }
 
 

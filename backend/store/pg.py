@@ -126,7 +126,14 @@ def _rows(cursor: Any) -> Callable[[Sequence[Any]], Any]:
 
 
 def _value(v: Any) -> Any:
-    return int(v) if isinstance(v, bool) else v  # the schema's flags are integers, as SQLite's
+    """A parameter as PostgreSQL takes it: the schema's flags are integers, as SQLite's, and
+    its text cannot hold NUL, which a tool's output (a binary file read as text) may: each
+    becomes U+FFFD, the character that stands for what could not be kept."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, str) and "\x00" in v:
+        return v.replace("\x00", "\ufffd")
+    return v
 
 
 class PgTx(Tx):
