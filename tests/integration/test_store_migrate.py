@@ -1,0 +1,268 @@
+"""`turnkey store migrate --to postgresql://...` end to end: a real backend on SQLite runs turns
+(a tool call, an approval answered `always`, a schedule, a token), is stopped; the real CLI
+copies its folder into a fresh PostgreSQL database; a backend started on that database then
+lists the same sessions, replays the same events, finds a copied message by full-text search,
+honours the copied token, rule and schedule, and runs a new turn whose rows follow the copied
+ones.  And the refusals: a running backend, a target that holds data, a bad connection string.
+
+The PostgreSQL server: $TURNKEY_TEST_PG_DSN names one (a URL to its `postgres` database, as a
+user that may create databases), else the dev server on 127.0.0.1:55432.  `pg` hands out
+fresh databases with the same calls as tests/pg_server.py's PgServer (`create_database`,
+`dsn`, `drop_database`), so switching to that session-scoped server is one fixture.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from .backend_proc import Backend, BackendFactory
+from .wire import Json, Rpc, create_session, run_turn, submit, terminal, wait_complete
+
+DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:55432/postgres"
+SECRET = "hunter2-not-for-logs"
+
+
+class DevPg:
+    """Fresh databases on an existing server (see the module's docstring)."""
+
+    def __init__(self, admin_dsn: str) -> None:
+        self.admin_dsn = admin_dsn
+        self.made: list[str] = []
+
+    def _admin(self, statement: sql.SQL | sql.Composed) -> None:
+        with psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(statement)
+
+    def create_database(self) -> str:
+        name = f"tk_migrate_{uuid.uuid4().hex[:10]}"
+        self._admin(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(name)))
+        self.made.append(name)
+        return name
+
+    def drop_database(self, name: str) -> None:
+        self._admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+    def dsn(self, name: str) -> str:
+        return urlunsplit(urlsplit(self.admin_dsn)._replace(path=f"/{name}"))
+
+
+def with_password(dsn: str, password: str) -> str:
+    parts = urlsplit(dsn)
+    where = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}:{password}@{where}"))
+
+
+@pytest.fixture
+def pg() -> Iterator[DevPg]:
+    """Listed before backend_factory in a test's arguments, so its databases are dropped after
+    the backends on them were stopped."""
+    given = os.environ.get("TURNKEY_TEST_PG_DSN")
+    server = DevPg(given or DEFAULT_ADMIN_DSN)
+    try:
+        server._admin(sql.SQL("SELECT 1"))
+    except psycopg.OperationalError as exc:
+        if given:
+            raise
+        pytest.skip(f"no PostgreSQL server at {DEFAULT_ADMIN_DSN} ({exc}); set TURNKEY_TEST_PG_DSN")
+    yield server
+    for name in server.made:
+        server.drop_database(name)
+
+
+def migrate(backend: Backend, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real `turnkey` command line, as a process."""
+    argv = [sys.executable, "-m", "desktop.cli", "--data-dir", str(backend.data_dir), "store",
+            "migrate", *args]
+    return subprocess.run(argv, env=backend.env(), capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+async def events_of(rpc: Rpc, sid: str) -> list[Json]:
+    """The session's stored events from seq 0, as a client replays them."""
+    result = await rpc.call("session.events.since", {"session_id": sid, "since_seq": 0,
+                                                     "limit": 1000})
+    events: list[Json] = result["events"]
+    return events
+
+
+async def session_ids(rpc: Rpc) -> list[str]:
+    listed = (await rpc.call("session.list", {"limit": 100}))["sessions"]
+    return [s["session_id"] for s in listed]
+
+
+async def message_ids(rpc: Rpc, sid: str) -> list[int]:
+    result = await rpc.call("session.messages", {"session_id": sid, "limit": 1000})
+    return [int(m["message_id"]) for m in result["messages"]]
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass
+class Before:
+    """What the SQLite backend showed, to be shown again by the PostgreSQL one."""
+
+    sid: str
+    sessions: list[str]
+    events: list[Json]
+    messages: list[int]
+    rules: list[Json]
+    schedule: str
+    token: str
+
+
+async def fill(backend: Backend, fake: FakeOpenAI, folder: Path) -> Before:
+    """Turns with a tool call and an `always` approval, a schedule and a token; what the
+    copy must keep, read through the protocol."""
+    (folder / "build1").mkdir()
+    fake.script(Reply.calls(terminal("rm -rf build1")), Reply(deltas=["Removed build1."]),
+                Reply(deltas=["The zanzibar notes are filed."]))
+    rpc = await Rpc.open(backend.port, backend.token, name="sqlite")
+    try:
+        sid = await create_session(rpc, cwd=str(folder), title="migrated")
+        receipt = await submit(rpc, sid, "remove build1")
+        await rpc.wait_until(lambda: any(e["type"] == "approval.request"
+                                         for e in rpc.session_events(sid)), what="approval")
+        request = next(e for e in rpc.session_events(sid) if e["type"] == "approval.request")
+        await rpc.call("approval.respond", {"approval_id": request["data"]["approval"]["approval_id"],
+                                            "decision": "always"})
+        done = await wait_complete(rpc, receipt["admission_id"])
+        assert done["data"]["status"] == "completed", done
+        _, second = await run_turn(rpc, sid, "file the notes")
+        assert second["data"]["text"] == "The zanzibar notes are filed."
+        other = await create_session(rpc, cwd=str(folder), title="second")
+        schedule = (await rpc.call("schedule.create", {
+            "session_id": other, "text": "weekly report", "cron": "0 9 * * 1",
+            "timezone": "UTC"}))["schedule"]
+        token = await rpc.call("token.create", {"label": "laptop", "scopes": ["read"]})
+        return Before(sid, await session_ids(rpc), await events_of(rpc, sid),
+                      await message_ids(rpc, sid), (await rpc.call("rules.list"))["rules"],
+                      schedule["schedule_id"], token["token"])
+    finally:
+        await rpc.close()
+
+
+async def test_a_stopped_folder_moves_to_postgresql_and_carries_on(
+    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    backend = backend_factory(fake_provider.base_url)
+    before = await fill(backend, fake_provider, tmp_path)
+    assert backend.terminate() == 0
+    state = backend.data_dir / "state.db"
+    config = backend.data_dir / "config.toml"
+    state_digest, config_text = digest(state), config.read_text()
+    dsn = pg.dsn(pg.create_database())
+
+    done = migrate(backend, "--to", dsn, "--switch")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    summary = next(line for line in done.stdout.splitlines() if line.startswith("verified:"))
+    assert "2 sessions" in summary, summary
+    assert f"{len(before.events)} events" in summary, summary
+    assert f'now has store = "{dsn}"' in done.stdout
+    assert digest(state) == state_digest, "the file it copied from is left as it was"
+    backup = config.with_name("config.toml.before-store-migrate")
+    assert backup.read_text() == config_text
+    assert f'store = "{dsn}"' in config.read_text()
+
+    backend.start()  # now on PostgreSQL, through config.toml alone
+    rpc = await Rpc.open(backend.port, backend.token, name="pg")
+    try:
+        sid = before.sid
+        assert await session_ids(rpc) == before.sessions
+        assert await events_of(rpc, sid) == before.events, "replay gives the same events"
+        assert await message_ids(rpc, sid) == before.messages
+        found = (await rpc.call("session.list", {"query": "zanzibar"}))["sessions"]
+        assert [s["session_id"] for s in found] == [sid]
+        assert (await rpc.call("rules.list"))["rules"] == before.rules
+        schedules = (await rpc.call("schedule.list"))["schedules"]
+        assert [s["schedule_id"] for s in schedules] == [before.schedule]
+
+        fake_provider.script(Reply(deltas=["Still here."]))
+        _, complete = await run_turn(rpc, sid, "are you there")
+        assert complete["data"]["text"] == "Still here."
+        now = await message_ids(rpc, sid)
+        assert now[:len(before.messages)] == before.messages
+        assert min(now[len(before.messages):]) > max(before.messages)
+        seqs = [e["seq"] for e in await events_of(rpc, sid)]
+        assert seqs == list(range(1, len(seqs) + 1))
+    finally:
+        await rpc.close()
+    reader = await Rpc.open(backend.port, before.token, name="token")  # its hash moved
+    try:
+        assert sorted(await session_ids(reader)) == sorted(before.sessions)
+    finally:
+        await reader.close()
+
+
+async def test_it_refuses_while_a_backend_runs_on_the_folder(
+    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    backend = backend_factory(fake_provider.base_url)
+    name = pg.create_database()
+    refused = migrate(backend, "--to", pg.dsn(name))
+    assert refused.returncode == 3, refused.stderr
+    assert f"a backend is running on {backend.data_dir} (pid {backend.pid})" in refused.stderr
+    assert "turnkey backend stop" in refused.stderr
+    with psycopg.connect(pg.dsn(name)) as conn:  # nothing was created there
+        tables = conn.execute("SELECT COUNT(*) FROM information_schema.tables "
+                              "WHERE table_schema = 'public'").fetchone()
+    assert tables == (0,)
+
+
+async def test_it_never_copies_into_a_database_that_holds_data(
+    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    backend = backend_factory(fake_provider.base_url)
+    rpc = await Rpc.open(backend.port, backend.token)
+    await create_session(rpc)
+    await rpc.close()
+    backend.terminate()
+    dsn = pg.dsn(pg.create_database())
+    first = migrate(backend, "--to", dsn)
+    assert first.returncode == 0, first.stderr
+    assert f'store = "{dsn}"' in first.stdout.splitlines()
+    again = migrate(backend, "--to", dsn)
+    assert again.returncode == 2
+    assert "already holds data: sessions (1)" in again.stderr
+    assert "never merges" in again.stderr
+    assert "copying" not in again.stdout
+
+
+async def test_a_bad_connection_string_is_refused_without_its_password(
+    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    backend = backend_factory(fake_provider.base_url, start=False)
+    backend.start()
+    backend.terminate()
+    for dsn in (f"postgresql://someone:{SECRET}@127.0.0.1:1/nowhere",
+                f"postgresql://someone:{SECRET}@127.0.0.1:notaport/nowhere",
+                with_password(pg.dsn(f"no_such_db_{uuid.uuid4().hex[:6]}"), SECRET)):
+        refused = migrate(backend, "--to", dsn)
+        assert refused.returncode == 2, refused.stderr
+        assert "could not connect to" in refused.stderr
+        assert SECRET not in refused.stderr + refused.stdout
+        assert ":***@" in refused.stderr
+    not_pg = migrate(backend, "--to", f"mysql://root:{SECRET}@localhost/db")
+    assert not_pg.returncode == 2
+    assert "--to takes a PostgreSQL connection string" in not_pg.stderr
+    assert SECRET not in not_pg.stderr
+    switch = migrate(backend, "--to", f"postgresql://u:{SECRET}@127.0.0.1:1/db", "--switch")
+    assert switch.returncode == 2
+    assert "--switch would write the password into config.toml" in switch.stderr
+    assert SECRET not in switch.stderr
