@@ -5,16 +5,12 @@ lists the same sessions, replays the same events, finds a copied message by full
 honours the copied token, rule and schedule, and runs a new turn whose rows follow the copied
 ones.  And the refusals: a running backend, a target that holds data, a bad connection string.
 
-The PostgreSQL server: $TURNKEY_TEST_PG_DSN names one (a URL to its `postgres` database, as a
-user that may create databases), else the dev server on 127.0.0.1:55432.  `pg` hands out
-fresh databases with the same calls as tests/pg_server.py's PgServer (`create_database`,
-`dsn`, `drop_database`), so switching to that session-scoped server is one fixture.
+The PostgreSQL server and its fresh databases: tests/pg_databases.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 import uuid
@@ -25,39 +21,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from psycopg import sql
 
+from backend.store import copy
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.pg_databases import DevPg, dev_pg
 
 from .backend_proc import Backend, BackendFactory
 from .wire import Json, Rpc, create_session, run_turn, submit, terminal, wait_complete
 
-DEFAULT_ADMIN_DSN = "postgresql://postgres@127.0.0.1:55432/postgres"
 SECRET = "hunter2-not-for-logs"
-
-
-class DevPg:
-    """Fresh databases on an existing server (see the module's docstring)."""
-
-    def __init__(self, admin_dsn: str) -> None:
-        self.admin_dsn = admin_dsn
-        self.made: list[str] = []
-
-    def _admin(self, statement: sql.SQL | sql.Composed) -> None:
-        with psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(statement)
-
-    def create_database(self) -> str:
-        name = f"tk_migrate_{uuid.uuid4().hex[:10]}"
-        self._admin(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(name)))
-        self.made.append(name)
-        return name
-
-    def drop_database(self, name: str) -> None:
-        self._admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-    def dsn(self, name: str) -> str:
-        return urlunsplit(urlsplit(self.admin_dsn)._replace(path=f"/{name}"))
 
 
 def with_password(dsn: str, password: str) -> str:
@@ -70,17 +42,7 @@ def with_password(dsn: str, password: str) -> str:
 def pg() -> Iterator[DevPg]:
     """Listed before backend_factory in a test's arguments, so its databases are dropped after
     the backends on them were stopped."""
-    given = os.environ.get("TURNKEY_TEST_PG_DSN")
-    server = DevPg(given or DEFAULT_ADMIN_DSN)
-    try:
-        server._admin(sql.SQL("SELECT 1"))
-    except psycopg.OperationalError as exc:
-        if given:
-            raise
-        pytest.skip(f"no PostgreSQL server at {DEFAULT_ADMIN_DSN} ({exc}); set TURNKEY_TEST_PG_DSN")
-    yield server
-    for name in server.made:
-        server.drop_database(name)
+    yield from dev_pg()
 
 
 def migrate(backend: Backend, *args: str) -> subprocess.CompletedProcess[str]:
@@ -208,6 +170,38 @@ async def test_a_stopped_folder_moves_to_postgresql_and_carries_on(
         assert sorted(await session_ids(reader)) == sorted(before.sessions)
     finally:
         await reader.close()
+
+
+async def test_the_verification_reads_both_sides_and_names_what_differs(
+    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    """The check after the copy, on real files: it passes on the copy, and names the session
+    whose event went missing from PostgreSQL afterwards."""
+    backend = backend_factory(fake_provider.base_url)
+    fake_provider.script(Reply(deltas=["one"]), Reply(deltas=["two"]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    sid = await create_session(rpc)
+    await run_turn(rpc, sid, "first")
+    await run_turn(rpc, sid, "second")
+    await rpc.close()
+    backend.terminate()
+    dsn = pg.dsn(pg.create_database())
+    assert migrate(backend, "--to", dsn).returncode == 0
+
+    source = copy.open_source(backend.data_dir / "state.db")
+    try:
+        with psycopg.connect(dsn, autocommit=True) as target:
+            assert copy.differences(copy.snapshot(source), copy.snapshot(target)) == []
+            target.execute("DELETE FROM events WHERE session_id = %s AND seq = 3", (sid,))
+            before = copy.snapshot(source)
+            found = copy.differences(before, copy.snapshot(target))
+    finally:
+        source.close()
+    n = before.counts["events"]
+    [table, session] = found
+    assert table == f"table events: {n} rows in the file, {n - 1} in PostgreSQL"
+    assert session.startswith(f"session {sid}: events ")
+    assert "first gap after 2 in PostgreSQL" in session
 
 
 async def test_it_refuses_while_a_backend_runs_on_the_folder(
