@@ -235,7 +235,7 @@ def _store_parser(sub: Any) -> None:
     m.add_argument("--to", required=True, metavar="DSN",
                    help="postgresql://USER@HOST:PORT/DATABASE; keep a password out of it "
                         "(~/.pgpass or PGPASSWORD)")
-    m.add_argument("--data-dir", dest="store_data_dir", type=Path, default=None,
+    m.add_argument("--data-dir", dest="store_data_dir", type=Path, default=None, metavar="DIR",
                    help="the data folder to copy (default: turnkey's --data-dir)")
     m.add_argument("--switch", action="store_true",
                    help="then set store in config.toml to it (a copy of the old file is kept)")

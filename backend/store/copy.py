@@ -73,7 +73,7 @@ def open_source(path: Path) -> sqlite3.Connection:
         raise CopyRefused(f"{path} does not exist: this folder has no SQLite store to copy")
     if path.stat().st_size == 0:
         raise CopyRefused(f"{path} is empty (0 bytes): there is nothing to copy")
-    conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None)
+    conn = sqlite3.connect(_read_only_uri(path), uri=True, isolation_level=None)
     try:
         _check_version(conn, path)
         _check_tables(conn, path)
@@ -84,6 +84,17 @@ def open_source(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _read_only_uri(path: Path) -> str:
+    """How to open the file without writing anything beside it.  `immutable` creates no
+    -wal or -shm file (plain read-only would, and leave them), and is right while nothing
+    changes the file (the caller holds the folder's lock) and no write-ahead log holds
+    transactions the file does not (a backend that was killed leaves one): then the file is
+    read through its log, read-only."""
+    wal = path.with_name(path.name + "-wal")
+    pending = wal.exists() and wal.stat().st_size > 0
+    return f"file:{quote(str(path))}?{'mode=ro' if pending else 'immutable=1'}"
 
 
 def _check_version(conn: sqlite3.Connection, path: Path) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,6 +120,33 @@ def test_the_source_is_read_only(state: Path) -> None:
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         conn.execute("DELETE FROM events")
     conn.close()
+    assert digest(state) == before
+
+
+def test_a_closed_file_is_read_without_leaving_files_beside_it(state: Path) -> None:
+    conn = copy.open_source(state)
+    conn.execute("BEGIN")
+    assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone() == (2,)
+    conn.close()
+    assert sorted(p.name for p in state.parent.iterdir()) == ["state.db"]
+
+
+def test_a_killed_writers_log_is_read_too(state: Path) -> None:
+    """A backend killed with -9 leaves committed transactions in state.db-wal only."""
+    writer = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute(\"INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at)"
+        " VALUES ('ses_c', 't', '/', 'm', 'now', 'now')\")\n"
+        "os._exit(0)\n")  # no checkpoint, no clean-up: as after kill -9
+    subprocess.run([sys.executable, "-c", writer, str(state)], check=True)
+    assert state.with_name("state.db-wal").stat().st_size > 0
+    before = digest(state)
+    conn = copy.open_source(state)
+    try:
+        assert copy.snapshot(conn).message_counts == {"ses_a": 2, "ses_b": 1, "ses_c": 0}
+    finally:
+        conn.close()
     assert digest(state) == before
 
 
