@@ -17,7 +17,7 @@ config.toml goes back to it.
 
 Exit status: 0 copied and verified; 1 the copy failed (rolled back) or the verification
 found a difference; 2 refused (what to do is said); 3 a backend is running on the folder
-or on the target database.
+or on the target database; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from backend.server import discovery
 from backend.store import copy, pg_schema
 from shared.config import STORE_SCHEMES, store_redacted
 
-OK, FAILED, REFUSED, BUSY = 0, 1, 2, 3
+OK, FAILED, REFUSED, BUSY, INTERRUPTED = 0, 1, 2, 3, 130
 APP_NAME = "turnkey-store-migrate"
 BACKEND_APPS = ("turnkey-backend", "turnkey-listener")  # store/pg.py's connections
 CONNECT_TIMEOUT_S = 10
@@ -62,6 +62,9 @@ def main(data_dir: Path, dsn: str, switch: bool) -> int:
         return _migrate(data_dir, dsn, switch)
     except Refused as exc:
         return _say_error(exc.message, exc.status)
+    except KeyboardInterrupt:
+        return _say_error("interrupted: a copy not yet committed was rolled back whole (one "
+                          "already committed stays in the database)", INTERRUPTED)
 
 
 def _migrate(data_dir: Path, dsn: str, switch: bool) -> int:
@@ -85,15 +88,7 @@ def _migrate(data_dir: Path, dsn: str, switch: bool) -> int:
 def _copy_and_check(data_dir: Path, config: ConfigFile, src: sqlite3.Connection, dst: Any,
                     dsn: str, switch: bool) -> int:
     name = store_redacted(dsn)
-    _refuse_live_backends(dst, name)
-    try:
-        pg_schema.migrate(dst, name)
-    except StoreRefused as exc:
-        raise Refused(exc.message) from None
-    except psycopg.Error as exc:
-        raise Refused(f"could not create the schema in {name}: {_clean(exc, dsn)}") from None
-    if held := copy.occupied(dst):  # said before starting; the copy checks again, locked
-        raise Refused(copy.occupied_message(held))
+    _prepare_target(dst, dsn)
     print(f"copying {data_dir / 'state.db'} into {name}")
     started = time.monotonic()
     try:
@@ -103,7 +98,13 @@ def _copy_and_check(data_dir: Path, config: ConfigFile, src: sqlite3.Connection,
     except copy.CopyFailed as exc:
         return _say_error(_clean_text(exc.message, dsn), FAILED)
     took = time.monotonic() - started
-    source, found = _verify(src, dst)
+    try:
+        source, found = _verify(src, dst)
+    except (psycopg.Error, KeyboardInterrupt) as exc:
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else _clean(exc, dsn)
+        return _say_error(f"the copy into {name} was committed but could not be checked "
+                          f"({why}); drop and create the database again, then migrate again",
+                          FAILED)
     if found:
         return _say_error(
             f"the copy in {name} differs from {data_dir / 'state.db'}:\n  " + "\n  ".join(found)
@@ -113,6 +114,21 @@ def _copy_and_check(data_dir: Path, config: ConfigFile, src: sqlite3.Connection,
 
 
 # --- refusals before anything is written ---------------------------------------------
+
+
+def _prepare_target(dst: Any, dsn: str) -> None:
+    """The target's schema created (or found current), once no backend uses it; refused
+    when it holds data already (said now; the copy checks again under its lock)."""
+    name = store_redacted(dsn)
+    _refuse_live_backends(dst, name)
+    try:
+        pg_schema.migrate(dst, name)
+    except StoreRefused as exc:
+        raise Refused(exc.message) from None
+    except psycopg.Error as exc:
+        raise Refused(f"could not create the schema in {name}: {_clean(exc, dsn)}") from None
+    if held := copy.occupied(dst):
+        raise Refused(copy.occupied_message(held))
 
 
 def _check_dsn(dsn: str, switch: bool) -> None:

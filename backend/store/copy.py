@@ -100,8 +100,11 @@ def _read_only_uri(path: Path) -> str:
 def _check_version(conn: sqlite3.Connection, path: Path) -> None:
     """Only the file's current layout is copied (see the module's docstring for why an older
     one is refused rather than upgraded here)."""
-    assert migrations.SCHEMA_VERSION == pg_schema.SQLITE_EQUIVALENT, \
-        "store/migrations.py and store/pg_schema.py disagree: a migration is missing in one"
+    if migrations.SCHEMA_VERSION != pg_schema.SQLITE_EQUIVALENT:
+        raise CopyRefused(
+            f"this Turnkey's PostgreSQL schema matches the SQLite layout version "
+            f"{pg_schema.SQLITE_EQUIVALENT}, not {migrations.SCHEMA_VERSION}: it cannot copy "
+            "this folder; use a Turnkey whose two schemas agree")
     row = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
                        "AND name = 'schema_migrations'").fetchone()
     version = int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")

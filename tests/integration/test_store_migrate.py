@@ -141,8 +141,16 @@ async def test_a_stopped_folder_moves_to_postgresql_and_carries_on(
     backup = config.with_name("config.toml.before-store-migrate")
     assert backup.read_text() == config_text
     assert f'store = "{dsn}"' in config.read_text()
+    again = migrate(backend, "--to", dsn)
+    assert again.returncode == 2
+    assert f"this folder already keeps its sessions in {dsn} (store in config.toml)" in again.stderr
 
+    other = backend_factory(fake_provider.base_url)  # another folder with a state.db
+    other.terminate()
     backend.start()  # now on PostgreSQL, through config.toml alone
+    busy = migrate(other, "--to", dsn)
+    assert busy.returncode == 3, busy.stderr
+    assert f"a backend is using {dsn}" in busy.stderr
     rpc = await Rpc.open(backend.port, backend.token, name="pg")
     try:
         sid = before.sid
