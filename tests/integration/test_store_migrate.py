@@ -21,8 +21,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from psycopg import sql
 
-from backend.store import copy
+from backend.store import copy, pg_schema
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.pg_databases import DevPg, dev_pg
 
@@ -32,10 +33,10 @@ from .wire import Json, Rpc, create_session, run_turn, submit, terminal, wait_co
 SECRET = "hunter2-not-for-logs"
 
 
-def with_password(dsn: str, password: str) -> str:
+def with_user(dsn: str, userinfo: str) -> str:
+    """`dsn` with USER or USER:PASSWORD in place of its own."""
     parts = urlsplit(dsn)
-    where = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}:{password}@{where}"))
+    return urlunsplit(parts._replace(netloc=f"{userinfo}@{parts.netloc.rpartition('@')[2]}"))
 
 
 @pytest.fixture
@@ -212,6 +213,42 @@ async def test_the_verification_reads_both_sides_and_names_what_differs(
     assert "first gap after 2 in PostgreSQL" in session
 
 
+async def test_a_user_who_does_not_own_the_tables_gets_the_same_copy(
+    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    """The schema made beforehand by another role: the message counter cannot be paused, so
+    the copy lets it count every message from 0 (slower), and the check compares the counts."""
+    backend = backend_factory(fake_provider.base_url)
+    fake_provider.script(Reply(deltas=["one"]), Reply(deltas=["two"]))
+    rpc = await Rpc.open(backend.port, backend.token)
+    sids = [await create_session(rpc), await create_session(rpc)]
+    for sid in sids:
+        await run_turn(rpc, sid, "hello")
+    await rpc.close()
+    backend.terminate()
+    name, role = pg.create_database(), f"tk_writer_{uuid.uuid4().hex[:8]}"
+    pg.admin(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        with psycopg.connect(pg.dsn(name), autocommit=True) as owner:
+            pg_schema.migrate(owner)
+            for grant in ("GRANT ALL ON ALL TABLES IN SCHEMA public TO {}",
+                          "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {}",
+                          "GRANT CREATE ON SCHEMA public TO {}"):
+                owner.execute(sql.SQL(grant).format(sql.Identifier(role)))
+        done = migrate(backend, "--to", with_user(pg.dsn(name), role))
+        assert done.returncode == 0, done.stderr
+        with psycopg.connect(pg.dsn(name)) as conn:
+            counts = {str(sid): int(n) for sid, n in conn.execute(
+                "SELECT session_id, message_count FROM sessions")}
+            disabled = conn.execute("SELECT tgenabled FROM pg_trigger "
+                                    "WHERE tgname = 'messages_count_insert'").fetchone()
+        assert counts == {sid: 2 for sid in sids}  # the prompt and the answer, counted once
+        assert disabled == ("O",), "the trigger is left on"
+    finally:
+        pg.drop_database(name)
+        pg.admin(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
 async def test_it_refuses_while_a_backend_runs_on_the_folder(
     pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
 ) -> None:
@@ -254,7 +291,7 @@ async def test_a_bad_connection_string_is_refused_without_its_password(
     backend.terminate()
     for dsn in (f"postgresql://someone:{SECRET}@127.0.0.1:1/nowhere",
                 f"postgresql://someone:{SECRET}@127.0.0.1:notaport/nowhere",
-                with_password(pg.dsn(f"no_such_db_{uuid.uuid4().hex[:6]}"), SECRET)):
+                with_user(pg.dsn(f"no_such_db_{uuid.uuid4().hex[:6]}"), f"postgres:{SECRET}")):
         refused = migrate(backend, "--to", dsn)
         assert refused.returncode == 2, refused.stderr
         assert "could not connect to" in refused.stderr
