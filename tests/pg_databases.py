@@ -2,9 +2,10 @@
 
 $TURNKEY_TEST_PG_DSN names the server (a URL to its `postgres` database, as a user that may
 create databases), else the dev server on 127.0.0.1:55432; with neither, the tests that need
-it are skipped, saying so.  `DevPg` has the calls of tests/pg_server.py's PgServer
-(`create_database`, `dsn`, `drop_database`), so moving to that session-scoped server is a
-change of fixture.
+it are skipped, saying so.  `DevPg` needs only an admin URL, so moving to the test run's own
+server (tests/pg_server.py, the `pg_server` fixture, once merged) is one line in each `pg`
+fixture: `server = DevPg(pg_server.dsn("postgres"))`, then `yield server` and
+`server.drop_all()`.
 """
 
 from __future__ import annotations
