@@ -3,10 +3,11 @@
 A stopped folder's state.db is seeded with SESSIONS sessions of the realistic message mix
 (`tests/desktop/seed.py`) and EVENTS_PER_MESSAGE stored events per message; the command runs
 as the person runs it (`python -m backend store-migrate`, a process) into a fresh database on
-the server tests/pg_databases.py names.  Printed: the copy's own rows/s (its one transaction:
-COPY of every table, then the identities set), and the whole command's time (connecting,
-creating the schema and the verification that reads both sides again).  Only the outcome is
-asserted (exit 0: every count, seq and id matched).
+a PostgreSQL server of its own (tests/pg_server.py; fsync off there, as for every test).
+Printed: the copy's own rows/s (its one transaction: COPY of every table, then the identities
+set), and the whole command's time (connecting, creating the schema, and the verification
+that reads both sides again).  Only the outcome is asserted (exit 0: every count, seq and id
+matched).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 
 from backend.store.dbfile import prepare
 from tests.desktop.seed import seed_long_session_info
-from tests.pg_databases import DevPg, dev_pg
+from tests.pg_server import PgServer
 
 SESSIONS = 5
 MESSAGES_PER_SESSION = 10_000
@@ -33,9 +34,10 @@ REPO = Path(__file__).resolve().parents[2]
 SPEED = re.compile(r"copied in ([\d.]+) s, ([\d,]+) rows/s")
 
 
-@pytest.fixture
-def pg() -> Iterator[DevPg]:
-    yield from dev_pg()
+@pytest.fixture(scope="module")
+def pg() -> Iterator[PgServer]:
+    with PgServer() as server:
+        yield server
 
 
 def seed(data_dir: Path) -> int:
@@ -56,7 +58,7 @@ def seed(data_dir: Path) -> int:
 
 
 @pytest.mark.bench
-def test_store_migrate_speed(pg: DevPg, tmp_path: Path) -> None:
+def test_store_migrate_speed(pg: PgServer, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     seeded = seed(data_dir)

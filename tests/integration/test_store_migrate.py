@@ -5,7 +5,7 @@ lists the same sessions, replays the same events, finds a copied message by full
 honours the copied token, rule and schedule, and runs a new turn whose rows follow the copied
 ones.  And the refusals: a running backend, a target that holds data, a bad connection string.
 
-The PostgreSQL server and its fresh databases: tests/pg_databases.py.
+The targets are fresh databases on the test run's own PostgreSQL server (tests/pg_server.py).
 """
 
 from __future__ import annotations
@@ -25,15 +25,13 @@ from psycopg import sql
 
 from backend.store import copy, pg_schema
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.pg_databases import DevPg, dev_pg
+from tests.pg_server import PgServer
 
 from .backend_proc import Backend, BackendFactory
 from .wire import Json, Rpc, create_session, run_turn, submit, terminal, wait_complete
 
 SECRET = "hunter2-not-for-logs"
-# The source is always a SQLite folder (the target database each test makes itself): once the
-# suite runs every backend test on both stores (tests/integration/conftest.py on the pgtest
-# branch registers this marker), these run once.  Until then pytest warns the marker is unknown.
+# The source is always a SQLite folder; each test makes its PostgreSQL target itself.
 pytestmark = pytest.mark.sqlite_only("the command copies a SQLite folder; the test makes the "
                                      "PostgreSQL target itself")
 
@@ -44,11 +42,35 @@ def with_user(dsn: str, userinfo: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{userinfo}@{parts.netloc.rpartition('@')[2]}"))
 
 
+class Targets:
+    """Fresh databases on the test run's PostgreSQL server, dropped at the end of the test."""
+
+    def __init__(self, server: PgServer) -> None:
+        self.server = server
+        self.admin_dsn = server.dsn("postgres")
+        self.made: list[str] = []
+
+    def create_database(self) -> str:
+        name = self.server.create_database()
+        self.made.append(name)
+        return name
+
+    def dsn(self, name: str) -> str:
+        return self.server.dsn(name)
+
+    def admin(self, statement: sql.Composed) -> None:
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+            conn.execute(statement)
+
+
 @pytest.fixture
-def pg() -> Iterator[DevPg]:
+def pg(pg_server: PgServer) -> Iterator[Targets]:
     """Listed before backend_factory in a test's arguments, so its databases are dropped after
     the backends on them were stopped."""
-    yield from dev_pg()
+    targets = Targets(pg_server)
+    yield targets
+    for name in targets.made:
+        pg_server.drop_database(name)
 
 
 def migrate(backend: Backend, *args: str) -> subprocess.CompletedProcess[str]:
@@ -126,7 +148,7 @@ async def fill(backend: Backend, fake: FakeOpenAI, folder: Path) -> Before:
 
 
 async def test_a_stopped_folder_moves_to_postgresql_and_carries_on(
-    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+    pg: Targets, backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
     backend = backend_factory(fake_provider.base_url)
     before = await fill(backend, fake_provider, tmp_path)
@@ -187,7 +209,7 @@ async def test_a_stopped_folder_moves_to_postgresql_and_carries_on(
 
 
 async def test_the_verification_reads_both_sides_and_names_what_differs(
-    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+    pg: Targets, backend_factory: BackendFactory, fake_provider: FakeOpenAI
 ) -> None:
     """The check after the copy, on real files: it passes on the copy, and names the session
     whose event went missing from PostgreSQL afterwards."""
@@ -219,7 +241,7 @@ async def test_the_verification_reads_both_sides_and_names_what_differs(
 
 
 async def test_a_user_who_does_not_own_the_tables_gets_the_same_copy(
-    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+    pg: Targets, backend_factory: BackendFactory, fake_provider: FakeOpenAI
 ) -> None:
     """The schema made beforehand by another role: the message counter cannot be paused, so
     the copy lets it count every message from 0 (slower), and the check compares the counts."""
@@ -250,12 +272,12 @@ async def test_a_user_who_does_not_own_the_tables_gets_the_same_copy(
         assert counts == {sid: 2 for sid in sids}  # the prompt and the answer, counted once
         assert disabled == ("O",), "the trigger is left on"
     finally:
-        pg.drop_database(name)
+        pg.server.drop_database(name)
         pg.admin(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 async def test_it_refuses_while_a_backend_runs_on_the_folder(
-    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+    pg: Targets, backend_factory: BackendFactory, fake_provider: FakeOpenAI
 ) -> None:
     backend = backend_factory(fake_provider.base_url)
     name = pg.create_database()
@@ -270,7 +292,7 @@ async def test_it_refuses_while_a_backend_runs_on_the_folder(
 
 
 async def test_it_never_copies_into_a_database_that_holds_data(
-    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+    pg: Targets, backend_factory: BackendFactory, fake_provider: FakeOpenAI
 ) -> None:
     backend = backend_factory(fake_provider.base_url)
     rpc = await Rpc.open(backend.port, backend.token)
@@ -289,7 +311,7 @@ async def test_it_never_copies_into_a_database_that_holds_data(
 
 
 async def test_a_bad_connection_string_is_refused_without_its_password(
-    pg: DevPg, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+    pg: Targets, backend_factory: BackendFactory, fake_provider: FakeOpenAI
 ) -> None:
     backend = backend_factory(fake_provider.base_url, start=False)
     backend.start()
