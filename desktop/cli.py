@@ -1,5 +1,5 @@
 """The `turnkey` command line: chat, list sessions, store keys, test providers, manage MCP
-tool servers and scheduled prompts, run the backend.
+tool servers and scheduled prompts, run the backend, copy its sessions into PostgreSQL.
 
 Start-up is on the clock here: a command that needs the backend starts it
 (when none runs) before importing the client stack (asyncio, websockets,
