@@ -1,4 +1,5 @@
-"""Command line of the backend process: `python -m backend serve --data-dir DIR [--port 0]`.
+"""Command line of the backend process: `python -m backend serve --data-dir DIR [--port 0]`,
+and `python -m backend store-migrate --to DSN [--data-dir DIR] [--switch]` (store_migrate.py).
 
 `--host` (or `--listen HOST:PORT`) beyond loopback serves wss only: with no `--tls-cert`,
 a self-signed certificate is made once into DIR/tls/ and its fingerprint published.
@@ -11,6 +12,7 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from backend import host
 from backend.errors import ConfigError, StoreRefused
@@ -60,9 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--tls-key", type=Path, default=None, help="the certificate's PEM private key")
     s.add_argument("--allow-remote", action="store_true",
                    help="accepted for older scripts; a non-loopback host needs nothing more")
+    _store_migrate_parser(sub)
     args = parser.parse_args(argv)
     host.private_umask()  # transcripts, logs, the token and the TLS key are private to this user
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
+    if args.command == "store-migrate":
+        from backend import store_migrate
+
+        return store_migrate.main(data_dir, args.to, args.switch)
     from backend.app import serve
     from shared import logs
 
@@ -78,6 +85,19 @@ def main(argv: list[str] | None = None) -> int:
         return _refuse(exc.message)
     except KeyboardInterrupt:
         return 0
+
+
+def _store_migrate_parser(sub: Any) -> None:
+    m = sub.add_parser("store-migrate", help="copy the folder's SQLite store into an empty "
+                                             "PostgreSQL database, and check the copy")
+    m.add_argument("--data-dir", type=Path, default=None,
+                   help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
+    m.add_argument("--to", required=True, metavar="DSN",
+                   help="postgresql://USER@HOST:PORT/DATABASE (keep a password in ~/.pgpass "
+                        "or PGPASSWORD)")
+    m.add_argument("--switch", action="store_true",
+                   help="once verified, set store in config.toml to it (the old file is kept "
+                        "beside it)")
 
 
 def _refuse(message: str) -> int:

@@ -1,5 +1,5 @@
 """The `turnkey` command line: chat, list sessions, store keys, test providers, manage MCP
-tool servers and scheduled prompts, run the backend.
+tool servers and scheduled prompts, run the backend, copy its sessions into PostgreSQL.
 
 Start-up is on the clock here: a command that needs the backend starts it
 (when none runs) before importing the client stack (asyncio, websockets,
@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                        remote=remote)
         if args.command == "backend":
             return _backend(parser, args, data_dir)
+        if args.command == "store":
+            return _store(args, data_dir)
         return _client_command(args, data_dir)
     except BackendNotFound as exc:
         print(f"turnkey: {exc}", file=sys.stderr)
@@ -118,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     _token_parser(sub)
     _schedule_parser(sub)
     _memory_parser(sub)
+    _store_parser(sub)
     return parser
 
 
@@ -221,6 +224,21 @@ def _memory_parser(sub: Any) -> None:
     m_set.add_argument("file", help="a text file, or - for stdin")
     m_clear = m_sub.add_parser("clear", help="empty a notebook")
     m_clear.add_argument("target", choices=["user", "environment"])
+
+
+def _store_parser(sub: Any) -> None:
+    st = sub.add_parser("store", help="where sessions are kept: copy them into PostgreSQL")
+    st_sub = st.add_subparsers(dest="action", required=True)
+    m = st_sub.add_parser(
+        "migrate", help="copy this folder's sessions (state.db) into an empty PostgreSQL "
+                        "database and check the copy; exits 0 only when every count matches")
+    m.add_argument("--to", required=True, metavar="DSN",
+                   help="postgresql://USER@HOST:PORT/DATABASE; keep a password out of it "
+                        "(~/.pgpass or PGPASSWORD)")
+    m.add_argument("--data-dir", dest="store_data_dir", type=Path, default=None, metavar="DIR",
+                   help="the data folder to copy (default: turnkey's --data-dir)")
+    m.add_argument("--switch", action="store_true",
+                   help="then set store in config.toml to it (a copy of the old file is kept)")
 
 
 def memory_text(args: argparse.Namespace) -> str | None:
@@ -385,6 +403,20 @@ def _backend(parser: argparse.ArgumentParser, args: argparse.Namespace, data_dir
     from desktop import commands
 
     return _run(commands.backend(data_dir, args.action))
+
+
+def _store(args: argparse.Namespace, data_dir: Path) -> int:
+    """`turnkey store migrate`: the backend's own command, run in this process (as `backend
+    serve` is), with no backend running: it refuses while one runs on the folder."""
+    if args.remote:
+        print("turnkey: --remote works with the app, chat and sessions, not store",
+              file=sys.stderr)
+        return 2
+    folder = (args.store_data_dir or data_dir).expanduser().resolve()
+    from backend.__main__ import main as backend_main
+
+    return backend_main(["store-migrate", "--data-dir", str(folder), "--to", args.to,
+                         *(["--switch"] if args.switch else [])])
 
 
 def _run(command: Coroutine[Any, Any, int]) -> int:
