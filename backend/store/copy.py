@@ -256,7 +256,14 @@ def _rows(src: sqlite3.Connection, table: str, columns: list[str],
     while batch := cur.fetchmany(FETCH):
         for row in batch:
             _check_values(table, row)
+            row = tuple(_no_nul(v) for v in row)
             yield row if zero < 0 else (*row[:zero], 0, *row[zero + 1:])
+
+
+def _no_nul(value: Any) -> Any:
+    """PostgreSQL's text cannot hold NUL: U+FFFD takes its place, as the store does
+    (store/pg.py `_value`), so a message that held one is copied, not refused."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
 
 
 def _check_values(table: str, row: tuple[Any, ...]) -> None:
