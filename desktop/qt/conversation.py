@@ -651,6 +651,8 @@ class Conversation(QWidget):
                 break
             request = SessionMessages(session_id=self.session_id, limit=PAGE,
                                       before_id=rows[0].message_id)
+        if self.closed:
+            return  # another session took its place meanwhile: its widgets are going
         with self.follower.replacing():  # the stored rows of what was shown: not news
             self.state.transcript.reconcile_turn(turn_id, rows)
         # The stored rows may bring what the turn bar offers on (a failed turn's note, the
