@@ -28,7 +28,7 @@ NO_TOKEN = "its token is not in the keyring: pair again"
 
 class Backends(QObject):
     added = Signal(object)  # a Link
-    removed = Signal(object)  # a Link, closed
+    removed = Signal(object)  # a Link, closing
     received = Signal(object, object)  # the Link, an Incoming: every backend's events
 
     def __init__(self, data_dir: Path, local: Link) -> None:
@@ -104,8 +104,8 @@ class Backends(QObject):
         self.homes = {sid: k for sid, k in self.homes.items() if k != key}
         if forget:
             pairings.forget(self.data_dir, key)
+        emit(self.removed, link)  # its section and windows go now, not after the close
         await link.close()
-        emit(self.removed, link)
 
     async def close(self) -> None:
         for link in list(self.remotes):

@@ -78,6 +78,7 @@ class RemoteDialog(QDialog):
         for widget in (intro, self.field, self.label, self.error):
             box.addWidget(widget)
         box.addWidget(buttons)
+        self.adjustSize()  # as tall as its contents, no gaps
 
     def attempt(self) -> None:
         """Connect: parse, then try the backend; the dialog closes only when it answered."""

@@ -124,7 +124,7 @@ class NewSessionDialog(QDialog):
 
     def _backend_changed(self, _index: int) -> None:
         link = self.chosen
-        host = link.remote_host if link is not None else ""
+        host = link.where if link is not None else ""
         self.folder.setText(self.folders.get(link.key, "") if link is not None and host
                             else self.local_folder)
         self._where(host)
@@ -460,7 +460,7 @@ class MainWindow(Window):
         self.bring_forward()
         backends = [section.link for section in self.sidebar.sections]
         link = link or self.sidebar.selected_backend()
-        remote = link.remote_host
+        remote = link.where
         last = self.remote_folder if link is self.link else ""  # (the app launched on it)
         folder = self.remote_folders.get(link.key, last) if remote else self.default_folder
         dialog = NewSessionDialog(folder, self, remote, backends, link, self.remote_folders)

@@ -122,7 +122,7 @@ class BackendHeader:
 
 @dataclass(frozen=True)
 class Note:
-    """A muted line in a section with nothing to list ("No sessions yet", "Not connected")."""
+    """A muted line in a section with nothing to list ("No sessions yet")."""
 
     label: str
 
@@ -185,8 +185,10 @@ class SidebarModel(QAbstractListModel):
             out.append(BackendHeader(n))
             if section.rows.rows:
                 out.extend(self._groups(n))
+            elif section.link.refusal:
+                out.append(Note("Pair again to list its sessions"))
             elif section.link.current != "connected":
-                out.append(Note("Not connected"))
+                out.append(Note("Its sessions show once it answers"))
             elif section.rows.query:
                 out.append(Note("Nothing matches"))
             else:
@@ -379,9 +381,12 @@ class SessionDelegate(QStyledItemDelegate):
             self._backend(painter, rect, font, index, c)
             painter.restore()
             return
-        if index.data(KIND) == "note":
+        if index.data(KIND) == "note":  # where a session's title would be, smaller
+            small = QFont(font)
+            small.setPointSizeF(font.pointSizeF() * 0.9)
+            painter.setFont(small)
             painter.setPen(QColor(c.muted))
-            painter.drawText(rect.adjusted(self.PAD, 0, -self.PAD, 0),
+            painter.drawText(rect.adjusted(self.PAD + 4, 0, -self.PAD, 0),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                              str(index.data(Qt.ItemDataRole.DisplayRole)))
             painter.restore()
@@ -713,7 +718,7 @@ class Sidebar(QWidget):
         if section in self.sections and len(self.sections) > 1:
             if section.rows.rows:
                 self.model.refresh_backend(section.link)
-            else:  # its note ("Not connected", "No sessions yet") changes too
+            else:  # its note ("No sessions yet", "…once it answers") changes too
                 self.model.rebuild()
 
     def link_of(self, session_id: str) -> Link | None:
@@ -732,19 +737,20 @@ class Sidebar(QWidget):
         remote one) removing its pairing."""
         index = self.list.indexAt(pos)
         menu = QMenu(self.list)
-        if index.isValid() and index.data(KIND) == "backend":
-            key = str(index.data(BACKEND))
-            name = str(index.data(Qt.ItemDataRole.DisplayRole))
-            new = menu.addAction(f"New session on {name}…")
-            new.triggered.connect(lambda _=False: emit(self.new_on_requested, key))
-            if index.row() > 0:
-                forget = menu.addAction(f"Remove {name}…")
-                forget.triggered.connect(lambda _=False: emit(self.forget_requested, key))
-        elif index.isValid() and index.data(KIND) == "session":
+        if index.isValid() and index.data(KIND) == "session":
             self.list.setCurrentIndex(index)
             for action in (self.open_action, self.open_new_action, self.rename_action,
                            self.delete_action):
                 menu.addAction(action)
+        section = self.model.section_at(index.row()) if index.isValid() else None
+        if section is not None and len(self.sections) > 1:  # (the keyboard's way there too)
+            menu.addSeparator()
+            link, name = section.link, section.link.title
+            new = menu.addAction(f"New session on {name}…")
+            new.triggered.connect(lambda _=False: emit(self.new_on_requested, link.key))
+            if section is not self.sections[0]:
+                forget = menu.addAction(f"Remove {name}…")
+                forget.triggered.connect(lambda _=False: emit(self.forget_requested, link.key))
         if not menu.isEmpty():
             menu.popup(self.list.viewport().mapToGlobal(pos))
         self.context_menu = menu

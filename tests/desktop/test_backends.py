@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtWidgets import QMessageBox
 
 from desktop import pairings
 from desktop.link import Link
@@ -82,7 +83,8 @@ def test_sessions_of_both_backends_are_listed_under_their_names_and_each_runs_tu
     target = pairing(qtbot, remote, ["read", "submit", "approve"])
     link = drive(qtbot, controller.add_remote(target, "build-box"))
     where = f"build-box ({target.host})"
-    qtbot.waitUntil(lambda: ("session", "There") in listing(controller), timeout=10_000)
+    qtbot.waitUntil(lambda: {("session", "Here"), ("session", "There")} <= set(listing(controller)),
+                    timeout=10_000)
     rows = listing(controller)
     assert rows[0] == ("backend", "This computer")
     assert rows.index(("backend", where)) > rows.index(("session", "Here")), \
@@ -107,7 +109,8 @@ def test_sessions_of_both_backends_are_listed_under_their_names_and_each_runs_tu
     stored = as_owner(qtbot, remote, EventsSince(session_id=there.session_id, since_seq=0))
     assert [e.type for e in stored.events].count("message.complete") == 1, "run over there"
 
-    # A popped-out window of the remote session names its backend too.
+    # A popped-out window of the remote session (known by its id alone: the sidebar says
+    # where it lives) names its backend too.
     win = controller.open_session(there.session_id, new_window=True)
     qtbot.waitUntil(lambda: win.conversation.state.loaded, timeout=10_000)
     assert win.conversation.link is link
@@ -166,7 +169,7 @@ def test_a_killed_remote_backend_reconnects_and_replays_while_the_local_one_keep
         pairing(qtbot, remote, ["read", "submit"]), "build-box"))
     seen: list[Incoming] = []
     link.received.connect(lambda e: seen.append(e) if e.session_id == there.session_id else None)
-    win = controller.open_session(there.session_id, new_window=True)
+    win = controller.open_session(there.session_id, new_window=True, link=link)
     qtbot.waitUntil(lambda: win.conversation.state.loaded, timeout=10_000)
 
     # A turn streaming over there when the backend dies.
@@ -235,9 +238,17 @@ def test_a_pairing_is_remembered_across_a_restart_with_its_token_only_in_the_key
                     timeout=20_000)
     assert header_state(second, 0) == "Connected"
 
-    # Removing the pairing forgets both halves.
-    drive(qtbot, second.backends.remove(key))
-    assert second.backends.remotes == []
+    # Removing the pairing (its header's menu, then the question's Remove) forgets both halves.
+    sidebar = second.main.sidebar
+    header = sidebar.model.index(sidebar.model._position(BackendHeader(1)), 0)
+    sidebar._context_menu(sidebar.list.visualRect(header).center())
+    [remove] = [a for a in sidebar.context_menu.actions() if a.text().startswith("Remove")]
+    assert remove.text() == f"Remove build-box ({target.host})…"
+    remove.trigger()
+    box = second.forget_box
+    [yes] = [b for b in box.buttons() if box.buttonRole(b) == QMessageBox.ButtonRole.DestructiveRole]
+    yes.click()
+    qtbot.waitUntil(lambda: second.backends.remotes == [], timeout=10_000)
     assert test_keyring.store == {}
     assert json.loads(settings.read_text())["backends"] == []
     assert ("backend", "This computer") not in listing(second), "one backend: no headers"
@@ -255,4 +266,4 @@ def test_a_wrong_certificate_is_shown_as_refused_and_sends_no_token(
     qtbot.waitUntil(lambda: header_state(controller, 1) == "Refused: wrong certificate",
                     timeout=15_000)
     assert header_state(controller, 0) == "Connected"
-    assert ("note", "Not connected") in listing(controller)
+    assert ("note", "Pair again to list its sessions") in listing(controller)
