@@ -443,17 +443,6 @@ async def backends_scene(tmp: Path, fake: FakeOpenAI) -> None:
         await asyncio.sleep(0.4)
         OUT.mkdir(parents=True, exist_ok=True)
         win.grab().save(str(OUT / "backends.png"))
-        if os.environ.get("SHOT_DIALOG"):
-            win.new_session()
-            await asyncio.sleep(0.8)
-            win.new_dialog.grab().save("/tmp/multi-new-dialog.png")
-            ctl.open_remote()
-            await asyncio.sleep(0.8)
-            assert ctl.remote_dialog is not None
-            ctl.remote_dialog.grab().save("/tmp/multi-remote-dialog.png")
-            sidebar.list.setFocus()
-            await asyncio.sleep(0.3)
-            win.grab().save("/tmp/multi-main-after.png")
     finally:
         win.close()
         await settle()

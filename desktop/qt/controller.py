@@ -319,6 +319,7 @@ class Controller(QObject):
 
     def _backend_added(self, link: Link) -> None:
         self.main.sidebar.add_backend(link)
+        link.received.connect(self.main.on_event)  # its session deleted while shown there
         link.state.connect(lambda state, lk=link: self._remote_state(lk, state))
 
     def _remote_state(self, link: Link, state: str) -> None:

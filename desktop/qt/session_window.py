@@ -355,7 +355,7 @@ class MainWindow(Window):
         self._title()
         self.resize(1180, 760)
         link.state.connect(self._on_link_state)
-        link.received.connect(self._on_event)
+        link.received.connect(self.on_event)
 
     def _empty_page(self) -> QWidget:
         page = QWidget()
@@ -448,7 +448,8 @@ class MainWindow(Window):
         self._enable()
         self._title()
 
-    def _on_event(self, event: Incoming) -> None:
+    def on_event(self, event: Incoming) -> None:
+        """A backend's broadcast: the session shown was deleted (anywhere), so it goes."""
         if isinstance(event.data, p.SessionDeletedEvent) and event.session_id == self.session_id:
             self.clear_session()
 

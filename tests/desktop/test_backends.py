@@ -23,6 +23,7 @@ from shared.methods import (
     EventsSince,
     PromptSubmit,
     SessionCreate,
+    SessionDelete,
     SessionList,
     TokenCreate,
     TokenRevoke,
@@ -130,8 +131,14 @@ def test_sessions_of_both_backends_are_listed_under_their_names_and_each_runs_tu
     dialog.accept()
     qtbot.waitUntil(lambda: ("session", "Made over there") in listing(controller), timeout=10_000)
     assert main.conversation.link is link
+    made = main.conversation.session_id
     over_there = as_owner(qtbot, remote, SessionList(limit=50)).sessions
-    assert main.conversation.session_id in [s.session_id for s in over_there]
+    assert made in [s.session_id for s in over_there]
+
+    # Deleted over there while shown here: it leaves the window and the list.
+    as_owner(qtbot, remote, SessionDelete(session_id=made))
+    qtbot.waitUntil(lambda: main.current is None
+                    and ("session", "Made over there") not in listing(controller), timeout=10_000)
 
 
 def test_an_approval_on_the_remote_backend_reaches_the_notifications_naming_it(
