@@ -129,7 +129,9 @@ def test_sessions_of_both_backends_are_listed_under_their_names_and_each_runs_tu
     assert dialog.pick.isHidden()
     dialog.title.setText("Made over there")
     dialog.accept()
-    qtbot.waitUntil(lambda: ("session", "Made over there") in listing(controller), timeout=10_000)
+    qtbot.waitUntil(lambda: ("session", "Made over there") in listing(controller)
+                    and main.windowTitle() == "Made over there — Turnkey on build-box",
+                    timeout=10_000)
     assert main.conversation.link is link
     made = main.conversation.session_id
     over_there = as_owner(qtbot, remote, SessionList(limit=50)).sessions
