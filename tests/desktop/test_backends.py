@@ -230,16 +230,25 @@ def test_a_pairing_is_remembered_across_a_restart_with_its_token_only_in_the_key
     assert json.loads(written)["backends"] == [{
         "key": key, "label": "build-box", "host": target.host, "port": target.port,
         "fingerprint": target.fingerprint}]
+    # A window of the remote session open at quit: the layout says which backend it is on.
+    popped = first.open_session(there.session_id, new_window=True, link=link)
+    qtbot.waitUntil(lambda: popped.conversation.state.loaded, timeout=10_000)
     first.quit()
     qtbot.waitUntil(lambda: link.client.state == "closed", timeout=10_000)
-    assert made.token not in settings.read_text(), "nor after the layout is saved at quit"
+    saved = settings.read_text()
+    assert made.token not in saved, "nor after the layout is saved at quit"
+    assert json.loads(saved)["sessions"][0]["backend"] == key
 
-    # The next run: the pairing is back, with its sessions, connected with the keyring's token.
-    second = make_controller()
+    # The next run: the pairing is back, with its sessions, connected with the keyring's token,
+    # and the window reopens on it once it is connected.
+    second = make_controller(restore=True)
     [again] = second.backends.remotes
     assert (again.key, again.title) == (key, f"build-box ({target.host})")
     qtbot.waitUntil(lambda: ("session", "There") in listing(second), timeout=15_000)
     assert second.main.sidebar.link_of(there.session_id) is again
+    qtbot.waitUntil(lambda: len(second.windows) == 1, timeout=15_000)
+    assert second.windows[0].conversation.link is again
+    assert second.windows[0].session_id == there.session_id
 
     # The token revoked over there: the section says the backend refuses it, and why.
     as_owner(qtbot, remote, TokenRevoke(token_id=made.token_id))
