@@ -36,6 +36,7 @@ from shared.client import (
     ClientState,
     Incoming,
     Resync,
+    RpcError,
     refusal,
 )
 from shared.launcher import running, start_backend
@@ -126,10 +127,11 @@ class Link(QObject):
         for attempt in itertools.count():
             try:
                 await self.client.connect()
-            except (BackendNotFound, ConnectionClosed, OSError) as exc:
+            except (BackendNotFound, ConnectionClosed, OSError, RpcError) as exc:
                 log.info("the backend %s does not take us yet: %s", self.key, exc)
                 self._set("reconnecting")
-                self._refused(refusal(exc))
+                # (An RpcError: it answered `initialize` with an error, e.g. another protocol.)
+                self._refused(exc.message if isinstance(exc, RpcError) else refusal(exc))
                 await asyncio.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
                 continue
             break

@@ -176,9 +176,15 @@ class Client:
         except (OSError, TimeoutError, ConnectionClosed, InvalidMessage) as exc:
             raise BackendNotFound(f"the backend on {where} does not answer: {exc}") from exc
         self._ws = ws
-        self.server = await self._request(ws, Initialize(
-            client=p.ClientInfo(name=self.name, version=self.version), protocol=p.PROTOCOL_VERSION,
-        ))
+        try:
+            self.server = await self._request(ws, Initialize(
+                client=p.ClientInfo(name=self.name, version=self.version),
+                protocol=p.PROTOCOL_VERSION,
+            ))
+        except BaseException:  # no half-made connection left open behind a failed attempt
+            self._ws = None
+            await ws.close()
+            raise
 
     async def _request(self, ws: ClientConnection, request: Request[R]) -> R:
         """A call on a connection whose reader is not running yet (the handshake)."""
