@@ -333,7 +333,12 @@ class Controller(QObject):
                 win.close()
         if self.main.current is not None and self.main.current.link is link:
             self.main.clear_session()
+        for section in self.main.sidebar.sections:  # its turns no longer count in the tray
+            if section.link is link:
+                for session in section.rows.rows:
+                    self.statuses.pop(session.session_id, None)
         self.main.sidebar.remove_backend(link)
+        self._tray_state()
         for sid in [sid for sid, lk in self.approvals.items() if lk is link]:
             self.notifier.resolve(sid)
             self.approvals.pop(sid, None)
