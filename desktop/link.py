@@ -126,19 +126,28 @@ class Link(QObject):
         self._set("connecting")
         for attempt in itertools.count():
             try:
-                await self.client.connect()
+                await self.connect_once()
             except (BackendNotFound, ConnectionClosed, OSError, RpcError) as exc:
                 log.info("the backend %s does not take us yet: %s", self.key, exc)
-                self._set("reconnecting")
                 # (An RpcError: it answered `initialize` with an error, e.g. another protocol.)
-                self._refused(exc.message if isinstance(exc, RpcError) else refusal(exc))
+                self.refuse(exc.message if isinstance(exc, RpcError) else refusal(exc))
                 await asyncio.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
                 continue
             break
+        emit(self.received, Incoming(STATE, "", ClientState(state="connected")))
+
+    async def connect_once(self) -> None:
+        """One attempt, no backend started and no retry: raises what the client raised."""
+        await self.client.connect()
         self.epoch = self._epoch()
         self._refused("")
         self._set("connected")
-        emit(self.received, Incoming(STATE, "", ClientState(state="connected")))
+
+    def refuse(self, why: str) -> None:
+        """Not connected: "reconnecting", and why the backend turns us away ("" when it merely
+        does not answer)."""
+        self._set("reconnecting")
+        self._refused(why)
 
     async def close(self) -> None:
         for task in (self._watch, self._starting, self._dialing):

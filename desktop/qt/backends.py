@@ -23,7 +23,7 @@ from shared.remote import RemoteTarget
 
 log = logging.getLogger("desktop")
 
-NO_TOKEN = "its token is not in the keyring: pair again"
+NO_TOKEN = "no token in the keyring"  # (the sidebar then says to pair again)
 
 
 class Backends(QObject):
@@ -66,8 +66,7 @@ class Backends(QObject):
                 link.dial()
             else:
                 log.warning("the backend %s has no token in the keyring", pairing.key)
-                link._set("reconnecting")
-                link._refused(NO_TOKEN)
+                link.refuse(NO_TOKEN)
 
     async def pair(self, target: RemoteTarget, label: str) -> Link:
         """A new pairing from a connection string: connects first (raising BackendNotFound,
@@ -79,16 +78,14 @@ class Backends(QObject):
                           target.host, target.port, target.fingerprint)
         link = self._make(pairing, target.token)
         try:
-            await link.client.connect()
+            await link.connect_once()
         except BaseException:
-            await link.client.close()
+            await link.close()
             raise
-        link.epoch = link.client.server.epoch if link.client.server is not None else None
         if same is not None:  # the old connection goes; the new one keeps its key
             await self.remove(same, forget=False)
             self.pairings[pairing.key] = pairing
         self.kept[pairing.key] = pairings.remember(self.data_dir, pairing, target.token)
-        link._set("connected")
         self._add(link)
         return link
 

@@ -225,11 +225,12 @@ class SidebarModel(QAbstractListModel):
         n = next((k for k, s in enumerate(self.sections) if s.rows is rows), None)
         if n is None:
             return
-        row = self._position((n, i))
+        row = self.position((n, i))
         if row is not None:
             emit(self.dataChanged, self.index(row, 0), self.index(row, 0))
 
-    def _position(self, entry: Entry) -> int | None:
+    def position(self, entry: Entry) -> int | None:
+        """The row showing `entry` (None when it is not shown)."""
         for row, e in enumerate(self.entries):
             if e == entry:
                 return row
@@ -243,7 +244,7 @@ class SidebarModel(QAbstractListModel):
     def refresh_backend(self, link: Link) -> None:
         """A backend's header says its connection anew."""
         n = next((k for k, s in enumerate(self.sections) if s.link is link), None)
-        row = self._position(BackendHeader(n)) if n is not None else None
+        row = self.position(BackendHeader(n)) if n is not None else None
         if row is not None:
             emit(self.dataChanged, self.index(row, 0), self.index(row, 0))
 
@@ -257,7 +258,7 @@ class SidebarModel(QAbstractListModel):
 
     def row_of(self, session_id: str) -> int | None:
         where = self.locate(session_id)
-        return self._position(where) if where is not None else None
+        return self.position(where) if where is not None else None
 
     def session_at(self, row: int) -> p.Session | None:
         if not 0 <= row < len(self.entries):

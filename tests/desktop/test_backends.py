@@ -59,7 +59,7 @@ def listing(controller: Any) -> list[tuple[str, str]]:
 
 def header_state(controller: Any, section: int) -> str:
     model = controller.main.sidebar.model
-    row = model._position(BackendHeader(section))
+    row = model.position(BackendHeader(section))
     if row is None:
         return ""
     words, _tone = model.index(row, 0).data(STATE)
@@ -258,7 +258,7 @@ def test_a_pairing_is_remembered_across_a_restart_with_its_token_only_in_the_key
 
     # Removing the pairing (its header's menu, then the question's Remove) forgets both halves.
     sidebar = second.main.sidebar
-    header = sidebar.model.index(sidebar.model._position(BackendHeader(1)), 0)
+    header = sidebar.model.index(sidebar.model.position(BackendHeader(1)), 0)
     sidebar._context_menu(sidebar.list.visualRect(header).center())
     [remove] = [a for a in sidebar.context_menu.actions() if a.text().startswith("Remove")]
     assert remove.text() == f"Remove build-box ({target.host})…"
@@ -280,8 +280,13 @@ def test_a_wrong_certificate_is_shown_as_refused_and_sends_no_token(
     target = pairing(qtbot, remote, ["read"])
     stale = pairings.Pairing("bk_stale", "build-box", target.host, target.port, "0" * 64)
     assert pairings.remember(desk_backend.data_dir, stale, target.token)
+    # And one whose token the keyring lost (another keyring, a wiped one).
+    lost = pairings.Pairing("bk_lost", "laptop-2", target.host, target.port, target.fingerprint)
+    pairings.write_settings(desk_backend.data_dir, {"backends": [
+        *pairings.read_settings(desk_backend.data_dir)["backends"], lost._asdict()]})
     controller = make_controller()
     qtbot.waitUntil(lambda: header_state(controller, 1) == "Refused: wrong certificate",
                     timeout=15_000)
     assert header_state(controller, 0) == "Connected"
-    assert ("note", "Pair again to list its sessions") in listing(controller)
+    assert header_state(controller, 2) == "Refused: no token in the keyring"
+    assert listing(controller).count(("note", "Pair again to list its sessions")) == 2
