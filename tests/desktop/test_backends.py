@@ -73,7 +73,8 @@ def answers(conversation: Any) -> list[str]:
 def turn(qtbot: Any, conversation: Any, text: str, expected: list[str]) -> None:
     conversation.composer.setPlainText(text)
     conversation.send()
-    qtbot.waitUntil(lambda: answers(conversation) == expected, timeout=20_000)
+    qtbot.waitUntil(lambda: answers(conversation) == expected
+                    and conversation.state.status == "idle", timeout=20_000)  # stored, ended
 
 
 def test_sessions_of_both_backends_are_listed_under_their_names_and_each_runs_turns(
@@ -136,6 +137,16 @@ def test_sessions_of_both_backends_are_listed_under_their_names_and_each_runs_tu
     made = main.conversation.session_id
     over_there = as_owner(qtbot, remote, SessionList(limit=50)).sessions
     assert made in [s.session_id for s in over_there]
+
+    # A search asks every backend; each answers under its own header.
+    sidebar = main.sidebar
+    sidebar.search.setText("answer")
+    qtbot.waitUntil(lambda: all(s.rows.query == "answer" for s in sidebar.sections), timeout=10_000)
+    assert listing(controller) == [
+        ("backend", "This computer"), ("header", "1 result"), ("session", "Here"),
+        ("backend", where), ("header", "1 result"), ("session", "There")]
+    sidebar.search.clear()
+    qtbot.waitUntil(lambda: all(s.rows.query == "" for s in sidebar.sections), timeout=10_000)
 
     # Deleted over there while shown here: it leaves the window and the list.
     as_owner(qtbot, remote, SessionDelete(session_id=made))
