@@ -16,16 +16,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from pathlib import Path
 from typing import TypeVar
 
 from PySide6.QtCore import QObject, Signal
+from websockets.exceptions import ConnectionClosed
 
 from desktop.qt.compat import emit
 from shared import protocol as p
-from shared.client import RESYNC, STATE, BackendNotFound, Client, ClientState, Incoming, Resync
+from shared.client import (
+    BACKOFF_S,
+    RESYNC,
+    STATE,
+    BackendNotFound,
+    Client,
+    ClientState,
+    Incoming,
+    Resync,
+    RpcError,
+    refusal,
+)
 from shared.launcher import running, start_backend
 from shared.methods import Request, SessionResume, SessionUnsubscribe
 from shared.remote import RemoteTarget
@@ -39,11 +52,18 @@ class Link(QObject):
     received = Signal(object)  # every event (an Incoming), as the shared client delivers it
     state = Signal(str)  # connecting, connected, reconnecting, starting, failed
     failed = Signal(str)  # a message for the user when the backend cannot be reached
+    refused = Signal(str)  # why the backend turns us away now ("" once it no longer does)
 
     def __init__(self, data_dir: Path, restart_after_s: float | None = 3.0,
-                 remote: RemoteTarget | None = None) -> None:
+                 remote: RemoteTarget | None = None, key: str = "local",
+                 name: str = "") -> None:
+        """`key` names the backend among the app's (desktop/pairings.py); `name` is what
+        windows and notifications call a remote one ("" for this computer's)."""
         super().__init__()
         self.data_dir = data_dir
+        self.key = key
+        self.name = name
+        self.refusal = ""  # why the backend refuses us now: "wrong certificate", …
         self.restart_after_s = restart_after_s
         self.client = Client(data_dir, name="turnkey-desktop", remote=remote)
         self.client.handlers.append(self._on_event)
@@ -52,6 +72,7 @@ class Link(QObject):
         self.epoch: int | None = None  # of the backend process we are connected to
         self._watch: asyncio.Task[None] | None = None
         self._starting: asyncio.Task[None] | None = None
+        self._dialing: asyncio.Task[None] | None = None
 
     @property
     def server(self) -> p.InitializeResult | None:
@@ -64,6 +85,19 @@ class Link(QObject):
     def remote_host(self) -> str:
         """The remote backend's host, "" for this computer's: windows say where they are."""
         return self.client.remote.host if self.client.remote is not None else ""
+
+    @property
+    def title(self) -> str:
+        """The sidebar's name for it: "This computer", "build-box (10.0.0.5)"."""
+        host = self.remote_host
+        if not host:
+            return "This computer"
+        return host if self.name in ("", host) else f"{self.name} ({host})"
+
+    @property
+    def where(self) -> str:
+        """What windows call this backend: its pairing's name, else its host, else ""."""
+        return self.name or self.remote_host
 
     async def start(self) -> None:
         """Connects, starting the backend first (detached) when nothing answers (a remote
@@ -81,24 +115,42 @@ class Link(QObject):
         self.epoch = self._epoch()
         self._set("connected")
 
-    async def switch(self, remote: RemoteTarget) -> None:
-        """Moves this link to a remote backend: connects there first (raising, with nothing
-        changed, when that fails), then drops the old connection.  The caller has closed the
-        windows that followed sessions of the old backend."""
-        client = Client(self.data_dir, name="turnkey-desktop", remote=remote)
-        await client.connect()
-        old, self.client = self.client, client
-        if self._watch is not None:
-            self._watch.cancel()
-        old.handlers.clear()
-        client.handlers.append(self._on_event)
-        self.follows.clear()
+    def dial(self) -> None:
+        """Starts `keep_connecting` in the background (a remote backend's section)."""
+        self._dialing = asyncio.ensure_future(self.keep_connecting())
+
+    async def keep_connecting(self) -> None:
+        """A remote backend: connects, and until it answers keeps trying with the client's
+        backoff, saying "reconnecting" (and why it is refused, when it is); from then on the
+        client reconnects and replays by itself.  Never starts a backend."""
+        self._set("connecting")
+        for attempt in itertools.count():
+            try:
+                await self.connect_once()
+            except (BackendNotFound, ConnectionClosed, OSError, RpcError) as exc:
+                log.info("the backend %s does not take us yet: %s", self.key, exc)
+                # (An RpcError: it answered `initialize` with an error, e.g. another protocol.)
+                self.refuse(exc.message if isinstance(exc, RpcError) else refusal(exc))
+                await asyncio.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+                continue
+            break
+        emit(self.received, Incoming(STATE, "", ClientState(state="connected")))
+
+    async def connect_once(self) -> None:
+        """One attempt, no backend started and no retry: raises what the client raised."""
+        await self.client.connect()
         self.epoch = self._epoch()
+        self._refused("")
         self._set("connected")
-        await old.close()
+
+    def refuse(self, why: str) -> None:
+        """Not connected: "reconnecting", and why the backend turns us away ("" when it merely
+        does not answer)."""
+        self._set("reconnecting")
+        self._refused(why)
 
     async def close(self) -> None:
-        for task in (self._watch, self._starting):
+        for task in (self._watch, self._starting, self._dialing):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -133,6 +185,7 @@ class Link(QObject):
     def _on_event(self, event: Incoming) -> None:
         if event.type == STATE and isinstance(event.data, ClientState):
             state = event.data.state
+            self._refused(event.data.refused if state != "connected" else "")
             self._set(state)
             epoch = self._epoch()
             if state == "connected" and epoch != self.epoch:
@@ -146,6 +199,11 @@ class Link(QObject):
                     and self.client.remote is None and (self._watch is None or self._watch.done()):
                 self._watch = asyncio.ensure_future(self._restart_if_gone())
         emit(self.received, event)
+
+    def _refused(self, why: str) -> None:
+        if why != self.refusal:
+            self.refusal = why
+            emit(self.refused, why)
 
     def _set(self, state: str) -> None:
         if state != self.current:

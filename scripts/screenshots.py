@@ -370,10 +370,91 @@ async def main(data: Path, project: Path, fake: FakeOpenAI) -> None:
     main_win.close()
     await settle()
     await link.close()
-    app.quit()
 
 
-def run() -> int:
+async def backends_scene(tmp: Path, fake: FakeOpenAI) -> None:
+    """docs/screenshots/backends.png: this computer's sessions and a paired build box's in
+    the sidebar, a third pairing that does not answer, a remote session open."""
+    import keyring
+
+    from desktop import pairings
+    from shared.client import Client
+    from shared.methods import TokenCreate
+    from shared.remote import RemoteTarget
+    from tests.fakes.memory_keyring import MemoryKeyring
+    from tests.integration.tls_backend import outside_address, start_tls_backend
+
+    data = tmp / "desk"
+    local = Backend(data, fake.base_url)
+    local.start()
+    remote = start_tls_backend(tmp / "build-box", fake.base_url, outside_address())
+    os.environ.pop("TURNKEY_NO_KEYRING", None)  # the app's pairings go to this keyring
+    keyring.set_keyring(MemoryKeyring())
+    # A pairing remembered from an earlier run whose computer is switched off (TEST-NET-1).
+    pairings.remember(data, pairings.Pairing("bk_gpu", "gpu-server", "192.0.2.10", 8765,
+                                             "5e" * 32), "a-token-it-would-send")
+    ctl = Controller(data, restart_after_s=None)
+    ctl.keep_layout = False
+    win = ctl.main
+    win.resize(1240, 800)
+    win.move(20, 20)
+    try:
+        ctl.start(restore=False)
+        await wait(lambda: ctl.link.current == "connected")
+        for title in ("Fix the date parser", "Release notes for 0.4"):
+            made = await ctl.link.call(SessionCreate(title=title, cwd=str(tmp / "date-utils")))
+            fake.script(Reply(deltas=[f"A first look at “{title.lower()}”."]))
+            await ctl.link.call(PromptSubmit(session_id=made.session.session_id,
+                                             request_id="r1", text=title))
+        owner = Client(remote.data_dir, name="owner", reconnect=False)
+        await owner.connect()
+        token = (await owner.call(TokenCreate(scopes=["read", "submit", "approve"],
+                                              label="laptop"))).token
+        await owner.close()
+        target = RemoteTarget(remote.target_host, remote.port, token,
+                              remote.info["tls_fingerprint"])
+        link = await ctl.add_remote(target, "build-box")
+        there = tmp / "importer"  # (a folder on the build box)
+        there.mkdir(exist_ok=True)
+        sids = []
+        for title, ask, answer in (
+            ("Bump the CI image to Debian 13", "Bump the CI image", "Done: the image builds."),
+            ("Nightly benchmark regression", "Why did the import benchmark get slower?",
+             "The nightly run on **build-box** got 18% slower after `a41c9e2`: the importer now "
+             "parses every date twice. Caching `parse_date` per row brings it back to 2.1 s."),
+        ):
+            made = await link.call(SessionCreate(title=title, cwd=str(there)))
+            sid = made.session.session_id
+            sids.append(sid)
+            fake.script(Reply(deltas=[answer[i:i + 30] for i in range(0, len(answer), 30)]))
+            await link.call(PromptSubmit(session_id=sid, request_id="r1", text=ask))
+        sidebar = ctl.main.sidebar
+        await wait(lambda: all(sidebar.link_of(sid) is link for sid in sids))
+        conv = ctl.open_session(sids[-1]).conversation
+        await wait(lambda: conv.state.loaded and conv.state.status == "idle")
+        gpu = ctl.backends.link("bk_gpu")
+        assert gpu is not None
+        await wait(lambda: gpu.current == "reconnecting", 30)
+        await asyncio.sleep(2.5)  # the sessions' "turn finished" notes pass
+        win.banner.hide()
+        sidebar.mark_current(sids[-1])
+        await asyncio.sleep(0.6)
+        conv.view.scrollToBottom()
+        await asyncio.sleep(0.4)
+        OUT.mkdir(parents=True, exist_ok=True)
+        win.grab().save(str(OUT / "backends.png"))
+    finally:
+        win.close()
+        await settle()
+        await ctl.backends.close()
+        await ctl.link.close()
+        remote.close()
+        local.close()
+
+
+def run(scenes: list[str] | None = None) -> int:
+    """Every screenshot, or only the scenes named ("backends")."""
+    only = set(scenes or [])
     with tempfile.TemporaryDirectory(prefix="turnkey-shots-") as tmp:
         data, project = Path(tmp) / "data", Path(tmp) / "date-utils"
         project.mkdir()
@@ -391,7 +472,15 @@ def run() -> int:
             app.setApplicationName("Turnkey")
             app.setWindowIcon(window_icon())
             theme.apply(app)
-            qasync.run(main(data, project, fake))
+
+            async def everything() -> None:
+                if not only:
+                    await main(data, project, fake)
+                if not only or "backends" in only:
+                    await backends_scene(Path(tmp), fake)
+                app.quit()
+
+            qasync.run(everything())
         finally:
             backend.close()
             fake.close()
@@ -404,4 +493,4 @@ def run() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run())
+    raise SystemExit(run(sys.argv[1:]))

@@ -53,6 +53,10 @@ class ClientState(p.Wire):
     """`client.state`: the connection dropped ("reconnecting") or is back ("connected")."""
 
     state: ConnectionState
+    # While reconnecting: why the backend refused the last attempt ("" when it merely did
+    # not answer), from `refusal()`: a certificate that is not the pinned one, a token it
+    # no longer knows.
+    refused: str = ""
 
 
 class Resync(p.Wire):
@@ -120,6 +124,7 @@ class Client:
         self.watermarks: dict[str, int] = {}
         self.handlers: list[EventHandler] = []
         self.state: ConnectionState = "disconnected"
+        self.refused = ""  # why the last reconnect attempt was refused ("" if none was)
         self.server: p.InitializeResult | None = None
         self._ws: ClientConnection | None = None
         self._ids = itertools.count(1)
@@ -171,9 +176,15 @@ class Client:
         except (OSError, TimeoutError, ConnectionClosed, InvalidMessage) as exc:
             raise BackendNotFound(f"the backend on {where} does not answer: {exc}") from exc
         self._ws = ws
-        self.server = await self._request(ws, Initialize(
-            client=p.ClientInfo(name=self.name, version=self.version), protocol=p.PROTOCOL_VERSION,
-        ))
+        try:
+            self.server = await self._request(ws, Initialize(
+                client=p.ClientInfo(name=self.name, version=self.version),
+                protocol=p.PROTOCOL_VERSION,
+            ))
+        except BaseException:  # no half-made connection left open behind a failed attempt
+            self._ws = None
+            await ws.close()
+            raise
 
     async def _request(self, ws: ClientConnection, request: Request[R]) -> R:
         """A call on a connection whose reader is not running yet (the handshake)."""
@@ -307,8 +318,10 @@ class Client:
                 await self._open()
             except (BackendNotFound, ConnectionClosed, OSError) as exc:
                 log.debug("reconnect attempt %d failed: %s", attempt + 1, exc)
+                self._note_refusal(refusal(exc))
                 continue
             break
+        self.refused = ""
         ws = self._ws
         assert ws is not None
         # Replay each followed session from its watermark before reading live frames.
@@ -324,6 +337,13 @@ class Client:
         # Only now may calls go out: until here this task alone reads the connection.
         self._mark_connected()
         self._dispatch(Incoming(STATE, "", ClientState(state=self.state)))
+
+    def _note_refusal(self, refused: str) -> None:
+        """Tells the handlers when the reason the backend turns us away changes (a front-end
+        says "refused: wrong certificate" rather than "reconnecting" forever)."""
+        if refused != self.refused:
+            self.refused = refused
+            self._dispatch(Incoming(STATE, "", ClientState(state=self.state, refused=refused)))
 
     def _mark_connected(self) -> None:
         self.state = "connected"
@@ -371,6 +391,18 @@ def pinned(fingerprint: str) -> dict[str, Any]:
     context.verify_mode = ssl.CERT_NONE
     factory = type("PinnedConnection", (_PinnedConnection,), {"pin": fingerprint})
     return {"ssl": context, "create_connection": factory}
+
+
+def refusal(exc: BaseException) -> str:
+    """Why a backend turned a connection away, in a few words, or "" when it did not answer
+    at all (down, restarting, a network in between: worth retrying as it is)."""
+    if isinstance(exc, CertificateMismatch):
+        return "wrong certificate"
+    cause = exc if isinstance(exc, InvalidStatus) else exc.__cause__
+    if isinstance(cause, InvalidStatus):
+        code = cause.response.status_code
+        return "token revoked or unknown" if code == 401 else f"refused (HTTP {code})"
+    return ""
 
 
 def _refusal(exc: InvalidStatus) -> str:

@@ -14,17 +14,18 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QObject, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
+from desktop import pairings
 from desktop.link import Link
 from desktop.qt.aio import settle, spawn
+from desktop.qt.backends import Backends
 from desktop.qt.compat import emit
 from desktop.qt.remote import RemoteDialog
 from desktop.qt.screens import available, cascaded, show_on_screen
@@ -60,7 +61,14 @@ class Controller(QObject):
         self.main.setWindowIcon(window_icon())
         self.main.requested.connect(self._window_asked)
         self.notifier.fallback.connect(self._fallback)
-        self.link.received.connect(self._on_event)
+        # Every backend: this computer's (`link`) and each paired remote one.
+        self.backends = Backends(data_dir, self.link)
+        self.backends.received.connect(self._on_event)
+        self.backends.added.connect(self._backend_added)
+        self.backends.removed.connect(self._backend_removed)
+        self.main.home_of = self.link_of
+        self.approvals: dict[str, Link] = {}  # an approval asked for -> the backend asking
+        self._reopen: dict[str, list[dict[str, Any]]] = {}  # windows waiting for their backend
         self.link.state.connect(self._on_state)
         self.link.failed.connect(self.main.show_message)
         self.settings: QWidget | None = None
@@ -98,8 +106,19 @@ class Controller(QObject):
             self.main.sidebar.set_grouping(layout["grouping"])
         show_on_screen(self.main)  # a saved place may be on a screen that is gone
         spawn(self.notifier.start())
-        spawn(self._connect(layout.get("sessions", []), str(layout.get("current") or "")),
-              self._failed)
+        self.backends.restore()  # remote pairings connect in the background, each on its own
+        sessions = list(layout.get("sessions", []))
+        current = str(layout.get("current") or "")
+        if current and layout.get("current_backend", "local") != "local":
+            sessions.append({"session_id": current, "backend": layout["current_backend"],
+                             "beside": True})
+            current = ""
+        for entry in sessions:  # a remote backend's windows open once it is connected
+            key = str(entry.get("backend", "local"))
+            if key != "local" and self.backends.link(key) is not None:
+                self._reopen.setdefault(key, []).append(entry)
+        spawn(self._connect([e for e in sessions if e.get("backend", "local") == "local"],
+                            current), self._failed)
 
     async def _connect(self, reopen: list[dict[str, Any]], current: str = "") -> None:
         await self.link.start()
@@ -115,13 +134,23 @@ class Controller(QObject):
             self.statuses.setdefault(session.session_id, session.status)
         self._tray_state()
         if current:
-            self.main.show_session(current)
-        for entry in reopen:
-            win = self.open_session(entry["session_id"], new_window=True)
+            self.main.show_session(current, link=self.link)
+        self._reopen_windows(self.link, reopen)
+        for link in self.backends.remotes:
+            if link.current == "connected":
+                self._reopen_windows(link, self._reopen.pop(link.key, []))
+        emit(self.ready)
+
+    def _reopen_windows(self, link: Link, entries: list[dict[str, Any]]) -> None:
+        """The saved layout's windows of one backend, now that it is connected."""
+        for entry in entries:
+            if entry.get("beside"):
+                self.main.show_session(entry["session_id"], link=link)
+                continue
+            win = self.open_session(entry["session_id"], new_window=True, link=link)
             if entry.get("geometry"):
                 win.restoreGeometry(QByteArray(base64.b64decode(entry["geometry"])))
                 show_on_screen(win)
-        emit(self.ready)
 
     def _failed(self, message: str) -> None:
         self.main.show_message(f"Could not reach the Turnkey service: {message}. It writes its "
@@ -152,6 +181,7 @@ class Controller(QObject):
                 self.main.close()
                 await settle()  # the windows' unsubscribes go out before the connection closes
                 await self.notifier.stop()  # the notice above goes out; approvals' buttons go
+                await self.backends.close()
                 await self.link.close()
             finally:
                 self.exit_app()
@@ -175,9 +205,11 @@ class Controller(QObject):
     # --- windows -------------------------------------------------------------------
 
     def open_session(self, session_id: str, new_window: bool = False,
-                     at_message: str = "") -> Window:
+                     at_message: str = "", link: Link | None = None) -> Window:
         """Shows a session: in the window already showing it (raised), else beside the main
-        window's sidebar; `new_window` pops it out into a window of its own."""
+        window's sidebar; `new_window` pops it out into a window of its own.  It is opened on
+        its own backend's connection (`link`, else where the app saw it)."""
+        link = link or self.link_of(session_id)
         if not new_window:
             for win in self.windows:
                 if win.session_id == session_id:
@@ -185,11 +217,11 @@ class Controller(QObject):
                     if at_message and win.current is not None:
                         spawn(win.current.show_message(at_message))
                     return win
-            self.main.show_session(session_id, at_message)
+            self.main.show_session(session_id, at_message, link)
             self.show_main()
             self._save_timer.start()
             return self.main
-        win = SessionWindow(self.link, session_id)
+        win = SessionWindow(link, session_id)
         win.setWindowIcon(window_icon())
         win.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         win.closed.connect(lambda _sid, w=win: self._closed(w))
@@ -227,6 +259,8 @@ class Controller(QObject):
             self.quit()
         elif action == "remote":
             self.open_remote()
+        elif action == "forget" and session_id:  # (here: a backend's key)
+            self.forget_remote(session_id)
         elif action == "pop_out" and session_id:
             self.open_session(session_id, new_window=True)
         elif action == "open_window" and session_id:
@@ -242,33 +276,73 @@ class Controller(QObject):
     def open_remote(self) -> None:
         """File ▸ Connect to a remote backend…: one dialog, brought forward when open."""
         if self.remote_dialog is None:
-            self.remote_dialog = RemoteDialog(self.use_remote, self.main)
+            self.remote_dialog = RemoteDialog(self.add_remote, self.main)
             self.remote_dialog.finished.connect(lambda _: setattr(self, "remote_dialog", None))
         self.show_main()
         self.remote_dialog.show()
         self.remote_dialog.raise_()
         self.remote_dialog.activateWindow()
 
-    async def use_remote(self, target: RemoteTarget) -> None:
-        """Moves the app to the backend `target` names, for this run; raises BackendNotFound
-        (the app still on its old backend) when that one cannot be reached.  Windows showing
-        the old backend's sessions close; the settings and schedules windows close too (they
-        spoke for the old one)."""
-        await self.link.switch(target)
+    async def add_remote(self, target: RemoteTarget, label: str = "") -> Link:
+        """Pairs with the backend `target` names, beside the ones the app has: its sessions
+        get a section of the sidebar, and the pairing is remembered (the token in the
+        keyring).  Raises BackendNotFound (nothing kept) when that backend cannot be reached
+        or refuses."""
+        link = await self.backends.pair(target, label)
+        if not self.backends.kept.get(link.key):
+            self.main.show_message(f"No keyring works here, so {link.where} is paired for as "
+                                   "long as Turnkey runs; pair again after a restart.")
+        log.info("paired with the backend on %s:%d", target.host, target.port)
+        return link
+
+    def forget_remote(self, key: str) -> None:
+        """A header's Remove…: asks, then closes that backend's windows and forgets it."""
+        link = self.backends.link(key)
+        if link is None or link is self.link:
+            return
+        box = QMessageBox(QMessageBox.Icon.Question, "Remove backend",
+                          f"Remove {link.title}? Its sessions stay on that computer; this app "
+                          "forgets the pairing and its token.",
+                          QMessageBox.StandardButton.Cancel, self.main)
+        remove = box.addButton("Remove", QMessageBox.ButtonRole.DestructiveRole)
+        remove.setProperty("danger", True)
+        box.buttonClicked.connect(
+            lambda b: spawn(self.backends.remove(key), self.main.show_message)
+            if box.buttonRole(b) == QMessageBox.ButtonRole.DestructiveRole else None)
+        box.open()
+        self.forget_box = box
+
+    def link_of(self, session_id: str) -> Link:
+        """The backend a session lives on: the sidebar's section, else where its events came
+        from, else this computer's."""
+        return self.main.sidebar.link_of(session_id) or self.backends.home(session_id)
+
+    def _backend_added(self, link: Link) -> None:
+        self.main.sidebar.add_backend(link)
+        link.received.connect(self.main.on_event)  # its session deleted while shown there
+        link.state.connect(lambda state, lk=link: self._remote_state(lk, state))
+
+    def _remote_state(self, link: Link, state: str) -> None:
+        if state == "connected":
+            self._reopen_windows(link, self._reopen.pop(link.key, []))
+
+    def _backend_removed(self, link: Link) -> None:
+        """Its windows close (they spoke to a connection that is gone)."""
         for win in list(self.windows):
-            win.close()
-        for widget in (self.settings, self.schedules):
-            if widget is not None:
-                widget.close()
-                widget.deleteLater()
-        self.settings = self.schedules = None  # made afresh, for the new backend, when asked
-        self.main.clear_session()
-        self.statuses.clear()
-        self.scheduled.clear()
-        self._show_backend()
-        self.main.sidebar.reload()
+            if win.current is not None and win.current.link is link:
+                win.close()
+        if self.main.current is not None and self.main.current.link is link:
+            self.main.clear_session()
+        for section in self.main.sidebar.sections:  # its turns no longer count in the tray
+            if section.link is link:
+                for session in section.rows.rows:
+                    self.statuses.pop(session.session_id, None)
+        self.main.sidebar.remove_backend(link)
         self._tray_state()
-        log.info("the app now uses the backend on %s:%d", target.host, target.port)
+        for sid in [sid for sid, lk in self.approvals.items() if lk is link]:
+            self.notifier.resolve(sid)
+            self.approvals.pop(sid, None)
+        self._save_timer.start()
 
     def _show_backend(self) -> None:
         host = self.link.remote_host
@@ -279,7 +353,8 @@ class Controller(QObject):
         if not session_id:
             self.show_main()
             return
-        win = self.open_session(session_id)
+        asking = self.approvals.get(approval_id) if approval_id else None
+        win = self.open_session(session_id, link=asking)
         if approval_id:
             # The card appears once the conversation's snapshot is in; focus it then.
             QTimer.singleShot(0, win, lambda: win.show_approval(approval_id))
@@ -287,7 +362,8 @@ class Controller(QObject):
     def answer(self, approval_id: str, decision: str) -> None:
         """An approval decided from a notification's button ("once" or "deny")."""
         choice: p.Decision = "once" if decision == "once" else "deny"
-        spawn(self.link.call(ApprovalRespond(approval_id=approval_id, decision=choice)),
+        link = self.approvals.get(approval_id, self.link)
+        spawn(link.call(ApprovalRespond(approval_id=approval_id, decision=choice)),
               lambda words: self.notifier.notify("The approval was not answered", words, ""))
 
     def show_main(self) -> None:
@@ -335,21 +411,26 @@ class Controller(QObject):
                 return win
         return None
 
-    def _on_event(self, event: Incoming) -> None:
+    def _on_event(self, link: Link, event: Incoming) -> None:
+        """Every backend's broadcasts: approvals and finished turns become notifications (a
+        remote backend's name them), and the tray says what runs."""
         if event.seq is not None:
             return  # the stored copies are for session windows
         data = event.data
+        on = f" on {link.where}" if link.where and link is not self.link else ""
         if event.type == "approval.request" and isinstance(data, p.ApprovalEvent):
             approval = data.approval
+            self.approvals[approval.approval_id] = link
             if self._visible_window(approval.session_id) is None:
                 tool, origin = shown_name(approval.tool)
                 named = f"{tool} ({origin})" if origin else tool
                 summary = shown_summary(approval.tool, approval.summary)
                 self.notifier.notify(
-                    "Turnkey needs your approval",
+                    f"Turnkey needs your approval{on}",
                     f"{named}: {summary}\n{approval.reason}",
                     approval.session_id, approval.approval_id)
         elif event.type == "approval.resolved" and isinstance(data, p.ApprovalEvent):
+            self.approvals.pop(data.approval.approval_id, None)
             self.notifier.resolve(data.approval.approval_id)
             if self.main.banner_target[1] == data.approval.approval_id:
                 self.main.banner.hide()  # answered somewhere: the fallback banner goes too
@@ -368,7 +449,8 @@ class Controller(QObject):
                 scheduled = self.scheduled.pop(sid, None) is not None
                 if self._visible_window(sid) is None:
                     title = "Scheduled turn finished" if scheduled else "Turn finished"
-                    self.notifier.notify(title, session.title or "A session finished", sid)
+                    self.notifier.notify(f"{title}{on}", session.title or "A session finished",
+                                         sid)
         self._tray_state()
 
     def _tray_state(self) -> None:
@@ -407,20 +489,19 @@ class Controller(QObject):
     def save_layout(self) -> None:
         if not self.keep_layout:
             return
+        current = self.main.current
         data = {
             "main": _geometry(self.main),
             "splitter": base64.b64encode(bytes(self.main.splitter.saveState().data())).decode(),
             "grouping": self.main.sidebar.model.grouping,
             "current": self.main.session_id,
-            "sessions": [{"session_id": w.session_id, "geometry": _geometry(w)} for w in self.windows],
+            "current_backend": current.link.key if current is not None else "local",
+            "sessions": [{"session_id": w.session_id, "geometry": _geometry(w),
+                          "backend": w.link.key} for w in self.windows],
             "background_told": self.background_told,
         }
-        path = self.data_dir / LAYOUT
-        try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data))
-            os.replace(tmp, path)
+        try:  # (the pairings in the same file are kept as they are)
+            pairings.write_settings(self.data_dir, data)
         except OSError as exc:
             log.warning("could not save the window layout: %s", exc)
 

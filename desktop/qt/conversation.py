@@ -651,6 +651,8 @@ class Conversation(QWidget):
                 break
             request = SessionMessages(session_id=self.session_id, limit=PAGE,
                                       before_id=rows[0].message_id)
+        if self.closed:
+            return  # another session took its place meanwhile: its widgets are going
         with self.follower.replacing():  # the stored rows of what was shown: not news
             self.state.transcript.reconcile_turn(turn_id, rows)
         # The stored rows may bring what the turn bar offers on (a failed turn's note, the
@@ -819,10 +821,11 @@ class Conversation(QWidget):
 
     def refresh(self) -> None:
         s = self.state
-        folder = home_relative(s.session.cwd) if s.session else ""
+        backend = self.link.where  # a remote backend's name; its paths are its own
+        folder = (s.session.cwd if backend else home_relative(s.session.cwd)) if s.session else ""
         model = s.session.model if s.session else ""
         muted = theme.colors().muted
-        where = " · ".join(esc(x) for x in (folder, model) if x)
+        where = " · ".join(esc(x) for x in (f"on {backend}" if backend else "", folder, model) if x)
         self.header.setText(f"<span style='font-size:13pt; font-weight:600'>{esc(s.title)}</span>"
                             f"<br><span style='color:{muted}'>{where}</span>")
         models = self._models()

@@ -1,9 +1,11 @@
-"""File ▸ Connect to a remote backend…: the app on a backend on another computer.
+"""File ▸ Connect to a remote backend…: a backend on another computer, beside this one's.
 
 The person pastes the connection string `turnkey token create` printed there
-(`turnkey://HOST:PORT?token=...&fp=...`, shared/remote.py).  A string that does not parse is
-explained under the field; one that parses is tried at once, and only a backend that answers
-(with the pinned certificate and a token it knows) replaces the one the app uses, for this run.
+(`turnkey://HOST:PORT?token=...&fp=...`, shared/remote.py) and may name the computer.  A
+string that does not parse is explained under the field; one that parses is tried at once,
+and only a backend that answers (with the pinned certificate and a token it knows) is added:
+its sessions get a section of the sidebar, and the pairing is remembered across runs (the
+token in the system keyring, desktop/pairings.py).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from shared.remote import BadConnectionString, RemoteTarget, parse
 
 PLACEHOLDER = "turnkey://HOST:PORT?token=…&fp=…"
 
-Connect = Callable[[RemoteTarget], Awaitable[None]]
+Connect = Callable[[RemoteTarget, str], Awaitable[object]]  # the target, the name given
 
 
 class RemoteDialog(QDialog):
@@ -46,14 +48,19 @@ class RemoteDialog(QDialog):
         box.setSpacing(10)
         intro = QLabel("Paste the connection string that <b>turnkey token create</b> printed on "
                        "the other computer. Its certificate fingerprint is checked; nothing "
-                       "else is trusted. Sessions and tools then run there, for as long as "
-                       "this app runs.")
+                       "else is trusted. Its sessions then show in the sidebar beside this "
+                       "computer's, and their tools run there. The pairing is remembered; its "
+                       "token is kept in the system keyring.")
         intro.setWordWrap(True)
         self.field = QLineEdit()
         self.field.setAccessibleName("Connection string")
         self.field.setAccessibleDescription("The turnkey:// string, with its token and fingerprint")
         self.field.setPlaceholderText(PLACEHOLDER)
         self.field.setEchoMode(QLineEdit.EchoMode.Password)  # it holds a token
+        self.label = QLineEdit()
+        self.label.setAccessibleName("Name")
+        self.label.setAccessibleDescription("What the sidebar calls that computer")
+        self.label.setPlaceholderText("Name (optional), e.g. build-box")
         self.error = QLabel()  # words from the other computer too: never read as markup
         self.error.setWordWrap(True)
         self.error.setTextFormat(Qt.TextFormat.PlainText)
@@ -68,9 +75,10 @@ class RemoteDialog(QDialog):
         buttons.addButton(self.connect_button, QDialogButtonBox.ButtonRole.AcceptRole)
         buttons.accepted.connect(self.attempt)
         buttons.rejected.connect(self.reject)
-        for widget in (intro, self.field, self.error):
+        for widget in (intro, self.field, self.label, self.error):
             box.addWidget(widget)
         box.addWidget(buttons)
+        self.adjustSize()  # as tall as its contents, no gaps
 
     def attempt(self) -> None:
         """Connect: parse, then try the backend; the dialog closes only when it answered."""
@@ -85,7 +93,7 @@ class RemoteDialog(QDialog):
 
     async def _go(self, target: RemoteTarget) -> None:
         try:
-            await self._connect(target)
+            await self._connect(target, self.label.text().strip())
         except BackendNotFound as exc:
             self._fail(str(exc))
             return

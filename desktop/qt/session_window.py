@@ -8,11 +8,13 @@ popping out) is asked of the controller through `requested`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
@@ -61,37 +63,46 @@ SESSION_ACTIONS = frozenset({"pop_out", "delete"})  # need a session in the wind
 
 
 class NewSessionDialog(QDialog):
-    def __init__(self, folder: str, parent: QWidget | None = None, remote_host: str = "") -> None:
-        """`remote_host`: the folder is on that computer, so it is typed, not chosen here."""
+    def __init__(self, folder: str, parent: QWidget | None = None, remote_host: str = "",
+                 backends: Sequence[Link] = (), chosen: Link | None = None,
+                 folders: dict[str, str] | None = None) -> None:
+        """`remote_host`: the folder is on that computer, so it is typed, not chosen here.
+        `backends`: with more than one, the person picks where the session lives (`chosen`
+        first); `folders` holds the last folder used on each backend, by its key."""
         super().__init__(parent)
         self.setWindowTitle("New session")
         self.setMinimumWidth(480)
+        self.local_folder = folder
+        self.folders = dict(folders or {})
         form = QFormLayout(self)
         form.setSpacing(10)
+        self.backends = list(backends)
+        self.backend = QComboBox()
+        self.backend.setAccessibleName("Backend")
+        self.backend.setAccessibleDescription("The computer the session lives on; its tools run there")
+        for link in self.backends:
+            self.backend.addItem(link.title, link.key)
         self.title = QLineEdit()
         self.title.setAccessibleName("Title")
         self.title.setPlaceholderText("optional: named after your first message otherwise")
         self.folder = QLineEdit(folder)
         self.folder.setAccessibleName("Working folder")
         self.folder.setAccessibleDescription("Where the session's tools read and change files")
-        pick = QPushButton("Choose…")
-        pick.setIcon(theme.icon("folder"))
-        pick.setAccessibleDescription("Choose the working folder")
-        pick.clicked.connect(self._pick)
+        self.pick = QPushButton("Choose…")
+        self.pick.setIcon(theme.icon("folder"))
+        self.pick.setAccessibleDescription("Choose the working folder")
+        self.pick.clicked.connect(self._pick)
         row = QHBoxLayout()
         row.addWidget(self.folder, 1)
-        row.addWidget(pick)
+        row.addWidget(self.pick)
+        if len(self.backends) > 1:
+            form.addRow("Backend", self.backend)
         form.addRow("Title", self.title)
         form.addRow("Working folder", row)
-        hint = QLabel("Tools read and change files in this folder; changes elsewhere ask first.")
-        if remote_host:
-            pick.hide()  # a file dialog would show this computer's folders
-            self.folder.setPlaceholderText(f"a folder on {remote_host} (empty: its default)")
-            hint.setText(f"Tools run on {remote_host} and read and change files in this folder "
-                         "there; changes elsewhere ask first.")
-        hint.setProperty("muted", True)
-        hint.setWordWrap(True)
-        form.addRow(hint)
+        self.hint = QLabel()
+        self.hint.setProperty("muted", True)
+        self.hint.setWordWrap(True)
+        form.addRow(self.hint)
         ok, cancel = QDialogButtonBox.StandardButton.Ok, QDialogButtonBox.StandardButton.Cancel
         buttons = QDialogButtonBox(ok | cancel)
         start = buttons.button(ok)
@@ -100,6 +111,32 @@ class NewSessionDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         form.addRow(buttons)
+        if chosen is not None and chosen in self.backends:
+            self.backend.setCurrentIndex(self.backends.index(chosen))
+        self._where(remote_host)
+        self.backend.currentIndexChanged.connect(self._backend_changed)
+
+    @property
+    def chosen(self) -> Link | None:
+        """The backend picked (None when there was only one to pick)."""
+        i = self.backend.currentIndex()
+        return self.backends[i] if 0 <= i < len(self.backends) else None
+
+    def _backend_changed(self, _index: int) -> None:
+        link = self.chosen
+        host = link.where if link is not None else ""
+        self.folder.setText(self.folders.get(link.key, "") if link is not None and host
+                            else self.local_folder)
+        self._where(host)
+
+    def _where(self, remote_host: str) -> None:
+        """A folder on another computer is typed (a file dialog would show this one's)."""
+        self.pick.setVisible(not remote_host)
+        self.folder.setPlaceholderText(f"a folder on {remote_host} (empty: its default)"
+                                       if remote_host else "")
+        self.hint.setText(f"Tools run on {remote_host} and read and change files in this "
+                          "folder there; changes elsewhere ask first." if remote_host else
+                          "Tools read and change files in this folder; changes elsewhere ask first.")
 
     def _pick(self) -> None:
         dialog = QFileDialog(self, "Working folder", self.folder.text())
@@ -196,9 +233,10 @@ class Window(QMainWindow):
             self.app_actions[name].setEnabled(has)
 
     def app_title(self) -> str:
-        """"Turnkey", or "Turnkey on HOST" while the app uses a backend on another computer."""
-        host = self.link.remote_host
-        return f"Turnkey on {host}" if host else "Turnkey"
+        """"Turnkey", or "Turnkey on build-box" while the session shown (else the window's
+        backend) lives on another computer."""
+        link = self.current.link if self.current is not None else self.link
+        return f"Turnkey on {link.where}" if link.where else "Turnkey"
 
     def refresh_title(self) -> None:
         """After the app moved to another backend: the title names it."""
@@ -264,11 +302,17 @@ class MainWindow(Window):
         self.setObjectName("mainWindow")
         self.default_folder = default_folder
         self.remote_folder = ""  # the last folder used on a remote backend (its own paths)
+        self.remote_folders: dict[str, str] = {}  # the same, per paired backend's key
+        # The backend a session lives on, for a session opened by id alone (a notification, the
+        # saved layout); the controller knows every backend's.
+        self.home_of: Callable[[str], Link] = lambda _sid: self.link
         self.sidebar = Sidebar(link)
         self.sidebar.setMinimumWidth(220)
         self.sidebar.open_requested.connect(lambda sid, at: self.show_session(sid, at))
         self.sidebar.open_new_requested.connect(lambda sid: emit(self.requested, "pop_out", sid))
         self.sidebar.new_requested.connect(self.new_session)
+        self.sidebar.new_on_requested.connect(self._new_on)
+        self.sidebar.forget_requested.connect(lambda key: emit(self.requested, "forget", key))
         self.sidebar.settings_requested.connect(lambda: emit(self.requested, "settings", ""))
         self.sidebar.schedules_requested.connect(lambda: emit(self.requested, "schedules", ""))
         self.sidebar.message.connect(lambda m: self.show_message(m))
@@ -311,7 +355,7 @@ class MainWindow(Window):
         self._title()
         self.resize(1180, 760)
         link.state.connect(self._on_link_state)
-        link.received.connect(self._on_event)
+        link.received.connect(self.on_event)
 
     def _empty_page(self) -> QWidget:
         page = QWidget()
@@ -364,11 +408,14 @@ class MainWindow(Window):
 
     # --- the conversation beside the sidebar --------------------------------------
 
-    def show_session(self, session_id: str, at_message: str = "") -> Conversation:
-        """Shows a session beside the sidebar (at a message, for a search match); its message
+    def show_session(self, session_id: str, at_message: str = "",
+                     link: Link | None = None) -> Conversation:
+        """Shows a session beside the sidebar (at a message, for a search match), over its own
+        backend's connection (`link`, else where the sidebar or the app saw it); its message
         box takes the focus."""
+        link = link or self.sidebar.link_of(session_id) or self.home_of(session_id)
         c = self.current
-        if c is not None and c.session_id == session_id:
+        if c is not None and c.session_id == session_id and c.link is link:
             if at_message:
                 spawn(c.show_message(at_message))
         else:
@@ -376,7 +423,7 @@ class MainWindow(Window):
                 self.stack.removeWidget(c)
                 c.close_conversation()
                 c.deleteLater()
-            c = Conversation(self.link, session_id, at_message or None)
+            c = Conversation(link, session_id, at_message or None)
             c.changed.connect(self._title)
             c.moved.connect(lambda _old, new: self.sidebar.mark_current(new))
             c.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
@@ -401,31 +448,46 @@ class MainWindow(Window):
         self._enable()
         self._title()
 
-    def _on_event(self, event: Incoming) -> None:
+    def on_event(self, event: Incoming) -> None:
+        """A backend's broadcast: the session shown was deleted (anywhere), so it goes."""
         if isinstance(event.data, p.SessionDeletedEvent) and event.session_id == self.session_id:
             self.clear_session()
 
     # --- new sessions -------------------------------------------------------------
 
-    def new_session(self) -> None:
+    def new_session(self, link: Link | None = None) -> None:
+        """The new-session dialog; with several backends it asks which one, `link` (else the
+        selected section's) first."""
         self.bring_forward()
-        remote = self.link.remote_host
-        dialog = NewSessionDialog(self.remote_folder if remote else self.default_folder, self,
-                                  remote)
+        backends = [section.link for section in self.sidebar.sections]
+        link = link or self.sidebar.selected_backend()
+        remote = link.where
+        last = self.remote_folder if link is self.link else ""  # (the app launched on it)
+        folder = self.remote_folders.get(link.key, last) if remote else self.default_folder
+        dialog = NewSessionDialog(folder, self, remote, backends, link, self.remote_folders)
+        dialog.local_folder = self.default_folder
         dialog.accepted.connect(
-            lambda: self.create_session(dialog.title.text().strip(), dialog.folder.text().strip()))
+            lambda: self.create_session(dialog.title.text().strip(), dialog.folder.text().strip(),
+                                        dialog.chosen or link))
         dialog.open()
         self.new_dialog = dialog
 
-    def create_session(self, title: str, folder: str) -> None:
+    def _new_on(self, key: str) -> None:
+        link = next((s.link for s in self.sidebar.sections if s.link.key == key), None)
+        self.new_session(link)
+
+    def create_session(self, title: str, folder: str, link: Link | None = None) -> None:
+        link = link or self.link
+
         async def go() -> None:
-            if folder and self.link.remote_host:
+            if folder and link.remote_host:
                 self.remote_folder = folder
+                self.remote_folders[link.key] = folder
             elif folder:
                 self.default_folder = folder
-            result = await self.link.call(SessionCreate(title=title or None, cwd=folder or None))
-            self.sidebar.add(result.session)
-            self.show_session(result.session.session_id)
+            result = await link.call(SessionCreate(title=title or None, cwd=folder or None))
+            self.sidebar.add(result.session, link)
+            self.show_session(result.session.session_id, link=link)
 
         spawn(go(), self.show_message)
 

@@ -18,6 +18,7 @@ from PySide6.QtCore import (
     QModelIndex,
     QObject,
     QPersistentModelIndex,
+    QPoint,
     QRect,
     QSize,
     Qt,
@@ -73,6 +74,8 @@ SESSION = Qt.ItemDataRole.UserRole + 2  # the p.Session
 MATCH = Qt.ItemDataRole.UserRole + 3  # the p.SearchMatch, when searching
 GROUPING = Qt.ItemDataRole.UserRole + 4  # how the list is grouped now
 SESSION_ID = Qt.ItemDataRole.UserRole
+BACKEND = Qt.ItemDataRole.UserRole + 5  # the key of the backend a row belongs to
+STATE = Qt.ItemDataRole.UserRole + 6  # a backend header's (words, tone)
 TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning", "unknown": "warning"}
 
 
@@ -102,39 +105,112 @@ def day_group(stamp: str, today: date | None = None) -> str:
     return day.strftime("%B %Y")
 
 
+@dataclass
+class Section:
+    """One backend's part of the list: its link and its sessions."""
+
+    link: Link
+    rows: SessionRows
+
+
+@dataclass(frozen=True)
+class BackendHeader:
+    """The row naming a backend above its sessions (only while there is more than one)."""
+
+    section: int
+
+
+@dataclass(frozen=True)
+class Note:
+    """A muted line in a section with nothing to list ("No sessions yet")."""
+
+    label: str
+
+
+Entry = Header | BackendHeader | Note | tuple[int, int]  # (section, index into its rows)
+
+
+def backend_state(link: Link) -> tuple[str, str]:
+    """A backend's connection in words and its tone: ("Connected", "success"),
+    ("Reconnecting…", "warning"), ("Refused: wrong certificate", "danger")."""
+    if link.current == "connected":
+        return "Connected", "success"
+    if link.refusal:
+        return f"Refused: {link.refusal}", "danger"
+    if link.current in ("connecting", "starting"):
+        return "Connecting…", "muted"
+    return "Reconnecting…", "warning"
+
+
 class SidebarModel(QAbstractListModel):
-    """The sessions as a flat list with a header row before each group."""
+    """The sessions as a flat list with a header row before each group; with several
+    backends, each backend's groups under a row naming it and its connection."""
 
     rename = Signal(str, str)  # session_id, new title
 
-    def __init__(self, sessions: SessionRows) -> None:
+    def __init__(self, sections: list[Section]) -> None:
         super().__init__()
-        self.sessions = sessions
+        self.sections = sections
         self.grouping = "day"
         self.matches: dict[str, p.SearchMatch] = {}
-        self.entries: list[Header | int] = []  # a header, or an index into sessions.rows
+        self.entries: list[Entry] = []
         self.more: Any = None  # set by the sidebar: loads the next page
-        sessions.on_reset = self.rebuild
-        sessions.on_row = self._row
+        for section in sections:
+            self.watch(section)
+
+    @property
+    def sessions(self) -> SessionRows:
+        """The first backend's sessions (the only ones while no remote is paired)."""
+        return self.sections[0].rows
+
+    def watch(self, section: Section) -> None:
+        rows = section.rows
+
+        def changed(i: int) -> None:
+            self._row(rows, i)
+
+        rows.on_reset = self.rebuild
+        rows.on_row = changed
 
     def rebuild(self) -> None:
         self.beginResetModel()
         self.entries = self._entries()
         self.endResetModel()
 
-    def _entries(self) -> list[Header | int]:
-        rows = self.sessions.rows
-        if self.sessions.query:  # ranked by the backend: one group, in its order
+    def _entries(self) -> list[Entry]:
+        if len(self.sections) == 1:
+            return self._groups(0)
+        out: list[Entry] = []
+        for n, section in enumerate(self.sections):
+            out.append(BackendHeader(n))
+            if section.rows.rows:
+                out.extend(self._groups(n))
+            elif section.link.refusal:
+                out.append(Note("Pair again to list its sessions"))
+            elif section.link.current != "connected":
+                out.append(Note("Its sessions show once it answers"))
+            elif section.rows.query:
+                out.append(Note("Nothing matches"))
+            else:
+                out.append(Note("No sessions yet"))
+        return out
+
+    def _groups(self, n: int) -> list[Entry]:
+        """One backend's sessions: grouped by day or folder, or ranked search results."""
+        sessions = self.sections[n].rows
+        rows = sessions.rows
+        if sessions.query:  # ranked by the backend: one group, in its order
             return [Header(f"{len(rows)} result{'s' if len(rows) != 1 else ''}"
-                           f"{'+' if self.sessions.next_cursor else ''}"), *range(len(rows))]
-        out: list[Header | int] = []
+                           f"{'+' if sessions.next_cursor else ''}"),
+                    *((n, i) for i in range(len(rows)))]
+        out: list[Entry] = []
         if self.grouping == "folder":
             groups: dict[str, list[int]] = {}
             for i, s in enumerate(rows):  # folders in order of their latest session
                 groups.setdefault(home_relative(s.cwd), []).append(i)
             for folder, members in groups.items():
                 out.append(Header(folder))
-                out.extend(members)
+                out.extend((n, i) for i in members)
             return out
         last = None
         for i, s in enumerate(rows):
@@ -142,34 +218,65 @@ class SidebarModel(QAbstractListModel):
             if label != last:
                 out.append(Header(label))
                 last = label
-            out.append(i)
+            out.append((n, i))
         return out
 
-    def _row(self, i: int) -> None:
-        for n, entry in enumerate(self.entries):
-            if entry == i and not isinstance(entry, Header):
-                emit(self.dataChanged, self.index(n, 0), self.index(n, 0))
-                return
+    def _row(self, rows: SessionRows, i: int) -> None:
+        n = next((k for k, s in enumerate(self.sections) if s.rows is rows), None)
+        if n is None:
+            return
+        row = self.position((n, i))
+        if row is not None:
+            emit(self.dataChanged, self.index(row, 0), self.index(row, 0))
+
+    def position(self, entry: Entry) -> int | None:
+        """The row showing `entry` (None when it is not shown)."""
+        for row, e in enumerate(self.entries):
+            if e == entry:
+                return row
+        return None
 
     def refresh_all(self) -> None:
         """Every row's text again ("5 min ago" stays true)."""
         if self.entries:
             emit(self.dataChanged, self.index(0, 0), self.index(len(self.entries) - 1, 0))
 
-    def row_of(self, session_id: str) -> int | None:
-        i = self.sessions.index(session_id)
-        if i is None:
-            return None
-        for n, entry in enumerate(self.entries):
-            if entry == i and not isinstance(entry, Header):
-                return n
+    def refresh_backend(self, link: Link) -> None:
+        """A backend's header says its connection anew."""
+        n = next((k for k, s in enumerate(self.sections) if s.link is link), None)
+        row = self.position(BackendHeader(n)) if n is not None else None
+        if row is not None:
+            emit(self.dataChanged, self.index(row, 0), self.index(row, 0))
+
+    def locate(self, session_id: str) -> tuple[int, int] | None:
+        """(section, index into its rows) of a listed session."""
+        for n, section in enumerate(self.sections):
+            i = section.rows.index(session_id)
+            if i is not None:
+                return n, i
         return None
+
+    def row_of(self, session_id: str) -> int | None:
+        where = self.locate(session_id)
+        return self.position(where) if where is not None else None
 
     def session_at(self, row: int) -> p.Session | None:
         if not 0 <= row < len(self.entries):
             return None
         entry = self.entries[row]
-        return None if isinstance(entry, Header) else self.sessions.rows[entry]
+        if not isinstance(entry, tuple):
+            return None
+        n, i = entry
+        return self.sections[n].rows.rows[i]
+
+    def section_at(self, row: int) -> Section | None:
+        """The backend a row belongs to (its header, a group, a session)."""
+        for entry in reversed(self.entries[:row + 1] if 0 <= row < len(self.entries) else []):
+            if isinstance(entry, BackendHeader):
+                return self.sections[entry.section]
+            if isinstance(entry, tuple):
+                return self.sections[entry[0]]
+        return self.sections[0] if self.sections else None
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self.entries)
@@ -178,15 +285,20 @@ class SidebarModel(QAbstractListModel):
         if not index.isValid() or index.row() >= len(self.entries):
             return None
         entry = self.entries[index.row()]
-        if isinstance(entry, Header):
+        if isinstance(entry, BackendHeader):
+            return self._backend_data(self.sections[entry.section].link, role)
+        if isinstance(entry, Header | Note):
             if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole):
                 return entry.label
-            return "header" if role == KIND else None
-        s = self.sessions.rows[entry]
+            return ("header" if isinstance(entry, Header) else "note") if role == KIND else None
+        n, i = entry
+        s = self.sections[n].rows.rows[i]
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
             return s.title or "New session"
         if role == Qt.ItemDataRole.AccessibleTextRole:
-            return f"{s.title or 'New session'}, {status_label(s.status)}, {cost(s)}, {ago(s.updated_at)}"
+            where = f", on {self.sections[n].link.title}" if len(self.sections) > 1 else ""
+            return f"{s.title or 'New session'}, {status_label(s.status)}, {cost(s)}, " \
+                   f"{ago(s.updated_at)}{where}"
         if role == Qt.ItemDataRole.ToolTipRole:
             return f"{s.title or 'New session'}\n{home_relative(s.cwd)} · {s.model}\n" \
                    f"{s.message_count} messages · {cost(s)} · {ago(s.updated_at)}"
@@ -200,10 +312,30 @@ class SidebarModel(QAbstractListModel):
             return self.matches.get(s.session_id)
         if role == GROUPING:
             return self.grouping
+        if role == BACKEND:
+            return self.sections[n].link.key
+        return None
+
+    @staticmethod
+    def _backend_data(link: Link, role: int) -> Any:
+        state, tone = backend_state(link)
+        if role == Qt.ItemDataRole.DisplayRole:
+            return link.title
+        if role == Qt.ItemDataRole.AccessibleTextRole:
+            return f"Backend {link.title}: {state}"
+        if role == Qt.ItemDataRole.ToolTipRole:
+            where = "this computer" if not link.remote_host else link.remote_host
+            return f"Sessions on {where}; their tools run there.\n{state}"
+        if role == KIND:
+            return "backend"
+        if role == BACKEND:
+            return link.key
+        if role == STATE:
+            return state, tone
         return None
 
     def flags(self, index: Index) -> Qt.ItemFlag:
-        if not index.isValid() or isinstance(self.entries[index.row()], Header):
+        if not index.isValid() or not isinstance(self.entries[index.row()], tuple):
             return Qt.ItemFlag.NoItemFlags  # never selected, skipped by the arrow keys
         return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEditable
 
@@ -216,7 +348,7 @@ class SidebarModel(QAbstractListModel):
         return True
 
     def canFetchMore(self, parent: Index) -> bool:
-        return not parent.isValid() and bool(self.sessions.next_cursor)
+        return not parent.isValid() and any(s.rows.next_cursor for s in self.sections)
 
     def fetchMore(self, parent: Index) -> None:
         if self.more is not None:
@@ -231,8 +363,11 @@ class SessionDelegate(QStyledItemDelegate):
 
     def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
         fm = QFontMetrics(option.font)
-        if index.data(KIND) == "header":
+        kind = index.data(KIND)
+        if kind in ("header", "note"):
             return QSize(200, fm.height() + 16)
+        if kind == "backend":
+            return QSize(200, fm.height() * 2 + 26)
         return QSize(200, fm.height() * 2 + 18)
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
@@ -243,6 +378,20 @@ class SessionDelegate(QStyledItemDelegate):
         palette: QPalette = option.palette
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        if index.data(KIND) == "backend":
+            self._backend(painter, rect, font, index, c)
+            painter.restore()
+            return
+        if index.data(KIND) == "note":  # where a session's title would be, smaller
+            small = QFont(font)
+            small.setPointSizeF(font.pointSizeF() * 0.9)
+            painter.setFont(small)
+            painter.setPen(QColor(c.muted))
+            painter.drawText(rect.adjusted(self.PAD + 4, 0, -self.PAD, 0),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             str(index.data(Qt.ItemDataRole.DisplayRole)))
+            painter.restore()
+            return
         if index.data(KIND) == "header":
             small = QFont(font)
             small.setPointSizeF(font.pointSizeF() * 0.85)
@@ -319,6 +468,40 @@ class SessionDelegate(QStyledItemDelegate):
                              sfm.elidedText(when, Qt.TextElideMode.ElideRight, rest.width()))
         painter.restore()
 
+    def _backend(self, painter: QPainter, rect: QRect, font: QFont, index: Index,
+                 c: theme.Colors) -> None:
+        """A backend's name in bold over a coloured dot and its connection state; a hairline
+        above every one but the first."""
+        if index.row() > 0:
+            painter.setPen(QColor(c.border))
+            painter.drawLine(rect.left() + self.PAD, rect.top() + 4, rect.right() - self.PAD,
+                             rect.top() + 4)
+        bold = QFont(font)
+        bold.setWeight(QFont.Weight.DemiBold)
+        fm = QFontMetrics(bold)
+        inner = rect.adjusted(self.PAD, 12, -self.PAD, -4)
+        line1 = QRect(inner.left(), inner.top(), inner.width(), fm.height())
+        painter.setFont(bold)
+        painter.setPen(QColor(c.text))
+        painter.drawText(line1, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         fm.elidedText(str(index.data(Qt.ItemDataRole.DisplayRole)),
+                                       Qt.TextElideMode.ElideRight, line1.width()))
+        words, tone = index.data(STATE)
+        small = QFont(font)
+        small.setPointSizeF(font.pointSizeF() * 0.9)
+        sfm = QFontMetrics(small)
+        line2 = QRect(inner.left(), line1.bottom() + 3, inner.width(), sfm.height())
+        color = QColor(getattr(c, tone))
+        d = 7
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(color)
+        painter.drawEllipse(line2.left(), line2.center().y() - d // 2 + 1, d, d)
+        painter.setFont(small)
+        painter.setPen(color)
+        text_rect = line2.adjusted(d + 6, 0, 0, 0)
+        painter.drawText(text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         sfm.elidedText(words, Qt.TextElideMode.ElideRight, text_rect.width()))
+
     @staticmethod
     def _snippet(painter: QPainter, rect: QRect, font: QFont, match: p.SearchMatch,
                  c: theme.Colors) -> None:
@@ -361,20 +544,23 @@ class Sidebar(QWidget):
     settings_requested = Signal()
     schedules_requested = Signal()
     message = Signal(str)  # something went wrong: the window says it
+    new_on_requested = Signal(str)  # a backend's key: a new session there (its header's menu)
+    forget_requested = Signal(str)  # a remote backend's key: remove its pairing (asked first)
 
     def __init__(self, link: Link) -> None:
         super().__init__()
         self.setObjectName("sidebar")
         self.link = link
-        self.sessions = SessionRows()
-        self.model = SidebarModel(self.sessions)
+        self.sections = [Section(link, SessionRows())]
+        self.sessions = self.sections[0].rows  # this computer's (or `--remote`'s) sessions
+        self.model = SidebarModel(self.sections)
         self.model.more = self._load_more
         self.model.rename.connect(self.rename)
         self._loading_more = False
         self._force_next: str | None = None  # a busy session the user asked to delete once already
         self._keep: str | None = None  # the current session across a model reset
         self._build()
-        link.received.connect(self._on_event)
+        self._listen(self.sections[0])
         self._search_timer = QTimer(self, singleShot=True, interval=250)
         self._search_timer.timeout.connect(self.reload)
         self._age_timer = QTimer(self, interval=30_000)
@@ -453,7 +639,8 @@ class Sidebar(QWidget):
                                           self.delete_selected)
         for a in (self.rename_action, self.delete_action):
             a.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)  # the window's F2 is its own
-        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._context_menu)
         for a in (self.open_action, self.open_new_action, self.rename_action, self.delete_action):
             a.setProperty("palette_hidden", True)  # on the selected row: the window has its own
             self.list.addAction(a)
@@ -495,11 +682,79 @@ class Sidebar(QWidget):
         box.addLayout(bottom)
 
     def show_backend(self, host: str) -> None:
-        """"On HOST" above the sessions for a remote backend; nothing for this computer's."""
+        """"On HOST" above the sessions for a remote backend; nothing for this computer's,
+        nor while several backends each have a header of their own."""
         self.backend_label.setText(f"On {host}" if host else "")
         self.backend_label.setToolTip(f"These sessions live on the backend at {host}; their "
                                       "tools run there" if host else "")
-        self.backend_label.setVisible(bool(host))
+        self.backend_label.setVisible(bool(host) and len(self.sections) == 1)
+
+    # --- backends ------------------------------------------------------------------
+
+    def add_backend(self, link: Link) -> None:
+        """A section for another backend: its sessions listed under a header naming it."""
+        section = Section(link, SessionRows())
+        self.sections.append(section)
+        self.model.watch(section)
+        self._listen(section)
+        self.backend_label.hide()
+        self.model.rebuild()
+        self._update_empty()
+        if link.current == "connected":
+            spawn(self._reload(section), lambda m: emit(self.message, m))
+
+    def remove_backend(self, link: Link) -> None:
+        self.sections[:] = [s for s in self.sections if s.link is not link]
+        self.show_backend(self.link.remote_host)
+        self.model.rebuild()
+        self._update_empty()
+
+    def _listen(self, section: Section) -> None:
+        link = section.link
+        link.received.connect(lambda event: self._on_event(section, event))
+        link.state.connect(lambda _state: self._backend_changed(section))
+        link.refused.connect(lambda _why: self._backend_changed(section))
+
+    def _backend_changed(self, section: Section) -> None:
+        if section in self.sections and len(self.sections) > 1:
+            if section.rows.rows:
+                self.model.refresh_backend(section.link)
+            else:  # its note ("No sessions yet", "…once it answers") changes too
+                self.model.rebuild()
+
+    def link_of(self, session_id: str) -> Link | None:
+        """The backend of a listed session (None when it is not listed)."""
+        where = self.model.locate(session_id)
+        return self.sections[where[0]].link if where is not None else None
+
+    def selected_backend(self) -> Link:
+        """The backend of the section the current row is in (the first when none is)."""
+        index = self.list.currentIndex()
+        section = self.model.section_at(index.row()) if index.isValid() else None
+        return section.link if section is not None else self.link
+
+    def _context_menu(self, pos: QPoint) -> None:
+        """A session's actions, or on a backend's header: a new session there, and (for a
+        remote one) removing its pairing."""
+        index = self.list.indexAt(pos)
+        menu = QMenu(self.list)
+        if index.isValid() and index.data(KIND) == "session":
+            self.list.setCurrentIndex(index)
+            for action in (self.open_action, self.open_new_action, self.rename_action,
+                           self.delete_action):
+                menu.addAction(action)
+        section = self.model.section_at(index.row()) if index.isValid() else None
+        if section is not None and len(self.sections) > 1:  # (the keyboard's way there too)
+            menu.addSeparator()
+            link, name = section.link, section.link.title
+            new = menu.addAction(f"New session on {name}…")
+            new.triggered.connect(lambda _=False: emit(self.new_on_requested, link.key))
+            if section is not self.sections[0]:
+                forget = menu.addAction(f"Remove {name}…")
+                forget.triggered.connect(lambda _=False: emit(self.forget_requested, link.key))
+        if not menu.isEmpty():
+            menu.popup(self.list.viewport().mapToGlobal(pos))
+        self.context_menu = menu
 
     def _action(self, text: str, key: Any, slot: Any) -> QAction:
         action = QAction(text, self.list if key is not None else self)
@@ -549,36 +804,46 @@ class Sidebar(QWidget):
     # --- data ----------------------------------------------------------------------
 
     def reload(self) -> None:
-        spawn(self._reload(), lambda m: emit(self.message, m))
+        """Every connected backend's sessions afresh (a backend not connected is listed
+        when it connects)."""
+        for section in self.sections:
+            if section is self.sections[0] or section.link.current == "connected":
+                spawn(self._reload(section), lambda m: emit(self.message, m))
 
-    async def _reload(self) -> None:
+    async def _reload(self, section: Section | None = None) -> None:
+        section = section or self.sections[0]
         query = self.search.text().strip()
-        self.sessions.loading()  # (what arrives meanwhile is applied again over the result)
-        result = await self.link.call(SessionList(limit=PAGE, query=query or None))
-        if query != self.search.text().strip():
-            return  # typed on meanwhile; the newer search wins
-        self.model.matches = {m.session_id: m for m in result.matches}
-        self.sessions.load(result.sessions, result.next_cursor, query)
+        section.rows.loading()  # (what arrives meanwhile is applied again over the result)
+        result = await section.link.call(SessionList(limit=PAGE, query=query or None))
+        if query != self.search.text().strip() or section not in self.sections:
+            return  # typed on meanwhile (the newer search wins), or the backend was removed
+        others = {sid: m for sid, m in self.model.matches.items()
+                  if self.link_of(sid) not in (None, section.link)}
+        self.model.matches = {**others, **{m.session_id: m for m in result.matches}}
+        section.rows.load(result.sessions, result.next_cursor, query)
         self._update_empty()
 
     def _load_more(self) -> None:
-        if self._loading_more or not self.sessions.next_cursor:
+        waiting = [s for s in self.sections if s.rows.next_cursor]
+        if self._loading_more or not waiting:
             return
         self._loading_more = True
 
         async def more() -> None:
             try:
-                result = await self.link.call(SessionList(
-                    limit=PAGE, cursor=self.sessions.next_cursor, query=self.sessions.query or None))
-                self.model.matches.update({m.session_id: m for m in result.matches})
-                self.sessions.extend(result.sessions, result.next_cursor)
+                for section in waiting:
+                    rows = section.rows
+                    result = await section.link.call(SessionList(
+                        limit=PAGE, cursor=rows.next_cursor, query=rows.query or None))
+                    self.model.matches.update({m.session_id: m for m in result.matches})
+                    rows.extend(result.sessions, result.next_cursor)
             finally:
                 self._loading_more = False
 
         spawn(more(), lambda m: emit(self.message, m))
 
     def _update_empty(self) -> None:
-        none = not self.sessions.rows
+        none = not self.sessions.rows and len(self.sections) == 1
         self.empty.setVisible(none)
         self.list.setVisible(not none)
         if none and self.sessions.query:
@@ -586,18 +851,24 @@ class Sidebar(QWidget):
         elif none:
             self.empty.setText("No sessions yet.\nPress Ctrl+N to start one.")
 
-    def _on_event(self, event: Incoming) -> None:
+    def _on_event(self, section: Section, event: Incoming) -> None:
+        if section not in self.sections:
+            return  # a backend removed a moment ago
         if event.type in ("session.created", "session.updated", "session.deleted") \
                 and (event.seq is None or event.type != "session.updated"):
-            self.sessions.apply(event)
+            section.rows.apply(event)
             self._update_empty()
         elif isinstance(event.data, ClientState) and event.data.state == "connected":
-            self.reload()  # what changed while we were away
+            # What changed while we were away (the first backend: the app reloads it itself
+            # once started).
+            spawn(self._reload(section), lambda m: emit(self.message, m))
 
-    def add(self, session: p.Session) -> None:
-        """A session this app just created, listed before its broadcast arrives."""
-        self.sessions.apply(Incoming("session.created", session.session_id,
-                                     p.SessionEvent(session=session)))
+    def add(self, session: p.Session, link: Link | None = None) -> None:
+        """A session this app just created (on `link`'s backend), listed before its
+        broadcast arrives."""
+        section = next((s for s in self.sections if s.link is link), self.sections[0])
+        section.rows.apply(Incoming("session.created", session.session_id,
+                                    p.SessionEvent(session=session)))
         self._update_empty()
 
     # --- actions -------------------------------------------------------------------
@@ -655,7 +926,8 @@ class Sidebar(QWidget):
             self.list.edit(index)
 
     def rename(self, session_id: str, title: str) -> None:
-        spawn(self.link.call(SessionUpdate(session_id=session_id, title=title)),
+        link = self.link_of(session_id) or self.link
+        spawn(link.call(SessionUpdate(session_id=session_id, title=title)),
               lambda m: emit(self.message, m))
 
     def delete_selected(self) -> None:
@@ -664,8 +936,9 @@ class Sidebar(QWidget):
             self.confirm_delete(sid)
 
     def confirm_delete(self, sid: str) -> None:
-        i = self.sessions.index(sid)
-        title = (self.sessions.rows[i].title or "New session") if i is not None else sid
+        where = self.model.locate(sid)
+        listed = self.sections[where[0]].rows.rows[where[1]] if where is not None else None
+        title = (listed.title or "New session") if listed is not None else sid
         box = QMessageBox(QMessageBox.Icon.Warning, "Delete session",
                           f"Delete “{title}” and its whole transcript? This cannot be undone.",
                           QMessageBox.StandardButton.Cancel, self)
@@ -680,7 +953,8 @@ class Sidebar(QWidget):
     def delete(self, session_id: str, force: bool = False) -> None:
         async def go() -> None:
             try:
-                await self.link.call(SessionDelete(session_id=session_id, force=force))
+                link = self.link_of(session_id) or self.link
+                await link.call(SessionDelete(session_id=session_id, force=force))
             except RpcError as exc:
                 if exc.code == ErrorCode.SESSION_BUSY:
                     emit(self.message, "That session is working right now. Stop it first, or "

@@ -19,15 +19,29 @@ from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import keyring
 import pytest
 import qasync
 from PySide6.QtWidgets import QApplication
 
+from tests.fakes.memory_keyring import MemoryKeyring
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.backend_proc import Backend
 
 T = TypeVar("T")
 _retired_loops: list[asyncio.AbstractEventLoop] = []
+
+
+@pytest.fixture(autouse=True)
+def test_keyring(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryKeyring]:
+    """Every desktop test keeps what the app stores in the keyring (a remote backend's token)
+    in a dict: never in the developer's own keyring."""
+    monkeypatch.delenv("TURNKEY_NO_KEYRING", raising=False)
+    previous = keyring.get_keyring()
+    ring = MemoryKeyring()
+    keyring.set_keyring(ring)
+    yield ring
+    keyring.set_keyring(previous)
 
 
 @pytest.fixture
