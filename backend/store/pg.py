@@ -426,8 +426,10 @@ def _attempt(conn: psycopg.Connection[Any], batch: list[_Job], timing: _Timing,
                 tx.finish()
                 job.published = tx.published
             except BaseException as exc:
-                if _is_conflict(exc) or isinstance(exc, psycopg.OperationalError):
-                    raise _Conflict() if _is_conflict(exc) else exc from None
+                if _is_conflict(exc):
+                    raise _Conflict() from None
+                if conn.broken:  # the server went away: the whole batch failed
+                    raise
                 conn.execute("ROLLBACK TO SAVEPOINT job")
                 job.error = _translate(exc)
             conn.execute("RELEASE SAVEPOINT job")

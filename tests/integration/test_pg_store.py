@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from backend.errors import StoreTooNew
+from backend.errors import StoreTooNew, StoreUnavailable
 from backend.store import events, pg_schema, runtime, sessions
 from backend.store.db import Tx
 from backend.store.events import StoredEvent
@@ -149,3 +149,22 @@ async def test_events_of_one_store_reach_the_other_in_order_even_without_a_notif
     await first.write(lambda tx: events.append(tx, sid, "test.event", {"n": "last"}))
     await asyncio.wait_for(arrived.wait(), 10)
     assert seen == [(sid, 1, "a"), (sid, 2, "b"), (sid, 3, "silent"), (sid, 4, "last")]
+
+
+async def test_a_failing_statement_fails_its_own_job_only(
+    two: tuple[PgDatabase, PgDatabase],
+) -> None:
+    """Jobs committed together each have a savepoint: one refused by the server (a value too
+    long for its type, here) leaves the others of its batch committed, as on SQLite."""
+    first, _ = two
+    good = first.enqueue(lambda tx: tx.execute(
+        "INSERT INTO tokens (token_id, token_hash, scopes, label, created_at) "
+        "VALUES ('tok_a', 'h', 'read', 'kept', 'now')"))
+    bad = first.enqueue(lambda tx: tx.execute(  # over a tsvector's 1 MB
+        "SELECT to_tsvector('simple', string_agg(md5(i::text), ' ')) "
+        "FROM generate_series(1, 40000) AS i"))
+    results = await asyncio.gather(good, bad, return_exceptions=True)
+    assert isinstance(results[1], StoreUnavailable), results
+    assert not isinstance(results[0], BaseException), results
+    rows = await first.read(lambda tx: tx.all("SELECT label FROM tokens"))
+    assert [r["label"] for r in rows] == ["kept"]
