@@ -114,6 +114,7 @@ class PgServer:
             try:
                 entry = pwd.getpwnam(self.user)
             except KeyError:
+                shutil.rmtree(self.root, ignore_errors=True)
                 raise PgServerError(
                     f"the tests run as root, and PostgreSQL refuses to; they run it as the "
                     f"'{self.user}' system user, which does not exist. Run `scripts/bootstrap dev` "
@@ -128,7 +129,7 @@ class PgServer:
         """initdb, then postgres on a free port; returns once it accepts connections."""
         self._run([
             str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "--auth=trust",
-            "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions",
+            "--encoding=UTF8", "--locale=C", "--no-sync",
         ])
         for _attempt in range(BIND_ATTEMPTS):
             self.port = free_port()

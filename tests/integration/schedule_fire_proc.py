@@ -1,11 +1,12 @@
 """A second scheduler in its own process: runs the real firing transaction once.
 
-    python schedule_fire_proc.py STATE_DB SCHEDULE_ID NOW_ISO GO_FILE READY_FILE
+    python schedule_fire_proc.py STORE SCHEDULE_ID NOW_ISO GO_FILE READY_FILE
 
-Opens the database, creates READY_FILE, waits until GO_FILE exists (so two of these start
-their write together), runs `fire_due` for the schedule at NOW_ISO, prints `fired ADMISSION_ID` or
-`none`.  Used by test_schedules.py to prove that the database alone keeps one
-(schedule, fire time) from firing twice.
+STORE is a state.db path (SQLite) or a postgresql:// URL.  Opens the database, creates
+READY_FILE, waits until GO_FILE exists (so two of these start their write together), runs
+`fire_due` for the schedule at NOW_ISO, prints `fired ADMISSION_ID` or `none`.  Used by
+test_schedules.py to prove that the database alone keeps one (schedule, fire time) from
+firing twice.
 """
 
 from __future__ import annotations
@@ -19,10 +20,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from backend.authority.schedules import fire_due
 from backend.store.db import Database
+from backend.store.pg import PgDatabase
+from shared.config import STORE_SCHEMES
 
 
-async def main(db_path: str, schedule_id: str, now_iso: str, go: str, ready: str) -> None:
-    db = Database(Path(db_path))
+def open_store(store: str) -> Database:
+    """The store as the backend opens it: PostgreSQL for a URL, else the SQLite file."""
+    if store.startswith(STORE_SCHEMES):
+        return PgDatabase(store)
+    return Database(Path(store))
+
+
+async def main(store: str, schedule_id: str, now_iso: str, go: str, ready: str) -> None:
+    db = open_store(store)
     await db.open()
     try:
         await asyncio.to_thread(Path(ready).touch)

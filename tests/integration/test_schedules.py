@@ -236,7 +236,8 @@ async def test_two_processes_fire_the_same_slot_once(backend: Backend, connect: 
     go = tmp_path / "go"
     now = _iso(datetime.fromisoformat(sched["at"]) + timedelta(seconds=1))
     procs = [await asyncio.create_subprocess_exec(
-        sys.executable, str(FIRE_PROC), str(backend.data_dir / "state.db"), sched["schedule_id"],
+        sys.executable, str(FIRE_PROC), backend.store or str(backend.data_dir / "state.db"),
+        sched["schedule_id"],
         now, str(go), str(tmp_path / f"ready{i}"), cwd=REPO, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     ) for i in range(2)]
