@@ -414,12 +414,14 @@ def _commit_batch(conn: psycopg.Connection[Any], *, batch: list[_Job], timing: _
 def _attempt(conn: psycopg.Connection[Any], batch: list[_Job], timing: _Timing,
              origin: str) -> None:
     clock = time.monotonic
+    alone = len(batch) == 1  # the usual case: the transaction is the job's, no savepoint
     conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
     try:
         for job in batch:
             job_started = clock()
             job.result, job.error, job.published = None, None, []
-            conn.execute("SAVEPOINT job")
+            if not alone:
+                conn.execute("SAVEPOINT job")
             tx = PgTx(conn, dialect=POSTGRESQL)
             try:
                 job.result = job.fn(tx)
@@ -430,9 +432,13 @@ def _attempt(conn: psycopg.Connection[Any], batch: list[_Job], timing: _Timing,
                     raise _Conflict() from None
                 if conn.broken:  # the server went away: the whole batch failed
                     raise
-                conn.execute("ROLLBACK TO SAVEPOINT job")
                 job.error = _translate(exc)
-            conn.execute("RELEASE SAVEPOINT job")
+                if alone:
+                    conn.execute("ROLLBACK")
+                    return
+                conn.execute("ROLLBACK TO SAVEPOINT job")
+            if not alone:
+                conn.execute("RELEASE SAVEPOINT job")
             if (took := clock() - job_started) >= timing.slowest_s:
                 timing.slowest, timing.slowest_s = job.fn, took
         payload = _notification(batch, origin)

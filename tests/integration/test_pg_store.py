@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from backend.errors import StoreTooNew, StoreUnavailable
+from backend.errors import NotFound, StoreTooNew, StoreUnavailable
 from backend.store import events, pg_schema, runtime, sessions
 from backend.store.db import Tx
 from backend.store.events import StoredEvent
@@ -168,3 +168,24 @@ async def test_a_failing_statement_fails_its_own_job_only(
     assert not isinstance(results[0], BaseException), results
     rows = await first.read(lambda tx: tx.all("SELECT label FROM tokens"))
     assert [r["label"] for r in rows] == ["kept"]
+
+
+async def test_a_job_that_raises_alone_in_its_batch_leaves_nothing(
+    two: tuple[PgDatabase, PgDatabase],
+) -> None:
+    """A batch of one job has no savepoint: its failure rolls the whole transaction back."""
+    first, _ = two
+
+    def half_done(tx: Tx) -> None:
+        tx.execute("INSERT INTO tokens (token_id, token_hash, scopes, label, created_at) "
+                   "VALUES ('tok_b', 'h2', 'read', 'half', 'now')")
+        raise NotFound("token", "tok_b")
+
+    with pytest.raises(NotFound):
+        await first.write(half_done)
+    assert await first.read(lambda tx: tx.all("SELECT label FROM tokens")) == []
+    await first.write(lambda tx: tx.execute(  # and the connection is usable after it
+        "INSERT INTO tokens (token_id, token_hash, scopes, label, created_at) "
+        "VALUES ('tok_c', 'h3', 'read', 'next', 'now')"))
+    rows = await first.read(lambda tx: tx.all("SELECT label FROM tokens"))
+    assert [r["label"] for r in rows] == ["next"]
