@@ -26,7 +26,11 @@ from backend.store.db import Tx
 from backend.store.events import StoredEvent
 from backend.store.migrations import migrate as sqlite_migrate
 from backend.store.pg import PgDatabase, pg_sql
+from tests.fakes.openai_server import FakeOpenAI
 from tests.pg_server import PgServer
+
+from .backend_proc import Backend
+from .test_damaged_store import assert_one_line, refused
 
 SQLITE_ONLY_TABLES = {"messages_fts", "sqlite_sequence"}
 PG_ONLY = {("messages", "search"), ("backends", "*")}
@@ -189,3 +193,17 @@ async def test_a_job_that_raises_alone_in_its_batch_leaves_nothing(
         "VALUES ('tok_c', 'h3', 'read', 'next', 'now')"))
     rows = await first.read(lambda tx: tx.all("SELECT label FROM tokens"))
     assert [r["label"] for r in rows] == ["next"]
+
+
+def test_a_backend_whose_database_cannot_be_reached_exits_saying_so_without_the_password(
+    tmp_path: Path, fake_provider: FakeOpenAI, pg_server: PgServer,
+) -> None:
+    """A wrong store is refused at start like a damaged file: exit 2, one line that names the
+    database (its password masked) and says what to check; nothing is started."""
+    wrong = f"postgresql://turnkey:s3cret-pw@127.0.0.1:{pg_server.port}/no_such_database"
+    backend = Backend(tmp_path / "data", fake_provider.base_url, store=wrong)
+    line = assert_one_line(refused(backend), "no_such_database", "could not be opened")
+    assert "s3cret-pw" not in line
+    assert ":***@" in line
+    log = (backend.data_dir / "logs" / "backend.log").read_text()
+    assert "s3cret-pw" not in log
