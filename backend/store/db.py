@@ -384,10 +384,12 @@ def _job_name(fn: Callable[..., Any] | None) -> str:
     return f"{module.removeprefix('backend.')}:{qualname}"
 
 
-def _translate(exc: BaseException) -> BaseException:
+def _translate(exc: BaseException, store_error: type[Exception] = sqlite3.Error) -> BaseException:
+    """A job's exception as its caller gets it: the database's own (`store_error`) as
+    StoreUnavailable, ours and anything else as raised."""
     if isinstance(exc, TurnkeyError | AssertionError):
         return exc
-    if isinstance(exc, sqlite3.Error):
+    if isinstance(exc, store_error):
         return _unavailable(exc)
     return exc
 

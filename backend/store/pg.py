@@ -53,7 +53,7 @@ from backend.store.db import (
     Tx,
     _Job,
     _Timing,
-    _unavailable,
+    _translate,
 )
 from backend.store.events import Moved, StoredEvent, since
 from shared import logs
@@ -432,7 +432,7 @@ def _attempt(conn: psycopg.Connection[Any], batch: list[_Job], timing: _Timing,
                     raise _Conflict() from None
                 if conn.broken:  # the server went away: the whole batch failed
                     raise
-                job.error = _translate(exc)
+                job.error = _translate(exc, psycopg.Error)
                 if alone:
                     conn.execute("ROLLBACK")
                     return
@@ -489,14 +489,6 @@ def _notification(batch: list[_Job], origin: str) -> str | None:
 def _event_dict(event: Event) -> dict[str, Any]:
     return {"session_id": event.session_id, "type": event.type, "ts": event.ts,
             "data": event.data, "turn_id": event.turn_id, "admission_id": event.admission_id}
-
-
-def _translate(exc: BaseException) -> BaseException:
-    if isinstance(exc, TurnkeyError | AssertionError):
-        return exc
-    if isinstance(exc, psycopg.Error):
-        return _unavailable(exc)
-    return exc
 
 
 def _first_line(exc: BaseException) -> str:
