@@ -27,9 +27,10 @@ from backend.authority.delegate import ChildSessions
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
 from backend.authority.schedules import Scheduler
-from backend.authority.takeover import Takeover
+from backend.authority.takeover import Takeover, interrupt_anywhere
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
+from backend.doors.manager import Doors
 from backend.errors import StoreUnavailable
 from backend.host import undumpable
 from backend.ids import now
@@ -57,6 +58,8 @@ from backend.turn.runner import TurnRunner
 from shared import logs
 from shared.protocol import (
     PROTOCOL_VERSION,
+    DoorEvent,
+    DoorStatus,
     Event,
     McpServerEvent,
     McpServerStatus,
@@ -98,6 +101,7 @@ class Backend:
         self.mcp: McpPool | None = None
         self.scheduler: Scheduler | None = None
         self.takeover: Takeover | None = None  # peers on a shared PostgreSQL store
+        self.doors: Doors | None = None
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -132,7 +136,12 @@ class Backend:
         self.scheduler = Scheduler(self.db, self.authority, runner.default_model)
         children = ChildSessions(self.db, self.authority, executor, self.config)
         registry.use_delegator(children)
-        self.db.publisher = _both(self.hub.publish, children.observe, approvals.observe)
+        authority = self.authority
+        self.doors = Doors(self.db, authority, approvals, self.secrets, runner.default_model,
+                           lambda sid: interrupt_anywhere(self.db, authority, sid),
+                           self._door_state)
+        self.db.publisher = _both(self.hub.publish, children.observe, approvals.observe,
+                                  self.doors.observe)
         if self.db.dialect == POSTGRESQL:
             self.takeover = Takeover(self.db, self.authority, self.epoch, lambda: self.config.config)
             self.db.on_signal = self.takeover.on_signal
@@ -141,7 +150,7 @@ class Backend:
         methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
                           self.request_stop_soon, approvals, checkpoints, self.secrets,
                           self.providers, compressor, auth, procs, box, self.loop_watch,
-                          self.gc_watch, self.mcp, self.scheduler)
+                          self.gc_watch, self.mcp, self.scheduler, self.doors)
         self.listener = Listener(
             Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,
@@ -159,6 +168,7 @@ class Backend:
         self.scheduler.start()
         if self.takeover is not None:
             self.takeover.start()
+        await self.doors.start(config)  # after the drainers: a message may start a turn at once
         self.loop_watch.start()
         self.gc_watch.start()
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
@@ -222,6 +232,12 @@ class Backend:
                       data=events.as_data(McpServerEvent(server=status)))
         self.hub.publish(events.StoredEvent(event, False))
 
+    def _door_state(self, status: DoorStatus) -> None:
+        """A door's `door.state` event, to every reader (it is no session's)."""
+        event = Event(session_id="", type="door.state", ts=now(),
+                      data=events.as_data(DoorEvent(door=status)))
+        self.hub.publish(events.StoredEvent(event, False))
+
     def _memory_changed(self, target: MemoryTarget, usage: memory.Usage) -> None:
         """A notebook's `memory.changed` event, to every reader (it is no session's)."""
         file = MemoryFile(text=usage.text, used=usage.used, limit=usage.limit)
@@ -253,6 +269,8 @@ class Backend:
         if self.listener is not None:
             log.info("backend stopping")
             await self.listener.stop()
+        if self.doors is not None:
+            await self.doors.stop()  # no new prompts from a platform into a stopping queue
         if self.scheduler is not None:
             await self.scheduler.stop()  # before the authority: nothing fires into a stopping queue
         if self.takeover is not None:
@@ -277,9 +295,10 @@ class Backend:
             minutes = self.config.config.idle_exit_minutes
             await asyncio.sleep(min(IDLE_CHECK_S, minutes * 60 / 4) if minutes else IDLE_CHECK_S)
             minutes = self.config.config.idle_exit_minutes
+            # A door's people write with no front-end connected: it keeps the backend up.
             busy = bool(self.listener and self.listener.connections) or bool(
                 self.authority and self.authority.busy()
-            ) or await self._has_queued()
+            ) or bool(self.doors and self.doors.active) or await self._has_queued()
             if busy or not minutes:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since >= minutes * 60:

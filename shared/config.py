@@ -175,6 +175,32 @@ class Mcp(Strict, frozen=True):
     servers: dict[McpServerName, McpServerConfig] = {}
 
 
+class MatrixDoorConfig(Strict, frozen=True):
+    """`[doors.matrix]`: talk to the agent from Matrix rooms (backend/doors/matrix.py).
+
+    The access token is never in this file: `access_token_secret` names a secret stored
+    with `secret.set` (the OS keyring).  Only `allowed_users` may use the agent; anyone
+    else in a room gets one refusal and nothing runs."""
+
+    homeserver: Annotated[str, msgspec.Meta(title="Homeserver URL")]
+    user_id: Annotated[str, msgspec.Meta(title="The agent's Matrix user id")]
+    allowed_users: Annotated[list[str], msgspec.Meta(title="Who may use the agent")] = []
+    access_token_secret: Annotated[SecretName, msgspec.Meta(title="Access token's secret name")] = \
+        "doors.matrix"
+    device_id: str | None = None  # None: the token's own (whoami)
+    # Rooms bound to an existing session; any other room an allowed user invites the agent
+    # into gets a session of its own at its first message.
+    rooms: dict[str, str] = {}
+    cwd: Annotated[str, msgspec.Meta(title="New sessions' folder")] | None = None  # None: home
+    enabled: bool = True
+    # The streamed reply is edited at most this often (homeservers rate-limit edits).
+    edit_interval_s: Annotated[float, msgspec.Meta(ge=0.05, le=60)] = 1.5
+
+
+class Doors(Strict, frozen=True):
+    matrix: MatrixDoorConfig | None = None
+
+
 STORE_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -215,6 +241,7 @@ class Config(Strict, frozen=True):
     compression: Compression = Compression()
     sandbox: Sandbox = Sandbox()
     mcp: Mcp = Mcp()
+    doors: Doors = Doors()
 
     def provider(self, name: str | None = None) -> tuple[str, ProviderConfig] | None:
         """The named provider, or the default one; None when nothing is configured."""

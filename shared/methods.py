@@ -170,6 +170,10 @@ class McpTest(p.McpTestParams, Request[p.McpTestResult]):
     method = "mcp.test"
 
 
+class DoorList(p.NoParams, Request[p.DoorListResult]):
+    method = "door.list"
+
+
 class TokenCreate(p.TokenCreateParams, Request[p.TokenCreateResult]):
     method = "token.create"
 
@@ -296,4 +300,5 @@ METHODS: dict[str, MethodSpec] = _table(
     # editing it needs no more than that scope (PROTOCOL.md, memory.set).
     MethodSpec(MemoryGet, "read"),
     MethodSpec(MemorySet, "submit", cleaned=("text",)),
+    MethodSpec(DoorList, "read"),
 )

@@ -971,3 +971,42 @@ class ScheduleChanged(Wire):
 
 
 EVENTS["schedule.changed"] = ScheduleChanged  # kept beside its types, out of the table above
+
+
+# --- messaging doors (addition) ----------------------------------------------------------
+
+DoorState = Literal["starting", "connected", "failing", "stopped"]
+
+
+class DoorRoom(Wire):
+    """A chat room a door serves and the session its messages go to."""
+
+    room_id: str
+    session_id: Id
+    name: str | None = None  # the room's name on the platform, when it has one
+
+
+class DoorStatus(Wire):
+    """Addition: a configured messaging door (`[doors.NAME]`) and where it is.  `detail` says,
+    for people, why it is `failing` (and what to do); `account` is the identity the door
+    speaks as on the platform (for Matrix, its user id)."""
+
+    name: str
+    platform: str
+    state: DoorState
+    account: str
+    since: float  # when it entered `state`
+    detail: str | None = None
+    rooms: list[DoorRoom] = []
+    allowed_users: list[str] = []
+
+
+class DoorListResult(Wire):
+    doors: list[DoorStatus]
+
+
+class DoorEvent(Wire):
+    door: DoorStatus
+
+
+EVENTS["door.state"] = DoorEvent  # kept beside its types, out of the table above

@@ -28,7 +28,35 @@ def loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     if _names(_value(new, "sandbox", "env")) - _names(_value(old, "sandbox", "env")):
         found.append("sandbox.env")  # another variable passed into commands
     found.extend(_mcp_loosened(old, new))
+    found.extend(_doors_loosened(old, new))
     return found
+
+
+# A door lets people outside this computer prompt the agent and answer its approvals: adding
+# or enabling one, letting more users in, or pointing it at another account or room is as
+# loose as handing out a token.
+_DOOR_KEYS = ("homeserver", "user_id", "access_token_secret", "device_id", "rooms")
+
+
+def _doors_loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    before, after = _doors(old), _doors(new)
+    found = []
+    for name, door in sorted(after.items()):
+        was = before.get(name)
+        if door.get("enabled", True) is False:
+            continue
+        if was is None or was.get("enabled", True) is False \
+                or _names(door.get("allowed_users")) - _names(was.get("allowed_users")) \
+                or any(door.get(k) != was.get(k) for k in _DOOR_KEYS):
+            found.append(f"doors.{name}")
+    return found
+
+
+def _doors(config: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    doors = config.get("doors")
+    if not isinstance(doors, Mapping):
+        return {}
+    return {k: v for k, v in doors.items() if isinstance(v, Mapping)}
 
 
 # Keys of an MCP server whose change makes it do more with less asking: what runs, where,

@@ -25,7 +25,7 @@ from typing import Any
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import take_over
 from backend.errors import StoreUnavailable
-from backend.store import peers
+from backend.store import leases, peers
 from backend.store.db import Database
 from shared.config import Config
 
@@ -33,6 +33,17 @@ log = logging.getLogger("authority")
 
 FORGET_AFTER_S = 7 * 24 * 3600  # rows of long-gone backends are dropped after a week
 INTERRUPT = "interrupt"
+
+
+async def interrupt_anywhere(db: Database, authority: SessionAuthority, session_id: str) -> bool:
+    """Interrupts the session's running turn, here or, on a shared PostgreSQL store, in the
+    backend whose live lease runs it (a store signal); False when no turn runs."""
+    if authority.interrupt(session_id):
+        return True
+    lease = await db.read(lambda tx: leases.current(tx, session_id))
+    if lease is None or lease.expires_at <= time.time():
+        return False
+    return await db.signal({"kind": INTERRUPT, "session_id": session_id})
 
 
 class Takeover:

@@ -25,9 +25,10 @@ from backend import __version__
 from backend.authority import loosening, schedule_edits, timing
 from backend.authority.queue import SessionAuthority
 from backend.authority.schedules import Scheduler
-from backend.authority.takeover import INTERRUPT
+from backend.authority.takeover import interrupt_anywhere
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile, api_key
+from backend.doors.manager import Doors
 from backend.errors import (
     EnvironmentFault,
     Forbidden,
@@ -50,7 +51,7 @@ from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
 from backend.server.loopwatch import GcWatch, LoopWatch
-from backend.store import admissions, approvals, events, leases, messages, schedules, sessions, usage
+from backend.store import admissions, approvals, events, messages, schedules, sessions, usage
 from backend.store.db import Database, Tx
 from backend.tools import memory, registry
 from backend.tools.approvals import Approvals
@@ -79,8 +80,10 @@ class Methods:
         checkpoints: Checkpoints, secrets: Secrets, providers: Providers, compressor: Compressor,
         auth: Authenticator, procs: ProcessTable, sandbox: Sandbox, loop_watch: LoopWatch,
         gc_watch: GcWatch, mcp: McpPool, scheduler: Scheduler | None = None,
+        doors: Doors | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.doors = doors
         self.mcp = mcp
         self.loop_watch = loop_watch
         self.gc_watch = gc_watch
@@ -347,15 +350,9 @@ class Methods:
 
     async def turn_interrupt(self, conn: Connection, params: p.SessionIdParams) -> p.InterruptResult:
         await self._session(params.session_id)
-        sid = params.session_id
-        if self.authority.interrupt(sid):
-            return p.InterruptResult(interrupted=True)
-        # Another backend on the same PostgreSQL store may run it: ask whoever holds the lease.
-        lease = await self.db.read(lambda tx: leases.current(tx, sid))
-        if lease is None or lease.expires_at <= time.time():
-            return p.InterruptResult(interrupted=False)
-        sent = await self.db.signal({"kind": INTERRUPT, "session_id": sid})
-        return p.InterruptResult(interrupted=sent)
+        # Another backend on the same PostgreSQL store may run it: then it is asked.
+        interrupted = await interrupt_anywhere(self.db, self.authority, params.session_id)
+        return p.InterruptResult(interrupted=interrupted)
 
     async def session_usage(
         self, conn: Connection, params: p.SessionIdParams
@@ -437,6 +434,9 @@ class Methods:
                 await server.close()
         return p.McpTestResult(ok=ok, server=status, latency_ms=int(seconds * 1000),
                                error=None if ok else (error or "it did not start"))
+
+    async def door_list(self, conn: Connection, params: p.NoParams) -> p.DoorListResult:
+        return p.DoorListResult(doors=await self.doors.statuses() if self.doors else [])
 
     def _no_mcp_server(self, name: str) -> str:
         known = ", ".join(sorted(self.mcp.servers)) or "none"

@@ -40,7 +40,8 @@ from backend.store import migrations, pg_schema
 TABLES: tuple[str, ...] = (
     "runtime", "sessions", "messages", "admissions", "events", "turn_leases", "approvals",
     "approval_rules", "checkpoints", "usage", "compression_locks", "tokens",
-    "compacted_ranges", "schedules", "schedule_fires",
+    "compacted_ranges", "schedules", "schedule_fires", "door_rooms", "door_sent", "door_outbox",
+    "door_inbox", "door_cursor",
 )
 # Tables of the SQLite file that are not copied, and why: see the module's docstring.
 SQLITE_ONLY = ("schema_migrations", "sqlite_sequence", "messages_fts")

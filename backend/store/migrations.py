@@ -340,8 +340,56 @@ def _m011(conn: sqlite3.Connection) -> None:
                  "WHERE delegated_from IS NULL")
 
 
+def _m012(conn: sqlite3.Connection) -> None:
+    # Messaging doors (backend/doors/).  A room's binding to a session, and how far into that
+    # session's events the room has been sent: the event log is the door's outbox, written in
+    # the same transaction as what it reports.  door_sent keeps the platform's id of a message
+    # the door posted (a reply it edits, an approval a reaction answers); door_outbox holds
+    # the door's own replies (refusals, command answers) until sent; door_inbox the platform
+    # messages already acted on, so a redelivered command acts once; door_cursor where the
+    # door's sync left off.
+    conn.execute("""CREATE TABLE door_rooms (
+        door          TEXT NOT NULL,
+        room_id       TEXT NOT NULL,
+        session_id    TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        delivered_seq INTEGER NOT NULL,
+        bound_at      TEXT NOT NULL,
+        PRIMARY KEY (door, room_id)
+    ) WITHOUT ROWID""")
+    conn.execute("CREATE INDEX door_rooms_session ON door_rooms (session_id)")
+    conn.execute("""CREATE TABLE door_sent (
+        door     TEXT NOT NULL,
+        room_id  TEXT NOT NULL,
+        key      TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        PRIMARY KEY (door, room_id, key)
+    ) WITHOUT ROWID""")
+    conn.execute("CREATE INDEX door_sent_event ON door_sent (door, event_id)")
+    conn.execute("""CREATE TABLE door_outbox (
+        door      TEXT NOT NULL,
+        room_id   TEXT NOT NULL,
+        key       TEXT NOT NULL,
+        content   TEXT NOT NULL,
+        queued_at REAL NOT NULL,
+        sent_at   REAL,
+        PRIMARY KEY (door, room_id, key)
+    ) WITHOUT ROWID""")
+    conn.execute("CREATE INDEX door_outbox_unsent ON door_outbox (door, queued_at) "
+                 "WHERE sent_at IS NULL")
+    conn.execute("""CREATE TABLE door_inbox (
+        door       TEXT NOT NULL,
+        event_id   TEXT NOT NULL,
+        handled_at REAL NOT NULL,
+        PRIMARY KEY (door, event_id)
+    ) WITHOUT ROWID""")
+    conn.execute("""CREATE TABLE door_cursor (
+        door  TEXT PRIMARY KEY,
+        since TEXT NOT NULL
+    ) WITHOUT ROWID""")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
-    _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010, _m011,
+    _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010, _m011, _m012,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -265,9 +265,50 @@ _V1: tuple[str, ...] = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+# Messaging doors: the SQLite file's version 12 (store/migrations.py _m012 says what each is).
+_V2: tuple[str, ...] = (
+    """CREATE TABLE door_rooms (
+        door          TEXT NOT NULL,
+        room_id       TEXT NOT NULL,
+        session_id    TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        delivered_seq BIGINT NOT NULL,
+        bound_at      TEXT NOT NULL,
+        PRIMARY KEY (door, room_id)
+    )""",
+    "CREATE INDEX door_rooms_session ON door_rooms (session_id)",
+    """CREATE TABLE door_sent (
+        door     TEXT NOT NULL,
+        room_id  TEXT NOT NULL,
+        key      TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        PRIMARY KEY (door, room_id, key)
+    )""",
+    "CREATE INDEX door_sent_event ON door_sent (door, event_id)",
+    """CREATE TABLE door_outbox (
+        door      TEXT NOT NULL,
+        room_id   TEXT NOT NULL,
+        key       TEXT NOT NULL,
+        content   TEXT NOT NULL,
+        queued_at DOUBLE PRECISION NOT NULL,
+        sent_at   DOUBLE PRECISION,
+        PRIMARY KEY (door, room_id, key)
+    )""",
+    "CREATE INDEX door_outbox_unsent ON door_outbox (door, queued_at) WHERE sent_at IS NULL",
+    """CREATE TABLE door_inbox (
+        door       TEXT NOT NULL,
+        event_id   TEXT NOT NULL,
+        handled_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (door, event_id)
+    )""",
+    """CREATE TABLE door_cursor (
+        door  TEXT PRIMARY KEY,
+        since TEXT NOT NULL
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
-SQLITE_EQUIVALENT = 11  # the SQLite file's version this schema's tables match
+SQLITE_EQUIVALENT = 12  # the SQLite file's version this schema's tables match
 
 
 def migrate(conn: Any, name: str = "this database") -> int:

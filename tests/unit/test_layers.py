@@ -20,6 +20,7 @@ PACKAGES = ("backend", "shared", "desktop")
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("app", ("backend.app", "backend.__main__", "backend.store_migrate")),
     ("server", ("backend.server",)),
+    ("doors", ("backend.doors",)),  # messaging platforms: in as admissions, out from events
     ("authority", ("backend.authority",)),
     ("turn", ("backend.turn",)),
     ("compress", ("backend.compress",)),

@@ -228,3 +228,39 @@ async def test_only_the_owner_token_may_loosen(tmp_path: Path) -> None:
         await _set(methods, admin, {"approvals": {"mode": None}})
     assert methods.config.config.approvals.mode == "ask"
     assert (await _set(methods, admin, {"limits": {"max_iterations": 5}})).limits.max_iterations == 5
+
+
+# --- messaging doors: who may prompt the agent from outside this computer --------------------
+
+DOOR = {"homeserver": "https://m.example", "user_id": "@agent:m.example",
+        "allowed_users": ["@me:m.example"]}
+
+
+def test_adding_or_enabling_a_door_loosens() -> None:
+    assert loosened(effective({}), effective({"doors": {"matrix": DOOR}})) == ["doors.matrix"]
+    off = {"doors": {"matrix": {**DOOR, "enabled": False}}}
+    assert loosened(effective(off), effective({"doors": {"matrix": DOOR}})) == ["doors.matrix"]
+
+
+@pytest.mark.parametrize("change", [
+    {"allowed_users": ["@me:m.example", "@mallory:evil.example"]},
+    {"homeserver": "https://evil.example"},
+    {"user_id": "@other:m.example"},
+    {"access_token_secret": "another"},
+    {"rooms": {"!public:m.example": "ses_1"}},
+])
+def test_letting_more_people_in_or_pointing_a_door_elsewhere_loosens(change: dict[str, Any]) -> None:
+    before = effective({"doors": {"matrix": DOOR}})
+    after = effective({"doors": {"matrix": {**DOOR, **change}}})
+    assert loosened(before, after) == ["doors.matrix"]
+
+
+@pytest.mark.parametrize("change", [
+    {"allowed_users": []},
+    {"enabled": False},
+    {"edit_interval_s": 5.0},
+])
+def test_narrowing_or_disabling_a_door_does_not(change: dict[str, Any]) -> None:
+    before = effective({"doors": {"matrix": DOOR}})
+    assert loosened(before, effective({"doors": {"matrix": {**DOOR, **change}}})) == []
+    assert loosened(before, effective({})) == []

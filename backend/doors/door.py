@@ -1,0 +1,649 @@
+"""One messaging door: platform messages in as admissions, the session's events out as messages.
+
+In: each sync's items are read in order.  A person's message becomes a prompt admitted
+with the principal `PLATFORM:SENDER` (the identity the platform's server vouches for)
+and the request id `PLATFORM:MESSAGE_ID`, so a message the platform delivers twice is a
+duplicate, not a second turn.  Only `allowed_users` are served; anyone else gets one
+refusal per room and nothing runs.  Commands (commands.py) are handled as they arrive,
+never queued behind the running turn; each is marked handled (`door_inbox`) in the
+transaction that queues its answer, so a redelivered command acts at most once.  The
+sync cursor is saved after its batch, so a restart continues where it left off.
+
+Out: each bound room follows its session's event log from `delivered_seq`.  The log is
+the outbox: written in the same transaction as the turn's rows, it is read again after a
+crash or an outage, and every message posted for it carries a transaction id derived
+from what it says (the reply of turn T is `r.T`, its last edit `f.T`), which the
+platform deduplicates: a message is posted at least once and shown once.  The streamed
+reply is edited at most every `edit_interval_s`; between edits the deltas accumulate.
+The door's own answers wait in `door_outbox` until sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from backend.authority.queue import SessionAuthority
+from backend.doors import commands, render
+from backend.doors.base import Batch, Invite, Message, Reaction, Transport, TransportError
+from backend.errors import ApprovalClosed, NotFound, TurnkeyError
+from backend.ids import new_id
+from backend.store import approvals, compression, events, sessions
+from backend.store import doors as store
+from backend.store.db import Database, Tx
+from backend.store.events import Moved, StoredEvent
+from backend.tools.approvals import Approvals
+from shared.protocol import (
+    Approval,
+    DoorRoom,
+    DoorState,
+    DoorStatus,
+    Event,
+    PromptSubmitParams,
+    Receipt,
+    SessionEvent,
+)
+
+log = logging.getLogger("doors")
+
+PAGE = 200  # events read per step of a room's delivery
+RETRY_FIRST_S = 1.0  # after a failure to reach the platform, doubled up to RETRY_MAX_S
+RETRY_MAX_S = 30.0
+Intent = Literal["queue", "interrupt", "steer"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    name: str  # the config table's name: "matrix"
+    allowed_users: frozenset[str]
+    rooms: dict[str, str]  # room id -> session id, bound on the room's first message
+    cwd: str
+    edit_interval_s: float
+
+
+@dataclass
+class Reply:
+    """The reply message of one turn in one room."""
+
+    event_id: str | None
+    draft: render.Draft = field(default_factory=render.Draft)
+    shown: str = ""  # the text last posted
+    edited_at: float = 0.0
+    dirty: bool = False
+
+
+class Door:
+    def __init__(
+        self, settings: Settings, transport: Transport, db: Database, authority: SessionAuthority,
+        approvals_: Approvals, default_model: Callable[[], str],
+        interrupt: Callable[[str], Any], on_state: Callable[[DoorStatus], None],
+    ) -> None:
+        self.settings = settings
+        self.transport = transport
+        self.db = db
+        self.authority = authority
+        self.approvals = approvals_
+        self.default_model = default_model
+        self._interrupt = interrupt
+        self._on_state = on_state
+        self.state: DoorState = "starting"
+        self.detail: str | None = None
+        self.since = time.time()
+        self.room_names: dict[str, str] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rooms: dict[str, asyncio.Task[None]] = {}  # delivery task per bound room
+        self._wakes: dict[str, asyncio.Event] = {}
+        self._by_session: dict[str, set[str]] = {}  # session id -> bound rooms
+        self._replies: dict[tuple[str, str], Reply] = {}  # (room, turn id)
+        self._outbox_wake = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._inbound(), name=f"door-{self.name}-in"),
+            asyncio.create_task(self._outbox(), name=f"door-{self.name}-outbox"),
+        ]
+
+    async def stop(self) -> None:
+        tasks = self._tasks + list(self._rooms.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._rooms.clear()
+        with contextlib.suppress(Exception):
+            await self.transport.close()
+        self._set_state("stopped", None)
+
+    def status(self, bindings: list[store.Binding]) -> DoorStatus:
+        return DoorStatus(
+            name=self.name, platform=self.transport.platform, state=self.state,
+            account=self.transport.account, since=self.since, detail=self.detail,
+            rooms=[DoorRoom(room_id=b.room_id, session_id=b.session_id,
+                            name=self.room_names.get(b.room_id)) for b in bindings],
+            allowed_users=sorted(self.settings.allowed_users),
+        )
+
+    async def publish_state(self) -> None:
+        bound = await self.db.read(lambda tx: store.bindings(tx, self.name))
+        self._on_state(self.status(bound))
+
+    def _set_state(self, state: DoorState, detail: str | None) -> None:
+        if (state, detail) == (self.state, self.detail):
+            return
+        if state != self.state:
+            self.since = time.time()
+        self.state, self.detail = state, detail
+        (log.warning if state == "failing" else log.info)(
+            "door %s: %s%s", self.name, state, f" ({detail})" if detail else "")
+        task = asyncio.create_task(self.publish_state(), name=f"door-{self.name}-state")
+        task.add_done_callback(_quiet)
+
+    def observe(self, item: Any) -> None:
+        """The store's publisher: wakes the delivery of rooms whose session got events."""
+        if isinstance(item, StoredEvent) and item.stored:
+            for room in self._by_session.get(item.event.session_id, ()):
+                self._wake(room)
+        elif isinstance(item, Moved):
+            for room in self._by_session.get(item.parent, ()):
+                self._wake(room)
+
+    def _wake(self, room_id: str) -> None:
+        wake = self._wakes.get(room_id)
+        if wake is not None:
+            wake.set()
+
+    # --- in ------------------------------------------------------------------------
+
+    async def _inbound(self) -> None:
+        delay = RETRY_FIRST_S
+        connected = False
+        for binding in await self.db.read(lambda tx: store.bindings(tx, self.name)):
+            self._follow(binding.room_id, binding.session_id)
+        cursor = await self.db.read(lambda tx: store.cursor(tx, self.name))
+        while True:
+            try:
+                if not connected:
+                    await self.transport.connect()
+                    connected = True
+                batch = await self.transport.poll(cursor)
+            except TransportError as exc:
+                self._set_state("failing", str(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            delay = RETRY_FIRST_S
+            self._set_state("connected", None)
+            self.room_names.update(batch.room_names)
+            await self._take(batch)
+            cursor = batch.cursor
+            await self.db.write(functools.partial(store.save_cursor, door=self.name, since=cursor))
+
+    async def _take(self, batch: Batch) -> None:
+        for invite in batch.invites:
+            await self._invited(invite)
+        if batch.first:
+            return  # history from before the door first connected: never acted on
+        for item in batch.items:
+            if item.sender == self.transport.account:
+                continue
+            try:
+                if isinstance(item, Reaction):
+                    await self._reaction(item)
+                else:
+                    await self._message(item)
+            except TransportError:
+                raise
+            except TurnkeyError as exc:
+                await self._answer(item.room_id, f"err:{item.event_id}", exc.message)
+            except Exception:
+                log.exception("door %s: a message could not be handled", self.name)
+                await self._answer(item.room_id, f"err:{item.event_id}",
+                                   "Something went wrong handling that message; see the backend log.")
+
+    async def _invited(self, invite: Invite) -> None:
+        try:
+            await self.transport.join(invite.room_id)
+        except TransportError as exc:
+            log.warning("door %s: could not join %s: %s", self.name, invite.room_id, exc)
+            return
+        if invite.inviter not in self.settings.allowed_users:
+            # One refusal, then leave: a stranger's room is not one we serve.
+            with contextlib.suppress(TransportError):
+                await self.transport.send(invite.room_id, _txn("refuse-invite", invite.room_id),
+                                          render.REFUSAL, notice=True)
+                await self.transport.leave(invite.room_id)
+            log.info("door %s: refused an invitation from %s", self.name, invite.inviter)
+
+    async def _message(self, msg: Message) -> None:
+        if msg.sender not in self.settings.allowed_users:
+            await self._refuse(msg.room_id, msg.sender)
+            return
+        if msg.encrypted:
+            await self._answer(msg.room_id, "encrypted", render.ENCRYPTED)
+            return
+        if not msg.text.strip():
+            return
+        command = commands.parse(msg.text)
+        if command is None:
+            await self._prompt(msg, commands.prompt_text(msg.text), "queue")
+        elif command.name == "queue" or command.name == "steer":
+            if not command.arg:
+                await self._answer(msg.room_id, f"cmd:{msg.event_id}",
+                                   f"/{command.name} needs the text to send, e.g. "
+                                   f"/{command.name} also check the tests")
+                return
+            intent: Intent = "queue" if command.name == "queue" else "steer"
+            await self._prompt(msg, command.arg, intent)
+        else:
+            await self._command(msg, command)
+
+    async def _refuse(self, room_id: str, sender: str) -> None:
+        owed = await self.db.write(
+            lambda tx: store.owe(tx, self.name, room_id, f"refuse:{sender}",
+                                 {"text": render.REFUSAL, "notice": True}))
+        log.info("door %s: refused a message from %s in %s%s", self.name, sender, room_id,
+                 "" if owed else " (already told)")
+        self._outbox_wake.set()
+
+    async def _prompt(self, msg: Message, text: str, intent: Intent) -> None:
+        session_id = await self._session_of(msg.room_id)
+        platform = self.transport.platform
+        params = PromptSubmitParams(session_id=session_id, request_id=f"{platform}:{msg.event_id}",
+                                    text=text, intent=intent)
+        receipt = await self.authority.submit(f"{self.transport.platform}:{msg.sender}", params)
+        if receipt.duplicate:
+            return
+        if intent == "steer":
+            running = self.authority.running(receipt.session_id) is not None
+            await self._answer(msg.room_id, f"cmd:{msg.event_id}",
+                               "↪ Added to the running turn." if running else
+                               "Nothing was running, so it runs as a new prompt.")
+        elif msg.text.lstrip().startswith("/queue") and receipt.status == "queued":
+            await self._answer(msg.room_id, f"cmd:{msg.event_id}",
+                               f"Queued (position {receipt.position or 1}).")
+
+    async def _session_of(self, room_id: str) -> str:
+        """The session the room talks to, bound now if this is its first message: the
+        configured one, else a new session."""
+        configured = self.settings.rooms.get(room_id)
+        model = self.default_model()
+
+        def job(tx: Tx) -> store.Binding:
+            bound = store.binding(tx, self.name, room_id)
+            if bound is not None and sessions.exists(tx, bound.session_id):
+                leaf = compression.leaf(tx, bound.session_id)
+                return bound if leaf == bound.session_id else store.bind(tx, self.name, room_id, leaf)
+            if configured and sessions.exists(tx, configured):
+                return store.bind(tx, self.name, room_id, compression.leaf(tx, configured))
+            return _new_session(tx, self.name, room_id, self.settings.cwd, model)
+
+        binding = await self.db.write(job)
+        self._follow(room_id, binding.session_id)
+        return binding.session_id
+
+    async def _command(self, msg: Message, command: commands.Command) -> None:
+        if not await self.db.write(lambda tx: store.claim(tx, self.name, msg.event_id)):
+            return  # already handled: a redelivery
+        room = msg.room_id
+        if command.name == "help" or not command.known:
+            head = "" if command.known else f"Unknown command /{command.name}.\n\n"
+            await self._answer(room, f"cmd:{msg.event_id}", head + commands.HELP)
+        elif command.name == "stop":
+            await self._answer(room, f"cmd:{msg.event_id}", await self._stop(room))
+        elif command.name == "status":
+            await self._answer(room, f"cmd:{msg.event_id}", await self._status_text(room))
+        elif command.name == "new":
+            await self._answer(room, f"cmd:{msg.event_id}", await self._new(room, command.arg))
+        else:
+            await self._answer(room, f"cmd:{msg.event_id}",
+                               await self._approve(msg, command.name == "deny", command.arg))
+
+    async def _stop(self, room_id: str) -> str:
+        bound = await self.db.read(lambda tx: store.binding(tx, self.name, room_id))
+        if bound is None:
+            return "Nothing is running here."
+        stopped = await self._interrupt(bound.session_id)
+        return "⏹ Stopping the running turn." if stopped else "Nothing is running here."
+
+    async def _status_text(self, room_id: str) -> str:
+        def read(tx: Tx) -> str:
+            bound = store.binding(tx, self.name, room_id)
+            if bound is None or not sessions.exists(tx, bound.session_id):
+                return "No session yet: send a message to start one."
+            session = sessions.get(tx, bound.session_id)
+            assert session is not None
+            queued = tx.one("SELECT COUNT(*) FROM admissions WHERE session_id = ? AND status = 'queued'",
+                            (bound.session_id,))
+            waiting = approvals.pending(tx, bound.session_id)
+            lines = [f"**{session.title}** · `{session.session_id}`",
+                     f"Model: {session.model or 'the default'} · folder: `{session.cwd}`",
+                     f"Now: {_STATUS.get(session.status, session.status)}"]
+            if queued and queued[0]:
+                lines.append(f"Queued: {queued[0]} message{'s' if queued[0] != 1 else ''}")
+            if waiting:
+                lines.append(f"Waiting for approval: {len(waiting)}")
+            lines.append(f"Messages: {session.message_count} · tokens in/out: "
+                         f"{session.usage.input_tokens:,}/{session.usage.output_tokens:,}")
+            return "\n".join(lines)
+
+        return await self.db.read(read)
+
+    async def _new(self, room_id: str, title: str) -> str:
+        bound = await self.db.read(lambda tx: store.binding(tx, self.name, room_id))
+        if bound is not None and self._busy(bound.session_id):
+            return "A turn is running in this session: /stop it or wait for it, then /new."
+        model = self.default_model()
+        binding = await self.db.write(
+            lambda tx: _new_session(tx, self.name, room_id, self.settings.cwd, model, title))
+        self._follow(room_id, binding.session_id)
+        return f"New session started (`{binding.session_id}`); the last one stays in Turnkey."
+
+    def _busy(self, session_id: str) -> bool:
+        return self.authority.running(session_id) is not None
+
+    async def _approve(self, msg: Message, deny: bool, arg: str) -> str:
+        parsed = commands.approval_answer(arg) if not deny else ("deny", arg.strip() or None)
+        if isinstance(parsed, str):
+            return parsed
+        decision, chosen = parsed
+        target = await self._approval_target(msg.room_id, chosen, msg.reply_to)
+        if isinstance(target, str):
+            return target
+        return await self._respond(target, decision)
+
+    async def _respond(self, approval: Approval, decision: Any) -> str:
+        try:
+            await self.approvals.respond(approval.approval_id, decision)
+        except ApprovalClosed as exc:
+            return exc.message
+        return {"deny": "🚫 Denied.", "once": "✅ Approved once.",
+                "session": "✅ Approved for this session.",
+                "always": "✅ Approved always (a rule was added; see Settings in Turnkey)."}[decision]
+
+    async def _approval_target(self, room_id: str, chosen: str | None,
+                               reply_to: str | None) -> Approval | str:
+        def read(tx: Tx) -> Approval | str:
+            bound = store.binding(tx, self.name, room_id)
+            if bound is None:
+                return "Nothing is waiting for approval here."
+            pending = approvals.pending(tx, bound.session_id)
+            key = store.key_of(tx, self.name, reply_to) if reply_to else None
+            replied = key.removeprefix("approval:") if key and key.startswith("approval:") else None
+            wanted = chosen or replied
+            if wanted:
+                for a in pending:
+                    if a.approval_id == wanted:
+                        return a
+                return f"Approval {wanted} is not waiting any more."
+            if not pending:
+                return "Nothing is waiting for approval here."
+            if len(pending) > 1:
+                return (f"{len(pending)} approvals are waiting: reply to the one you mean with "
+                        "/approve or /deny (or react to it).")
+            return pending[0]
+
+        return await self.db.read(read)
+
+    async def _reaction(self, reaction: Reaction) -> None:
+        if reaction.sender not in self.settings.allowed_users:
+            await self._refuse(reaction.room_id, reaction.sender)
+            return
+        decision = commands.REACTIONS.get(reaction.key)
+        if decision is None:
+            return
+        key = await self.db.read(lambda tx: store.key_of(tx, self.name, reaction.target))
+        if key is None or not key.startswith("approval:"):
+            return
+        if not await self.db.write(lambda tx: store.claim(tx, self.name, reaction.event_id)):
+            return
+        target = await self._approval_target(reaction.room_id, key.removeprefix("approval:"), None)
+        if isinstance(target, Approval):
+            with contextlib.suppress(ApprovalClosed, NotFound):
+                await self.approvals.respond(target.approval_id, decision)
+
+    async def _answer(self, room_id: str, key: str, text: str) -> None:
+        await self.db.write(lambda tx: store.owe(tx, self.name, room_id, key,
+                                                 {"text": text, "notice": True}))
+        self._outbox_wake.set()
+
+    # --- out: the door's own messages ---------------------------------------------------
+
+    async def _outbox(self) -> None:
+        delay = RETRY_FIRST_S
+        while True:
+            self._outbox_wake.clear()
+            owed = await self.db.read(lambda tx: store.owed(tx, self.name))
+            try:
+                for item in owed:
+                    await self.transport.send(item.room_id, _txn("o", item.room_id, item.key),
+                                              str(item.content["text"]),
+                                              notice=bool(item.content.get("notice")))
+                    await self.db.write(functools.partial(
+                        store.paid, door=self.name, room_id=item.room_id, key=item.key))
+            except TransportError:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            delay = RETRY_FIRST_S
+            if not owed:
+                await self._outbox_wake.wait()
+
+    # --- out: a room's session ---------------------------------------------------------
+
+    def _follow(self, room_id: str, session_id: str) -> None:
+        for rooms in self._by_session.values():
+            rooms.discard(room_id)
+        self._by_session.setdefault(session_id, set()).add(room_id)
+        self._wakes.setdefault(room_id, asyncio.Event()).set()
+        task = self._rooms.get(room_id)
+        if task is None or task.done():
+            self._rooms[room_id] = asyncio.create_task(self._deliver_room(room_id),
+                                                       name=f"door-{self.name}-room")
+
+    async def _deliver_room(self, room_id: str) -> None:
+        wake = self._wakes[room_id]
+        delay = RETRY_FIRST_S
+        while True:
+            wake.clear()
+            try:
+                pause = await self._deliver_step(room_id)
+            except TransportError:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            delay = RETRY_FIRST_S
+            if pause is None:
+                continue  # more to read at once
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout=pause)
+
+    async def _deliver_step(self, room_id: str) -> float | None:
+        """Sends what the room is owed of its session's events; returns how long to wait
+        for more (None: read again at once)."""
+        def read(tx: Tx) -> tuple[store.Binding | None, list[Event], str]:
+            bound = store.binding(tx, self.name, room_id)
+            if bound is None:
+                return None, [], ""
+            found = events.since(tx, bound.session_id, bound.delivered_seq, PAGE)
+            leaf = compression.leaf(tx, bound.session_id) if not found else bound.session_id
+            return bound, found, leaf
+
+        bound, found, leaf = await self.db.read(read)
+        if bound is None:
+            return 3600.0
+        sid = bound.session_id
+        if not found and leaf != sid:  # compression rotated the conversation: follow it
+            await self.db.write(lambda tx: _move(tx, self.name, room_id, sid, leaf))
+            self._follow(room_id, leaf)
+            return None
+        for event in found:
+            if await self._deliver_event(room_id, sid, event):
+                await self._delivered(room_id, sid, event.seq)
+        if found:
+            await self._delivered(room_id, sid, found[-1].seq)
+        due = await self._flush_drafts(room_id, sid)
+        if len(found) == PAGE:
+            return None
+        return due if due is not None else 3600.0
+
+    async def _delivered(self, room_id: str, sid: str, seq: int | None) -> None:
+        if seq is not None:
+            await self.db.write(functools.partial(
+                store.delivered, door=self.name, room_id=room_id, session_id=sid, seq=seq))
+
+    async def _deliver_event(self, room_id: str, sid: str, event: Event) -> bool:
+        """Acts on one event; True when it sent something that must not be sent again."""
+        data = event.data
+        if event.type == "approval.request":
+            approval = msgspec.convert(data["approval"], Approval)
+            await self._post_once(room_id, f"approval:{approval.approval_id}",
+                                  _txn("a", approval.approval_id), render.approval_request(approval))
+            self._draft(room_id, event).waiting_approval = True
+            return True
+        if event.type == "approval.resolved":
+            approval = msgspec.convert(data["approval"], Approval)
+            target = await self.db.read(
+                lambda tx: store.sent_id(tx, self.name, room_id, f"approval:{approval.approval_id}"))
+            if target is not None:
+                await self.transport.edit(room_id, target, _txn("ar", approval.approval_id),
+                                          render.approval_closed(approval))
+            if event.turn_id:
+                self._draft(room_id, event).waiting_approval = False
+            return True
+        if event.type == "admission.settled":
+            receipt = msgspec.convert(data["receipt"], Receipt)
+            if receipt.steer or (receipt.turn_id is None and receipt.outcome != "rejected"):
+                return False
+            await self._finish(room_id, sid, receipt)
+            return True
+        if event.turn_id is None:
+            return False
+        if event.type in ("turn.started", "message.delta"):
+            self._draft(room_id, event)
+        elif event.type == "tool.start":
+            draft = self._draft(room_id, event)
+            draft.tool = render.tool_line(str(data.get("name", "")), str(data.get("summary", "")))
+        elif event.type == "tool.complete":
+            draft = self._draft(room_id, event)
+            draft.tool = None
+            draft.tools_done += 1
+        return False
+
+    def _draft(self, room_id: str, event: Event) -> render.Draft:
+        assert event.turn_id is not None
+        reply = self._replies.setdefault((room_id, event.turn_id), Reply(event_id=None))
+        reply.dirty = True
+        return reply.draft
+
+    async def _flush_drafts(self, room_id: str, sid: str) -> float | None:
+        """Edits each running turn's reply whose edit is due; returns when the next is."""
+        due: float | None = None
+        interval = self.settings.edit_interval_s
+        for (room, turn_id), reply in list(self._replies.items()):
+            if room != room_id or not reply.dirty:
+                continue
+            wait = reply.edited_at + interval - time.monotonic()
+            if wait > 0:
+                due = wait if due is None else min(due, wait)
+                continue
+            text = await self.db.read(functools.partial(events.turn_text, session_id=sid, turn_id=turn_id))
+            body = render.running(text, reply.draft)
+            reply.dirty = False
+            if body == reply.shown:
+                continue
+            if reply.event_id is None:
+                reply.event_id = await self._post_once(room_id, f"reply:{turn_id}",
+                                                       _txn("r", turn_id), body)
+            else:
+                await self.transport.edit(room_id, reply.event_id,
+                                          _txn("e", turn_id, _digest(body)), body)
+            reply.shown = body
+            reply.edited_at = time.monotonic()
+        return due
+
+    async def _finish(self, room_id: str, sid: str, receipt: Receipt) -> None:
+        turn_id = receipt.turn_id or receipt.admission_id
+        streamed = ""
+        if receipt.final_text is None and receipt.turn_id is not None:
+            streamed = await self.db.read(lambda tx: events.turn_text(tx, sid, turn_id))
+        body = render.final(receipt, streamed)
+        reply = self._replies.pop((room_id, turn_id), None)
+        event_id = reply.event_id if reply is not None else None
+        if event_id is None:
+            event_id = await self.db.read(
+                lambda tx: store.sent_id(tx, self.name, room_id, f"reply:{turn_id}"))
+        if event_id is None:
+            # Nothing was posted yet (a short answer, or all of it came while we were away):
+            # the reply is posted whole, under the same id its first draft would have had.
+            await self._post_once(room_id, f"reply:{turn_id}", _txn("r", turn_id), body)
+        else:
+            await self.transport.edit(room_id, event_id, _txn("f", turn_id), body)
+
+    async def _post_once(self, room_id: str, key: str, txn_id: str, text: str) -> str:
+        """Posts a message the door edits or reads reactions to later, and records its id."""
+        known = await self.db.read(lambda tx: store.sent_id(tx, self.name, room_id, key))
+        if known is not None:
+            return known
+        event_id = await self.transport.send(room_id, txn_id, text)
+        await self.db.write(lambda tx: store.record_sent(tx, self.name, room_id, key, event_id))
+        return event_id
+
+
+_STATUS = {
+    "idle": "idle", "running": "running a turn", "waiting_approval": "waiting for your approval",
+    "queued": "about to start the next message",
+    "unknown": "a turn's outcome is unknown (the backend stopped during it)",
+}
+
+
+def _new_session(tx: Tx, door: str, room_id: str, cwd: str, model: str, title: str = "") -> store.Binding:
+    session_id = new_id("ses")
+    title = title.strip()
+    sessions.insert(tx, session_id, title or sessions.UNTITLED, cwd, model, titled=bool(title))
+    session = sessions.get(tx, session_id)
+    assert session is not None
+    events.broadcast(tx, session_id, "session.created", SessionEvent(session=session))
+    return store.bind(tx, door, room_id, session_id)
+
+
+def _move(tx: Tx, door: str, room_id: str, parent: str, child: str) -> None:
+    """The room follows its conversation into the session compression rotated it to, from
+    that session's first event."""
+    tx.execute("UPDATE door_rooms SET session_id = ?, delivered_seq = 0 "
+               "WHERE door = ? AND room_id = ? AND session_id = ?", (child, door, room_id, parent))
+
+
+def _txn(kind: str, *parts: str) -> str:
+    """A transaction id for the platform: the same message always gets the same id."""
+    digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
+    return f"tk.{kind}.{digest}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _quiet(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("door state could not be published: %s", task.exception())
+
+
+def home_cwd(cwd: str | None) -> str:
+    return str(Path(cwd).expanduser()) if cwd else str(Path.home())
