@@ -38,7 +38,7 @@ from backend.doors import commands, render
 from backend.doors.base import Batch, Invite, Message, Reaction, Transport, TransportError
 from backend.errors import ApprovalClosed, NotFound, TurnkeyError
 from backend.ids import new_id
-from backend.store import approvals, compression, events, sessions
+from backend.store import admissions, approvals, compression, events, sessions
 from backend.store import doors as store
 from backend.store.db import Database, Tx
 from backend.store.events import Moved, StoredEvent
@@ -182,6 +182,7 @@ class Door:
                 if not connected:
                     await self.transport.connect()
                     connected = True
+                    self._set_state("connected", None)
                 batch = await self.transport.poll(cursor)
             except TransportError as exc:
                 self._set_state("failing", str(exc))
@@ -501,6 +502,7 @@ class Door:
         due = await self._flush_drafts(room_id, sid)
         if len(found) == PAGE:
             return None
+        await self._settle_unknown(room_id, sid)
         return due if due is not None else 3600.0
 
     async def _delivered(self, room_id: str, sid: str, seq: int | None) -> None:
@@ -569,8 +571,11 @@ class Door:
             if body == reply.shown:
                 continue
             if reply.event_id is None:
-                reply.event_id = await self._post_once(room_id, f"reply:{turn_id}",
-                                                       _txn("r", turn_id), body)
+                reply.event_id, certain = await self._post_once(
+                    room_id, f"reply:{turn_id}", _txn("r", turn_id), body)
+                if not certain:  # an older draft came back: bring it up to date
+                    await self.transport.edit(room_id, reply.event_id,
+                                              _txn("e", turn_id, _digest(body)), body)
             else:
                 await self.transport.edit(room_id, reply.event_id,
                                           _txn("e", turn_id, _digest(body)), body)
@@ -578,32 +583,73 @@ class Door:
             reply.edited_at = time.monotonic()
         return due
 
+    async def _settle_unknown(self, room_id: str, sid: str) -> None:
+        """Ends the reply of a turn the backend lost (killed while it ran): recovery marks
+        its admission `unknown` without an event, so the log alone would leave the reply
+        streaming forever."""
+        def read(tx: Tx) -> list[Receipt]:
+            rows = tx.all("SELECT admission_id FROM admissions WHERE session_id = ? "
+                          "AND status = 'unknown' AND turn_id IS NOT NULL", (sid,))
+            found = []
+            for r in rows:
+                row = admissions.by_id(tx, r[0])
+                if row is None or row.turn_id is None \
+                        or store.sent_id(tx, self.name, room_id, f"final:{row.turn_id}"):
+                    continue
+                receipt = admissions.receipt(tx, row)
+                if not receipt.steer:
+                    found.append(receipt)
+            return found
+
+        for receipt in await self.db.read(read):
+            await self._finish(room_id, sid, receipt)
+
     async def _finish(self, room_id: str, sid: str, receipt: Receipt) -> None:
         turn_id = receipt.turn_id or receipt.admission_id
+        done = await self.db.read(lambda tx: store.sent_id(tx, self.name, room_id, f"final:{turn_id}"))
+        if done is not None:
+            # Its reply already ended (a lost turn that was then settled `interrupted` by the
+            # next prompt): it keeps the ending it was given.
+            self._replies.pop((room_id, turn_id), None)
+            return
         streamed = ""
         if receipt.final_text is None and receipt.turn_id is not None:
             streamed = await self.db.read(lambda tx: events.turn_text(tx, sid, turn_id))
         body = render.final(receipt, streamed)
         reply = self._replies.pop((room_id, turn_id), None)
         event_id = reply.event_id if reply is not None else None
-        if event_id is None:
+        if not event_id:
             event_id = await self.db.read(
                 lambda tx: store.sent_id(tx, self.name, room_id, f"reply:{turn_id}"))
-        if event_id is None:
-            # Nothing was posted yet (a short answer, or all of it came while we were away):
-            # the reply is posted whole, under the same id its first draft would have had.
-            await self._post_once(room_id, f"reply:{turn_id}", _txn("r", turn_id), body)
+        if not event_id:
+            # No reply is known to exist (a short answer, or all of it came while we were
+            # away): it is posted whole, under the id its first draft would have had.  If a
+            # draft may have gone out under that id (`""`: a post whose answer was lost), the
+            # platform hands back that draft instead, so the final text goes as an edit too.
+            event_id, certain = await self._post_once(
+                room_id, f"reply:{turn_id}", _txn("r", turn_id), body)
+            if not certain:
+                await self.transport.edit(room_id, event_id, _txn("f", turn_id), body)
         else:
             await self.transport.edit(room_id, event_id, _txn("f", turn_id), body)
+        await self.db.write(functools.partial(store.record_sent, door=self.name, room_id=room_id,
+                                              key=f"final:{turn_id}", event_id=event_id))
 
-    async def _post_once(self, room_id: str, key: str, txn_id: str, text: str) -> str:
-        """Posts a message the door edits or reads reactions to later, and records its id."""
+    async def _post_once(self, room_id: str, key: str, txn_id: str, text: str) -> tuple[str, bool]:
+        """Posts a message the door edits or reads reactions to later, and records its id.
+
+        Returns (its id, certain): certain is False when a post under `txn_id` may have
+        happened before, its answer lost in a crash or an outage: the platform then returns
+        that first message, whose text may be older than `text`.  So that this can be told,
+        the intent is recorded (as `""`) before the post."""
         known = await self.db.read(lambda tx: store.sent_id(tx, self.name, room_id, key))
-        if known is not None:
-            return known
+        if known:
+            return known, False
+        if known is None:
+            await self.db.write(lambda tx: store.record_sent(tx, self.name, room_id, key, ""))
         event_id = await self.transport.send(room_id, txn_id, text)
         await self.db.write(lambda tx: store.record_sent(tx, self.name, room_id, key, event_id))
-        return event_id
+        return event_id, known is None
 
 
 _STATUS = {
