@@ -9,6 +9,7 @@ comes from the product.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Callable
@@ -231,3 +232,19 @@ def wait_until(predicate: Callable[[], T], timeout: float = 20.0, interval: floa
             raise AssertionError(f"timed out after {timeout} s waiting for {what}; "
                                  f"the last poll returned {value!r}")
         time.sleep(interval)
+
+
+async def wait_until_async(predicate: Callable[[], T], timeout: float = 20.0,
+                           interval: float = 0.1, what: str = "the condition") -> T:
+    """``wait_until`` for async tests: each poll runs in a worker thread and the waits are
+    asyncio sleeps, so the test's event loop (its wire connections to the backend) keeps
+    running while the room is polled."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await asyncio.to_thread(predicate)
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}; "
+                                 f"the last poll returned {value!r}")
+        await asyncio.sleep(interval)

@@ -9,6 +9,7 @@ the right reason.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.matrix_client import MatrixRequestError, room_path, visible_messages, wait_until
+from tests.matrix_client import (
+    MatrixRequestError,
+    room_path,
+    visible_messages,
+    wait_until,
+    wait_until_async,
+)
 from tests.matrix_server import MatrixAccount, MatrixServer, MatrixServerError
 from tests.procs import running
 
@@ -52,6 +59,35 @@ def test_two_users_talk_in_a_private_room(matrix: MatrixServer) -> None:
     seen = as_bob.messages(room)
     assert [(m["event_id"], m["sender"], m["content"]["body"]) for m in seen] == [
         (sent, alice.user_id, "hello bob")]
+
+
+async def test_an_async_test_waits_for_a_message_without_blocking_its_loop(
+        matrix: MatrixServer) -> None:
+    alice, bob = matrix.register("alice"), matrix.register("bob")
+    as_alice, as_bob = matrix.client(alice), matrix.client(bob)
+    room = as_alice.create_room(invite=[bob.user_id])
+    as_bob.join(room)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    def send_later() -> str:
+        time.sleep(0.5)  # so the wait below polls an empty room a few times first
+        return as_alice.send_text(room, "later")
+
+    ticker = asyncio.create_task(tick())
+    sender = asyncio.create_task(asyncio.to_thread(send_later))
+    try:
+        seen = await wait_until_async(lambda: as_bob.visible_messages(room), what="the message")
+    finally:
+        ticker.cancel()
+    await sender
+    assert [m.body for m in seen] == ["later"]
+    assert ticks > 1, "the event loop ran while the room was polled"
 
 
 def test_a_stranger_cannot_read_or_write_a_private_room(matrix: MatrixServer) -> None:
