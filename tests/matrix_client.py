@@ -117,13 +117,18 @@ class MatrixClient:
         """Rooms this user is invited to and has not joined or left (a /sync that does not
         wait).  It syncs on from its last token, as real clients do: Synapse answers a repeated
         *initial* sync from a cache for two minutes, stale news included."""
-        params = {"timeout": "0"} | ({"since": self._since} if self._since else {})
-        synced = self.request("GET", f"{API}/sync", "sync", params=params)
+        synced = self.sync(self._since)
         self._since = str(synced["next_batch"])
         rooms = synced.get("rooms", {})
         self._invited |= set(rooms.get("invite", {}))
         self._invited -= set(rooms.get("join", {})) | set(rooms.get("leave", {}))
         return sorted(self._invited)
+
+    def sync(self, since: str | None = None, timeout_ms: int = 0) -> dict[str, Any]:
+        """One /sync: everything new since the ``since`` token (its ``next_batch`` is the next)."""
+        params = {"timeout": str(timeout_ms)} | ({"since": since} if since else {})
+        return self.request("GET", f"{API}/sync", "sync", params=params,
+                            timeout=REQUEST_TIMEOUT_S + timeout_ms / 1000)
 
     def joined_members(self, room_id: str) -> list[str]:
         found = self.request("GET", f"{room_path(room_id)}/joined_members", "joined members")

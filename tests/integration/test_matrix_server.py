@@ -201,6 +201,40 @@ def test_a_resent_transaction_is_one_message_even_across_a_restart(
     assert other != first
 
 
+def test_a_send_that_timed_out_on_a_paused_server_is_one_message_after_the_retry(
+        matrix: MatrixServer) -> None:
+    """The outage the door cannot see through: its request reached the server but the answer
+    never came back.  Retrying with the same transaction id once the server answers again
+    gives one message, whichever of the two requests the server acted on."""
+    alice = matrix.register("alice")
+    as_alice = matrix.client(alice)
+    room = as_alice.create_room()
+    matrix.pause()
+    path = f"{room_path(room)}/send/m.room.message/reply-1"
+    with pytest.raises(httpx.ReadTimeout):
+        as_alice.http.put(path, json={"msgtype": "m.text", "body": "the reply"}, timeout=1.0)
+    matrix.resume()
+    event_id = as_alice.send_text(room, "the reply", txn_id="reply-1")
+    assert [m["event_id"] for m in as_alice.messages(room)] == [event_id]
+
+
+def test_a_sync_token_still_works_after_a_restart(matrix: MatrixServer) -> None:
+    """The door keeps its place in the event stream (next_batch) across homeserver outages."""
+    alice, bob = matrix.register("alice"), matrix.register("bob")
+    as_alice, as_bob = matrix.client(alice), matrix.client(bob)
+    room = as_alice.create_room(invite=[bob.user_id])
+    as_bob.join(room)
+    as_alice.send_text(room, "before")
+    since = str(as_bob.sync()["next_batch"])
+    matrix.stop()
+    matrix.start()
+    as_alice.send_text(room, "after")
+    synced = as_bob.sync(since)
+    timeline = synced["rooms"]["join"][room]["timeline"]["events"]
+    assert [e["content"].get("body") for e in timeline if e["type"] == "m.room.message"] == [
+        "after"]
+
+
 def test_the_same_transaction_id_from_a_new_login_is_a_new_message(matrix: MatrixServer) -> None:
     """Transaction ids belong to a device: a new login (a new device and token) re-sending the
     same id makes a second message, so the door must keep using one device's token."""
