@@ -26,7 +26,7 @@ import functools
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -106,6 +106,7 @@ class Door:
         self._by_session: dict[str, set[str]] = {}  # session id -> bound rooms
         self._replies: dict[tuple[str, str], Reply] = {}  # (room, turn id)
         self._outbox_wake = asyncio.Event()
+        self._background: set[asyncio.Task[None]] = set()  # state announcements in flight
 
     @property
     def name(self) -> str:
@@ -152,7 +153,12 @@ class Door:
         self.state, self.detail = state, detail
         (log.warning if state == "failing" else log.info)(
             "door %s: %s%s", self.name, state, f" ({detail})" if detail else "")
-        task = asyncio.create_task(self.publish_state(), name=f"door-{self.name}-state")
+        self._spawn(self.publish_state(), "state")
+
+    def _spawn(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        task = asyncio.create_task(work, name=f"door-{self.name}-{what}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
         task.add_done_callback(_quiet)
 
     def observe(self, item: Any) -> None:
@@ -175,7 +181,7 @@ class Door:
         delay = RETRY_FIRST_S
         connected = False
         for binding in await self.db.read(lambda tx: store.bindings(tx, self.name)):
-            self._follow(binding.room_id, binding.session_id)
+            self._follow(binding.room_id, binding.session_id, announce=False)
         cursor = await self.db.read(lambda tx: store.cursor(tx, self.name))
         while True:
             try:
@@ -448,10 +454,15 @@ class Door:
 
     # --- out: a room's session ---------------------------------------------------------
 
-    def _follow(self, room_id: str, session_id: str) -> None:
+    def _follow(self, room_id: str, session_id: str, announce: bool = True) -> None:
+        """Delivers the session's events to the room from now on; a binding that changed is
+        announced to clients (`door.state`), so the app marks the session at once."""
+        changed = room_id not in self._by_session.get(session_id, ())
         for rooms in self._by_session.values():
             rooms.discard(room_id)
         self._by_session.setdefault(session_id, set()).add(room_id)
+        if changed and announce:
+            self._spawn(self.publish_state(), "state")
         self._wakes.setdefault(room_id, asyncio.Event()).set()
         task = self._rooms.get(room_id)
         if task is None or task.done():
