@@ -191,6 +191,9 @@ class Door:
         except TransportError as exc:
             log.warning("door %s: could not join %s: %s", self.name, invite.room_id, exc)
             return
+        if invite.inviter in self.settings.allowed_users:
+            await self._answer(invite.room_id, "hello", render.GREETING)
+            return
         if invite.inviter not in self.settings.allowed_users:
             # One refusal, then leave: a stranger's room is not one we serve.
             with contextlib.suppress(TransportError):
