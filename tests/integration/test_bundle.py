@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ import pytest
 
 from shared import protocol as p
 from shared.client import Client, Incoming
-from shared.methods import PromptSubmit, ProviderTest, SecretSet, SessionCreate, SessionMessages
+from shared.methods import DoorList, PromptSubmit, ProviderTest, SecretSet, SessionCreate, SessionMessages
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import REPO, Backend
@@ -67,7 +68,13 @@ async def test_the_bundled_backend_serves_a_turn_with_a_tool_call_to_the_shared_
     # is the test one, run by the tests' Python: a user's server brings its own runtime.
     server = json.dumps([sys.executable, str(REPO / "tests" / "fakes" / "mcp_server.py")])
     mcp = f'[mcp.servers.fake]\ncommand = {server}\napproval = "trusted"\n'
-    backend = BundledBackend(bundle, tmp_path / "data", fake_provider.base_url, mcp)
+    # And a Matrix door, whose client library (matrix-nio, loaded only for a door) must be in
+    # the bundle: with its token stored and no homeserver there, it says it cannot reach it,
+    # where a missing library would say so instead.
+    closed = _closed_port()
+    door = (f'[doors.matrix]\nhomeserver = "http://127.0.0.1:{closed}"\n'
+            'user_id = "@agent:tk.test"\nallowed_users = ["@me:tk.test"]\n')
+    backend = BundledBackend(bundle, tmp_path / "data", fake_provider.base_url, mcp + door)
     fake_provider.script(
         Reply.calls(terminal("echo from-the-bundle"),
                     {"name": "mcp__fake__echo", "arguments": {"text": "mcp-in-the-bundle"}},
@@ -100,6 +107,9 @@ async def test_the_bundled_backend_serves_a_turn_with_a_tool_call_to_the_shared_
         # Keys: keyring (or the 0600 file where no keyring works) from the bundle too.
         stored = await client.call(SecretSet(name="bundled", value="sk-bundle-secret"))
         assert stored.stored in ("keyring", "file")
+        await client.call(SecretSet(name="doors.matrix", value="syt-bundle-door-token"))
+        status = await _door_failing(client)
+        assert status.detail == f"cannot reach http://127.0.0.1:{closed}: connection refused; retrying"
         # The tool's result went back to the model in the second request.
         assert "from-the-bundle" in json.dumps(fake_provider.snapshot()[-1].body["messages"][-2])
     finally:
@@ -110,6 +120,7 @@ async def test_the_bundled_backend_serves_a_turn_with_a_tool_call_to_the_shared_
     log = (backend.data_dir / "logs" / "backend.log").read_text()
     assert "keyring store failed" not in log, "keyring imports and runs inside the bundle"
     assert "sk-bundle-secret" not in log
+    assert "syt-bundle-door-token" not in log
     assert (backend.data_dir / "logs" / "backend.log").stat().st_size > 0
 
 
@@ -193,13 +204,30 @@ def test_the_bundle_carries_what_rendering_loads_by_name(bundle: Path) -> None:
 
     modules = set(readers.pkg_archive_contents(str(bundle)))
     wanted = {"markdown_it", "markdown_it.presets.commonmark", "mdurl", "desktop.qt.markdown",
-              "rich.markdown", "rich.live", "rich.syntax"}  # the CLI renders with rich
+              "rich.markdown", "rich.live", "rich.syntax",  # the CLI renders with rich
+              "backend.doors.matrix", "nio", "nio.client.async_client", "aiohttp"}  # a door's
     wanted |= {get_style_by_name(name).__module__ for name in STYLES.values()}
     for language in ("python", "bash", "javascript", "typescript", "json", "yaml", "rust", "go",
                      "diff", "sql", "html", "c", "cpp", "java"):
         wanted |= {module for module, _name, aliases, *_ in LEXERS.values() if language in aliases}
     missing = sorted(wanted - modules)
     assert not missing, f"not in the bundle: {missing}"
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def _door_failing(client: Client, timeout: float = 30.0) -> p.DoorStatus:
+    deadline = time.monotonic() + timeout
+    while True:
+        (door,) = (await client.call(DoorList())).doors
+        if (door.state == "failing" and door.detail and "cannot reach" in door.detail) \
+                or time.monotonic() > deadline:
+            return door
+        await asyncio.sleep(0.1)
 
 
 async def _wait_event(seen: list[Incoming], kind: type[W], admission_id: str,
