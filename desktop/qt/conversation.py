@@ -286,14 +286,14 @@ class Conversation(QWidget):
         self._note_until = 0.0  # an undo's note shows until then
         self.cards: dict[str, ApprovalCard] = {}
         self.queue_rows: dict[str, QueueRow] = {}
+        # The chat rooms (messaging doors) this session is also reached from: the header says so.
+        self.doors = DoorWatch.of(link)
         self._build()
         link.received.connect(self._on_event)
         link.state.connect(self._on_link_state)
-        # The chat rooms (messaging doors) this session is also reached from: the header says so.
-        self.doors = DoorWatch.of(link)
-        self.doors.changed.connect(self._refresh_soon)
         self._refresh_timer = QTimer(self, singleShot=True, interval=30)
         self._refresh_timer.timeout.connect(self.refresh)
+        self.doors.changed.connect(self._refresh_soon)
         self._tick = QTimer(self, interval=1000)
         self._tick.timeout.connect(self._on_tick)
         self._tick.start()

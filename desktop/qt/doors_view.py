@@ -126,7 +126,7 @@ class DoorCard(QFrame):
     def show_door(self, door: p.DoorStatus) -> None:
         self.door = door
         said, tone = words.state_words(door)
-        self.title.setText(f"{words.platform_name(door)} · {door.name}")
+        self.title.setText(words.title(door))
         self.badge.set_state(door.state)
         self.since.setText(words.since_words(door.since))
         why = words.reason(door)
@@ -338,7 +338,12 @@ class MessagingPage(QWidget):
         self.cards_area = QScrollArea()
         self.cards_area.setWidgetResizable(True)
         self.cards_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.cards_area.setObjectName("doorCards")  # (transparent: the page's own background)
+        self.cards_area.setStyleSheet("QScrollArea#doorCards, QWidget#doorCardsInner "
+                                      "{ background: transparent; }")
+        self.cards_area.viewport().setAutoFillBackground(False)
         inner = QWidget()
+        inner.setObjectName("doorCardsInner")
         self.cards_box = QVBoxLayout(inner)
         self.cards_box.setContentsMargins(0, 8, 0, 0)
         self.cards_box.setSpacing(18)

@@ -53,7 +53,7 @@ def reason(door: p.DoorStatus) -> str:
 
 def tooltip(door: p.DoorStatus) -> str:
     """The sidebar row's tooltip: the state, the account, and the reason when failing."""
-    lines = [f"{platform_name(door)} door “{door.name}”: {state_words(door)[0]} "
+    lines = [f"{title(door)}: {state_words(door)[0]} "
              f"{since_words(door.since)}", f"Account: {door.account}"]
     why = reason(door)
     if why:
@@ -63,16 +63,18 @@ def tooltip(door: p.DoorStatus) -> str:
 
 
 def since_words(stamp: float, now: float | None = None) -> str:
-    """"since 14:05", "for 3 min", in the person's own words for when a state began."""
-    secs = (now if now is not None else time.time()) - stamp
-    if secs < 60:
-        return "just now"
-    if secs < 3600:
-        return f"for {int(secs // 60)} min"
+    """"since 14:05" (today), "since 2026-11-30 14:05" (before): when the state began."""
     when = time.localtime(stamp)
-    if secs < 86400:
+    today = time.localtime(now if now is not None else time.time())
+    if when[:3] == today[:3]:
         return f"since {time.strftime('%H:%M', when)}"
     return f"since {time.strftime('%Y-%m-%d %H:%M', when)}"
+
+
+def title(door: p.DoorStatus) -> str:
+    """"Matrix", or "Matrix · work" for a door whose name is not its platform's."""
+    platform = platform_name(door)
+    return platform if door.name == door.platform else f"{platform} · {door.name}"
 
 
 def room_label(room: p.DoorRoom) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -227,5 +228,7 @@ def test_door_words() -> None:
     book.load([door])
     assert book.rooms_of("ses_1") == [(door, room)]
     assert book.rooms_of("ses_2") == []
-    assert words.since_words(100.0, now=130.0) == "just now"
-    assert words.since_words(100.0, now=100.0 + 300) == "for 5 min"
+    noon = time.mktime((2026, 12, 1, 12, 0, 0, 0, 0, -1))
+    assert words.since_words(noon - 3600, now=noon) == "since 11:00"
+    assert words.since_words(noon - 86400, now=noon) == "since 2026-11-30 12:00"
+    assert words.title(door) == "Matrix"
