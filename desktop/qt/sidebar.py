@@ -19,7 +19,9 @@ from PySide6.QtCore import (
     QObject,
     QPersistentModelIndex,
     QPoint,
+    QPointF,
     QRect,
+    QRectF,
     QSize,
     Qt,
     QTimer,
@@ -33,7 +35,9 @@ from PySide6.QtGui import (
     QKeyEvent,
     QKeySequence,
     QPainter,
+    QPainterPath,
     QPalette,
+    QPolygonF,
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -522,20 +526,25 @@ class SessionDelegate(QStyledItemDelegate):
         """A small speech bubble in the accent colour at the right of a session's second line:
         the session is also reached from a chat room (its tooltip names the room).  Returns
         the mark's left edge."""
-        h = max(9, line.height() - 5)
-        w = h + 3
+        h = max(11, line.height() - 2)
+        w = h + 4
         left = line.right() - w
         top = line.center().y() - h // 2
+        accent = QColor(c.accent)
+        fill = QColor(accent)
+        fill.setAlpha(40)
         pen = painter.pen()
-        pen.setColor(QColor(c.accent))
-        pen.setWidthF(1.4)
+        pen.setColor(accent)
+        pen.setWidthF(1.5)
         painter.setPen(pen)
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        body = QRect(left, top, w, h - 3)
-        painter.drawRoundedRect(body, 3, 3)
-        tail = [QPoint(left + 3, body.bottom()), QPoint(left + 3, body.bottom() + 3),
-                QPoint(left + 7, body.bottom())]
-        painter.drawPolyline(tail)
+        painter.setBrush(fill)
+        body = QRectF(left + 0.75, top + 0.75, w - 1.5, h - 5.5)
+        tail = QPolygonF([QPointF(left + 4, body.bottom() - 0.5), QPointF(left + 3.5, top + h),
+                          QPointF(left + 9, body.bottom() - 0.5)])
+        path = QPainterPath()
+        path.addRoundedRect(body, 4, 4)
+        path.addPolygon(tail)
+        painter.drawPath(path.simplified())
         return left
 
     @staticmethod
