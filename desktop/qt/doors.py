@@ -47,6 +47,7 @@ class DoorWatch(QObject):
         self.book = DoorBook()
         self.loaded = False  # door.list answered at least once
         self._since: list[p.DoorStatus] | None = None  # events while a listing is on its way
+        self._more = False  # asked to list again while a listing was on its way
         self._again = QTimer(self, singleShot=True, interval=REBIND_MS)
         self._again.timeout.connect(self.reload)
         link.received.connect(self._on_event)
@@ -68,10 +69,15 @@ class DoorWatch(QObject):
         return self.book.rooms_of(session_id)
 
     def reload(self) -> None:
+        """Lists the doors now, or (one listing at a time, so an older answer never lands
+        over a newer one) once the listing under way is in."""
+        if self._since is not None:
+            self._more = True
+            return
+        self._since = []
         spawn(self._load(), lambda words: log.warning("could not list the doors: %s", words))
 
     async def _load(self) -> None:
-        self._since = []
         try:
             result = await self.link.call(DoorList())
         except RpcError as exc:
@@ -82,6 +88,9 @@ class DoorWatch(QObject):
             doors = result.doors
         finally:
             since, self._since = self._since, None
+            if self._more and shiboken6.isValid(self):
+                self._more = False
+                self.reload()
         if not shiboken6.isValid(self):
             return
         self.book.load(doors)
