@@ -5,17 +5,12 @@ with the principal `PLATFORM:SENDER` (the identity the platform's server vouches
 and the request id `PLATFORM:MESSAGE_ID`, so a message the platform delivers twice is a
 duplicate, not a second turn.  Only `allowed_users` are served; anyone else gets one
 refusal per room and nothing runs.  Commands (commands.py) are handled as they arrive,
-never queued behind the running turn; each is marked handled (`door_inbox`) in the
-transaction that queues its answer, so a redelivered command acts at most once.  The
-sync cursor is saved after its batch, so a restart continues where it left off.
+never queued behind the running turn; each is marked handled (`door_inbox`) before it
+acts, so a redelivered command acts at most once (a repeated /approve or /stop would act
+on the wrong thing), and its answer waits in `door_outbox` until sent.  The sync cursor
+is saved after its batch, so a restart continues where it left off.
 
-Out: each bound room follows its session's event log from `delivered_seq`.  The log is
-the outbox: written in the same transaction as the turn's rows, it is read again after a
-crash or an outage, and every message posted for it carries a transaction id derived
-from what it says (the reply of turn T is `r.T`, its last edit `f.T`), which the
-platform deduplicates: a message is posted at least once and shown once.  The streamed
-reply is edited at most every `edit_interval_s`; between edits the deltas accumulate.
-The door's own answers wait in `door_outbox` until sent.
+Out: delivery.py sends each bound room its session's events.
 """
 
 from __future__ import annotations
@@ -23,40 +18,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-
-import msgspec
 
 from backend.authority.queue import SessionAuthority
 from backend.doors import commands, render
 from backend.doors.base import Batch, Invite, Message, Reaction, Transport, TransportError
+from backend.doors.delivery import Delivery, txn
 from backend.errors import ApprovalClosed, NotFound, TurnkeyError
 from backend.ids import new_id
 from backend.store import approvals, compression, events, sessions
 from backend.store import doors as store
 from backend.store.db import Database, Tx
-from backend.store.events import Moved, StoredEvent
 from backend.tools.approvals import Approvals
 from shared.protocol import (
     Approval,
     DoorRoom,
     DoorState,
     DoorStatus,
-    Event,
     PromptSubmitParams,
-    Receipt,
     SessionEvent,
 )
 
 log = logging.getLogger("doors")
 
-PAGE = 200  # events read per step of a room's delivery
 RETRY_FIRST_S = 1.0  # after a failure to reach the platform, doubled up to RETRY_MAX_S
 RETRY_MAX_S = 30.0
 Intent = Literal["queue", "interrupt", "steer"]
@@ -69,17 +58,6 @@ class Settings:
     rooms: dict[str, str]  # room id -> session id, bound on the room's first message
     cwd: str
     edit_interval_s: float
-
-
-@dataclass
-class Reply:
-    """The reply message of one turn in one room."""
-
-    event_id: str | None
-    draft: render.Draft = field(default_factory=render.Draft)
-    shown: str = ""  # the text last posted
-    edited_at: float = 0.0
-    dirty: bool = False
 
 
 class Door:
@@ -101,11 +79,9 @@ class Door:
         self.since = time.time()
         self.room_names: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._rooms: dict[str, asyncio.Task[None]] = {}  # delivery task per bound room
-        self._wakes: dict[str, asyncio.Event] = {}
-        self._by_session: dict[str, set[str]] = {}  # session id -> bound rooms
-        self._replies: dict[tuple[str, str], Reply] = {}  # (room, turn id)
-        self._outbox_wake = asyncio.Event()
+        self.out = Delivery(settings.name, transport, db, settings.edit_interval_s,
+                            lambda: self._spawn(self.publish_state(), "state"))
+        self._background: set[asyncio.Task[None]] = set()  # state announcements in flight
 
     @property
     def name(self) -> str:
@@ -114,19 +90,16 @@ class Door:
     # --- lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
-        self._tasks = [
-            asyncio.create_task(self._inbound(), name=f"door-{self.name}-in"),
-            asyncio.create_task(self._outbox(), name=f"door-{self.name}-outbox"),
-        ]
+        self._tasks = [asyncio.create_task(self._inbound(), name=f"door-{self.name}-in")]
+        self.out.start()
 
     async def stop(self) -> None:
-        tasks = self._tasks + list(self._rooms.values())
-        for task in tasks:
+        for task in self._tasks:
             task.cancel()
-        for task in tasks:
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self._rooms.clear()
+        await self.out.stop()
         with contextlib.suppress(Exception):
             await self.transport.close()
         self._set_state("stopped", None)
@@ -152,22 +125,16 @@ class Door:
         self.state, self.detail = state, detail
         (log.warning if state == "failing" else log.info)(
             "door %s: %s%s", self.name, state, f" ({detail})" if detail else "")
-        task = asyncio.create_task(self.publish_state(), name=f"door-{self.name}-state")
+        self._spawn(self.publish_state(), "state")
+
+    def _spawn(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        task = asyncio.create_task(work, name=f"door-{self.name}-{what}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
         task.add_done_callback(_quiet)
 
     def observe(self, item: Any) -> None:
-        """The store's publisher: wakes the delivery of rooms whose session got events."""
-        if isinstance(item, StoredEvent) and item.stored:
-            for room in self._by_session.get(item.event.session_id, ()):
-                self._wake(room)
-        elif isinstance(item, Moved):
-            for room in self._by_session.get(item.parent, ()):
-                self._wake(room)
-
-    def _wake(self, room_id: str) -> None:
-        wake = self._wakes.get(room_id)
-        if wake is not None:
-            wake.set()
+        self.out.observe(item)
 
     # --- in ------------------------------------------------------------------------
 
@@ -175,13 +142,14 @@ class Door:
         delay = RETRY_FIRST_S
         connected = False
         for binding in await self.db.read(lambda tx: store.bindings(tx, self.name)):
-            self._follow(binding.room_id, binding.session_id)
+            self.out.follow(binding.room_id, binding.session_id, announce=False)
         cursor = await self.db.read(lambda tx: store.cursor(tx, self.name))
         while True:
             try:
                 if not connected:
                     await self.transport.connect()
                     connected = True
+                    self._set_state("connected", None)
                 batch = await self.transport.poll(cursor)
             except TransportError as exc:
                 self._set_state("failing", str(exc))
@@ -226,7 +194,7 @@ class Door:
         if invite.inviter not in self.settings.allowed_users:
             # One refusal, then leave: a stranger's room is not one we serve.
             with contextlib.suppress(TransportError):
-                await self.transport.send(invite.room_id, _txn("refuse-invite", invite.room_id),
+                await self.transport.send(invite.room_id, txn("refuse-invite", invite.room_id),
                                           render.REFUSAL, notice=True)
                 await self.transport.leave(invite.room_id)
             log.info("door %s: refused an invitation from %s", self.name, invite.inviter)
@@ -260,7 +228,7 @@ class Door:
                                  {"text": render.REFUSAL, "notice": True}))
         log.info("door %s: refused a message from %s in %s%s", self.name, sender, room_id,
                  "" if owed else " (already told)")
-        self._outbox_wake.set()
+        self.out.owed()
 
     async def _prompt(self, msg: Message, text: str, intent: Intent) -> None:
         session_id = await self._session_of(msg.room_id)
@@ -295,7 +263,7 @@ class Door:
             return _new_session(tx, self.name, room_id, self.settings.cwd, model)
 
         binding = await self.db.write(job)
-        self._follow(room_id, binding.session_id)
+        self.out.follow(room_id, binding.session_id)
         return binding.session_id
 
     async def _command(self, msg: Message, command: commands.Command) -> None:
@@ -352,7 +320,7 @@ class Door:
         model = self.default_model()
         binding = await self.db.write(
             lambda tx: _new_session(tx, self.name, room_id, self.settings.cwd, model, title))
-        self._follow(room_id, binding.session_id)
+        self.out.follow(room_id, binding.session_id)
         return f"New session started (`{binding.session_id}`); the last one stays in Turnkey."
 
     def _busy(self, session_id: str) -> bool:
@@ -421,189 +389,7 @@ class Door:
     async def _answer(self, room_id: str, key: str, text: str) -> None:
         await self.db.write(lambda tx: store.owe(tx, self.name, room_id, key,
                                                  {"text": text, "notice": True}))
-        self._outbox_wake.set()
-
-    # --- out: the door's own messages ---------------------------------------------------
-
-    async def _outbox(self) -> None:
-        delay = RETRY_FIRST_S
-        while True:
-            self._outbox_wake.clear()
-            owed = await self.db.read(lambda tx: store.owed(tx, self.name))
-            try:
-                for item in owed:
-                    await self.transport.send(item.room_id, _txn("o", item.room_id, item.key),
-                                              str(item.content["text"]),
-                                              notice=bool(item.content.get("notice")))
-                    await self.db.write(functools.partial(
-                        store.paid, door=self.name, room_id=item.room_id, key=item.key))
-            except TransportError:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
-                continue
-            delay = RETRY_FIRST_S
-            if not owed:
-                await self._outbox_wake.wait()
-
-    # --- out: a room's session ---------------------------------------------------------
-
-    def _follow(self, room_id: str, session_id: str) -> None:
-        for rooms in self._by_session.values():
-            rooms.discard(room_id)
-        self._by_session.setdefault(session_id, set()).add(room_id)
-        self._wakes.setdefault(room_id, asyncio.Event()).set()
-        task = self._rooms.get(room_id)
-        if task is None or task.done():
-            self._rooms[room_id] = asyncio.create_task(self._deliver_room(room_id),
-                                                       name=f"door-{self.name}-room")
-
-    async def _deliver_room(self, room_id: str) -> None:
-        wake = self._wakes[room_id]
-        delay = RETRY_FIRST_S
-        while True:
-            wake.clear()
-            try:
-                pause = await self._deliver_step(room_id)
-            except TransportError:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
-                continue
-            delay = RETRY_FIRST_S
-            if pause is None:
-                continue  # more to read at once
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=pause)
-
-    async def _deliver_step(self, room_id: str) -> float | None:
-        """Sends what the room is owed of its session's events; returns how long to wait
-        for more (None: read again at once)."""
-        def read(tx: Tx) -> tuple[store.Binding | None, list[Event], str]:
-            bound = store.binding(tx, self.name, room_id)
-            if bound is None:
-                return None, [], ""
-            found = events.since(tx, bound.session_id, bound.delivered_seq, PAGE)
-            leaf = compression.leaf(tx, bound.session_id) if not found else bound.session_id
-            return bound, found, leaf
-
-        bound, found, leaf = await self.db.read(read)
-        if bound is None:
-            return 3600.0
-        sid = bound.session_id
-        if not found and leaf != sid:  # compression rotated the conversation: follow it
-            await self.db.write(lambda tx: _move(tx, self.name, room_id, sid, leaf))
-            self._follow(room_id, leaf)
-            return None
-        for event in found:
-            if await self._deliver_event(room_id, sid, event):
-                await self._delivered(room_id, sid, event.seq)
-        if found:
-            await self._delivered(room_id, sid, found[-1].seq)
-        due = await self._flush_drafts(room_id, sid)
-        if len(found) == PAGE:
-            return None
-        return due if due is not None else 3600.0
-
-    async def _delivered(self, room_id: str, sid: str, seq: int | None) -> None:
-        if seq is not None:
-            await self.db.write(functools.partial(
-                store.delivered, door=self.name, room_id=room_id, session_id=sid, seq=seq))
-
-    async def _deliver_event(self, room_id: str, sid: str, event: Event) -> bool:
-        """Acts on one event; True when it sent something that must not be sent again."""
-        data = event.data
-        if event.type == "approval.request":
-            approval = msgspec.convert(data["approval"], Approval)
-            await self._post_once(room_id, f"approval:{approval.approval_id}",
-                                  _txn("a", approval.approval_id), render.approval_request(approval))
-            self._draft(room_id, event).waiting_approval = True
-            return True
-        if event.type == "approval.resolved":
-            approval = msgspec.convert(data["approval"], Approval)
-            target = await self.db.read(
-                lambda tx: store.sent_id(tx, self.name, room_id, f"approval:{approval.approval_id}"))
-            if target is not None:
-                await self.transport.edit(room_id, target, _txn("ar", approval.approval_id),
-                                          render.approval_closed(approval))
-            if event.turn_id:
-                self._draft(room_id, event).waiting_approval = False
-            return True
-        if event.type == "admission.settled":
-            receipt = msgspec.convert(data["receipt"], Receipt)
-            if receipt.steer or (receipt.turn_id is None and receipt.outcome != "rejected"):
-                return False
-            await self._finish(room_id, sid, receipt)
-            return True
-        if event.turn_id is None:
-            return False
-        if event.type in ("turn.started", "message.delta"):
-            self._draft(room_id, event)
-        elif event.type == "tool.start":
-            draft = self._draft(room_id, event)
-            draft.tool = render.tool_line(str(data.get("name", "")), str(data.get("summary", "")))
-        elif event.type == "tool.complete":
-            draft = self._draft(room_id, event)
-            draft.tool = None
-            draft.tools_done += 1
-        return False
-
-    def _draft(self, room_id: str, event: Event) -> render.Draft:
-        assert event.turn_id is not None
-        reply = self._replies.setdefault((room_id, event.turn_id), Reply(event_id=None))
-        reply.dirty = True
-        return reply.draft
-
-    async def _flush_drafts(self, room_id: str, sid: str) -> float | None:
-        """Edits each running turn's reply whose edit is due; returns when the next is."""
-        due: float | None = None
-        interval = self.settings.edit_interval_s
-        for (room, turn_id), reply in list(self._replies.items()):
-            if room != room_id or not reply.dirty:
-                continue
-            wait = reply.edited_at + interval - time.monotonic()
-            if wait > 0:
-                due = wait if due is None else min(due, wait)
-                continue
-            text = await self.db.read(functools.partial(events.turn_text, session_id=sid, turn_id=turn_id))
-            body = render.running(text, reply.draft)
-            reply.dirty = False
-            if body == reply.shown:
-                continue
-            if reply.event_id is None:
-                reply.event_id = await self._post_once(room_id, f"reply:{turn_id}",
-                                                       _txn("r", turn_id), body)
-            else:
-                await self.transport.edit(room_id, reply.event_id,
-                                          _txn("e", turn_id, _digest(body)), body)
-            reply.shown = body
-            reply.edited_at = time.monotonic()
-        return due
-
-    async def _finish(self, room_id: str, sid: str, receipt: Receipt) -> None:
-        turn_id = receipt.turn_id or receipt.admission_id
-        streamed = ""
-        if receipt.final_text is None and receipt.turn_id is not None:
-            streamed = await self.db.read(lambda tx: events.turn_text(tx, sid, turn_id))
-        body = render.final(receipt, streamed)
-        reply = self._replies.pop((room_id, turn_id), None)
-        event_id = reply.event_id if reply is not None else None
-        if event_id is None:
-            event_id = await self.db.read(
-                lambda tx: store.sent_id(tx, self.name, room_id, f"reply:{turn_id}"))
-        if event_id is None:
-            # Nothing was posted yet (a short answer, or all of it came while we were away):
-            # the reply is posted whole, under the same id its first draft would have had.
-            await self._post_once(room_id, f"reply:{turn_id}", _txn("r", turn_id), body)
-        else:
-            await self.transport.edit(room_id, event_id, _txn("f", turn_id), body)
-
-    async def _post_once(self, room_id: str, key: str, txn_id: str, text: str) -> str:
-        """Posts a message the door edits or reads reactions to later, and records its id."""
-        known = await self.db.read(lambda tx: store.sent_id(tx, self.name, room_id, key))
-        if known is not None:
-            return known
-        event_id = await self.transport.send(room_id, txn_id, text)
-        await self.db.write(lambda tx: store.record_sent(tx, self.name, room_id, key, event_id))
-        return event_id
+        self.out.owed()
 
 
 _STATUS = {
@@ -621,23 +407,6 @@ def _new_session(tx: Tx, door: str, room_id: str, cwd: str, model: str, title: s
     assert session is not None
     events.broadcast(tx, session_id, "session.created", SessionEvent(session=session))
     return store.bind(tx, door, room_id, session_id)
-
-
-def _move(tx: Tx, door: str, room_id: str, parent: str, child: str) -> None:
-    """The room follows its conversation into the session compression rotated it to, from
-    that session's first event."""
-    tx.execute("UPDATE door_rooms SET session_id = ?, delivered_seq = 0 "
-               "WHERE door = ? AND room_id = ? AND session_id = ?", (child, door, room_id, parent))
-
-
-def _txn(kind: str, *parts: str) -> str:
-    """A transaction id for the platform: the same message always gets the same id."""
-    digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
-    return f"tk.{kind}.{digest}"
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _quiet(task: asyncio.Task[Any]) -> None:

@@ -129,6 +129,7 @@ class MatrixTransport:
             room_id, "m.room.message", content, tx_id=txn_id, ignore_unverified_devices=True))
         if not isinstance(resp, RoomSendResponse):
             raise TransportError(_refused(resp, f"could not post to {room_id}"))
+        log.debug("posted %s to %s as %s", txn_id, room_id, resp.event_id)
         return str(resp.event_id)
 
     async def _call(self, request: Any) -> Any:
@@ -198,11 +199,12 @@ def _strip_reply_fallback(body: str) -> str:
 
 
 def _inviter(state: list[Any], me: str) -> str | None:
+    """Who invited us, from the invitation's stripped state (nio keeps the membership as an
+    attribute of its InviteMemberEvent, not in `source`)."""
     for event in state:
-        source = getattr(event, "source", None) or {}
-        if source.get("type") == "m.room.member" and source.get("state_key") == me \
-                and (source.get("content") or {}).get("membership") == "invite":
-            return str(source.get("sender") or "") or None
+        if getattr(event, "state_key", None) == me and getattr(event, "membership", None) == "invite":
+            sender = getattr(event, "sender", None)
+            return str(sender) if sender else None
     return None
 
 

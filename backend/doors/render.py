@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from backend.authority.recovery import RECOVERED_NOTE
 from shared.protocol import Approval, Receipt
 
 # Characters of answer text in one message: Matrix refuses an event over 64 KiB, and an
@@ -64,7 +65,7 @@ def final(receipt: Receipt, streamed: str) -> str:
     when it is not.  `streamed`: what was streamed, for a turn whose end carries no text."""
     text = receipt.final_text if receipt.final_text is not None else streamed
     if receipt.status == "unknown":
-        why = receipt.failure_reason or "The backend stopped while this turn ran; it was not run again."
+        why = receipt.failure_reason or RECOVERED_NOTE
         return _with_note(text, f"⚠ {why}")
     outcome = receipt.outcome
     if outcome == "completed":

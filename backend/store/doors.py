@@ -101,9 +101,10 @@ def key_of(tx: Tx, door: str, event_id: str) -> str | None:
 
 
 def record_sent(tx: Tx, door: str, room_id: str, key: str, event_id: str) -> None:
+    """`event_id` "" records that a post is being made, before it is: see Door._post_once."""
     tx.execute(
         "INSERT INTO door_sent (door, room_id, key, event_id) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (door, room_id, key) DO NOTHING",
+        "ON CONFLICT (door, room_id, key) DO UPDATE SET event_id = excluded.event_id",
         (door, room_id, key, event_id),
     )
 

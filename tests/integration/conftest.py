@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
+from tests.matrix_server import MatrixServer
 from tests.pg_server import PgServer
 
 from .backend_proc import Backend, BackendFactory, Stores
@@ -115,3 +116,26 @@ async def connect(backend: Backend) -> AsyncIterator[Connect]:
                 await rpc.close()
             except (TimeoutError, OSError):
                 rpc.abort()
+
+
+# --- the Matrix homeserver ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def matrix_server() -> Iterator[MatrixServer]:
+    """The test run's Matrix homeserver (Synapse, tests/matrix_server.py), started the first
+    time a test asks for it and stopped at the end of the run whatever happened (it also dies
+    with this process).  Tests normally take ``matrix`` instead, which also heals outages."""
+    with MatrixServer() as server:
+        yield server
+
+
+@pytest.fixture
+def matrix(matrix_server: MatrixServer) -> Iterator[MatrixServer]:
+    """The session's homeserver, up and answering when the test starts; at its end the test's
+    clients are closed and the server is brought back up, so a test that failed mid-outage
+    (stopped, killed or paused server) does not take the next tests down with it."""
+    matrix_server.ensure_up()
+    yield matrix_server
+    matrix_server.close_clients()
+    matrix_server.ensure_up()
