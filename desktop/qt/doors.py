@@ -4,12 +4,9 @@ A `DoorWatch` belongs to one link (a child of it, found with `DoorWatch.of(link)
 sidebar, the conversations and the settings page share one listing and one call).  It asks
 `door.list` whenever its link connects (the first time and after every reconnection, perhaps
 to a new backend process), and applies each session-less `door.state` event as it comes.
-A backend that predates doors answers METHOD_NOT_FOUND: it has none.
-
-`door.state` is sent when a door's state changes, not when a room is bound to a session (a
-room's first message), so while the backend has a door the watch also lists again, shortly,
-when a session is created (a room's new session, `/new`) or a session no room is known to be
-bound to starts a turn (a room bound to a configured session): that is when bindings change.
+A backend that predates doors answers METHOD_NOT_FOUND: it has none.  A `door.state` also
+comes when a room is bound to a session (its first message, `/new`), so the sessions' marks
+follow without asking again.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 import shiboken6
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
@@ -30,7 +27,6 @@ from shared.methods import DoorList
 
 log = logging.getLogger("desktop")
 NAME = "doorWatch"
-REBIND_MS = 200  # a burst of new sessions and starting turns is one door.list
 
 if TYPE_CHECKING:
     from desktop.link import Link
@@ -48,8 +44,6 @@ class DoorWatch(QObject):
         self.loaded = False  # door.list answered at least once
         self._since: list[p.DoorStatus] | None = None  # events while a listing is on its way
         self._more = False  # asked to list again while a listing was on its way
-        self._again = QTimer(self, singleShot=True, interval=REBIND_MS)
-        self._again.timeout.connect(self.reload)
         link.received.connect(self._on_event)
         link.state.connect(self._on_state)
         if link.current == "connected":
@@ -100,8 +94,6 @@ class DoorWatch(QObject):
         emit(self.changed)
 
     def _on_event(self, event: Incoming) -> None:
-        if self.book.doors and event.seq is None and self._may_bind(event):
-            self._again.start()
         if event.type != "door.state" or not isinstance(event.data, p.DoorEvent):
             return
         door = event.data.door
@@ -109,15 +101,6 @@ class DoorWatch(QObject):
             self._since.append(door)
         self.book.update(door)
         emit(self.changed)
-
-    def _may_bind(self, event: Incoming) -> bool:
-        """A broadcast after which a room may be bound to a session the watch does not know."""
-        if event.type == "session.created":
-            return True
-        data = event.data
-        return event.type == "session.updated" and isinstance(data, p.SessionEvent) \
-            and data.session.status in ("queued", "running") \
-            and not self.book.rooms_of(data.session.session_id)
 
     def _on_state(self, state: str) -> None:
         if state == "connected":
