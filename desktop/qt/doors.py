@@ -102,6 +102,13 @@ class DoorWatch(QObject):
         self.book.update(door)
         emit(self.changed)
 
+    @property
+    def away(self) -> bool:
+        """The backend is not connected now: what the watch holds is as last seen."""
+        return self.link.current != "connected"
+
     def _on_state(self, state: str) -> None:
         if state == "connected":
             self.reload()
+        elif self.book.doors:
+            emit(self.changed)  # shown as last seen until the backend answers again

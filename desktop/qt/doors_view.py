@@ -210,16 +210,21 @@ class DoorRow(QPushButton):
         self.prefix = prefix
         self.show_door(door)
 
-    def show_door(self, door: p.DoorStatus) -> None:
+    def show_door(self, door: p.DoorStatus, away: bool = False) -> None:
+        """`away`: the backend is not connected, so this is the door as last seen (greyed)."""
         self.door = door
         said, tone = words.state_words(door)
         line = f"{self.prefix}{words.summary(door)}"
         why = words.reason(door)
         if why:
             line = f"{line}: {why}"
+        tip = words.tooltip(door)
+        if away:
+            line, tone = f"{line} (last seen)", "muted"
+            tip = f"{words.AWAY}\n{tip}"
         self.full_text = line
         self.setIcon(_dot(tone_color(tone)))
-        self.setToolTip(words.tooltip(door))
+        self.setToolTip(tip)
         self.setAccessibleName(f"{words.platform_name(door)} door: {said}")
         self.setAccessibleDescription(why or f"Connected as {door.account}")
         theme.restyle(self, tone=tone)
@@ -276,8 +281,8 @@ class DoorStrip(QWidget):
         several = len(self.links) > 1
         same = [(r.link, r.door.name) for r in self.rows] == [(lk, d.name) for lk, d in wanted]
         if same:
-            for row, (_link, door) in zip(self.rows, wanted, strict=True):
-                row.show_door(door)
+            for row, (link, door) in zip(self.rows, wanted, strict=True):
+                row.show_door(door, DoorWatch.of(link).away)
         else:
             for row in self.rows:
                 self.lay.removeWidget(row)
@@ -285,6 +290,7 @@ class DoorStrip(QWidget):
             self.rows = []
             for link, door in wanted:
                 row = DoorRow(link, door, f"{link.title}: " if several else "")
+                row.show_door(door, DoorWatch.of(link).away)
                 row.clicked.connect(lambda _=False, r=row: self.show_popover(r))
                 self.lay.addWidget(row)
                 self.rows.append(row)

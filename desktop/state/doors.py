@@ -21,6 +21,7 @@ STATES: dict[str, tuple[str, str]] = {
     "failing": ("failing", "danger"),
     "stopped": ("stopped", "muted"),
 }
+AWAY = "The backend is not connected: this is the door as last seen."
 HOW_TO = ("No messaging door is configured. A door lets you talk to Turnkey from a chat app: "
           "add a [doors.matrix] section to config.toml, store the agent account's access token "
           "with `turnkey secret set doors.matrix`, and restart the backend. README, “Talk to it "

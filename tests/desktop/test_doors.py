@@ -28,6 +28,7 @@ from desktop.state import doors as words
 from shared import protocol as p
 from shared.methods import SecretSet
 from tests.desktop.conftest import drive
+from tests.desktop.test_accessibility import unnamed
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.backend_proc import Backend
 from tests.pg_server import free_port
@@ -160,6 +161,8 @@ def test_a_door_without_its_token_shows_failing_with_what_to_do(controller: Any,
     assert ME in card.allowed.text()
     assert card.no_rooms.isVisible()
     assert not card.room_buttons
+    assert not unnamed(controller.main), "the door's row is named for assistive technology"
+    assert not unnamed(popover)
     # …and on to the settings' Messaging page, which says the same.
     popover.settings_button.click()
     qtbot.waitUntil(lambda: controller.settings is not None and controller.settings.isVisible())
@@ -168,6 +171,7 @@ def test_a_door_without_its_token_shows_failing_with_what_to_do(controller: Any,
     assert not page.empty.isVisible()
     assert len(page.cards) == 1
     assert "no access token stored" in page.cards[0].detail.text()
+    assert not unnamed(page)
     assert f"127.0.0.1:{door_port}" not in page.cards[0].detail.text()
 
 
@@ -181,7 +185,12 @@ def test_an_unreachable_homeserver_then_a_refused_token_update_the_row_live(
     controller.main.show()
     qtbot.waitUntil(lambda: row_says(controller, "no access token stored"), timeout=15_000)
     drive(qtbot, controller.link.call(SecretSet(name="doors.matrix", value=TOKEN)))
-    desk_backend.restart()
+    desk_backend.terminate()  # (a door is read at start)
+    # While the backend is away the row says it shows the door as last seen, greyed.
+    qtbot.waitUntil(lambda: rows(controller)[0].full_text.endswith("(last seen)"), timeout=15_000)
+    assert rows(controller)[0].property("tone") == "muted"
+    assert rows(controller)[0].toolTip().startswith(words.AWAY)
+    desk_backend.start()
     home = f"http://127.0.0.1:{door_port}"
     qtbot.waitUntil(lambda: row_says(controller, f"cannot reach {home}"), timeout=WAIT_MS)
     assert controller.link.current == "connected"

@@ -18,6 +18,7 @@ from desktop.qt.doors import DoorWatch
 from desktop.qt.sidebar import DOORS, SESSION_ID
 from shared.methods import SecretSet
 from tests.desktop.conftest import drive
+from tests.desktop.test_accessibility import unnamed
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.backend_proc import Backend
 from tests.matrix_server import MatrixAccount, MatrixServer
@@ -115,6 +116,7 @@ def test_a_room_message_binds_a_session_and_the_app_marks_it(
     qtbot.waitUntil(lambda: popover is not None and popover.isVisible())
     buttons = popover.card.room_buttons
     assert [b.text() for b in buttons] == [f"{ROOM}  ({room})"]
+    assert not unnamed(popover)
     buttons[0].click()
     qtbot.waitUntil(lambda: controller.main.session_id == sid, timeout=15_000)
     conv = controller.main.current
