@@ -29,8 +29,10 @@ from shared import protocol as p
 from shared.methods import SecretSet
 from tests.desktop.conftest import drive
 from tests.desktop.test_accessibility import unnamed
+from tests.desktop.test_remote_backend import pairing
 from tests.fakes.openai_server import FakeOpenAI
-from tests.integration.backend_proc import Backend
+from tests.integration.backend_proc import Backend, config_toml
+from tests.integration.tls_backend import outside_address, start_tls_backend
 from tests.pg_server import free_port
 
 WAIT_MS = 60_000  # the door retries at 1, 2, 4, 8 s after a failure
@@ -217,6 +219,43 @@ def test_an_unreachable_homeserver_then_a_refused_token_update_the_row_live(
     shown = [row.full_text, row.toolTip(), *(w.text() for w in QApplication.allWidgets()
                                               if hasattr(w, "text") and callable(w.text))]
     assert not [s for s in shown if TOKEN in str(s)]
+
+
+# --- several backends ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("with_door", [False])
+def test_a_remote_backends_door_is_named_by_its_backend(
+        controller: Any, qtbot: Any, tmp_path: Path, fake_provider: FakeOpenAI,
+        door_port: int) -> None:
+    """This computer's backend has no door; a paired one has (failing): one row, named by
+    that backend; its card offers no settings page (the dialog is this computer's)."""
+    remote = start_tls_backend(tmp_path / "remote", fake_provider.base_url, outside_address())
+    try:
+        remote.write_config(config_toml(fake_provider.base_url, door_toml(door_port)))
+        remote.restart()  # (a door is read at start)
+        target = pairing(qtbot, remote, ["read", "submit", "approve"])
+        link = drive(qtbot, controller.add_remote(target, "build-box"))
+        controller.main.resize(1000, 700)
+        controller.main.show()
+        qtbot.waitUntil(lambda: row_says(controller, "no access token stored"), timeout=15_000)
+        row = rows(controller)[0]
+        assert row.link is link
+        assert row.full_text.startswith(f"{link.title}: Matrix · failing")
+        assert DoorWatch.of(controller.link).doors == []
+        qtbot.mouseClick(row, Qt.MouseButton.LeftButton)
+        popover = controller.main.sidebar.doors.popover
+        qtbot.waitUntil(lambda: popover is not None and popover.isVisible())
+        assert not popover.settings_button.isVisible()
+        assert "no access token stored" in popover.card.detail.text()
+        popover.hide()
+        drive(qtbot, controller.backends.remove(link.key))
+        qtbot.waitUntil(lambda: not controller.main.sidebar.doors.isVisible())
+        assert rows(controller) == []
+    finally:
+        remote.close()
+        errors = remote.logged_errors()
+        assert not errors, "the remote backend logged errors:\n" + "\n".join(errors[:20])
 
 
 # --- words ----------------------------------------------------------------------------------
