@@ -833,8 +833,8 @@ class Conversation(QWidget):
         rooms = [door_words.header_words(d, r) for d, r in self.doors.rooms_of(self.session_id)]
         where = " · ".join(esc(x) for x in (f"on {backend}" if backend else "", folder, model,
                                             *rooms) if x)
-        self.header.setToolTip("\n".join(door_words.bound_words(d, r)
-                                         for d, r in self.doors.rooms_of(self.session_id)))
+        also = "\n".join(door_words.bound_words(d, r) for d, r in self.doors.rooms_of(self.session_id))
+        self.header.setToolTip(f"<p style='white-space:pre-wrap'>{esc(also)}</p>" if also else "")
         self.header.setText(f"<span style='font-size:13pt; font-weight:600'>{esc(s.title)}</span>"
                             f"<br><span style='color:{muted}'>{where}</span>")
         models = self._models()

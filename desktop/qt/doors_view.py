@@ -12,6 +12,7 @@ always shown as plain text, never as markup.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,12 @@ if TYPE_CHECKING:
 
 def tone_color(tone: str) -> str:
     return str(getattr(theme.colors(), tone, theme.colors().muted))
+
+
+def plain_tooltip(text: str) -> str:
+    """A tooltip that shows `text` as it is: Qt reads a tooltip that looks like markup as
+    markup, and a room's name or a failure's words are not ours (a room named "<img src=…>")."""
+    return f"<p style='white-space:pre-wrap'>{html.escape(text, quote=False)}</p>"
 
 
 def _plain(text: str = "", selectable: bool = False) -> QLabel:
@@ -159,7 +166,8 @@ class DoorCard(QFrame):
 
 
 class DoorPopover(QFrame):
-    """A door's card under its sidebar row, with a way on to the settings' Messaging page."""
+    """A door's card just above its sidebar row (a popup: Esc or a click elsewhere closes it),
+    with a way on to the settings' Messaging page."""
 
     open_requested = Signal(str)  # a bound room's session id
     settings_requested = Signal()
@@ -224,9 +232,9 @@ class DoorRow(QPushButton):
             tip = f"{words.AWAY}\n{tip}"
         self.full_text = line
         self.setIcon(_dot(tone_color(tone)))
-        self.setToolTip(tip)
+        self.setToolTip(plain_tooltip(tip))
         self.setAccessibleName(f"{words.platform_name(door)} door: {said}")
-        self.setAccessibleDescription(why or f"Connected as {door.account}")
+        self.setAccessibleDescription(why or words.summary(door))
         theme.restyle(self, tone=tone)
         self._elide()
 

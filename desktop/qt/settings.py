@@ -248,7 +248,7 @@ class SettingsDialog(QDialog):
         if received is not None:
             received.connect(self.memory_page.on_event)
         # The backend's messaging doors (Matrix), live on `door.state` (desktop/qt/doors.py).
-        self.messaging_page = MessagingPage(self.link)  # type: ignore[arg-type]
+        self.messaging_page = MessagingPage(self.link)  # type: ignore[arg-type]  # (a Link)
         self.tabs.addTab(self.messaging_page, TABS[5])
         self.tabs.currentChanged.connect(self._on_tab)
 

@@ -61,7 +61,7 @@ from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.conversation import home_relative
 from desktop.qt.doors import DoorWatch
-from desktop.qt.doors_view import DoorStrip
+from desktop.qt.doors_view import DoorStrip, plain_tooltip
 from desktop.state import doors as door_words
 from desktop.state.sessions import SessionRows, ago, cost, status_label
 from shared import protocol as p
@@ -310,8 +310,9 @@ class SidebarModel(QAbstractListModel):
                    f"{ago(s.updated_at)}{where}{rooms}"
         if role == Qt.ItemDataRole.ToolTipRole:
             rooms = "".join(f"\n{door_words.bound_words(d, r)}" for d, r in self._rooms(n, s))
-            return f"{s.title or 'New session'}\n{home_relative(s.cwd)} · {s.model}\n" \
-                   f"{s.message_count} messages · {cost(s)} · {ago(s.updated_at)}{rooms}"
+            tip = f"{s.title or 'New session'}\n{home_relative(s.cwd)} · {s.model}\n" \
+                  f"{s.message_count} messages · {cost(s)} · {ago(s.updated_at)}{rooms}"
+            return plain_tooltip(tip) if rooms else tip  # (a room's name is not ours)
         if role == DOORS:
             return self._rooms(n, s)
         if role == SESSION_ID:
