@@ -42,6 +42,7 @@ log = logging.getLogger("doors")
 PAGE = 200  # events read per step of a room's delivery
 RETRY_FIRST_S = 1.0  # after a failure to reach the platform, doubled up to RETRY_MAX_S
 RETRY_MAX_S = 30.0
+SAVE_EVERY_S = 5.0  # how often delivered_seq is saved past events that sent nothing
 
 
 @dataclass
@@ -69,6 +70,9 @@ class Delivery:
         self._replies: dict[tuple[str, str], Reply] = {}  # (room, turn id)
         self._outbox_wake = asyncio.Event()
         self._outbox_task: asyncio.Task[None] | None = None
+        # (session, seq) read and acted on per room, ahead of the stored delivered_seq
+        self._read_to: dict[str, tuple[str, int]] = {}
+        self._saved_at: dict[str, float] = {}
 
     def start(self) -> None:
         self._outbox_task = asyncio.create_task(self._outbox(), name=f"door-{self.name}-outbox")
@@ -105,15 +109,16 @@ class Delivery:
         delay = RETRY_FIRST_S
         while True:
             self._outbox_wake.clear()
-            owed = await self.db.read(lambda tx: store.owed(tx, self.name))
             try:
+                owed = await self.db.read(lambda tx: store.owed(tx, self.name))
                 for item in owed:
                     await self.transport.send(item.room_id, txn("o", item.room_id, item.key),
                                               str(item.content["text"]),
                                               notice=bool(item.content.get("notice")))
                     await self.db.write(functools.partial(
                         store.paid, door=self.name, room_id=item.room_id, key=item.key))
-            except TransportError:
+            except Exception as exc:  # the platform or the store: both are tried again
+                _failed("the door's messages", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
                 continue
@@ -143,7 +148,9 @@ class Delivery:
             wake.clear()
             try:
                 pause = await self._deliver_step(room_id)
-            except TransportError:
+            except Exception as exc:  # the platform or the store: both are tried again
+                _failed(f"delivery to {room_id}", exc)
+                self._read_to.pop(room_id, None)  # read again from what is stored as sent
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
                 continue
@@ -156,11 +163,16 @@ class Delivery:
     async def _deliver_step(self, room_id: str) -> float | None:
         """Sends what the room is owed of its session's events; returns how long to wait
         for more (None: read again at once)."""
+        read_to = self._read_to.get(room_id)
+
         def read(tx: Tx) -> tuple[store.Binding | None, list[Event], str]:
             bound = store.binding(tx, self.name, room_id)
             if bound is None:
                 return None, [], ""
-            found = events.since(tx, bound.session_id, bound.delivered_seq, PAGE)
+            after = bound.delivered_seq
+            if read_to is not None and read_to[0] == bound.session_id:
+                after = max(after, read_to[1])
+            found = events.since(tx, bound.session_id, after, PAGE)
             leaf = compression.leaf(tx, bound.session_id) if not found else bound.session_id
             return bound, found, leaf
 
@@ -173,20 +185,25 @@ class Delivery:
             self.follow(room_id, leaf)
             return None
         for event in found:
+            seq = event.seq or 0  # (a stored event always has one)
             if await self._deliver_event(room_id, sid, event):
-                await self._delivered(room_id, sid, event.seq)
-        if found:
-            await self._delivered(room_id, sid, found[-1].seq)
+                await self._delivered(room_id, sid, seq)
+            self._read_to[room_id] = (sid, seq)
+        if found and time.monotonic() - self._saved_at.get(room_id, 0.0) > SAVE_EVERY_S:
+            # Past events that sent nothing (deltas, usage): saved now and then, not per step,
+            # which would double the commits of a streaming turn.  Re-reading them after a
+            # crash sends nothing twice.
+            await self._delivered(room_id, sid, found[-1].seq or 0)
         due = await self._flush_drafts(room_id, sid)
         if len(found) == PAGE:
             return None
         await self._settle_unknown(room_id, sid)
         return due if due is not None else 3600.0
 
-    async def _delivered(self, room_id: str, sid: str, seq: int | None) -> None:
-        if seq is not None:
-            await self.db.write(functools.partial(
-                store.delivered, door=self.name, room_id=room_id, session_id=sid, seq=seq))
+    async def _delivered(self, room_id: str, sid: str, seq: int) -> None:
+        await self.db.write(functools.partial(
+            store.delivered, door=self.name, room_id=room_id, session_id=sid, seq=seq))
+        self._saved_at[room_id] = time.monotonic()
 
     async def _deliver_event(self, room_id: str, sid: str, event: Event) -> bool:
         """Acts on one event; True when it sent something that must not be sent again."""
@@ -345,3 +362,10 @@ def txn(kind: str, *parts: str) -> str:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _failed(what: str, exc: Exception) -> None:
+    if isinstance(exc, TransportError):
+        log.info("%s waits: %s", what, exc)
+    else:
+        log.warning("%s failed (%s: %s); trying again", what, type(exc).__name__, exc)

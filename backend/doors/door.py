@@ -29,7 +29,7 @@ from backend.authority.queue import SessionAuthority
 from backend.doors import commands, render
 from backend.doors.base import Batch, Invite, Message, Reaction, Transport, TransportError
 from backend.doors.delivery import Delivery, txn
-from backend.errors import ApprovalClosed, NotFound, TurnkeyError
+from backend.errors import ApprovalClosed, NotFound, StoreUnavailable, TurnkeyError
 from backend.ids import new_id
 from backend.store import approvals, compression, events, sessions
 from backend.store import doors as store
@@ -159,9 +159,16 @@ class Door:
             delay = RETRY_FIRST_S
             self._set_state("connected", None)
             self.room_names.update(batch.room_names)
-            await self._take(batch)
+            try:
+                await self._take(batch)
+                await self.db.write(functools.partial(store.save_cursor, door=self.name,
+                                                      since=batch.cursor))
+            except Exception as exc:  # the store (a full disk): the batch is read again
+                log.warning("door %s: a sync batch could not be handled (%s: %s); reading it "
+                            "again", self.name, type(exc).__name__, exc)
+                await asyncio.sleep(RETRY_FIRST_S)
+                continue
             cursor = batch.cursor
-            await self.db.write(functools.partial(store.save_cursor, door=self.name, since=cursor))
 
     async def _take(self, batch: Batch) -> None:
         for invite in batch.invites:
@@ -176,8 +183,8 @@ class Door:
                     await self._reaction(item)
                 else:
                     await self._message(item)
-            except TransportError:
-                raise
+            except (TransportError, StoreUnavailable):
+                raise  # the whole batch is read again
             except TurnkeyError as exc:
                 await self._answer(item.room_id, f"err:{item.event_id}", exc.message)
             except Exception:
@@ -190,6 +197,9 @@ class Door:
             await self.transport.join(invite.room_id)
         except TransportError as exc:
             log.warning("door %s: could not join %s: %s", self.name, invite.room_id, exc)
+            return
+        if invite.inviter in self.settings.allowed_users:
+            await self._answer(invite.room_id, "hello", render.GREETING)
             return
         if invite.inviter not in self.settings.allowed_users:
             # One refusal, then leave: a stranger's room is not one we serve.

@@ -1,10 +1,12 @@
-"""The backend's doors: built from `[doors.*]` at start, stopped with the backend.
+"""The backend's doors: built from `[doors.*]`, rebuilt when that config or a door's secret
+changes, stopped with the backend.
 
-A door's secret (its access token) is read from the keyring here and handed to its
-platform module; it never reaches the store, events or logs.  A door whose secret is
-missing is listed as `failing`, saying what to store, and the backend runs on.
-While a door is enabled the backend does not exit when idle: messages from the
-platform arrive with no front-end connected.
+A platform is one entry in PLATFORMS: how to make its transport from its config table
+and its secret.  A door's secret (its access token) is read from the keyring here and
+handed to its transport; it never reaches the store, events or logs.  A door that cannot
+start (no secret stored, its library missing) is listed as `failing`, saying what to do,
+and the backend runs on.  While a door is enabled the backend does not exit when idle:
+messages from the platform arrive with no front-end connected.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from backend.authority.queue import SessionAuthority
+from backend.doors.base import Transport
 from backend.doors.door import Door, Settings, home_cwd
 from backend.secrets import Secrets
 from backend.store import doors as store
@@ -26,6 +29,18 @@ from shared.config import Config, MatrixDoorConfig
 from shared.protocol import DoorStatus
 
 log = logging.getLogger("doors")
+
+DoorConfig = MatrixDoorConfig  # the union of the platforms' config tables, as they are added
+
+
+def _matrix(cfg: DoorConfig, token: str) -> Transport:
+    from backend.doors.matrix import MatrixTransport  # matrix-nio loads only for this door
+
+    return MatrixTransport(cfg.homeserver, cfg.user_id, token, cfg.device_id)
+
+
+# name (its [doors.NAME] table) -> how to make its transport
+PLATFORMS: dict[str, Callable[[DoorConfig, str], Transport]] = {"matrix": _matrix}
 
 
 class Doors:
@@ -41,44 +56,69 @@ class Doors:
         self.on_state = on_state
         self.doors: dict[str, Door] = {}
         self.refused: dict[str, DoorStatus] = {}  # configured but unable to start, and why
+        self._configs: dict[str, DoorConfig] = {}  # what each running or refused door was made of
+        self._lock = asyncio.Lock()  # one rebuild at a time
 
     @property
     def active(self) -> bool:
         return bool(self.doors)
 
     async def start(self, config: Config) -> None:
-        matrix = config.doors.matrix
-        if matrix is not None and matrix.enabled:
-            await self._start_matrix(matrix)
+        await self.apply(config)
 
-    async def _start_matrix(self, cfg: MatrixDoorConfig) -> None:
+    async def apply(self, config: Config, secret: str | None = None) -> None:
+        """Brings the doors in line with `config`: a door whose table changed (or whose
+        secret `secret` was just stored) is stopped and made again; one removed or disabled
+        stops."""
+        async with self._lock:
+            wanted = {name: cfg for name in PLATFORMS
+                      if (cfg := getattr(config.doors, name, None)) is not None and cfg.enabled}
+            for name in sorted(set(self._configs) | set(wanted)):
+                cfg = wanted.get(name)
+                same = cfg is not None and self._configs.get(name) == cfg \
+                    and (secret is None or cfg.access_token_secret != secret)
+                if same:
+                    continue
+                await self._drop(name)
+                if cfg is not None:
+                    await self._start(name, cfg)
+
+    async def _drop(self, name: str) -> None:
+        self._configs.pop(name, None)
+        self.refused.pop(name, None)
+        door = self.doors.pop(name, None)
+        if door is not None:
+            await door.stop()
+
+    async def _start(self, name: str, cfg: DoorConfig) -> None:
+        self._configs[name] = cfg
         token = await asyncio.to_thread(self.secrets.get, cfg.access_token_secret)
         if not token:
-            self.refused["matrix"] = DoorStatus(
-                name="matrix", platform="matrix", state="failing", account=cfg.user_id,
-                since=time.time(), allowed_users=sorted(cfg.allowed_users),
-                detail=(f"no access token stored under {cfg.access_token_secret!r}: store the "
-                        f"agent account's token with `turnkey secret set {cfg.access_token_secret}` "
-                        "and restart the backend"))
-            log.warning("door matrix: %s", self.refused["matrix"].detail)
+            self._refuse(name, cfg, (
+                f"no access token is stored under {cfg.access_token_secret!r}: store the agent "
+                f"account's token with `turnkey secret set {cfg.access_token_secret}`"))
             return
         try:
-            from backend.doors.matrix import MatrixTransport
-        except ImportError as exc:  # matrix-nio missing from a hand-made install
-            self.refused["matrix"] = DoorStatus(
-                name="matrix", platform="matrix", state="failing", account=cfg.user_id,
-                since=time.time(), detail=f"the Matrix client library is not installed ({exc})")
+            transport = PLATFORMS[name](cfg, token)
+        except ImportError as exc:  # the platform's library is missing from this install
+            self._refuse(name, cfg, f"the {name} client library is not installed ({exc})")
             return
-        transport = MatrixTransport(cfg.homeserver, cfg.user_id, token, cfg.device_id)
-        settings = Settings(name="matrix", allowed_users=frozenset(cfg.allowed_users),
+        settings = Settings(name=name, allowed_users=frozenset(cfg.allowed_users),
                             rooms=dict(cfg.rooms), cwd=home_cwd(cfg.cwd),
                             edit_interval_s=cfg.edit_interval_s)
         door = Door(settings, transport, self.db, self.authority, self.approvals,
                     self.default_model, self.interrupt, self.on_state)
-        self.doors["matrix"] = door
+        self.doors[name] = door
         door.start()
-        log.info("door matrix: serving %s as %s for %d allowed user(s)", cfg.homeserver,
-                 cfg.user_id, len(cfg.allowed_users))
+        log.info("door %s: serving as %s for %d allowed user(s)", name, transport.account,
+                 len(cfg.allowed_users))
+
+    def _refuse(self, name: str, cfg: DoorConfig, why: str) -> None:
+        status = DoorStatus(name=name, platform=name, state="failing", account=cfg.user_id,
+                            since=time.time(), detail=why, allowed_users=sorted(cfg.allowed_users))
+        self.refused[name] = status
+        log.warning("door %s: %s", name, why)
+        self.on_state(status)
 
     def observe(self, item: Any) -> None:
         for door in self.doors.values():
@@ -92,7 +132,6 @@ class Doors:
         return sorted(found, key=lambda s: s.name)
 
     async def stop(self) -> None:
-        for door in self.doors.values():
-            await door.stop()
-        self.doors.clear()
-
+        async with self._lock:
+            for name in list(self.doors):
+                await self._drop(name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -140,9 +141,18 @@ class MatrixTransport:
         except TransportError:
             raise
         except Exception as exc:  # aiohttp's errors, timeouts, nio's protocol errors
-            raise TransportError(
-                f"cannot reach {self.homeserver} ({type(exc).__name__}"
-                f"{': ' + str(exc) if str(exc) else ''}); retrying") from None
+            raise TransportError(f"cannot reach {self.homeserver}: {_reason(exc)}; retrying") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a request failed, in words: the system's for a refused or unroutable connection."""
+    os_error = getattr(exc, "os_error", None)
+    if isinstance(os_error, OSError) and os_error.errno:
+        return os.strerror(os_error.errno).lower()
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {REQUEST_TIMEOUT_S:g} s"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 
 def _content(text: str, notice: bool) -> dict[str, Any]:

@@ -26,6 +26,10 @@ REFUSAL = (
     "`allowed_users` in the `[doors.matrix]` settings."
 )
 
+GREETING = (
+    "Hi, I'm your Turnkey agent. Send a message here and I'll work on it in a session of "
+    "its own (you'll find it in the Turnkey app too); `/help` lists what else I understand."
+)
 ENCRYPTED = (
     "This room is end-to-end encrypted, and I cannot read encrypted messages. Talk to me in "
     "a room without encryption (create it with encryption off)."

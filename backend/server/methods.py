@@ -480,6 +480,8 @@ class Methods:
             await self._may_loosen(conn, loosened)
         self.config.patch(params.patch)
         self.mcp.sync()  # a server removed, disabled or changed stops now
+        if self.doors is not None:
+            await self.doors.apply(self.config.config)  # a door changed starts again now
         return self._effective()
 
     async def _may_loosen(self, conn: Connection, fields: list[str]) -> None:
@@ -537,7 +539,9 @@ class Methods:
             # A keyring call may block on D-Bus or a keychain prompt: off the event loop.
             stored = await asyncio.to_thread(self.secrets.set, params.name, value)
         # Providers see the new key at their next call: the registry rebuilds a client whose
-        # key changed, and Secrets.set replaced the cached value.
+        # key changed, and Secrets.set replaced the cached value.  A door using it restarts.
+        if self.doors is not None:
+            await self.doors.apply(self.config.config, secret=params.name)
         warning = None
         if stored == "file":
             warning = (f"no keyring works on this machine, so the key is kept in plain text in "

@@ -172,6 +172,7 @@ def _methods(tmp_path: Path) -> Methods:
     methods.providers = Providers(methods.secrets, tmp_path)
     methods.mcp = McpPool(methods.config, methods.secrets, unavailable("tests", tmp_path), tmp_path,
                           lambda status: None)
+    methods.doors = None  # no door configured: nothing to start again
     return methods
 
 

@@ -24,7 +24,8 @@ def test_a_slash_message_is_a_command(text: str, name: str, arg: str) -> None:
 
 def test_unknown_commands_are_commands_but_not_known() -> None:
     command = commands.parse("/rm -rf /")
-    assert command is not None and not command.known
+    assert command is not None
+    assert not command.known
 
 
 @pytest.mark.parametrize("text", ["hello", "what does /stop do?", "//stop is a path", ""])
@@ -50,4 +51,6 @@ def test_approve_takes_a_decision_and_an_optional_id(arg: str, expected: tuple[s
 
 def test_approve_refuses_a_word_it_does_not_know_instead_of_guessing() -> None:
     answer = commands.approval_answer("forever")
-    assert isinstance(answer, str) and "forever" in answer and "once, session or always" in answer
+    assert isinstance(answer, str)
+    assert "forever" in answer
+    assert "once, session or always" in answer

@@ -46,7 +46,9 @@ def test_a_reaction_names_the_message_it_reacts_to() -> None:
 def test_an_encrypted_message_is_marked_unreadable() -> None:
     item = matrix._item("!r", ev({"type": "m.room.encrypted", "sender": "@a:x", "event_id": "$5",
                                   "content": {"algorithm": "m.megolm.v1.aes-sha2"}}))
-    assert isinstance(item, Message) and item.encrypted and item.text == ""
+    assert isinstance(item, Message)
+    assert item.encrypted
+    assert item.text == ""
 
 
 def test_images_and_files_are_not_prompts() -> None:
@@ -56,7 +58,8 @@ def test_images_and_files_are_not_prompts() -> None:
 
 def test_html_from_the_model_is_escaped_not_passed_on() -> None:
     content = matrix._content("<img src=x onerror=alert(1)> **bold**", notice=False)
-    assert "<img" not in content["formatted_body"] and "<strong>bold</strong>" in content["formatted_body"]
+    assert "<img" not in content["formatted_body"]
+    assert "<strong>bold</strong>" in content["formatted_body"]
 
 
 def test_plain_text_goes_without_html() -> None:

@@ -23,7 +23,8 @@ def test_a_completed_turn_ends_with_its_final_text_exactly() -> None:
 
 def test_an_interrupted_turn_keeps_what_was_said_and_says_it_stopped() -> None:
     body = render.final(receipt(outcome="interrupted", final_text="Half an ans"), "")
-    assert body.startswith("Half an ans\n\n") and "Stopped" in body
+    assert body.startswith("Half an ans\n\n")
+    assert "Stopped" in body
 
 
 def test_a_turn_the_backend_lost_says_so_with_the_streamed_text() -> None:
@@ -41,7 +42,8 @@ def test_a_failed_turn_says_why() -> None:
 def test_a_long_answer_is_cut_with_a_note_saying_where_the_rest_is() -> None:
     text = "x" * (render.MAX_TEXT + 500)
     body = render.final(receipt(outcome="completed", final_text=text), "")
-    assert body.startswith("x" * render.MAX_TEXT) and "500 more characters" in body
+    assert body.startswith("x" * render.MAX_TEXT)
+    assert "500 more characters" in body
     assert len(body) < render.MAX_TEXT + 200
 
 
