@@ -22,10 +22,10 @@ STATES: dict[str, tuple[str, str]] = {
     "stopped": ("stopped", "muted"),
 }
 AWAY = "The backend is not connected: this is the door as last seen."
-HOW_TO = ("No messaging door is configured. A door lets you talk to Turnkey from a chat app: "
-          "add a [doors.matrix] section to config.toml, store the agent account's access token "
-          "with `turnkey secret set doors.matrix`, and restart the backend. README, “Talk to it "
-          "from Matrix”, shows how.")
+HOW_TO = ("No messaging door is configured. A door lets the people you allow talk to Turnkey "
+          "from a chat app (Matrix): store the agent account's access token with `turnkey secret "
+          "set doors.matrix` and add a [doors.matrix] section to config.toml. README, “Talk to "
+          "it from Matrix”, shows how, step by step.")
 
 
 def platform_name(door: p.DoorStatus) -> str:
