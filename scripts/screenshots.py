@@ -452,8 +452,81 @@ async def backends_scene(tmp: Path, fake: FakeOpenAI) -> None:
         local.close()
 
 
+async def doors_scene(tmp: Path, fake: FakeOpenAI) -> None:
+    """docs/screenshots/doors.png: a Matrix door connected (its row at the foot of the sidebar,
+    its card open above it), a room's session marked in the list and open beside it.  The
+    homeserver is the tests' Synapse (tests/matrix_server.py, `scripts/bootstrap dev`)."""
+    import json
+
+    from desktop.qt.doors import DoorWatch
+    from tests.matrix_server import MatrixServer
+
+    server = MatrixServer()
+    await asyncio.to_thread(server.start)
+    data = tmp / "doors"
+    backend: Backend | None = None
+    ctl: Controller | None = None
+    try:
+        agent = await asyncio.to_thread(server.register, "agent")
+        me = await asyncio.to_thread(server.register, "me")
+        backend = Backend(data, fake.base_url, extra_config=(
+            f'[doors.matrix]\nhomeserver = "{server.url}"\nuser_id = "{agent.user_id}"\n'
+            f'allowed_users = ["{me.user_id}"]\nedit_interval_s = 0.2\n'))
+        # (TURNKEY_NO_KEYRING: the token where secret.set would put it without a keyring)
+        (data / "secrets.json").write_text(json.dumps({"doors.matrix": agent.access_token}))
+        (data / "secrets.json").chmod(0o600)
+        backend.start()
+        ctl = Controller(data, restart_after_s=None)
+        ctl.keep_layout = False
+        win = ctl.main
+        win.resize(1240, 800)
+        win.move(20, 20)
+        ctl.start(restore=False)
+        await wait(lambda: ctl is not None and ctl.link.current == "connected")
+        for title in ("Fix the date parser", "Release notes for 0.4"):
+            made = await ctl.link.call(SessionCreate(title=title, cwd=str(tmp / "date-utils")))
+            fake.script(Reply(deltas=[f"A first look at “{title.lower()}”."]))
+            await ctl.link.call(PromptSubmit(session_id=made.session.session_id,
+                                             request_id="r1", text=title))
+        doors = DoorWatch.of(ctl.link)
+        await wait(lambda: bool(doors.doors) and doors.doors[0].state == "connected", 60)
+        person = server.client(me)
+        room = await asyncio.to_thread(person.create_room, [agent.user_id], "Ops: nightly builds")
+        await wait(lambda: agent.user_id in person.joined_members(room), 60)  # the door joins
+        answer = ("The nightly import got **18% slower** after `a41c9e2`: the importer now "
+                  "parses every date twice. Caching `parse_date` per row brings it back to 2.1 s.")
+        fake.script(Reply(deltas=[answer[i:i + 30] for i in range(0, len(answer), 30)]))
+        await asyncio.to_thread(person.send_text, room, "Why did the nightly import get slower?")
+        await wait(lambda: bool(doors.doors and doors.doors[0].rooms), 60)
+        sid = doors.doors[0].rooms[0].session_id
+        await wait(lambda: ctl is not None and ctl.main.sidebar.link_of(sid) is not None)
+        conv = ctl.open_session(sid).conversation
+        await wait(lambda: conv.state.loaded and conv.state.status == "idle")
+        await asyncio.sleep(2.5)  # the "turn finished" note passes
+        win.banner.hide()
+        ctl.main.sidebar.mark_current(sid)
+        strip = ctl.main.sidebar.doors
+        strip.show_popover(strip.rows[0])  # a popup: grabbed from the screen, not the window
+        await asyncio.sleep(0.8)
+        screen = win.screen()
+        frame = win.geometry()  # the window without its frame, as the other shots
+        OUT.mkdir(parents=True, exist_ok=True)
+        screen.grabWindow(0, frame.x(), frame.y(), frame.width(), frame.height()).save(
+            str(OUT / "doors.png"))
+        if strip.popover is not None:
+            strip.popover.hide()
+    finally:
+        if ctl is not None:
+            ctl.main.close()
+            await settle()
+            await ctl.link.close()
+        if backend is not None:
+            backend.close()
+        server.close()
+
+
 def run(scenes: list[str] | None = None) -> int:
-    """Every screenshot, or only the scenes named ("backends")."""
+    """Every screenshot, or only the scenes named ("backends", "doors")."""
     only = set(scenes or [])
     with tempfile.TemporaryDirectory(prefix="turnkey-shots-") as tmp:
         data, project = Path(tmp) / "data", Path(tmp) / "date-utils"
@@ -478,6 +551,8 @@ def run(scenes: list[str] | None = None) -> int:
                     await main(data, project, fake)
                 if not only or "backends" in only:
                     await backends_scene(Path(tmp), fake)
+                if not only or "doors" in only:
+                    await doors_scene(Path(tmp), fake)
                 app.quit()
 
             qasync.run(everything())

@@ -67,6 +67,11 @@ class Controller(QObject):
         self.backends.added.connect(self._backend_added)
         self.backends.removed.connect(self._backend_removed)
         self.main.home_of = self.link_of
+        # A messaging door's row and card: a bound room opens its session; its settings page.
+        doors = self.main.sidebar.doors
+        doors.open_requested.connect(lambda sid, link: self.open_session(sid, link=link))
+        doors.settings_requested.connect(lambda _link: self.open_settings("Messaging"))
+        doors.is_local = lambda link: link is self.link
         self.approvals: dict[str, Link] = {}  # an approval asked for -> the backend asking
         self._reopen: dict[str, list[dict[str, Any]]] = {}  # windows waiting for their backend
         self.link.state.connect(self._on_state)
@@ -385,11 +390,17 @@ class Controller(QObject):
             self.main.show_message(f"No file manager could open {folder}.")
         return opened
 
-    def open_settings(self) -> None:
+    def open_settings(self, page: str = "") -> None:
+        """The settings dialog (one, brought forward), at `page` ("Messaging", ...) when named."""
         from desktop.qt.settings import SettingsDialog
 
         if self.settings is None:
-            self.settings = SettingsDialog(self.link, self.data_dir, self.main)
+            dialog = SettingsDialog(self.link, self.data_dir, self.main)
+            dialog.messaging_page.open_requested.connect(
+                lambda sid: self.open_session(sid, link=self.link))
+            self.settings = dialog
+        if page and isinstance(self.settings, SettingsDialog):
+            self.settings.show_tab(page)
         self.settings.show()
         self.settings.raise_()
 

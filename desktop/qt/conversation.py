@@ -35,8 +35,10 @@ from PySide6.QtWidgets import (
 from desktop.qt import theme
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
+from desktop.qt.doors import DoorWatch
 from desktop.qt.follow import Follower
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
+from desktop.state import doors as door_words
 from desktop.state.delegation import unnamed_children
 from desktop.state.session import SessionState
 from desktop.state.sessions import status_label
@@ -284,11 +286,14 @@ class Conversation(QWidget):
         self._note_until = 0.0  # an undo's note shows until then
         self.cards: dict[str, ApprovalCard] = {}
         self.queue_rows: dict[str, QueueRow] = {}
+        # The chat rooms (messaging doors) this session is also reached from: the header says so.
+        self.doors = DoorWatch.of(link)
         self._build()
         link.received.connect(self._on_event)
         link.state.connect(self._on_link_state)
         self._refresh_timer = QTimer(self, singleShot=True, interval=30)
         self._refresh_timer.timeout.connect(self.refresh)
+        self.doors.changed.connect(self._refresh_soon)
         self._tick = QTimer(self, interval=1000)
         self._tick.timeout.connect(self._on_tick)
         self._tick.start()
@@ -825,7 +830,11 @@ class Conversation(QWidget):
         folder = (s.session.cwd if backend else home_relative(s.session.cwd)) if s.session else ""
         model = s.session.model if s.session else ""
         muted = theme.colors().muted
-        where = " · ".join(esc(x) for x in (f"on {backend}" if backend else "", folder, model) if x)
+        rooms = [door_words.header_words(d, r) for d, r in self.doors.rooms_of(self.session_id)]
+        where = " · ".join(esc(x) for x in (f"on {backend}" if backend else "", folder, model,
+                                            *rooms) if x)
+        also = "\n".join(door_words.bound_words(d, r) for d, r in self.doors.rooms_of(self.session_id))
+        self.header.setToolTip(f"<p style='white-space:pre-wrap'>{esc(also)}</p>" if also else "")
         self.header.setText(f"<span style='font-size:13pt; font-weight:600'>{esc(s.title)}</span>"
                             f"<br><span style='color:{muted}'>{where}</span>")
         models = self._models()

@@ -55,6 +55,7 @@ from PySide6.QtWidgets import (
 from desktop.qt import theme
 from desktop.qt.aio import describe, spawn
 from desktop.qt.compat import emit
+from desktop.qt.doors_view import MessagingPage
 from desktop.qt.settings_mcp import McpPage
 from desktop.qt.settings_memory import MemoryPage
 from desktop.qt.settings_probe import ConnectionTest
@@ -79,7 +80,7 @@ from shared.errors import ErrorCode
 from shared.methods import ConfigGet, ConfigSet, ProviderTest, Request, SecretSet
 
 TEST_TIMEOUT_S = 90.0  # provider.test waits up to 60 s for the provider itself
-TABS = ("Providers", "Approvals", "Rules", "MCP servers", "Memory")
+TABS = ("Providers", "Approvals", "Rules", "MCP servers", "Memory", "Messaging")
 
 R = TypeVar("R")
 
@@ -246,6 +247,9 @@ class SettingsDialog(QDialog):
         self.tabs.addTab(self.memory_page, TABS[4])
         if received is not None:
             received.connect(self.memory_page.on_event)
+        # The backend's messaging doors (Matrix), live on `door.state` (desktop/qt/doors.py).
+        self.messaging_page = MessagingPage(self.link)  # type: ignore[arg-type]  # (a Link)
+        self.tabs.addTab(self.messaging_page, TABS[5])
         self.tabs.currentChanged.connect(self._on_tab)
 
         bottom = QHBoxLayout()
@@ -286,7 +290,7 @@ class SettingsDialog(QDialog):
 
     def show_tab(self, name: str) -> None:
         """Opens a page of the dialog by its title ("Providers", "Approvals", "Rules",
-        "MCP servers", "Memory")."""
+        "MCP servers", "Memory", "Messaging")."""
         self.tabs.setCurrentIndex(TABS.index(name))
 
     def _on_tab(self, index: int) -> None:

@@ -19,7 +19,9 @@ from PySide6.QtCore import (
     QObject,
     QPersistentModelIndex,
     QPoint,
+    QPointF,
     QRect,
+    QRectF,
     QSize,
     Qt,
     QTimer,
@@ -33,7 +35,9 @@ from PySide6.QtGui import (
     QKeyEvent,
     QKeySequence,
     QPainter,
+    QPainterPath,
     QPalette,
+    QPolygonF,
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -56,6 +60,9 @@ from desktop.qt import theme
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.conversation import home_relative
+from desktop.qt.doors import DoorWatch
+from desktop.qt.doors_view import DoorStrip, plain_tooltip
+from desktop.state import doors as door_words
 from desktop.state.sessions import SessionRows, ago, cost, status_label
 from shared import protocol as p
 from shared.client import ClientState, Incoming, RpcError
@@ -76,6 +83,7 @@ GROUPING = Qt.ItemDataRole.UserRole + 4  # how the list is grouped now
 SESSION_ID = Qt.ItemDataRole.UserRole
 BACKEND = Qt.ItemDataRole.UserRole + 5  # the key of the backend a row belongs to
 STATE = Qt.ItemDataRole.UserRole + 6  # a backend header's (words, tone)
+DOORS = Qt.ItemDataRole.UserRole + 7  # a session's rooms: [(DoorStatus, DoorRoom)]
 TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning", "unknown": "warning"}
 
 
@@ -297,11 +305,16 @@ class SidebarModel(QAbstractListModel):
             return s.title or "New session"
         if role == Qt.ItemDataRole.AccessibleTextRole:
             where = f", on {self.sections[n].link.title}" if len(self.sections) > 1 else ""
+            rooms = "".join(f", {door_words.bound_words(d, r)}" for d, r in self._rooms(n, s))
             return f"{s.title or 'New session'}, {status_label(s.status)}, {cost(s)}, " \
-                   f"{ago(s.updated_at)}{where}"
+                   f"{ago(s.updated_at)}{where}{rooms}"
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{s.title or 'New session'}\n{home_relative(s.cwd)} · {s.model}\n" \
-                   f"{s.message_count} messages · {cost(s)} · {ago(s.updated_at)}"
+            rooms = "".join(f"\n{door_words.bound_words(d, r)}" for d, r in self._rooms(n, s))
+            tip = f"{s.title or 'New session'}\n{home_relative(s.cwd)} · {s.model}\n" \
+                  f"{s.message_count} messages · {cost(s)} · {ago(s.updated_at)}{rooms}"
+            return plain_tooltip(tip) if rooms else tip  # (a room's name is not ours)
+        if role == DOORS:
+            return self._rooms(n, s)
         if role == SESSION_ID:
             return s.session_id
         if role == KIND:
@@ -315,6 +328,10 @@ class SidebarModel(QAbstractListModel):
         if role == BACKEND:
             return self.sections[n].link.key
         return None
+
+    def _rooms(self, n: int, s: p.Session) -> list[tuple[p.DoorStatus, p.DoorRoom]]:
+        """The chat rooms (messaging doors) bound to a listed session."""
+        return DoorWatch.of(self.sections[n].link).rooms_of(s.session_id)
 
     @staticmethod
     def _backend_data(link: Link, role: int) -> Any:
@@ -456,7 +473,10 @@ class SessionDelegate(QStyledItemDelegate):
             painter.drawText(QRect(x, line2.top(), line2.right() - x, line2.height()),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, words)
             x += sfm.horizontalAdvance(words) + 8
-        rest = QRect(x, line2.top(), max(0, line2.right() - x), line2.height())
+        right = line2.right()
+        if index.data(DOORS):
+            right = self._chat_mark(painter, line2, c) - 6
+        rest = QRect(x, line2.top(), max(0, right - x), line2.height())
         if match is not None and match.snippet:
             self._snippet(painter, rest, small, match, c)
         else:
@@ -501,6 +521,32 @@ class SessionDelegate(QStyledItemDelegate):
         text_rect = line2.adjusted(d + 6, 0, 0, 0)
         painter.drawText(text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                          sfm.elidedText(words, Qt.TextElideMode.ElideRight, text_rect.width()))
+
+    @staticmethod
+    def _chat_mark(painter: QPainter, line: QRect, c: theme.Colors) -> int:
+        """A small speech bubble in the accent colour at the right of a session's second line:
+        the session is also reached from a chat room (its tooltip names the room).  Returns
+        the mark's left edge."""
+        h = max(11, line.height() - 2)
+        w = h + 4
+        left = line.right() - w
+        top = line.center().y() - h // 2
+        accent = QColor(c.accent)
+        fill = QColor(accent)
+        fill.setAlpha(40)
+        pen = painter.pen()
+        pen.setColor(accent)
+        pen.setWidthF(1.5)
+        painter.setPen(pen)
+        painter.setBrush(fill)
+        body = QRectF(left + 0.75, top + 0.75, w - 1.5, h - 5.5)
+        tail = QPolygonF([QPointF(left + 4, body.bottom() - 0.5), QPointF(left + 3.5, top + h),
+                          QPointF(left + 9, body.bottom() - 0.5)])
+        path = QPainterPath()
+        path.addRoundedRect(body, 4, 4)
+        path.addPolygon(tail)
+        painter.drawPath(path.simplified())
+        return left
 
     @staticmethod
     def _snippet(painter: QPainter, rect: QRect, font: QFont, match: p.SearchMatch,
@@ -561,6 +607,7 @@ class Sidebar(QWidget):
         self._keep: str | None = None  # the current session across a model reset
         self._build()
         self._listen(self.sections[0])
+        self.doors.watch(link)
         self._search_timer = QTimer(self, singleShot=True, interval=250)
         self._search_timer.timeout.connect(self.reload)
         self._age_timer = QTimer(self, interval=30_000)
@@ -674,6 +721,9 @@ class Sidebar(QWidget):
         box.addWidget(self.search)
         box.addWidget(self.list, 1)
         box.addWidget(self.empty, 1)
+        # Each backend's messaging doors (Matrix), when it has one: state at a glance.
+        self.doors: DoorStrip = DoorStrip(self)
+        box.addWidget(self.doors)
         bottom = QHBoxLayout()
         bottom.setSpacing(0)
         bottom.addWidget(self.schedules_button)
@@ -697,6 +747,7 @@ class Sidebar(QWidget):
         self.sections.append(section)
         self.model.watch(section)
         self._listen(section)
+        self.doors.watch(link)
         self.backend_label.hide()
         self.model.rebuild()
         self._update_empty()
@@ -705,6 +756,7 @@ class Sidebar(QWidget):
 
     def remove_backend(self, link: Link) -> None:
         self.sections[:] = [s for s in self.sections if s.link is not link]
+        self.doors.forget(link)
         self.show_backend(self.link.remote_host)
         self.model.rebuild()
         self._update_empty()
@@ -714,6 +766,7 @@ class Sidebar(QWidget):
         link.received.connect(lambda event: self._on_event(section, event))
         link.state.connect(lambda _state: self._backend_changed(section))
         link.refused.connect(lambda _why: self._backend_changed(section))
+        DoorWatch.of(link).changed.connect(self.model.refresh_all)  # rooms bound, unbound
 
     def _backend_changed(self, section: Section) -> None:
         if section in self.sections and len(self.sections) > 1:

@@ -226,6 +226,13 @@ QLabel#statusChip {
 }
 QLabel#statusChip[tone="accent"] { color: $accent; background: $info_fill; }
 QLabel#statusChip[tone="warning"] { color: $warning; background: $warning_fill; }
+/* A messaging door's row at the foot of the sidebar: one line with a dot; failing, outlined. */
+QPushButton#doorRow { text-align: left; padding: 4px 10px; border-radius: 6px; }
+QPushButton#doorRow[tone="danger"] { color: $danger; border: 1px solid $danger; }
+QPushButton#doorRow[tone="warning"] { color: $warning; }
+QPushButton#doorRow[tone="muted"] { color: $muted; }
+QFrame#doorPopover { background: $raised; border: 1px solid $border; border-radius: 8px; }
+QPushButton#doorRoom { text-align: left; color: $accent; padding: 2px 6px; }
 """)
 
 
