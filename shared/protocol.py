@@ -999,6 +999,9 @@ class DoorStatus(Wire):
     detail: str | None = None
     rooms: list[DoorRoom] = []
     allowed_users: list[str] = []
+    # The name of the secret (secret.set) holding the door's access token, never its value:
+    # a front-end offers to store it there when the door says the token is missing or refused.
+    token_secret: str | None = None
 
 
 class DoorListResult(Wire):

@@ -58,6 +58,7 @@ class Settings:
     rooms: dict[str, str]  # room id -> session id, bound on the room's first message
     cwd: str
     edit_interval_s: float
+    token_secret: str  # the secret's name (for clients to store a token under), never its value
 
 
 class Door:
@@ -111,6 +112,7 @@ class Door:
             rooms=[DoorRoom(room_id=b.room_id, session_id=b.session_id,
                             name=self.room_names.get(b.room_id)) for b in bindings],
             allowed_users=sorted(self.settings.allowed_users),
+            token_secret=self.settings.token_secret,
         )
 
     async def publish_state(self) -> None:

@@ -105,7 +105,8 @@ class Doors:
             return
         settings = Settings(name=name, allowed_users=frozenset(cfg.allowed_users),
                             rooms=dict(cfg.rooms), cwd=home_cwd(cfg.cwd),
-                            edit_interval_s=cfg.edit_interval_s)
+                            edit_interval_s=cfg.edit_interval_s,
+                            token_secret=cfg.access_token_secret)
         door = Door(settings, transport, self.db, self.authority, self.approvals,
                     self.default_model, self.interrupt, self.on_state)
         self.doors[name] = door
@@ -115,7 +116,8 @@ class Doors:
 
     def _refuse(self, name: str, cfg: DoorConfig, why: str) -> None:
         status = DoorStatus(name=name, platform=name, state="failing", account=cfg.user_id,
-                            since=time.time(), detail=why, allowed_users=sorted(cfg.allowed_users))
+                            since=time.time(), detail=why, allowed_users=sorted(cfg.allowed_users),
+                            token_secret=cfg.access_token_secret)
         self.refused[name] = status
         log.warning("door %s: %s", name, why)
         self.on_state(status)

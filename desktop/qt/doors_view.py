@@ -22,7 +22,9 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
+    QLineEdit,
     QPushButton,
     QScrollArea,
     QVBoxLayout,
@@ -30,11 +32,13 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.qt import theme
+from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.doors import DoorWatch
 from desktop.qt.settings_mcp import Badge, _dot
 from desktop.state import doors as words
 from shared import protocol as p
+from shared.methods import SecretSet
 
 if TYPE_CHECKING:
     from desktop.link import Link
@@ -87,10 +91,12 @@ class DoorCard(QFrame):
     rooms bound to sessions (a click opens the session), and why it fails."""
 
     open_requested = Signal(str)  # a bound room's session id
+    token_requested = Signal(object)  # the DoorStatus whose access token to store
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, offer_token: bool = False) -> None:
         super().__init__(parent)
         self.setObjectName("doorCard")
+        self.offer_token = offer_token  # a button to store the access token (Settings only)
         self.door: p.DoorStatus | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -129,6 +135,19 @@ class DoorCard(QFrame):
         self.no_rooms.setWordWrap(True)
         self.no_rooms.setProperty("muted", True)
         lay.addWidget(self.no_rooms)
+        self.token_button = QPushButton("Store access token…")
+        self.token_button.setToolTip("Paste the access token of the account the door speaks as; "
+                                     "it is kept in the keyring, never in config.toml")
+        self.token_button.clicked.connect(lambda: emit(self.token_requested, self.door))
+        self.token_button.setVisible(False)
+        token_row = QHBoxLayout()
+        token_row.addWidget(self.token_button)
+        token_row.addStretch(1)
+        lay.addLayout(token_row)
+        self.token_note = _plain(selectable=True)  # how storing it went
+        self.token_note.setObjectName("doorTokenNote")
+        self.token_note.setVisible(False)
+        lay.addWidget(self.token_note)
 
     def show_door(self, door: p.DoorStatus) -> None:
         self.door = door
@@ -145,6 +164,7 @@ class DoorCard(QFrame):
                                                    "config)"
         self.allowed.setText(f"Who may use it: {allowed}")
         self._show_rooms(door)
+        self.token_button.setVisible(self.offer_token and bool(door.token_secret))
         self.setAccessibleName(f"{words.platform_name(door)} door {door.name}: {said}")
 
     def _show_rooms(self, door: p.DoorStatus) -> None:
@@ -373,8 +393,9 @@ class MessagingPage(QWidget):
             return
         doors = self.watch.doors
         while len(self.cards) < len(doors):
-            card = DoorCard()
+            card = DoorCard(offer_token=True)
             card.open_requested.connect(lambda sid: emit(self.open_requested, sid))
+            card.token_requested.connect(lambda door, c=card: self.ask_token(door, c))
             self.cards_box.insertWidget(len(self.cards), card)
             self.cards.append(card)
         while len(self.cards) > len(doors):
@@ -385,3 +406,37 @@ class MessagingPage(QWidget):
             card.show_door(door)
         self.empty.setVisible(not doors)
         self.cards_area.setVisible(bool(doors))
+
+    def ask_token(self, door: p.DoorStatus, card: DoorCard) -> None:
+        """Asks for the door's access token (not echoed) and stores it under its secret's
+        name; the backend starts the door again with it, and the card follows live."""
+        if not door.token_secret:
+            return
+        token, ok = QInputDialog.getText(
+            self, "Access token",
+            f"Access token of {door.account} (kept in the keyring, never in config.toml):",
+            QLineEdit.EchoMode.Password)
+        if not ok:
+            return
+        if not token.strip():
+            _say(card.token_note, "Paste a token first.", "danger")
+            return
+        _say(card.token_note, "Storing the token…", "")
+        spawn(self._store(door.token_secret, token, card),
+              lambda why: _say(card.token_note, why, "danger"))
+
+    async def _store(self, secret: str, token: str, card: DoorCard) -> None:
+        result = await self.link.call(SecretSet(name=secret, value=token))
+        where = "the system keyring" if result.stored == "keyring" else "a file only you can read"
+        text = f"Token stored in {where}; the door is starting again with it."
+        if result.warning:
+            text += f" Warning: {result.warning}."
+        _say(card.token_note, text, "warning" if result.warning else "")
+
+
+def _say(label: QLabel, text: str, tone: str) -> None:
+    if not shiboken6.isValid(label):
+        return  # (the page was closed meanwhile)
+    label.setText(text)
+    label.setVisible(bool(text))
+    theme.restyle(label, tone=tone)

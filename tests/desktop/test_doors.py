@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QInputDialog, QLineEdit
 
 from desktop.qt.doors import DoorWatch
 from desktop.qt.doors_view import DoorRow
@@ -227,6 +227,43 @@ def test_the_row_follows_the_door_live_and_greys_while_the_backend_is_away(
     shown = [row.full_text, row.toolTip(), *(w.text() for w in QApplication.allWidgets()
                                               if hasattr(w, "text") and callable(w.text))]
     assert not [s for s in shown if TOKEN in str(s)]
+
+
+def test_the_messaging_page_stores_the_token_and_the_door_starts_with_it(
+        controller: Any, qtbot: Any, door_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings → Messaging offers to store the access token (asked for without echo): the
+    backend keeps it as the door's secret and starts the door again with it at once."""
+    controller.main.resize(1000, 700)
+    controller.main.show()
+    qtbot.waitUntil(lambda: row_says(controller, NO_TOKEN), timeout=15_000)
+    controller.open_settings("Messaging")
+    page = controller.settings.messaging_page
+    qtbot.waitUntil(lambda: len(page.cards) == 1)
+    card = page.cards[0]
+    assert card.token_button.isVisible()
+    asked: list[Any] = []
+
+    def answer(*args: Any) -> tuple[str, bool]:
+        asked.append(args)
+        return f"  {TOKEN}\n", True
+
+    monkeypatch.setattr(QInputDialog, "getText", answer)
+    card.token_button.click()
+    (args,) = asked
+    assert args[3] == QLineEdit.EchoMode.Password
+    assert AGENT in args[2]
+    home = f"http://127.0.0.1:{door_port}"
+    qtbot.waitUntil(lambda: row_says(controller, f"cannot reach {home}"), timeout=WAIT_MS)
+    assert "Token stored" in card.token_note.text()
+    assert f"cannot reach {home}" in card.detail.text()
+    shown = [w.text() for w in QApplication.allWidgets() if hasattr(w, "text") and callable(w.text)]
+    assert not [s for s in shown if TOKEN in str(s)]
+    # The sidebar's card offers no such button: it leads to this page (for this computer's
+    # backend only) instead.
+    qtbot.mouseClick(rows(controller)[0], Qt.MouseButton.LeftButton)
+    popover = controller.main.sidebar.doors.popover
+    qtbot.waitUntil(lambda: popover is not None and popover.isVisible())
+    assert not popover.card.token_button.isVisible()
 
 
 # --- several backends ----------------------------------------------------------------------
