@@ -219,7 +219,7 @@ def test_stop_mid_turn_stops_it_and_the_reply_says_so(room: Room, fake_provider:
     assert row["outcome"] == "interrupted"
 
 
-def test_status_queue_steer_new_and_help_answer_in_the_room(room: Room, fake_provider: FakeOpenAI) -> None:
+def test_status_queue_new_and_help_answer_in_the_room(room: Room, fake_provider: FakeOpenAI) -> None:
     fake_provider.script(Reply(deltas=["First ", "answer"], hang_after=1),
                          Reply(deltas=["Second answer"]))
     room.say("First")
@@ -244,6 +244,20 @@ def test_status_queue_steer_new_and_help_answer_in_the_room(room: Room, fake_pro
     bound = room.backend.query("SELECT session_id FROM door_rooms")
     assert len(bound) == 1
     assert bound[0]["session_id"] not in sessions  # /new rebound the room
+
+
+def test_steer_joins_the_running_turn_at_its_next_step(room: Room, fake_provider: FakeOpenAI) -> None:
+    fake_provider.script(Reply.calls(terminal("sleep 3")), Reply(deltas=["Checked the tests too."]))
+    room.say("Look at the build")
+    room.wait_bot(lambda ms: [m for m in room.replies() if "terminal" in m.body], "the tool's status line")
+    room.say("/steer also check the tests")
+    room.wait_bot(lambda ms: [m for m in room.notices() if "Added to the running turn" in m.body],
+                  "the steer's answer")
+    room.wait_bot(one_reply(room, "Checked the tests too."), "the steered turn's reply")
+    requests = fake_provider.snapshot()
+    assert len(requests) == 2, "one turn: the steer joined it rather than running on its own"
+    assert "also check the tests" in json.dumps(requests[1].body["messages"])
+    assert [r["status"] for r in admissions(room.backend)] == ["terminal", "terminal"]
 
 
 # --- strangers ---------------------------------------------------------------------------
