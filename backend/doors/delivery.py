@@ -226,7 +226,9 @@ class Delivery:
             return True
         if event.type == "admission.settled":
             receipt = msgspec.convert(data["receipt"], Receipt)
-            if receipt.steer or (receipt.turn_id is None and receipt.outcome != "rejected"):
+            # (A steer that joined a turn settles with it, with its outcome and text: whichever
+            # of the two comes first ends the reply, and `final:TURN` makes the other a no-op.)
+            if receipt.turn_id is None and receipt.outcome != "rejected":
                 return False
             await self._finish(room_id, sid, receipt)
             return True
@@ -291,9 +293,7 @@ class Delivery:
                 if row is None or row.turn_id is None \
                         or store.sent_id(tx, self.name, room_id, f"final:{row.turn_id}"):
                     continue
-                receipt = admissions.receipt(tx, row)
-                if not receipt.steer:
-                    found.append(receipt)
+                found.append(admissions.receipt(tx, row))
             return found
 
         for receipt in await self.db.read(read):

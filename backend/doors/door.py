@@ -247,13 +247,15 @@ class Door:
         platform = self.transport.platform
         params = PromptSubmitParams(session_id=session_id, request_id=f"{platform}:{msg.event_id}",
                                     text=text, intent=intent)
+        # A steer joins the turn running now at its next step; to an idle session it is a
+        # prompt of its own.
+        joins = self.authority.running(session_id) is not None
         receipt = await self.authority.submit(f"{self.transport.platform}:{msg.sender}", params)
         if receipt.duplicate:
             return
         if intent == "steer":
-            running = self.authority.running(receipt.session_id) is not None
             await self._answer(msg.room_id, f"cmd:{msg.event_id}",
-                               "↪ Added to the running turn." if running else
+                               "↪ Added to the running turn." if joins else
                                "Nothing was running, so it runs as a new prompt.")
         elif msg.text.lstrip().startswith("/queue") and receipt.status == "queued":
             await self._answer(msg.room_id, f"cmd:{msg.event_id}",

@@ -258,6 +258,12 @@ def test_steer_joins_the_running_turn_at_its_next_step(room: Room, fake_provider
     assert len(requests) == 2, "one turn: the steer joined it rather than running on its own"
     assert "also check the tests" in json.dumps(requests[1].body["messages"])
     assert [r["status"] for r in admissions(room.backend)] == ["terminal", "terminal"]
+    # To an idle session a steer is a prompt of its own, and the room is told so.
+    fake_provider.script(Reply(deltas=["Ran on its own."]))
+    room.say("/steer and now this")
+    room.wait_bot(lambda ms: [m for m in room.notices() if "Nothing was running" in m.body],
+                  "the idle steer's answer")
+    room.wait_bot(one_reply(room, "Ran on its own."), "the idle steer's reply")
 
 
 # --- strangers ---------------------------------------------------------------------------
