@@ -28,7 +28,7 @@ from typing import Any, Literal
 from backend.authority.queue import SessionAuthority
 from backend.doors import commands, render
 from backend.doors.base import Batch, Invite, Message, Reaction, Transport, TransportError
-from backend.doors.delivery import Delivery, txn
+from backend.doors.delivery import RETRY_FIRST_S, RETRY_MAX_S, Delivery, txn
 from backend.errors import ApprovalClosed, NotFound, StoreUnavailable, TurnkeyError
 from backend.ids import new_id
 from backend.store import approvals, compression, events, sessions
@@ -46,8 +46,6 @@ from shared.protocol import (
 
 log = logging.getLogger("doors")
 
-RETRY_FIRST_S = 1.0  # after a failure to reach the platform, doubled up to RETRY_MAX_S
-RETRY_MAX_S = 30.0
 Intent = Literal["queue", "interrupt", "steer"]
 
 
