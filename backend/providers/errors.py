@@ -29,7 +29,7 @@ from backend.errors import ProviderError
 Kind = Literal[
     "auth", "billing", "rate_limit", "overloaded", "server_error", "timeout", "connection",
     "context_overflow", "payload_too_large", "model_not_found", "bad_request", "content_policy",
-    "unknown", "not_configured",
+    "unknown", "not_configured", "crashed",
 ]
 
 RETRY_AFTER_CAP_S = 600.0
@@ -59,6 +59,9 @@ POLICIES: dict[str, Policy] = {
     "content_policy": Policy(False, False, False),
     "unknown": Policy(False, False, True),
     "not_configured": Policy(False, False, True),
+    # The provider's own process died (the offline model's server): it was already started
+    # once more (providers/local.py), so the turn does not try it again.
+    "crashed": Policy(False, False, True),
 }
 
 # What a person is told for each kind: what happened, then what to do.
@@ -87,6 +90,8 @@ WORDS: dict[str, str] = {
     "unknown": "The provider failed in a way Turnkey does not recognize. The details say what "
                "it answered.",
     "not_configured": f"No model provider is set up yet. Add one in {SETTINGS}.",
+    "crashed": "The offline model's server stopped unexpectedly. Its log (logs/llama-server.log "
+               f"in the data folder) says why; add a provider in {SETTINGS} to keep working.",
 }
 
 # Kinds whose words stand even when the server sent a web page: they say more than "a page".

@@ -16,6 +16,14 @@ Starting, stopping and counting requests in flight all happen under one lock:
 a request that arrives while the server stops waits for the stop and then
 starts it again, and a stop never happens while a request holds the server.
 
+A server that dies (a signal, or an exit while starting) is named for what it was, in
+words (`local_failures.py`), and started once more at most per request: never "could not
+reach the provider's server", never a loop of restarts.  The first start of a newly
+installed build first asks for a one-token answer (the start check, remembered in
+DIR/offline-model.json), since a build for the wrong processor loads and then dies at its
+first token.  A portable build's CPU variant is chosen by `llama_build.py`; after a SIGILL
+the next start uses plain x86-64.
+
 The server layer imports this module for the constants at the top, so httpx and
 `providers.openai` load only where a server is started or asked (the backend's
 start does not wait for them).
@@ -24,10 +32,13 @@ start does not wait for them).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import importlib.util
+import json
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -41,8 +52,10 @@ import msgspec
 
 from backend.errors import ProviderError
 from backend.host import die_with_parent, secretless_env
+from backend.providers import llama_build
 from backend.providers.base import ChatRequest, Chunk, TextChunk, UsageChunk, WireMessage
 from backend.providers.errors import SETTINGS
+from backend.providers.local_failures import Phase, crashed
 from shared.config import DEFAULT_CONTEXT_WINDOW, ProviderConfig
 
 if TYPE_CHECKING:
@@ -63,6 +76,9 @@ LOCAL_DEFAULT = ProviderConfig(
 
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
+CHECK_TIMEOUT_S = 60.0
+EXIT_WAIT_S = 2.0  # how long a broken connection waits to learn whether the server died
+CHECK_FILE = "offline-model.json"  # DIR/..: the build and CPU variant that passed the check
 _POLL_S = 0.25
 _LOG_TAIL_LINES = 15
 
@@ -134,19 +150,24 @@ class LocalChat:
 
     `idle_minutes` is read whenever the server falls idle (config changes apply);
     `command` builds the server's command line (another OpenAI-compatible server
-    that serves GET /v1/models may stand in)."""
+    that serves GET /v1/models may stand in); `start_check` (default: only for the
+    real llama.cpp server) proves a newly installed build runs with a one-token answer
+    before its first real request."""
 
     def __init__(
         self, name: str, cfg: ProviderConfig, data_dir: Path,
         idle_minutes: Callable[[], float] = lambda: 0.0,
         command: ServerCommand = llama_command,
+        start_check: bool | None = None,
     ) -> None:
         self.name = name
         self.model = cfg.model
         self._cfg = cfg
         self._log_path = data_dir / "logs" / "llama-server.log"
+        self._check_path = data_dir / CHECK_FILE
         self._idle_minutes = idle_minutes
         self._command = command
+        self._start_check = command is llama_command if start_check is None else start_check
         self._lock = asyncio.Lock()  # guards _proc, _inner, _extras and _in_flight
         self._proc: asyncio.subprocess.Process | None = None
         self._inner: OpenAIChat | None = None
@@ -154,29 +175,44 @@ class LocalChat:
         self._in_flight = 0  # requests holding the server
         self._last_used = time.monotonic()
         self._idle_task: asyncio.Task[None] | None = None
+        self._baseline_only = False  # set by a SIGILL: the next start uses plain x86-64
+        self._variant_running: str | None = None  # the CPU variant of the last server started
+        self._checked: str | None = None  # the build and variant the start check passed
+        # The last servers this object stopped: their end is no crash.
+        self._stopped: collections.deque[int] = collections.deque(maxlen=8)
         self.starts = 0  # servers started (for tests and logs)
         self.idle_stops = 0  # servers stopped for idleness
+        self.crashes = 0  # servers that died (a signal, or an exit while starting)
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
-        inner = await self._acquire()
-        try:
-            answer: list[str] = []
-            counted = False
+        # A server that dies before anything reached the caller is started once more and
+        # asked again; a second death, or one after a part of the answer, is the error.
+        restarts = _Restarts()
+        while True:
+            inner, proc = await self._acquire(restarts)
             try:
-                async for chunk in inner.stream(request):
-                    if isinstance(chunk, TextChunk):
-                        answer.append(chunk.text)
-                    counted = counted or isinstance(chunk, UsageChunk)
-                    yield chunk
-            except ProviderError as exc:
-                if exc.kind == "connection" and self._exited():
-                    exc.message = f"{self.name}: the offline model's server stopped\n{self._log_tail()}"
-                    exc.args = (exc.message,)
-                raise
-            if not counted:
-                yield await self._count_usage(request.messages, "".join(answer))
-        finally:
-            self._release()
+                answer: list[str] = []
+                yielded = counted = False
+                try:
+                    async for chunk in inner.stream(request):
+                        if isinstance(chunk, TextChunk):
+                            answer.append(chunk.text)
+                        counted = counted or isinstance(chunk, UsageChunk)
+                        yielded = True
+                        yield chunk
+                except ProviderError as exc:
+                    error = await self._crash_of(proc, exc, "answer")
+                    if error is exc:
+                        raise
+                    if yielded or not restarts.take():
+                        raise error from exc
+                    log.warning("%s; starting it once more", error.message.splitlines()[0])
+                    continue
+                if not counted:
+                    yield await self._count_usage(request.messages, "".join(answer))
+                return
+            finally:
+                self._release()
 
     async def aclose(self) -> None:
         # The stop first, under the lock: an idle stop under way finishes rather than
@@ -193,13 +229,15 @@ class LocalChat:
         """Whether a server process is up (started and not exited)."""
         return self._proc is not None and self._proc.returncode is None
 
-    async def _acquire(self) -> OpenAIChat:
-        """The running server's client, counted in flight until `_release`; under the
-        lock, so the idle stop cannot take the server from a request holding it."""
+    async def _acquire(
+        self, restarts: _Restarts,
+    ) -> tuple[OpenAIChat, asyncio.subprocess.Process | None]:
+        """The running server's client and process, counted in flight until `_release`;
+        under the lock, so the idle stop cannot take the server from a request holding it."""
         async with self._lock:
-            inner = await self._ensure_started()
+            inner = await self._ensure_started(restarts)
             self._in_flight += 1
-            return inner
+            return inner, self._proc
 
     def _release(self) -> None:
         self._in_flight -= 1
@@ -235,24 +273,38 @@ class LocalChat:
                 await self._stop()
                 return
 
-    async def _ensure_started(self) -> OpenAIChat:
+    async def _ensure_started(self, restarts: _Restarts) -> OpenAIChat:
         """The running server's client; starts the server first if it is not running
-        (the first call, after an idle stop, or after it died).  The caller holds the lock."""
+        (the first call, after an idle stop, or after it died), once more if that start
+        crashes and `restarts` allows.  The caller holds the lock."""
         if self._inner is not None and not self._exited():
             return self._inner
         await self._stop()  # a dead server's leftovers
         model_path = self._model_path()
+        while True:
+            try:
+                return await self._start(model_path)
+            except ProviderError as exc:
+                await self._stop()
+                if exc.kind != "crashed" or not restarts.take():
+                    raise
+                log.warning("%s; starting it once more", exc.message.splitlines()[0])
+
+    async def _start(self, model_path: Path) -> OpenAIChat:
+        """One server start: spawn, wait for it to answer, prove a new build runs."""
         started = time.monotonic()
         port = _free_port()
-        self._proc = await self._spawn(model_path, port)
+        self._variant_running = variant = self._variant()
+        self._proc = proc = await self._spawn(model_path, port, variant)
         base_url = f"http://127.0.0.1:{port}/v1"
-        try:
-            await self._wait_ready(base_url)
-        except BaseException:
-            await self._stop()
-            raise
-        log.info("%s: llama.cpp server ready on port %d in %.1f s (%s)",
-                 self.name, port, time.monotonic() - started, model_path.name)
+        await self._wait_ready(base_url)
+        checked = self._check_key(variant)
+        if self._start_check and not self._passed(checked):
+            await self._check(base_url, proc)
+            self._record(checked, variant)
+        log.info("%s: llama.cpp server ready on port %d in %.1f s (%s, CPU build %s)",
+                 self.name, port, time.monotonic() - started, model_path.name,
+                 variant or "as compiled")
         import httpx
 
         from backend.providers.openai import OpenAIChat
@@ -264,6 +316,97 @@ class LocalChat:
         )
         self.starts += 1
         return self._inner
+
+    async def _check(self, base_url: str, proc: asyncio.subprocess.Process) -> None:
+        """The start check: a one-token answer proves the server can compute, not only
+        listen (a build for the wrong processor loads and then dies at the first token)."""
+        import httpx
+
+        from backend.providers.errors import from_http
+
+        body = {"model": self.model, "max_tokens": 1, "stream": False,
+                "messages": [{"role": "user", "content": "Hi"}]}
+        failure = "no answer"
+        try:
+            async with httpx.AsyncClient(timeout=CHECK_TIMEOUT_S, trust_env=False) as client:
+                response = await client.post(base_url + "/chat/completions", json=body)
+            if response.status_code != 200:
+                raise from_http(self.name, response.status_code, response.text[:500])
+            if _has_choices(response):
+                log.info("%s: the offline model's first test answer came back; this build "
+                         "runs here", self.name)
+                return
+            failure = f"an answer without choices: {response.text[:200]!r}"
+        except httpx.HTTPError as exc:
+            failure = type(exc).__name__
+        error = ProviderError("server_error", f"{self.name}: the offline model's first test "
+                              f"answer failed: {failure}")
+        raise await self._crash_of(proc, error, "check")
+
+    async def _crash_of(
+        self, proc: asyncio.subprocess.Process | None, exc: ProviderError, phase: Phase,
+    ) -> ProviderError:
+        """`exc` named for what it was when the server died under it, else `exc` itself.
+        A broken connection can arrive before the exit is reaped, hence the short wait."""
+        if proc is None or exc.kind not in ("connection", "timeout", "server_error", "unknown"):
+            return exc
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), EXIT_WAIT_S)
+        if proc.returncode is None or proc.pid in self._stopped:
+            return exc  # alive, or stopped by aclose under a request: not a crash
+        return self._crashed(proc.returncode, phase)
+
+    def _crashed(self, returncode: int, phase: Phase) -> ProviderError:
+        self.crashes += 1
+        if returncode == -signal.SIGILL:
+            self._baseline_only = True  # whatever the flags said, plain x86-64 runs
+        build = llama_build.installed_build()
+        error = crashed(self.name, returncode, phase, self._log_tail(),
+                        portable=build is not None and build.portable,
+                        baseline=self._variant_running == llama_build.BASELINE)
+        log.warning("%s", error.message.splitlines()[0])
+        return error
+
+    def _variant(self) -> str | None:
+        """The CPU variant of a portable build to load: the best this machine allows, or
+        plain x86-64 after a SIGILL (this run, or remembered from an earlier one)."""
+        build = llama_build.installed_build()
+        if self._command is not llama_command or build is None or not build.portable:
+            return None
+        if self._baseline_only:
+            return llama_build.BASELINE
+        allowed = llama_build.ranked(list(build.variants), llama_build.read_machine())
+        remembered = self._remembered()
+        if remembered.get("build") == build.fingerprint() and remembered.get("variant") in allowed:
+            return str(remembered["variant"])
+        return allowed[0] if allowed else llama_build.BASELINE
+
+    def _check_key(self, variant: str | None) -> str:
+        build = llama_build.installed_build() if self._command is llama_command else None
+        return f"{build.fingerprint() if build else self._command.__name__}#{variant}"
+
+    def _passed(self, key: str) -> bool:
+        if self._checked is None:
+            self._checked = str(self._remembered().get("key", ""))
+        return self._checked == key
+
+    def _remembered(self) -> dict[str, object]:
+        try:
+            data = json.loads(self._check_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _record(self, key: str, variant: str | None) -> None:
+        """Remembers that this build and variant passed, so later starts skip the check."""
+        self._checked = key
+        build = llama_build.installed_build()
+        record = {"key": key, "build": build.fingerprint() if build else None,
+                  "variant": variant, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        partial = self._check_path.with_suffix(".tmp")
+        with contextlib.suppress(OSError):
+            partial.write_text(json.dumps(record))
+            partial.replace(self._check_path)
 
     async def _count_usage(self, messages: list[WireMessage], answer: str) -> UsageChunk:
         """The request's and the answer's tokens, by the server's tokenizer (an estimate
@@ -303,16 +446,25 @@ class LocalChat:
                                 words=NOT_INSTALLED_WORDS)
         return bundled
 
-    async def _spawn(self, model_path: Path, port: int) -> asyncio.subprocess.Process:
+    async def _spawn(
+        self, model_path: Path, port: int, variant: str | None,
+    ) -> asyncio.subprocess.Process:
         command = self._command(model_path, port, self._cfg)
+        env = secretless_env()  # no provider's key
+        build = llama_build.installed_build() if variant else None
+        if build is not None and variant is not None:
+            # ggml loads exactly this CPU library; the server's folder (logs/) holds none,
+            # so its own search (the executable's folder, then the current one) adds nothing.
+            env["GGML_BACKEND_PATH"] = str(build.variants[variant])
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         with self._log_path.open("ab") as out:
-            out.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n".encode())
+            out.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} "
+                      f"{' '.join(command)} (CPU build: {variant or 'as compiled'})\n".encode())
             out.flush()
             return await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True,  # its own process group: stopped as a whole
-                preexec_fn=die_with_parent, env=secretless_env(),  # no provider's key
+                preexec_fn=_server_preexec, env=env, cwd=self._log_path.parent,
             )
 
     async def _wait_ready(self, base_url: str) -> None:
@@ -322,12 +474,9 @@ class LocalChat:
         deadline = time.monotonic() + START_TIMEOUT_S
         async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
             while True:
-                if self._exited():
-                    raise ProviderError(
-                        "connection",
-                        f"{self.name}: the offline model's server exited at start "
-                        f"(status {self._returncode()})\n{self._log_tail()}",
-                    )
+                returncode = self._returncode()
+                if returncode is not None:
+                    raise self._crashed(returncode, "start")
                 with contextlib.suppress(httpx.HTTPError):
                     if (await client.get(base_url + "/models")).status_code == 200:
                         return
@@ -350,6 +499,7 @@ class LocalChat:
         if proc is None:
             return
         if proc.returncode is None:
+            self._stopped.append(proc.pid)
             _signal_group(proc.pid, signal.SIGTERM)
             try:
                 await asyncio.wait_for(proc.wait(), STOP_GRACE_S)
@@ -372,6 +522,34 @@ class LocalChat:
             return f"(no log at {self._log_path})"
         tail = "\n".join(lines[-_LOG_TAIL_LINES:])
         return f"last lines of {self._log_path}:\n{tail}"
+
+
+def _has_choices(response: httpx.Response) -> bool:
+    try:
+        choices = response.json().get("choices")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(choices, list) and bool(choices)
+
+
+class _Restarts:
+    """How many more times one request may start a server that died (one)."""
+
+    def __init__(self, left: int = 1) -> None:
+        self.left = left
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+def _server_preexec() -> None:
+    """The server dies with the backend, and a crash leaves no core file of its model's
+    size in the data folder."""
+    die_with_parent()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def chatml_prompt(messages: list[WireMessage]) -> str:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from backend.errors import ProviderError
-from backend.providers import local
+from backend.providers import llama_build, local
 from backend.providers.base import ChatRequest, DoneChunk, TextChunk, UsageChunk, WireMessage
 from backend.providers.local import (
+    CHECK_FILE,
     LOCAL_DEFAULT,
     LocalChat,
     bundled_model_path,
@@ -74,8 +76,55 @@ async def test_a_server_that_dies_at_start_names_its_log(tmp_path: Path) -> None
         async for _ in chat.stream(request):
             pass
     await chat.aclose()
-    assert caught.value.kind == "connection"
+    assert caught.value.kind == "crashed", "a server that exits is named, not unreachable"
+    assert "exited while starting" in (caught.value.words or "")
     assert "llama-server.log" in caught.value.message
+
+
+def _loaded_cpu_libraries(data_dir: Path) -> list[str]:
+    log = (data_dir / "logs" / "llama-server.log").read_text()
+    return [line.rsplit("/", 1)[-1] for line in log.splitlines()
+            if "loaded CPU backend from" in line]
+
+
+async def _hello(chat: LocalChat) -> str:
+    request = ChatRequest(model=LOCAL_DEFAULT.model, max_tokens=8,
+                          messages=[WireMessage("user", "Say hello.")])
+    try:
+        return "".join([c.text async for c in chat.stream(request) if isinstance(c, TextChunk)])
+    finally:
+        await chat.aclose()
+
+
+@needs_model
+def test_the_installed_build_is_the_portable_one() -> None:
+    build = llama_build.installed_build()
+    assert build is not None
+    assert build.portable, f"no plain x86-64 CPU library in {build.lib_dir}: a native build"
+    assert set(build.variants) >= {"x64", "sse42", "haswell", "skylakex"}
+
+
+@needs_model
+@pytest.mark.slow
+async def test_the_server_loads_the_best_cpu_library_this_machine_allows(tmp_path: Path) -> None:
+    build = llama_build.installed_build()
+    assert build is not None
+    best = llama_build.ranked(list(build.variants), llama_build.read_machine())[0]
+    assert (await _hello(LocalChat("local", LOCAL_DEFAULT, tmp_path))).strip()
+    assert _loaded_cpu_libraries(tmp_path) == [f"libggml-cpu-{best}.so"], "that one, and only it"
+    remembered = json.loads((tmp_path / CHECK_FILE).read_text())
+    assert remembered["variant"] == best, "the start check passed and was remembered"
+
+
+@needs_model
+@pytest.mark.slow
+async def test_after_a_sigill_the_plain_x86_64_library_answers(tmp_path: Path) -> None:
+    build = llama_build.installed_build()
+    assert build is not None
+    # What a SIGILL leaves behind: this build, remembered as needing plain x86-64.
+    (tmp_path / CHECK_FILE).write_text(json.dumps({"build": build.fingerprint(), "variant": "x64"}))
+    assert (await _hello(LocalChat("local", LOCAL_DEFAULT, tmp_path))).strip()
+    assert _loaded_cpu_libraries(tmp_path) == ["libggml-cpu-x64.so"]
 
 
 async def test_not_installed_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
