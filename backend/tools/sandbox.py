@@ -99,6 +99,16 @@ async def probe() -> Probe:
     return Probe(True, bwrap)
 
 
+# The program starts only once the sandbox's first process (bubblewrap's init, pid 1 here)
+# waits for it, which it does only after it asked to die with its parent.  bubblewrap forks
+# the program and then makes that request: on a loaded machine the program could run and
+# the backend be killed in between, and nothing would end the sandbox (a detached child of
+# a call outlived a kill -9 of the backend, tests/integration/test_sandbox_turns.py).  The
+# state of /proc/1 is "S" only in that wait; `exec` then replaces this shell by the program.
+BOUND_TO_PARENT = ('while read -r _ _ state _ < /proc/1/stat && [ "$state" != S ]; do :; done; '
+                   'exec "$0" "$@"')
+
+
 def _isolation(*, network: bool) -> list[str]:
     out = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
            "--die-with-parent", "--cap-drop", "ALL"]
@@ -134,7 +144,8 @@ def exec_argv(
     argv += ["--clearenv"]
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
-    argv += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(workdir), "--", *program]
+    argv += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(workdir), "--",
+             "/bin/sh", "-c", BOUND_TO_PARENT, *program]
     return argv
 
 
