@@ -316,3 +316,62 @@ def _refuse_magic(real_dir: str) -> None:
     if _PROC_PID.fullmatch(real_dir):
         raise MagicLink(errno.ELOOP, "it goes through a /proc/<pid>/ link (cwd, root, fd/...) into "
                         "another process's view of the files, which file tools never follow")
+
+
+class NotPlain(OSError):
+    """A file the backend would read into a prompt is not a plain file of its folder: `what`
+    says what it is instead (a symbolic link and where to, a pipe, a device, a hard link)."""
+
+    def __init__(self, name: str, what: str) -> None:
+        super().__init__(errno.EPERM, f"{name} is {what}")
+        self.name, self.what = name, what
+
+
+def read_plain(folder: str, name: str, max_bytes: int) -> bytes | None:
+    """The first `max_bytes` of the file `name` right in `folder`, read by the backend itself
+    (project instructions for the system prompt): None when there is no such file; NotPlain
+    when it is anything but a plain file with one name.
+
+    Whatever a command in the folder did, this never reads outside it: the name is opened
+    without following a symbolic link (AGENTS.md -> /proc/self/environ would hand the
+    backend's own environment, keys included, to the model), without blocking (a FIFO
+    would hang the backend), and a file with a second hard link is refused, since the other
+    name may lie anywhere on the same file system."""
+    if "/" in name or name in ("", ".", ".."):
+        raise ValueError(f"not a name inside a folder: {name!r}")
+    try:
+        dir_fd = os.open(folder, _DIR)
+    except OSError:
+        return None  # no folder: nothing to read
+    try:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                         | os.O_CLOEXEC, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                return None  # unreadable (permissions, a folder's name): as if absent
+            try:
+                target = os.readlink(name, dir_fd=dir_fd)
+            except OSError:
+                target = "?"
+            raise NotPlain(name, f"a symbolic link (to {target})") from exc
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise NotPlain(name, "not a plain file (a pipe, socket or device)")
+            if info.st_nlink > 1:
+                raise NotPlain(name, f"a file with {info.st_nlink} names (a hard link)")
+            chunks, left = [], max_bytes
+            while left > 0:
+                chunk = os.read(fd, min(left, 65536))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dir_fd)

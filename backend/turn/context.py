@@ -19,6 +19,7 @@ from typing import Any
 
 from backend.providers.base import WireImage, WireMessage, WireToolCall
 from backend.store.messages import ModelRow
+from backend.tools.beneath import NotPlain, read_plain
 from shared.codec import clean_text
 
 CONTEXT_FILES = ("AGENTS.md", "TURNKEY.md")
@@ -40,7 +41,16 @@ TOOL_GUIDANCE = (
 )
 
 
-def build_system_prompt(cwd: str, model: str) -> str:
+@dataclass(frozen=True)
+class SystemPrompt:
+    """The built prompt, and what people must be told about it: a project file that was
+    not read because it is not a plain file of the folder (`beneath.read_plain`)."""
+
+    text: str
+    notices: tuple[str, ...] = ()
+
+
+def build_system_prompt(cwd: str, model: str) -> SystemPrompt:
     """Three layers, most stable first: identity and environment, project context, volatile."""
     stable = [
         IDENTITY,
@@ -48,19 +58,31 @@ def build_system_prompt(cwd: str, model: str) -> str:
         f"Environment: {platform.system()} {platform.release()}; working folder: {cwd}; "
         f"model: {model}.",
     ]
-    context = [_context_file(Path(cwd) / name) for name in CONTEXT_FILES]
+    context: list[str] = []
+    notices: list[str] = []
+    for name in CONTEXT_FILES:
+        try:
+            context.append(_context_file(cwd, name))
+        except NotPlain as refused:
+            notices.append(
+                f"{name} in this folder is {refused.what}, so it was not read into the "
+                "model's instructions: project instructions must be a plain file inside the "
+                "folder. If you did not make it so, something in the folder did.")
     volatile = [f"The session started on {datetime.now(UTC):%A %Y-%m-%d} (UTC)."]
-    return "\n\n".join(part for part in (*stable, *context, *volatile) if part)
+    text = "\n\n".join(part for part in (*stable, *context, *volatile) if part)
+    return SystemPrompt(text, tuple(notices))
 
 
-def _context_file(path: Path) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
+def _context_file(cwd: str, name: str) -> str:
+    """A project instructions file, read only as a plain file of the folder (never through
+    a link out of it: NotPlain), bounded."""
+    raw = read_plain(cwd, name, MAX_CONTEXT_FILE_CHARS * 4 + 4)
+    if raw is None:
         return ""
+    text = raw.decode("utf-8", errors="replace")
     if len(text) > MAX_CONTEXT_FILE_CHARS:
         text = text[:MAX_CONTEXT_FILE_CHARS] + "\n[... truncated]"
-    return f"Project instructions from {path.name}:\n{text.strip()}"
+    return f"Project instructions from {name}:\n{text.strip()}"
 
 
 def wire_messages(system_prompt: str, rows: list[ModelRow]) -> list[WireMessage]:

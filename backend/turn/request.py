@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from backend.compress.tokens import tools_chars
 from backend.providers.base import ChatRequest, ToolSpec, WireMessage
-from backend.store import sessions
+from backend.store import messages, sessions
 from backend.store.db import Database, Tx
 from backend.store.sessions import SessionRecord
 from backend.turn.context import build_system_prompt
@@ -46,7 +46,12 @@ async def assemble(
         built = build_system_prompt(row.cwd, model)
 
         def store(tx: Tx) -> str:
-            return sessions.store_system_prompt(tx, session_id, built)
+            current = sessions.row(tx, session_id)
+            if current is not None and current.system_prompt is None:
+                # Stored by this request (not one that raced it): people are told once.
+                for notice in built.notices:
+                    messages.insert(tx, session_id, "system_note", notice, note_kind="notice")
+            return sessions.store_system_prompt(tx, session_id, built.text)
 
         prompt = await db.write(store)
     wire = [WireMessage("system", prompt), *history]

@@ -91,8 +91,9 @@ STATUS_TEXT = {
     "unknown": ("outcome unknown", "warning"),
 }
 NOTE_LABELS = {"summary": "Summary of earlier messages", "continued": "Continued in a new session",
-               "recovered": "Recovered after a restart"}
-NOTE_COLOR = {"failed": "danger", "interrupted": "warning", "recovered": "warning", "summary": "muted"}
+               "recovered": "Recovered after a restart", "notice": "Not read"}
+NOTE_COLOR = {"failed": "danger", "interrupted": "warning", "recovered": "warning", "summary": "muted",
+              "notice": "warning"}
 
 
 def tone(name: str) -> str:

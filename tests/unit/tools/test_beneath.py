@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.tools.beneath import MagicLink, Place, locate
+from backend.tools.beneath import MagicLink, NotPlain, Place, locate, read_plain
 
 pytestmark = pytest.mark.usefixtures("resolver")  # openat2 and the walk alike
 
@@ -124,3 +124,41 @@ def test_making_folders_refuses_a_link_put_at_their_name(tree: Path) -> None:
         assert place.missing == ()
         assert place.real == str(tree / "made" / "x.txt")
     assert (tree / "made").is_dir()
+
+
+def test_read_plain_reads_a_plain_file_bounded(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("x" * 100)
+    assert read_plain(str(tmp_path), "AGENTS.md", 10) == b"x" * 10
+    assert read_plain(str(tmp_path), "TURNKEY.md", 10) is None, "absent"
+    assert read_plain(str(tmp_path / "gone"), "AGENTS.md", 10) is None, "no folder"
+
+
+def test_read_plain_refuses_a_symlink_even_to_a_file_inside(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text("inside")
+    (tmp_path / "AGENTS.md").symlink_to("notes.md")
+    (tmp_path / "TURNKEY.md").symlink_to("/proc/self/environ")
+    with pytest.raises(NotPlain, match=r"a symbolic link \(to notes.md\)"):
+        read_plain(str(tmp_path), "AGENTS.md", 100)
+    with pytest.raises(NotPlain, match="/proc/self/environ"):
+        read_plain(str(tmp_path), "TURNKEY.md", 100)
+
+
+def test_read_plain_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "AGENTS.md")
+    with pytest.raises(NotPlain, match="not a plain file"):
+        read_plain(str(tmp_path), "AGENTS.md", 100)
+
+
+def test_read_plain_refuses_a_hard_link(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("token")
+    folder = tmp_path / "project"
+    folder.mkdir()
+    os.link(outside, folder / "AGENTS.md")
+    with pytest.raises(NotPlain, match="2 names"):
+        read_plain(str(folder), "AGENTS.md", 100)
+
+
+def test_read_plain_takes_names_only(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a name"):
+        read_plain(str(tmp_path), "../AGENTS.md", 100)
