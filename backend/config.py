@@ -16,6 +16,7 @@ import tomli_w
 from backend.errors import ConfigError, InvalidParams
 from shared.codec import ParamsError, convert
 from shared.config import (
+    PROVIDER_KINDS,
     Config,
     ConfigView,
     McpServerConfig,
@@ -111,6 +112,26 @@ def api_key(p: ProviderConfig, secret: Callable[[str], str | None]) -> str | Non
     if p.api_key_secret:
         return secret(p.api_key_secret)
     return None
+
+
+KEY_STAYS = ("The saved key is sent only to the address it was saved for. Paste the key in the "
+             "form to test it with another address, or save the provider first.")
+
+
+def key_destination(kind: Any, base_url: Any, key_env: Any, key_secret: Any) -> tuple[str, ...]:
+    """Where a provider's key goes and which key it is: its kind, its base URL (the kind's
+    default when unset, without a trailing slash) and where the key is read from."""
+    info = next((v for k, v in PROVIDER_KINDS.items() if k == kind), None)
+    url = base_url if isinstance(base_url, str) and base_url else (info.base_url if info else "")
+    return (str(kind), str(url or "").rstrip("/"), str(key_env or ""), str(key_secret or ""))
+
+
+def same_destination(saved: ProviderConfig | None, tried: ProviderConfig) -> bool:
+    """Whether `tried` sends its key where the saved provider `saved` sends it."""
+    if saved is None:
+        return False
+    return key_destination(saved.kind, saved.base_url, saved.api_key_env, saved.api_key_secret) \
+        == key_destination(tried.kind, tried.base_url, tried.api_key_env, tried.api_key_secret)
 
 
 def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:

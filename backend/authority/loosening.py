@@ -1,4 +1,5 @@
-"""Which config changes make the backend less careful (no I/O): approvals, the sandbox, MCP servers.
+"""Which config changes make the backend less careful (no I/O): approvals, the sandbox, MCP
+servers, doors, and where a provider's stored key is sent.
 
 `config.set` asks this before it applies a patch; a change named here needs
 more than the `admin` scope (see `Methods.config_set`).  Both configs are the
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from backend.config import key_destination
 
 # How much a person is asked, least first.
 APPROVAL_MODES = ("off", "smart", "ask")
@@ -29,7 +32,35 @@ def loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         found.append("sandbox.env")  # another variable passed into commands
     found.extend(_mcp_loosened(old, new))
     found.extend(_doors_loosened(old, new))
+    found.extend(_providers_loosened(old, new))
     return found
+
+
+def _providers_loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """A provider that uses a stored key (from the environment or the secrets) and sends it
+    somewhere new: a new provider naming a key, or a saved one whose kind, base URL or key
+    source changed.  Whoever may do that may send the key to their own server."""
+    before, after = _tables(old, "providers"), _tables(new, "providers")
+    found = []
+    for name, provider in sorted(after.items()):
+        if not (provider.get("api_key_env") or provider.get("api_key_secret")):
+            continue  # sends no stored key
+        was = before.get(name)
+        if was is None or _destination(was) != _destination(provider):
+            found.append(f"providers.{name}")
+    return found
+
+
+def _destination(provider: Mapping[str, Any]) -> tuple[str, ...]:
+    return key_destination(provider.get("kind", "openai"), provider.get("base_url"),
+                           provider.get("api_key_env"), provider.get("api_key_secret"))
+
+
+def _tables(config: Mapping[str, Any], table: str) -> dict[str, Mapping[str, Any]]:
+    section = config.get(table)
+    if not isinstance(section, Mapping):
+        return {}
+    return {str(k): v for k, v in section.items() if isinstance(v, Mapping)}
 
 
 # A door lets people outside this computer prompt the agent and answer its approvals: adding

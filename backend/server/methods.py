@@ -27,7 +27,7 @@ from backend.authority.queue import SessionAuthority
 from backend.authority.schedules import Scheduler
 from backend.authority.takeover import interrupt_anywhere
 from backend.compress.compressor import Compressor
-from backend.config import ConfigFile, api_key
+from backend.config import KEY_STAYS, ConfigFile, api_key, same_destination
 from backend.doors.manager import Doors
 from backend.errors import (
     EnvironmentFault,
@@ -572,6 +572,15 @@ class Methods:
                        if params.provider_config is not None else config.providers[name])
                 model = cfg.model
                 key = inline_key or api_key(cfg, self.secrets.get)
+                if inline_key is None and key is not None \
+                        and not same_destination(config.providers.get(name), cfg):
+                    # A stored key goes only where it was saved to go: a form's other URL,
+                    # kind or key source (an admin token's, say) gets no stored key.
+                    failure = p.ProviderFailure(kind="auth", message=KEY_STAYS, detail=(
+                        f"{name}: the form changes where the key is sent (kind, base_url, "
+                        "api_key_env or api_key_secret); the saved key was not used"))
+                    return p.ProviderTestResult(ok=False, provider=name, model=model,
+                                                latency_ms=0, error=failure)
                 trial = self.providers.trial(name, cfg, key)
                 link = ConfiguredProvider(name, cfg, trial)
             elif params.provider is None:

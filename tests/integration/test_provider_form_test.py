@@ -169,3 +169,48 @@ async def test_an_inline_key_is_used_once_and_appears_nowhere(
     backend.terminate()  # stderr flushed, WAL checkpointed
     assert _files_holding(backend.data_dir, INLINE_KEY.encode()) == []
     assert INLINE_KEY.encode() not in backend.store_dump()
+
+
+async def test_an_admin_token_cannot_send_the_stored_key_elsewhere(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, failing_provider: FakeOpenAI,
+) -> None:
+    """An admin token (not the owner) points a test, or the saved provider, at its own
+    listener: the stored key never arrives there (issue 32, item 6)."""
+    stored = "sk-test-STORED-KEY-0123456789"
+    backend = _start(backend_factory, fake_provider.base_url)
+    owner = await Rpc.open(backend.port, backend.token, name="owner")
+    try:
+        await owner.call("secret.set", {"name": "main", "value": stored})
+        await owner.call("config.set", {"patch": {"providers": {"main": {"api_key_secret": "main"}}}})
+        assert (await owner.call("provider.test", {"provider": "main"}))["ok"] is True
+        assert fake_provider.snapshot()[-1].headers.get("authorization") == f"Bearer {stored}"
+        made = await owner.call("token.create", {"scopes": ["admin"], "label": "script"})
+        admin = await Rpc.open(backend.port, made["token"], name="admin")
+        try:
+            thief = failing_provider.base_url  # "their own listener"
+            for form in ({"base_url": thief}, {"kind": "anthropic", "base_url": thief},
+                         {"base_url": thief, "api_key_secret": "main"}):
+                result = await admin.call("provider.test",
+                                          {"provider": "main", "provider_config": form})
+                assert result["ok"] is False
+                assert result["error"]["kind"] == "auth"
+                assert result["error"]["message"].startswith("The saved key is sent only to")
+            copy = await admin.call("provider.test", {"provider": "copy", "provider_config": {
+                "base_url": thief, "model": "m", "api_key_secret": "main"}})
+            assert copy["ok"] is False, "a new provider naming the stored secret gets no key"
+            for patch in ({"main": {"base_url": thief}},
+                          {"copy": {"base_url": thief, "model": "m", "api_key_secret": "main"}}):
+                with pytest.raises(RpcError) as refused:
+                    await admin.call("config.set", {"patch": {"providers": patch}})
+                assert refused.value.code == -32003
+            assert failing_provider.snapshot() == [], "nothing reached the other listener"
+            # With the key pasted in the form, a test of another address is a test of that key.
+            pasted = await admin.call("provider.test", {"provider": "main", "provider_config": {
+                "base_url": thief}, "api_key": "sk-test-PASTED"})
+            assert pasted["error"]["kind"] == "server_error"
+            [arrived] = failing_provider.snapshot()
+            assert stored not in json.dumps(arrived.headers)
+        finally:
+            await admin.close()
+    finally:
+        await owner.close()

@@ -265,3 +265,35 @@ def test_narrowing_or_disabling_a_door_does_not(change: dict[str, Any]) -> None:
     before = effective({"doors": {"matrix": DOOR}})
     assert loosened(before, effective({"doors": {"matrix": {**DOOR, **change}}})) == []
     assert loosened(before, effective({})) == []
+
+
+def providers(**tables: dict[str, Any]) -> dict[str, Any]:
+    return effective({"providers": {name: {"model": "m", **t} for name, t in tables.items()}})
+
+
+KEYED = {"base_url": "https://api.example.com/v1", "api_key_secret": "main"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fields"),
+    [
+        ({"main": KEYED}, {"main": {**KEYED, "base_url": "http://127.0.0.1:9/v1"}},
+         ["providers.main"]),  # the saved key, sent to another server
+        ({"main": KEYED}, {"main": {**KEYED, "base_url": "https://api.example.com/v1/"}}, []),
+        ({"main": KEYED}, {"main": {**KEYED, "kind": "anthropic"}}, ["providers.main"]),
+        ({"main": KEYED}, {"main": {**KEYED, "api_key_secret": "doors.matrix"}},
+         ["providers.main"]),  # another stored secret, sent as a key
+        ({"main": KEYED}, {"main": {**KEYED, "api_key_env": "AWS_SECRET_ACCESS_KEY"}},
+         ["providers.main"]),
+        ({"main": KEYED}, {"main": KEYED, "copy": KEYED}, ["providers.copy"]),
+        ({"main": KEYED}, {"main": {**KEYED, "model": "other", "context_window": 4096}}, []),
+        ({"main": KEYED}, {"main": KEYED, "ollama": {"base_url": "http://127.0.0.1:11434/v1"}},
+         []),  # a provider without a stored key sends none
+        ({"main": KEYED}, {}, []),
+        ({"main": {"base_url": "https://a/v1"}}, {"main": {"base_url": "https://b/v1"}}, []),
+    ],
+)
+def test_where_a_stored_key_is_sent(
+    old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]], fields: list[str],
+) -> None:
+    assert loosened(providers(**old), providers(**new)) == fields
