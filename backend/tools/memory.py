@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from backend.tools.base import Guard, ToolContext, ToolResult
 from backend.tools.filetool import schema, text
+from backend.tools.injection import first_marker
 from shared.codec import clean_text
 from shared.config import ApprovalMode
 
@@ -60,18 +61,6 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{20,}")),
     ("a password or key assignment", re.compile(
         r"(?i)\b(?:api[_-]?key|secret|token|passw(?:or)?d|passwd)\b\s*[:=]\s*['\"]?[^\s'\"]{8,}")),
-)
-
-# Text imitating the structure of a prompt: role or system tags, chat-template tokens, and
-# this block's own markers.  Deliberately modest (the model can still write misleading
-# prose); what it stops is text that would read as a new system or role section.
-INJECTION_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"(?i)</?\s*(?:system|assistant|user|human|developer|tool|instructions?|memory)\b[^>]*>"),
-    re.compile(r"<\|[^|>]{1,40}\|>"),  # <|im_start|>, <|system|>, <|eot_id|>
-    re.compile(r"\[/?INST\]|<<\s*/?SYS\s*>>"),
-    re.compile(r"(?im)^\s*#*\s*(?:system|assistant|developer|human)\s*(?:prompt|message)?\s*:"),
-    re.compile(r"(?i)\bignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier)\s+"
-               r"(?:instructions|rules|messages|prompts?)"),
 )
 
 BLOCK_HEAD = (
@@ -119,12 +108,12 @@ def refusal(text: str) -> str | None:
             return (f"refused: the text looks like {what}. Memory is sent to the model provider "
                     "with every request, so never save keys, tokens or passwords; describe where "
                     "the secret lives instead (e.g. 'the API key is in the keyring').")
-    for pattern in INJECTION_PATTERNS:
-        found = pattern.search(text)
-        if found:
-            return (f"refused: the text contains {found.group(0).strip()!r}, which imitates a "
-                    "prompt's role or system markers. Save plain facts without tags or role "
-                    "labels.")
+    marked = first_marker(text)
+    if marked is not None:
+        marker, found = marked
+        return (f"refused: the text contains {found!r}, {marker.what}, which imitates the "
+                "structure of a prompt. Save plain facts without tags, role labels or "
+                "instructions about other instructions.")
     return None
 
 
