@@ -292,13 +292,15 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(Shutdown, "admin"),
     # The backend as a whole, not a session: its operator's, like config.get.
     MethodSpec(BackendStats, "admin"),
-    MethodSpec(ScheduleCreate, "submit", cleaned=("text",)),
+    # A lone surrogate in a schedule's or a notebook's text is refused (-32602, PROTOCOL
+    # section 13), never stored as U+FFFD: only a prompt's text is cleaned.
+    MethodSpec(ScheduleCreate, "submit"),
     MethodSpec(ScheduleList, "read"),
-    MethodSpec(ScheduleUpdate, "submit", cleaned=("text",)),
+    MethodSpec(ScheduleUpdate, "submit"),
     MethodSpec(ScheduleDelete, "submit"),
     # The model itself writes memory with its tool in any turn a `submit` token starts, so
     # editing it needs no more than that scope (PROTOCOL.md, memory.set).
     MethodSpec(MemoryGet, "read"),
-    MethodSpec(MemorySet, "submit", cleaned=("text",)),
+    MethodSpec(MemorySet, "submit"),
     MethodSpec(DoorList, "read"),
 )

@@ -233,10 +233,14 @@ class SessionCreateParams(Params):
     model: ModelName | None = None
 
 
+MAX_SEARCH_QUERY = 1000  # characters of a session search; no NUL (SQLite's text ends there)
+
+
 class SessionListParams(Params):
     limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 50
-    cursor: str | None = None
-    query: str | None = None
+    cursor: Annotated[str, msgspec.Meta(max_length=1000)] | None = None
+    query: Annotated[str, msgspec.Meta(max_length=MAX_SEARCH_QUERY, pattern=r"^[^\x00]*$")] \
+        | None = None
     # Addition: sub-agents' sessions are left out unless asked for: all of them
     # (`include_delegated`), or the ones a session's delegate calls made (`delegated_from`).
     include_delegated: bool = False

@@ -1,5 +1,5 @@
 """Which config changes make the backend less careful (no I/O): approvals, the sandbox, MCP
-servers, doors, and where a provider's stored key is sent.
+servers, doors, where a provider's stored key is sent, and the store itself.
 
 `config.set` asks this before it applies a patch; a change named here needs
 more than the `admin` scope (see `Methods.config_set`).  Both configs are the
@@ -33,6 +33,10 @@ def loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     found.extend(_mcp_loosened(old, new))
     found.extend(_doors_loosened(old, new))
     found.extend(_providers_loosened(old, new))
+    if old.get("store") != new.get("store"):
+        # Where every session, prompt and approval is kept (and, on a shared PostgreSQL,
+        # who else runs them); a store that cannot be opened also stops the next start.
+        found.append("store")
     return found
 
 

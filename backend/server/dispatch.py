@@ -16,6 +16,7 @@ from backend.errors import (
     CallerError,
     Forbidden,
     InvalidParams,
+    InvalidRequest,
     MethodNotFound,
     NotInitialized,
     TurnkeyError,
@@ -50,13 +51,15 @@ class Dispatcher:
             frame = rpc.success(request.id, result) if request.id is not None else None
         except CallerError as exc:
             _redact_error(exc, hidden)
-            log.info("%s -> %d %s", request.method, exc.code, exc.message)
+            _bound_error(exc)
+            log.info("%s -> %d %s", shown(request.method), exc.code, exc.message)
             frame = rpc.failure(request.id, exc)
         except TurnkeyError as exc:
             # The environment's fault (disk, load): logged with an id the user can quote.
             _redact_error(exc, hidden)
+            _bound_error(exc)
             error_id = logs.new_error_id()
-            log.warning("%s -> %d %s", request.method, exc.code, exc.message,
+            log.warning("%s -> %d %s", shown(request.method), exc.code, exc.message,
                         extra={"error_id": error_id})
             data = {**(exc.data or {}), "error_id": error_id}
             frame = rpc.failure(request.id, TurnkeyError(exc.message, data))
@@ -65,10 +68,11 @@ class Dispatcher:
             error_id = logs.new_error_id()
             if hidden:  # the traceback's messages could quote a secret param: redacted text
                 trace = _redact("".join(traceback.format_exception(exc)), hidden)
-                log.error("%s failed\n%s", request.method, trace.rstrip(),
+                log.error("%s failed\n%s", shown(request.method), trace.rstrip(),
                           extra={"error_id": error_id})
             else:
-                log.error("%s failed", request.method, exc_info=True, extra={"error_id": error_id})
+                log.error("%s failed", shown(request.method), exc_info=True,
+                          extra={"error_id": error_id})
             frame = rpc.failure(
                 request.id,
                 TurnkeyError(
@@ -86,7 +90,7 @@ class Dispatcher:
             raise NotInitialized("not initialized: the first request must be initialize")
         spec = METHODS.get(request.method)
         if spec is None:
-            raise MethodNotFound(f"method {request.method!r} not found")
+            raise MethodNotFound(f"method {shown(request.method)!r} not found")
         if conn.revoked:
             raise Forbidden("forbidden: this connection's token was revoked")
         if spec.scope is not None and spec.scope not in conn.principal.scopes:
@@ -94,6 +98,8 @@ class Dispatcher:
         if spec.owner_only and not conn.principal.owner:
             raise Forbidden(f"forbidden: only the owner's token (backend.json) may call "
                             f"{request.method}")
+        if not isinstance(request.params, dict):
+            raise InvalidRequest("params must be an object")
         try:
             params = convert(request.params, spec.params, cleaned=spec.cleaned)
         except ParamsError as exc:
@@ -111,11 +117,32 @@ def _secret_values(request: rpc.Request) -> list[str]:
     """The request's secret params (METHODS[...].secret) as sent and trimmed, longest first."""
     spec = METHODS.get(request.method)
     values: set[str] = set()
+    params = request.params if isinstance(request.params, dict) else {}
     for name in spec.secret if spec else ():
-        value = request.params.get(name)
+        value = params.get(name)
         if isinstance(value, str):
             values |= {value, value.strip()}
     return sorted(values - {""}, key=len, reverse=True)
+
+
+MAX_SHOWN = 200  # characters of a caller's text an error or a log line repeats
+
+
+def shown(text: str) -> str:
+    """A caller's text as errors and logs repeat it: bounded, so a megabyte of method name or
+    bad value is not echoed whole (nor written whole to a log that rotates)."""
+    if len(text) <= MAX_SHOWN:
+        return text
+    return f"{text[:MAX_SHOWN]}… ({len(text):,} characters)"
+
+
+def _bound_error(exc: TurnkeyError) -> None:
+    """An error's message and string data, bounded for the reply and the log."""
+    if len(exc.message) > 4 * MAX_SHOWN:
+        exc.message = shown(exc.message)
+        exc.args = (exc.message,)
+    if exc.data:
+        exc.data = {k: shown(v) if isinstance(v, str) else v for k, v in exc.data.items()}
 
 
 def _redact(text: str, hidden: list[str]) -> str:

@@ -185,7 +185,7 @@ class Methods:
 
         def read(tx: Tx) -> p.SessionListResult:
             if params.query and params.query.strip():
-                offset = int(_decode_cursor(params.cursor, "offset") or 0) if params.cursor else 0
+                offset = _offset_cursor(params.cursor) if params.cursor else 0
                 hits = sessions.search(tx, params.query, limit + 1, offset, which)
                 nxt = _cursor({"offset": offset + limit}) if len(hits) > limit else None
                 hits = hits[:limit]
@@ -193,8 +193,7 @@ class Methods:
                     sessions=[sessions.to_session(tx, h.session) for h in hits], next_cursor=nxt,
                     matches=sessions.matches(tx, params.query, hits),
                 )
-            pos = _decode_cursor(params.cursor, "after") if params.cursor else None
-            after = (str(pos[0]), str(pos[1])) if pos else None
+            after = _after_cursor(params.cursor) if params.cursor else None
             rows = sessions.page(tx, limit + 1, after, which)
             last = rows[limit - 1] if len(rows) > limit else None
             nxt = _cursor({"after": [last.updated_at, last.session_id]}) if last else None
@@ -769,6 +768,12 @@ def _secret_value(raw: str, field: str = "value") -> str:
         raise InvalidParams(field, f"{field} is empty (surrounding whitespace is trimmed)")
     if len(value.encode()) > MAX_SECRET_BYTES:
         raise InvalidParams(field, f"{field} is longer than {MAX_SECRET_BYTES // 1024} KiB")
+    if not (value.isascii() and value.isprintable()):
+        # Keys and tokens travel in HTTP headers, which carry printable ASCII only: such a
+        # value could never be sent, so every request with it would fail.
+        raise InvalidParams(field, f"{field} has a character that is not printable ASCII; keys "
+                            "and tokens are letters, digits and punctuation (was the wrong "
+                            "text pasted?)")
     return value
 
 
@@ -788,6 +793,25 @@ def _decode_cursor(cursor: str | None, key: str) -> Any:
         return json.loads(base64.urlsafe_b64decode((cursor or "").encode()))[key]
     except (ValueError, KeyError, TypeError):
         raise InvalidParams("cursor", "cursor is not one this backend returned") from None
+
+
+MAX_SEARCH_OFFSET = 1_000_000  # far past any result list a person pages through
+
+
+def _offset_cursor(cursor: str) -> int:
+    offset = _decode_cursor(cursor, "offset")
+    if not isinstance(offset, int) or isinstance(offset, bool) \
+            or not 0 <= offset <= MAX_SEARCH_OFFSET:
+        raise InvalidParams("cursor", "cursor is not one this backend returned")
+    return offset
+
+
+def _after_cursor(cursor: str) -> tuple[str, str]:
+    after = _decode_cursor(cursor, "after")
+    if not (isinstance(after, list) and len(after) == 2
+            and all(isinstance(v, str | int) and not isinstance(v, bool) for v in after)):
+        raise InvalidParams("cursor", "cursor is not one this backend returned")
+    return str(after[0]), str(after[1])
 
 
 def _memory_file(usage: memory.Usage) -> p.MemoryFile:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from backend.errors import InvalidRequest, ParseError, TurnkeyError
-from shared import codec
 
 RequestId = str | int
 
@@ -15,7 +17,7 @@ RequestId = str | int
 class Request:
     id: RequestId | None  # None: a notification, which gets no response
     method: str
-    params: dict[str, Any]
+    params: Any  # an object when valid; dispatch refuses anything else after the scope check
 
 
 class FrameError(Exception):
@@ -27,9 +29,20 @@ class FrameError(Exception):
         self.id = id
 
 
+MAX_DEPTH = 200  # nesting no request needs; deeper frames are refused with their id
+
+
 def parse(text: str) -> Request:
+    """One frame as a request, or FrameError.  A leading byte order mark is skipped; numbers
+    no request needs (an integer of thousands of digits, 1e999) stay as their text, so typed
+    params refuse them by field rather than the frame failing; a frame nested deeper than
+    MAX_DEPTH is refused with its id, which is read from the frame's top level."""
+    text = text.removeprefix("\ufeff")
+    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(text) > MAX_DEPTH:
+        raise FrameError(InvalidRequest(f"the request is nested more than {MAX_DEPTH} levels "
+                                        "deep"), _top_level_id(text))
     try:
-        msg = codec.decode(text)
+        msg = json.loads(text, parse_int=_integer, parse_float=_real, parse_constant=_constant)
     except (ValueError, RecursionError):
         raise FrameError(ParseError("parse error: the frame is not valid JSON"))
     if isinstance(msg, list):
@@ -48,11 +61,74 @@ def parse(text: str) -> Request:
     if not isinstance(method, str) or not method:
         raise FrameError(InvalidRequest('"method" must be a non-empty string'), good_id)
     params = msg.get("params", {})
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise FrameError(InvalidRequest("params must be an object"), good_id)
-    return Request(good_id, method, params)
+    # Params that are not an object are refused by dispatch, after the scope check: a
+    # token without the method's scope learns nothing about its params.
+    return Request(good_id, method, {} if params is None else params)
+
+
+def _integer(digits: str) -> int | str:
+    return int(digits) if len(digits) <= 4000 else digits  # Python refuses over 4,300 digits
+
+
+def _real(text: str) -> float | str:
+    value = float(text)
+    return value if math.isfinite(value) else text  # 1e999 is not a number any field takes
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python's extension, refused
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of objects and arrays, strings skipped (no recursion)."""
+    deepest = depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,18})(?=\s*[,}])')
+
+
+def _top_level_id(text: str) -> RequestId | None:
+    """The "id" of a frame too deep to parse, when it is a key of the outermost object."""
+    depth = 0
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            if depth == 1:
+                found = _ID.match(text, i)
+                if found:
+                    value = json.loads(found.group(1))
+                    return value if isinstance(value, str | int) else None
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+    return None
 
 
 def success(id: RequestId, result: Any) -> dict[str, Any]:

@@ -297,3 +297,11 @@ def test_where_a_stored_key_is_sent(
     old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]], fields: list[str],
 ) -> None:
     assert loosened(providers(**old), providers(**new)) == fields
+
+
+def test_changing_the_store_needs_the_owner() -> None:
+    sqlite = effective({})
+    pg = effective({"store": "postgresql://me@db.example/turnkey"})
+    assert loosened(sqlite, pg) == ["store"]
+    assert loosened(pg, sqlite) == ["store"]
+    assert loosened(pg, pg) == []
