@@ -16,6 +16,7 @@ refuses if that lands anywhere else than what was judged.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,11 +56,53 @@ def command_guard(command: str, mode: ApprovalMode) -> Guard | None:
     return Guard("dangerous", ASK_MODE_REASON, command_prefix(command))
 
 
-def sandboxed_guard(command: str, mode: ApprovalMode, escape: Escape) -> Guard | None:
+# Programs that run code given to them: a one-liner or a script can do anything a shell can,
+# and none of it is visible to the policy.
+INTERPRETERS = frozenset({
+    "python", "python2", "python3", "perl", "ruby", "node", "nodejs", "deno", "bun", "php",
+    "lua", "tclsh", "Rscript", "julia", "osascript", "pwsh", "awk", "gawk", "mawk",
+})
+HOME_ROOTED_REASON = ("runs {prog}, an interpreter, in a session whose folder is {where}: the "
+                      "sandbox protects nothing here, since every file of yours is inside it")
+
+
+def rooted_where(cwd: Path) -> str | None:
+    """"your home folder" or "/" when the session folder is one of them (or holds your home
+    folder), where the sandbox's one writable folder is everything; None otherwise."""
+    real = Path(os.path.realpath(cwd))
+    home = Path(os.path.realpath(Path.home()))
+    if real == Path("/"):
+        return "/ (the whole file system)"
+    if home == real or home.is_relative_to(real):
+        return "your home folder" if home == real else f"{real}, which holds your home folder"
+    return None
+
+
+def home_rooted_guard(command: str, mode: ApprovalMode, cwd: Path) -> Guard | None:
+    """In `smart` mode, a session rooted at the home folder or / asks before any interpreter
+    runs (destructive commands ask anyway): `python3 -c 'shutil.rmtree(...)'` is a plain
+    command to the policy."""
+    where = rooted_where(cwd) if mode == "smart" else None
+    if where is None:
+        return None
+    for part in segments(command):
+        prog = sw.program(list(part.words)) if part.words else ""
+        if prog in INTERPRETERS:
+            return Guard("dangerous", HOME_ROOTED_REASON.format(prog=prog, where=where),
+                         command_prefix(shlex.join(part.words)))
+    return None
+
+
+def sandboxed_guard(
+    command: str, mode: ApprovalMode, escape: Escape, cwd: Path | None = None,
+) -> Guard | None:
     """The terminal's guard inside the sandbox: the policy, plus a question for whatever the
     call asks to leave the sandbox for.  A call that needs both is keyed on its command (a
-    rule for the command never covers an escape, so the escape is asked again next time)."""
+    rule for the command never covers an escape, so the escape is asked again next time).
+    `cwd`: the session folder; rooted at home or /, interpreters ask too."""
     base = command_guard(command, mode)
+    if base is None and cwd is not None:
+        base = home_rooted_guard(command, mode, cwd)
     if (base is not None and base.kind == "hardline") or mode == "off":
         return base
     if escape is None:

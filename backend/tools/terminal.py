@@ -113,7 +113,7 @@ class Terminal:
         command = str(args.get("command", ""))
         if self.sandbox.active:
             escape = _escape(args, self.sandbox.network)
-            return policy.sandboxed_guard(command, mode, escape)
+            return policy.sandboxed_guard(command, mode, escape, cwd)
         return policy.unsandboxed_guard(command, mode, cwd, data_dir or self.sandbox.data_dir)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -152,3 +152,20 @@ def test_the_fallback_keeps_the_other_modes(folders: tuple[Path, Path]) -> None:
     hard = policy.unsandboxed_guard("rm -rf ~", "off", home, data)
     assert hard is not None
     assert hard.kind == "hardline"
+
+
+@pytest.mark.parametrize("command", [
+    "python3 -c \"import shutil; shutil.rmtree('.ssh')\"", "perl -e 'unlink glob q(.ssh/*)'",
+    "cd x && node -e 1", "sh -c 'ruby -e 1'", "find . | awk '{system(\"rm \" $0)}'",
+])
+def test_interpreters_ask_in_a_session_rooted_at_home(command: str) -> None:
+    guard = policy.sandboxed_guard(command, "smart", None, Path.home())
+    assert guard is not None
+    assert "in a session whose folder is your home folder" in guard.reason
+    assert policy.sandboxed_guard(command, "smart", None, Path("/")) is not None
+    assert policy.sandboxed_guard(command, "off", None, Path.home()) is None, "off asks nothing"
+
+
+def test_a_project_folder_or_a_plain_command_at_home_asks_nothing(tmp_path: Path) -> None:
+    assert policy.sandboxed_guard("python3 -c 'print(1)'", "smart", None, tmp_path) is None
+    assert policy.sandboxed_guard("ls -la; git status", "smart", None, Path.home()) is None
