@@ -262,7 +262,9 @@ class TurnRunner:
                                   link.provider.model, tools,
                                   summary_for=summary_for,
                                   model=None if st.chain_index == 0 else link.cfg.model,
-                                  memory=(st.memory or "") if roomy else "")
+                                  memory=(st.memory or "") if roomy else "",
+                                  turn_id=st.turn.turn_id,
+                                  fenced=fence(st.turn.session_id, st.turn.holder))
 
         # Preflight compression: measure, compress if due, measure again (a few times at most).
         # A long session is counted in SQL first: one far over its window compresses before a
