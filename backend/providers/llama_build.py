@@ -167,6 +167,12 @@ class Build:
 
     @property
     def portable(self) -> bool:
+        """One CPU library per instruction-set level (GGML_CPU_ALL_VARIANTS), any architecture."""
+        return bool(self.variants)
+
+    @property
+    def x86(self) -> bool:
+        """The x86 variants, which this module chooses among (elsewhere ggml chooses)."""
         return BASELINE in self.variants
 
     def fingerprint(self) -> str:

@@ -371,8 +371,8 @@ class LocalChat:
         """The CPU variant of a portable build to load: the best this machine allows, or
         plain x86-64 after a SIGILL (this run, or remembered from an earlier one)."""
         build = llama_build.installed_build()
-        if self._command is not llama_command or build is None or not build.portable:
-            return None
+        if self._command is not llama_command or build is None or not build.x86:
+            return None  # not ours to choose: a native build, or ggml's choice (ARM)
         if self._baseline_only:
             return llama_build.BASELINE
         allowed = llama_build.ranked(list(build.variants), llama_build.read_machine())
@@ -451,11 +451,14 @@ class LocalChat:
     ) -> asyncio.subprocess.Process:
         command = self._command(model_path, port, self._cfg)
         env = secretless_env()  # no provider's key
-        build = llama_build.installed_build() if variant else None
+        build = llama_build.installed_build() if self._command is llama_command else None
+        cwd = self._log_path.parent
         if build is not None and variant is not None:
             # ggml loads exactly this CPU library; the server's folder (logs/) holds none,
             # so its own search (the executable's folder, then the current one) adds nothing.
             env["GGML_BACKEND_PATH"] = str(build.variants[variant])
+        elif build is not None and build.portable:
+            cwd = build.lib_dir  # not x86 (ARM): ggml's search of its folder chooses
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         with self._log_path.open("ab") as out:
             out.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} "
@@ -464,7 +467,7 @@ class LocalChat:
             return await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True,  # its own process group: stopped as a whole
-                preexec_fn=_server_preexec, env=env, cwd=self._log_path.parent,
+                preexec_fn=_server_preexec, env=env, cwd=cwd,
             )
 
     async def _wait_ready(self, base_url: str) -> None:

@@ -66,6 +66,9 @@ def test_a_build_without_variants_is_not_portable(tmp_path: Path) -> None:
     before = build.fingerprint()
     variant.write_bytes(b"installed again")
     assert build.fingerprint() != before, "a new install runs the start check again"
+    arm = Build(tmp_path, {"armv8.0_1": variant, "armv8.2_1": variant})
+    assert arm.portable, "ARM's variants: portable, ggml chooses among them"
+    assert not arm.x86
 
 
 def test_words_for_each_way_of_dying() -> None:
