@@ -20,7 +20,6 @@ from typing import Any
 from backend.providers.base import WireImage, WireMessage, WireToolCall
 from backend.store.messages import ModelRow
 from backend.tools.beneath import NotPlain, read_plain
-from backend.tools.policy import rooted_where
 from shared.codec import clean_text
 
 CONTEXT_FILES = ("AGENTS.md", "TURNKEY.md")
@@ -69,13 +68,6 @@ def build_system_prompt(cwd: str, model: str) -> SystemPrompt:
                 f"{name} in this folder is {refused.what}, so it was not read into the "
                 "model's instructions: project instructions must be a plain file inside the "
                 "folder. If you did not make it so, something in the folder did.")
-    where = rooted_where(Path(cwd))
-    if where is not None:
-        notices.append(
-            f"This session's folder is {where}. Commands run in a sandbox that can change only "
-            "this folder, which here holds all your files, so it protects nothing: in smart "
-            "mode, destructive commands and programs run by an interpreter (python, perl, "
-            "node, ...) ask you first. Start sessions in a project's folder instead.")
     volatile = [f"The session started on {datetime.now(UTC):%A %Y-%m-%d} (UTC)."]
     text = "\n\n".join(part for part in (*stable, *context, *volatile) if part)
     return SystemPrompt(text, tuple(notices))

@@ -1,6 +1,6 @@
 """A session whose folder is the home folder: the sandbox's one writable folder is then every
-file the person has, so smart mode asks before an interpreter runs, and the session says so
-(issue 32, item 4).  HOME is a temp folder here, with a `.ssh` worth keeping."""
+file the person has, so smart mode asks before an interpreter runs, saying why (issue 32,
+item 4).  HOME is a temp folder here, with a `.ssh` worth keeping."""
 
 from __future__ import annotations
 
@@ -32,14 +32,8 @@ async def test_an_interpreter_asks_in_a_home_session_and_a_denial_keeps_the_file
         [asked] = await answer(rpc, 1, "deny")
         assert "runs python3, an interpreter, in a session whose folder is your home folder" \
             in asked["reason"], asked
-        first = await wait_complete(rpc, receipt["admission_id"])
+        await wait_complete(rpc, receipt["admission_id"])
         assert (home / ".ssh" / "id_ed25519").exists(), "denied: nothing ran"
-        notes = [m for m in await transcript(rpc, sid)
-                 if m["role"] == "system_note" and m["note_kind"] == "notice"]
-        assert len(notes) == 1
-        assert notes[0]["content"].startswith("This session's folder is your home folder.")
-        # A row of the first turn: a window shows it with that turn's stored rows, live.
-        assert notes[0]["turn_id"] == first["turn_id"]
 
         # Approved, it runs (and the person was told what it was).
         receipt = await submit(rpc, sid, "do it")

@@ -65,7 +65,8 @@ async def test_sigill_mid_answer_fails_the_turn_in_words_after_one_restart(
         assert journal.read_text().split() == ["start", "check", "answer", "start", "answer"]
         kinds = [e["type"] for e in rpc.events if e.get("session_id") == sid]
         assert "provider.retry" not in kinds, "a crash is not retried by the turn"
-        [note] = [m for m in await transcript(rpc, sid) if m["role"] == "system_note"]
+        [note] = [m for m in await transcript(rpc, sid)
+                  if m["role"] == "system_note" and m["note_kind"] == "failed"]
         assert note["content"] == reason, "said once, in the transcript"
         assert note["meta"]["kind"] == "crashed"
         log = (backend.data_dir / "logs" / "llama-server.log").read_text()

@@ -43,8 +43,11 @@ async def test_linked_project_files_send_no_secret_and_are_reported(
         second = await create_session(rpc, cwd=str(folder))  # its prompt is built now
         _, done = await run_turn(rpc, second, "hi")
         assert done["data"]["status"] == "completed", done
-        notes = [m["content"] for m in await transcript(rpc, second)
-                 if m["role"] == "system_note" and m["note_kind"] == "notice"]
+        rows = [m for m in await transcript(rpc, second)
+                if m["role"] == "system_note" and m["note_kind"] == "notice"]
+        notes = [m["content"] for m in rows]
+        # Rows of the turn that built the prompt: a window shows them with its stored rows.
+        assert {m["turn_id"] for m in rows} == {done["turn_id"]}
     finally:
         await rpc.close()
 
