@@ -177,6 +177,9 @@ class LocalChat:
         self._idle_task: asyncio.Task[None] | None = None
         self._baseline_only = False  # set by a SIGILL: the next start uses plain x86-64
         self._variant_running: str | None = None  # the CPU variant of the last server started
+        # The llama.cpp build the last start found (None for another server's command):
+        # looked up once per start, since its fingerprint stats every library file.
+        self._build: llama_build.Build | None = None
         self._checked: str | None = None  # the build and variant the start check passed
         # The last servers this object stopped: their end is no crash.
         self._stopped: collections.deque[int] = collections.deque(maxlen=8)
@@ -294,14 +297,17 @@ class LocalChat:
         """One server start: spawn, wait for it to answer, prove a new build runs."""
         started = time.monotonic()
         port = _free_port()
-        self._variant_running = variant = self._variant()
-        self._proc = proc = await self._spawn(model_path, port, variant)
+        self._build = build = (llama_build.installed_build() if self._command is llama_command
+                               else None)
+        built = build.fingerprint() if build is not None else None
+        self._variant_running = variant = self._variant(build, built)
+        self._proc = proc = await self._spawn(model_path, port, variant, build)
         base_url = f"http://127.0.0.1:{port}/v1"
         await self._wait_ready(base_url)
-        checked = self._check_key(variant)
+        checked = f"{built or self._command.__name__}#{variant}"
         if self._start_check and not self._passed(checked):
             await self._check(base_url, proc)
-            self._record(checked, variant)
+            self._record(checked, variant, built)
         log.info("%s: llama.cpp server ready on port %d in %.1f s (%s, CPU build %s)",
                  self.name, port, time.monotonic() - started, model_path.name,
                  variant or "as compiled")
@@ -360,30 +366,25 @@ class LocalChat:
         self.crashes += 1
         if returncode == -signal.SIGILL:
             self._baseline_only = True  # whatever the flags said, plain x86-64 runs
-        build = llama_build.installed_build()
         error = crashed(self.name, returncode, phase, self._log_tail(),
-                        portable=build is not None and build.portable,
+                        portable=self._build is not None and self._build.portable,
                         baseline=self._variant_running == llama_build.BASELINE)
         log.warning("%s", error.message.splitlines()[0])
         return error
 
-    def _variant(self) -> str | None:
-        """The CPU variant of a portable build to load: the best this machine allows, or
-        plain x86-64 after a SIGILL (this run, or remembered from an earlier one)."""
-        build = llama_build.installed_build()
-        if self._command is not llama_command or build is None or not build.x86:
+    def _variant(self, build: llama_build.Build | None, built: str | None) -> str | None:
+        """The CPU variant of a portable build to load (`built`: its fingerprint): the best
+        this machine allows, or plain x86-64 after a SIGILL (this run, or remembered from an
+        earlier one)."""
+        if build is None or not build.x86:
             return None  # not ours to choose: a native build, or ggml's choice (ARM)
         if self._baseline_only:
             return llama_build.BASELINE
         allowed = llama_build.ranked(list(build.variants), llama_build.read_machine())
         remembered = self._remembered()
-        if remembered.get("build") == build.fingerprint() and remembered.get("variant") in allowed:
+        if remembered.get("build") == built and remembered.get("variant") in allowed:
             return str(remembered["variant"])
         return allowed[0] if allowed else llama_build.BASELINE
-
-    def _check_key(self, variant: str | None) -> str:
-        build = llama_build.installed_build() if self._command is llama_command else None
-        return f"{build.fingerprint() if build else self._command.__name__}#{variant}"
 
     def _passed(self, key: str) -> bool:
         if self._checked is None:
@@ -397,11 +398,10 @@ class LocalChat:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _record(self, key: str, variant: str | None) -> None:
+    def _record(self, key: str, variant: str | None, built: str | None) -> None:
         """Remembers that this build and variant passed, so later starts skip the check."""
         self._checked = key
-        build = llama_build.installed_build()
-        record = {"key": key, "build": build.fingerprint() if build else None,
+        record = {"key": key, "build": built,
                   "variant": variant, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         partial = self._check_path.with_suffix(".tmp")
         with contextlib.suppress(OSError):
@@ -448,10 +448,10 @@ class LocalChat:
 
     async def _spawn(
         self, model_path: Path, port: int, variant: str | None,
+        build: llama_build.Build | None,
     ) -> asyncio.subprocess.Process:
         command = self._command(model_path, port, self._cfg)
         env = secretless_env()  # no provider's key
-        build = llama_build.installed_build() if self._command is llama_command else None
         cwd = self._log_path.parent
         if build is not None and variant is not None:
             # ggml loads exactly this CPU library; the server's folder (logs/) holds none,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,33 +80,9 @@ def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python's extension, refused
 
 
-def _depth(text: str) -> int:
-    """The deepest nesting of objects and arrays, strings skipped (no recursion)."""
-    deepest = depth = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
-_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,18})(?=\s*[,}])')
-
-
-def _top_level_id(text: str) -> RequestId | None:
-    """The "id" of a frame too deep to parse, when it is a key of the outermost object."""
+def _outside_strings(text: str) -> Iterator[tuple[int, str, int]]:
+    """Each character outside JSON strings (a string's opening quote included) with the
+    nesting depth it stands at; no recursion, so any depth is read."""
     depth = 0
     in_string = escaped = False
     for i, ch in enumerate(text):
@@ -118,16 +95,30 @@ def _top_level_id(text: str) -> RequestId | None:
                 in_string = False
             continue
         if ch == '"':
-            if depth == 1:
-                found = _ID.match(text, i)
-                if found:
-                    value = json.loads(found.group(1))
-                    return value if isinstance(value, str | int) else None
             in_string = True
         elif ch in "[{":
             depth += 1
         elif ch in "]}":
             depth -= 1
+        yield i, ch, depth
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of objects and arrays."""
+    return max((depth for _, _, depth in _outside_strings(text)), default=0)
+
+
+_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,18})(?=\s*[,}])')
+
+
+def _top_level_id(text: str) -> RequestId | None:
+    """The "id" of a frame too deep to parse, when it is a key of the outermost object."""
+    for i, ch, depth in _outside_strings(text):
+        if ch == '"' and depth == 1:
+            found = _ID.match(text, i)
+            if found:
+                value = json.loads(found.group(1))
+                return value if isinstance(value, str | int) else None
     return None
 
 
