@@ -35,6 +35,7 @@ from shared.methods import (
     ProviderTest,
     SecretSet,
     SessionCreate,
+    SessionGet,
     SessionList,
     TurnInterrupt,
 )
@@ -356,11 +357,14 @@ async def chat(
     try:
         if session_id is None:
             # Untitled: the backend names it from the first prompt, as for every client.
-            created = await client.call(SessionCreate(cwd=str(cwd) if cwd else None))
-            session_id = created.session.session_id
+            session = (await client.call(SessionCreate(cwd=str(cwd) if cwd else None))).session
+            session_id = session.session_id
             print(f"[session {session_id}]", file=sys.stderr)
         else:
             await client.subscribe(session_id)
+            session = (await client.call(SessionGet(session_id=session_id))).session
+        if session.folder_warning:  # its folder is the home folder or /
+            print(f"[{session.folder_warning}]", file=sys.stderr)
         client.follow(session_id)
         chat = Chat(client, session_id)
         if text is not None:

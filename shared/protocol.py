@@ -89,6 +89,9 @@ class Session(Wire):
     # Addition: a sub-agent's session names the session and the `delegate` call that made it.
     delegated_from: str | None = None
     delegated_call_id: str | None = None
+    # Addition: words for people when the folder is the home folder or / (or holds the home
+    # folder), where the sandbox protects none of their files (`shared/folders.py`).
+    folder_warning: str | None = None
 
 
 class SearchMatch(Wire):

@@ -10,6 +10,7 @@ from backend.ids import message_id, now
 from backend.store import events, snippets
 from backend.store.db import POSTGRESQL, Tx
 from backend.store.records import Record
+from shared.folders import folder_warning
 from shared.protocol import SearchMatch, Session, SessionEvent, SessionStatus, Usage
 
 UNTITLED = "New session"  # the title of a session nobody named yet (`titled` false)
@@ -191,7 +192,8 @@ def usage_of(r: SessionRecord) -> Usage:
 
 def to_session(tx: Tx, r: SessionRecord) -> Session:
     """The summary of a `sessions` row; `message_count` is the column the triggers on
-    `messages` keep (migration 4), so no rows are counted here."""
+    `messages` keep (migration 4), so no rows are counted here.  `folder_warning` is judged
+    now, from the folder and the home folder as they are (no column holds it)."""
     sid = r.session_id
     return Session(
         session_id=sid, title=r.title, cwd=r.cwd, model=r.model,
@@ -200,6 +202,7 @@ def to_session(tx: Tx, r: SessionRecord) -> Session:
         parent_session_id=r.parent_session_id, child_session_id=r.child_session_id,
         latest_seq=events.latest_seq(tx, sid),
         delegated_from=r.delegated_from, delegated_call_id=r.delegated_call,
+        folder_warning=folder_warning(r.cwd),
     )
 
 

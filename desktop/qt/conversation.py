@@ -357,6 +357,14 @@ class Conversation(QWidget):
         self.banner.setObjectName("errorBanner")
         self.banner.setWordWrap(True)
         self.banner.hide()
+        # Stays while the session's summary says its folder holds all the person's files
+        # (home or /): the backend's words, as plain text (a path may hold `<`).
+        self.folder_note = QLabel()
+        self.folder_note.setObjectName("folderWarning")
+        self.folder_note.setProperty("banner", "warning")
+        self.folder_note.setTextFormat(Qt.TextFormat.PlainText)
+        self.folder_note.setWordWrap(True)
+        self.folder_note.hide()
         self.thinking = QLabel("Thinking…")
         self.thinking.setObjectName("thinking")
         self.thinking.setProperty("muted", True)
@@ -422,6 +430,7 @@ class Conversation(QWidget):
         under.addWidget(self.send_button)
         inner.addLayout(under)
         column.addWidget(self.banner)
+        column.addWidget(self.folder_note)
         column.addWidget(self.view, 1)
         column.addWidget(self.thinking)
         column.addWidget(self.notice)
@@ -837,6 +846,9 @@ class Conversation(QWidget):
         self.header.setToolTip(f"<p style='white-space:pre-wrap'>{esc(also)}</p>" if also else "")
         self.header.setText(f"<span style='font-size:13pt; font-weight:600'>{esc(s.title)}</span>"
                             f"<br><span style='color:{muted}'>{where}</span>")
+        warning = s.session.folder_warning if s.session else None
+        self.folder_note.setText(warning or "")
+        self.folder_note.setVisible(bool(warning))
         models = self._models()
         if [self.model_box.itemText(i) for i in range(self.model_box.count())] != models:
             self.model_box.clear()

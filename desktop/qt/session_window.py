@@ -8,6 +8,7 @@ popping out) is asked of the controller through `requested`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ from desktop.qt.sidebar import GROUPINGS, Sidebar
 from desktop.qt.transcript_view import esc
 from shared import protocol as p
 from shared.client import Incoming
+from shared.folders import folder_warning
 from shared.methods import SessionCreate
 
 if TYPE_CHECKING:
@@ -103,6 +105,15 @@ class NewSessionDialog(QDialog):
         self.hint.setProperty("muted", True)
         self.hint.setWordWrap(True)
         form.addRow(self.hint)
+        self.warning = QLabel()  # the folder holds all your files: what the session will say
+        self.warning.setObjectName("folderWarning")
+        self.warning.setProperty("banner", "warning")
+        self.warning.setTextFormat(Qt.TextFormat.PlainText)
+        self.warning.setWordWrap(True)
+        self.warning.hide()
+        form.addRow(self.warning)
+        self.remote_host = remote_host
+        self.folder.textChanged.connect(self._check_folder)
         ok, cancel = QDialogButtonBox.StandardButton.Ok, QDialogButtonBox.StandardButton.Cancel
         buttons = QDialogButtonBox(ok | cancel)
         start = buttons.button(ok)
@@ -131,12 +142,23 @@ class NewSessionDialog(QDialog):
 
     def _where(self, remote_host: str) -> None:
         """A folder on another computer is typed (a file dialog would show this one's)."""
+        self.remote_host = remote_host
         self.pick.setVisible(not remote_host)
         self.folder.setPlaceholderText(f"a folder on {remote_host} (empty: its default)"
                                        if remote_host else "")
         self.hint.setText(f"Tools run on {remote_host} and read and change files in this "
                           "folder there; changes elsewhere ask first." if remote_host else
                           "Tools read and change files in this folder; changes elsewhere ask first.")
+        self._check_folder()
+
+    def _check_folder(self) -> None:
+        """Says, before the session exists, that the sandbox protects nothing in the home folder
+        or / (the words its summary will carry).  Only this computer's folders are judged: a
+        remote backend's home is its own, and its sessions' summaries say it there."""
+        folder = os.path.expanduser(self.folder.text().strip() or "~")  # empty: the home folder
+        words = folder_warning(folder) if not self.remote_host and os.path.isabs(folder) else None
+        self.warning.setText(words or "")
+        self.warning.setVisible(words is not None)
 
     def _pick(self) -> None:
         dialog = QFileDialog(self, "Working folder", self.folder.text())
