@@ -83,6 +83,52 @@ def die_with_parent() -> None:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+# Landlock (Linux 6.12+, ABI 6): a scope that keeps a process and its children from
+# connecting to abstract unix sockets made outside it.  Syscall numbers are the same on
+# every architecture that has them (they came after the numbering was unified).
+_SYS_LANDLOCK_CREATE_RULESET = 444
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+@cache
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when it has none (or it is switched off)."""
+    if _libc is None:
+        return 0
+    version = _libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                            ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    return max(int(version), 0)
+
+
+_SCOPE = _RulesetAttr(0, 0, _LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET)
+
+
+def no_abstract_sockets() -> None:
+    """A `preexec_fn` for a sandboxed command (after `die_with_parent`): where the kernel has
+    Landlock scopes (ABI 6), it and its children cannot connect to an abstract unix socket
+    made outside it (X11's `@/tmp/.X11-unix/X0`, a D-Bus address), which a network namespace
+    hides too, but a call allowed the network shares the host's.  Needs no_new_privs, which
+    bubblewrap sets anyway.  Call `landlock_abi()` in the parent first: this runs between
+    fork and exec, where nothing may be computed lazily.  A failure leaves the child as it
+    was (the sandbox still holds; the network is then what was approved)."""
+    if _libc is None:
+        return
+    _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    fd = _libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(_SCOPE),
+                       ctypes.c_size_t(ctypes.sizeof(_SCOPE)), ctypes.c_uint32(0))
+    if fd >= 0:
+        _libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(fd), ctypes.c_uint32(0))
+        os.close(fd)
+
+
 def undumpable() -> None:
     """Makes the backend's /proc entries (environ, mem, fd, ...) readable only by root: a
     command running as the same user, outside the sandbox, cannot read a provider key from

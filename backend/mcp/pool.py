@@ -257,18 +257,19 @@ class McpPool:
 
     def _under_tmp(self, argv: list[str]) -> list[Path]:
         """The folders of the program and of the files its command line names that live
-        under /tmp, which the sandbox replaces with a private one: shown read-only, so a
+        under /tmp or /var/tmp, which the sandbox replaces with private ones: shown read-only, so a
         server installed there (a virtualenv, a checkout) still runs.  A program in a `bin`
         folder brings the prefix above it (a virtualenv's `lib`); the data folder stays
         hidden."""
-        tmp = Path("/tmp")
+        temps = {Path("/tmp"), Path(os.path.realpath("/var/tmp"))}
         data = Path(os.path.realpath(self.data_dir))
         found: set[Path] = set()
         for n, arg in enumerate(argv):
             if not arg.startswith("/"):
                 continue
             for path in {Path(os.path.abspath(arg)), Path(os.path.realpath(arg))}:
-                if not path.exists() or tmp not in path.parents:
+                tmp = next((t for t in temps if t in path.parents), None)
+                if not path.exists() or tmp is None:
                     continue
                 folder = path if path.is_dir() else path.parent
                 if n == 0 and folder.name == "bin" and folder.parent != tmp:

@@ -36,6 +36,9 @@ class Guard:
     kind: GuardKind
     reason: str
     rule_key: str
+    # Paths outside the session folder a sandboxed command may change once a person allows
+    # it (real paths, named in `reason`); no stored rule ever covers them.
+    writable: tuple[str, ...] = ()
 
 
 @dataclass

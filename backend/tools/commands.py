@@ -355,7 +355,7 @@ def _powers_off(prog: str, args: list[str]) -> bool:
         return True
     if prog in ("init", "telinit"):
         return bool(args) and args[0] in ("0", "6")
-    if prog == "systemctl":
+    if prog in ("systemctl", "loginctl"):
         ops = sw.operands(args)
         return bool(ops) and ops[0] in _SYSTEMCTL_POWER
     return False

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.tools import protected
 from backend.tools.beneath import Place
 
 SPILL_FOLDER = "spill"
@@ -92,10 +93,13 @@ class Landing:
     inside: bool  # in the session folder
     linked_out: bool  # the path as written is in the session folder, a symlink leads it out
     sealed: str | None  # why no tool may go there, else None
+    protected: str | None = None  # in the session folder, but code a person's tools run (asks)
 
 
 def land(place: Place, cwd: Path, seal: Seal, *, reading: bool) -> Landing:
     real = place.real
     inside = under(real, os.path.realpath(cwd))
     written = under(os.path.normpath(place.asked), os.path.abspath(cwd))
-    return Landing(real, place.folder, inside, written and not inside, seal.why(real, reading=reading))
+    kept = protected.why(real, cwd) if inside and not reading else None
+    return Landing(real, place.folder, inside, written and not inside, seal.why(real, reading=reading),
+                   kept)

@@ -20,12 +20,13 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-from backend.tools import beneath, readonly
+from backend.tools import beneath, protected, readonly
 from backend.tools import shellwords as sw
 from backend.tools.base import Guard
 from backend.tools.commands import classify_command, command_prefix, segments
 from backend.tools.landing import Landing, Seal, land
 from shared.config import ApprovalMode
+from shared.folders import rooted_where
 
 FILE_TOOLS = frozenset({"write_file", "patch"})
 ASK_MODE_REASON = "every command asks in ask mode"
@@ -66,18 +67,6 @@ HOME_ROOTED_REASON = ("runs {prog}, an interpreter, in a session whose folder is
                       "sandbox protects nothing here, since every file of yours is inside it")
 
 
-def rooted_where(cwd: Path) -> str | None:
-    """"your home folder" or "/" when the session folder is one of them (or holds your home
-    folder), where the sandbox's one writable folder is everything; None otherwise."""
-    real = Path(os.path.realpath(cwd))
-    home = Path(os.path.realpath(Path.home()))
-    if real == Path("/"):
-        return "/ (the whole file system)"
-    if home == real or home.is_relative_to(real):
-        return "your home folder" if home == real else f"{real}, which holds your home folder"
-    return None
-
-
 def home_rooted_guard(command: str, mode: ApprovalMode, cwd: Path) -> Guard | None:
     """In `smart` mode, a session rooted at the home folder or / asks before any interpreter
     runs (destructive commands ask anyway): `python3 -c 'shutil.rmtree(...)'` is a plain
@@ -93,18 +82,62 @@ def home_rooted_guard(command: str, mode: ApprovalMode, cwd: Path) -> Guard | No
     return None
 
 
+MAX_WRITABLE = 16
+_NEVER_WRITABLE = ("/", "/proc", "/sys", "/dev")
+
+
+def outside_targets(command: str, cwd: Path, workdir: Path | None = None) -> tuple[str, ...]:
+    """Paths outside the session folder `cwd` that a part of the command needing approval
+    names (`rm -rf ../old`, `mv build ~/Desktop/`): the real folder that holds each, since
+    deleting, renaming or creating a file changes its folder.  Once a person allows the
+    call, the sandbox lets it change exactly these folders, and the question names them."""
+    root = os.path.realpath(cwd)
+    base = os.fspath(workdir or cwd)
+    out: list[str] = []
+    for part in segments(command):
+        if part.kind != "dangerous":
+            continue
+        for word in part.words[1:]:
+            if not word or word.startswith("-") or "\0" in word or "://" in word:
+                continue
+            real = os.path.realpath(os.path.join(base, os.path.expanduser(word)))
+            if inside(Path(real), Path(root)):
+                continue
+            target = os.path.dirname(real)  # removing, renaming or making it changes its folder
+            if target in _NEVER_WRITABLE or not os.path.isdir(target) or target in out:
+                continue
+            out.append(target)
+    return tuple(out[:MAX_WRITABLE])
+
+
+def shown_path(path: str) -> str:
+    """A path for people: the home folder as ~."""
+    home = os.path.realpath(Path.home())
+    return "~" + path[len(home):] if inside(Path(path), Path(home)) and home != "/" else path
+
+
 def sandboxed_guard(
     command: str, mode: ApprovalMode, escape: Escape, cwd: Path | None = None,
+    workdir: Path | None = None,
 ) -> Guard | None:
     """The terminal's guard inside the sandbox: the policy, plus a question for whatever the
     call asks to leave the sandbox for.  A call that needs both is keyed on its command (a
     rule for the command never covers an escape, so the escape is asked again next time).
-    `cwd`: the session folder; rooted at home or /, interpreters ask too."""
+    `cwd`: the session folder; rooted at home or /, interpreters ask too.  A part that asks
+    anyway and names paths outside the session folder (`outside_targets`) is allowed, once,
+    to change them: the question says so."""
     base = command_guard(command, mode)
     if base is None and cwd is not None:
         base = home_rooted_guard(command, mode, cwd)
     if (base is not None and base.kind == "hardline") or mode == "off":
         return base
+    if base is not None and cwd is not None and escape is None:
+        targets = outside_targets(command, cwd, workdir)
+        if targets:
+            shown = ", ".join(shown_path(t) for t in targets)
+            return Guard("dangerous", f"{base.reason}; once allowed, it runs with {shown} writable "
+                         "(outside the session folder, which the sandbox otherwise keeps read-only; "
+                         "asked every time)", base.rule_key, targets)
     if escape is None:
         return base
     need = ESCAPE_REASONS[escape]
@@ -180,6 +213,8 @@ def change_guard(tool_name: str, landing: Landing, mode: ApprovalMode) -> Guard 
     if not landing.inside:
         how = ": the path leads there through a symlink" if landing.linked_out else ""
         return Guard("dangerous", f"changes a file outside the session folder{how}", landing.folder)
+    if landing.protected is not None:
+        return Guard("dangerous", landing.protected, landing.folder)
     return None
 
 
@@ -218,6 +253,13 @@ def rule_allows(
         escape: Escape = ("unsandboxed" if args.get("sandbox") is False
                           else "network" if args.get("network") else None)
         command = str(args.get("command", ""))
+        workdir = args.get("workdir")
+        try:
+            where = resolve_path(str(workdir), cwd) if workdir else cwd
+        except BadPath:
+            return False
+        if escape is None and outside_targets(command, cwd, where):
+            return False  # a change outside the session folder is allowed once, by a person
         if rule_pattern.startswith("@"):  # a rule for an escape covers calls that need nothing else
             return (escape is not None and rule_pattern == f"@{escape}" and mode == "smart"
                     and classify_command(command) is None)
@@ -232,7 +274,11 @@ def rule_allows(
             except (BadPath, OSError):
                 return False
         # Both are real paths already: compared as written, so nothing is resolved twice.
-        return inside(Path(key), Path(os.path.abspath(rule_pattern)))
+        folder = os.path.abspath(rule_pattern)
+        target = os.path.join(key, os.path.basename(str(args.get("path", ""))))
+        if protected.why(target, cwd) and not protected.why(folder, cwd):
+            return False  # a rule for a folder never covers its .git/hooks or .vscode/
+        return inside(Path(key), Path(folder))
     return False
 
 

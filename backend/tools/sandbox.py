@@ -13,9 +13,12 @@ covers an earlier one, so the order is the policy):
    the session folder, as it does when the session folder is the home folder).
 
 The call runs in new pid, ipc and (unless the network is allowed) network
-namespaces, with every capability dropped, and dies with its parent; when
-the sandbox's first process ends the kernel ends every process in its pid
-namespace, detached (`setsid`, `nohup`) or not.  The environment is an
+namespaces, with every capability dropped, and dies with its parent (and, for a
+terminal call, with its lifeline: see `bound`); when the sandbox's first process
+ends the kernel ends every process in its pid namespace, detached (`setsid`,
+`nohup`) or not.  Unix sockets outside the session folder are covered (see
+`sockets`), code-bearing project files are read-only (see `protected`), and a call
+may have at most MAX_PROCESSES processes.  The environment is an
 allowlist: nothing that names a provider key or Turnkey's own variables gets
 through, whatever `[sandbox] env` says.
 
@@ -30,11 +33,14 @@ import asyncio
 import logging
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend import host
+from backend.tools import protected, sockets
 from shared.protocol import SandboxSummary
 
 log = logging.getLogger("tools")
@@ -109,6 +115,25 @@ BOUND_TO_PARENT = ('while read -r _ _ state _ < /proc/1/stat && [ "$state" != S 
                    'exec "$0" "$@"')
 
 
+LIFELINE_FD = 9  # where a call's lifeline is inside the sandbox (dash takes one digit)
+
+
+def bound(lifeline: bool) -> str:
+    """The shell script that starts the program (see BOUND_TO_PARENT).  With `lifeline`, fd
+    LIFELINE_FD is the read end of a pipe whose only write end the backend holds (the
+    terminal's `_lifeline`): a watcher waits on it, and when
+    the backend dies, however it dies, the pipe ends and the watcher kills every process of
+    the sandbox.  The death signals bubblewrap chains (backend, bubblewrap, its pid 1) are
+    not enough alone: with a backend of several threads, under load, about one kill -9 in
+    twenty left pid 1 and everything under it running (the kernel never signalled pid 1;
+    tests/integration/test_sandbox_turns.py, seen with the kernel's signal tracepoints)."""
+    if not lifeline:
+        return BOUND_TO_PARENT
+    fd = LIFELINE_FD
+    watch = f"(read -r _ <&{fd}; kill -KILL -1) & exec {fd}<&-; "
+    return BOUND_TO_PARENT.replace('exec "$0"', watch + 'exec "$0"')
+
+
 def _isolation(*, network: bool) -> list[str]:
     out = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
            "--die-with-parent", "--cap-drop", "ALL"]
@@ -119,34 +144,119 @@ def _isolation(*, network: bool) -> list[str]:
 
 def command_argv(
     bwrap: str, command: str, *, workdir: Path, session_dir: Path, data_dir: Path,
-    env: Mapping[str, str], network: bool,
+    env: Mapping[str, str], network: bool, writable: Iterable[Path] = (),
+    kept: protected.Found | None = None, lifeline: bool = False,
 ) -> list[str]:
     """bubblewrap's arguments for `/bin/sh -c command`; see the module docstring."""
     return exec_argv(bwrap, ["/bin/sh", "-c", command], workdir=workdir, session_dir=session_dir,
-                     data_dir=data_dir, env=env, network=network)
+                     data_dir=data_dir, env=env, network=network, writable=writable, kept=kept,
+                     lifeline=lifeline)
 
 
 def exec_argv(
     bwrap: str, program: list[str], *, workdir: Path, session_dir: Path, data_dir: Path,
     env: Mapping[str, str], network: bool, readable: Iterable[Path] = (),
+    writable: Iterable[Path] = (), kept: protected.Found | None = None,
+    lifeline: bool = False,
 ) -> list[str]:
     """bubblewrap's arguments for running `program` (an argv) in the profile.  `readable`:
-    folders under /tmp shown read-only over the private /tmp (an MCP server's own program)."""
+    folders under /tmp shown read-only over the private /tmp (an MCP server's own program).
+    `writable`: paths outside the session folder a person allowed this call to change.
+    `kept`: the session folder's code-bearing files (`protected.scan`), when already found.
+    `lifeline`: fd LIFELINE_FD ends the sandbox when it ends (see `bound`)."""
     session = Path(os.path.realpath(session_dir))
     argv = [bwrap, *_isolation(network=network),
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    var_tmp = os.path.realpath("/var/tmp")
+    if var_tmp != "/tmp" and os.path.isdir(var_tmp):
+        argv += ["--tmpfs", var_tmp]
     for folder in readable:
         argv += ["--ro-bind", str(folder), str(folder)]
+    # A session folder in /tmp: its surroundings are shown as they are, read-only, rather than
+    # as empty folders of the private /tmp where a write to `../x` would seem to succeed and
+    # vanish with the call ("done, exit 0" for a change that never happened).
+    around = _temp_top(session, ("/tmp", var_tmp))
+    if around is not None:
+        argv += ["--ro-bind", around, around]
+    for path in writable:
+        argv += ["--bind", str(path), str(path)]
     if session.is_dir():
         argv += ["--bind", str(session), str(session)]
-    for hidden in _hidden(data_dir):
-        argv += ["--tmpfs", str(hidden), "--remount-ro", str(hidden)]
+        for option, place in (kept or protected.scan(session, workdir)).mounts():
+            argv += [option, place, place]
+    hidden = _hidden(data_dir)
+    skip = [*map(str, hidden), "/tmp", var_tmp, str(session)]
+    for sock in sockets.find(skip=skip, also=[around] if around else []):
+        argv += ["--ro-bind", "/dev/null", sock]
+    for folder in hidden:
+        argv += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
     argv += ["--clearenv"]
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
     argv += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(workdir), "--",
-             "/bin/sh", "-c", BOUND_TO_PARENT, *program]
+             "/bin/sh", "-c", bound(lifeline), *_limited(program)]
     return argv
+
+
+def unsandboxed_argv(bwrap: str, program: list[str], *, workdir: Path, data_dir: Path,
+                     lifeline: bool = False) -> list[str]:
+    """bubblewrap's arguments for a command a person let out of the sandbox: it may change
+    every file the user can and use the network, but it runs in its own pid and mount
+    namespaces, so Turnkey's data folder (the owner token), the runtime folder (the keyring)
+    and the system bus (power-off) are out of its sight, and everything it started ends with
+    it: a daemon it leaves behind can neither outlive the call nor reach the backend as one
+    of the user's own programs."""
+    argv = [bwrap, "--unshare-pid", "--die-with-parent",
+            "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+    for bus in SYSTEM_BUS:
+        if os.path.exists(bus) and stat.S_ISSOCK(os.stat(bus).st_mode):
+            argv += ["--ro-bind", "/dev/null", os.path.realpath(bus)]
+            break
+    for folder in _hidden(data_dir):
+        argv += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
+    return [*argv, "--chdir", str(workdir), "--", "/bin/sh", "-c", bound(lifeline), *program]
+
+
+SYSTEM_BUS = ("/run/dbus/system_bus_socket", "/var/run/dbus/system_bus_socket")
+MAX_PROCESSES = 1024  # tasks (processes and threads) one sandboxed call may have at once
+_PRLIMIT = shutil.which("prlimit") or next((p for p in ("/usr/bin/prlimit", "/bin/prlimit")
+                                             if os.access(p, os.X_OK)), None)
+
+
+def child_setup(bwrap: str) -> Callable[[], None]:
+    """The `preexec_fn` of a sandboxed call: it dies with the backend, and where the kernel
+    has Landlock scopes, abstract unix sockets made outside the call are out of its reach
+    (the network namespace hides them too, but not from a call allowed the network).  Not
+    for a setuid bubblewrap: no_new_privs, which Landlock needs, would take its privilege."""
+    try:
+        setuid = bool(os.stat(bwrap).st_mode & stat.S_ISUID)
+    except OSError:
+        setuid = True
+    if setuid or host.landlock_abi() < 6:
+        return host.die_with_parent
+
+    def setup() -> None:
+        host.die_with_parent()
+        host.no_abstract_sockets()
+
+    return setup
+
+
+def _limited(program: list[str]) -> list[str]:
+    """`program` under a process-count limit.  Set inside the sandbox's own user namespace,
+    where it counts only the call's processes (a fork bomb stops at MAX_PROCESSES); the
+    kernel does not apply it to root, and without util-linux's prlimit there is none."""
+    if _PRLIMIT is None:
+        return program
+    return [_PRLIMIT, f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", *program]
+
+
+def _temp_top(session: Path, temps: tuple[str, ...]) -> str | None:
+    """The folder right under /tmp (or /var/tmp) that holds the session folder, if any."""
+    for temp in temps:
+        if session.is_relative_to(temp) and session != Path(temp):
+            return os.path.join(temp, session.relative_to(temp).parts[0])
+    return None
 
 
 def _hidden(data_dir: Path) -> list[Path]:
@@ -209,10 +319,25 @@ class Sandbox:
         return SandboxSummary(active=False, kind="none", network=self.network, reason=why)
 
     def argv(self, command: str, *, workdir: Path, session_dir: Path, env: Mapping[str, str],
-             network: bool) -> list[str]:
+             network: bool, writable: Iterable[Path] = (),
+             kept: protected.Found | None = None, lifeline: bool = False) -> list[str]:
         assert self.probe.bwrap is not None, "argv() of an unavailable sandbox"
         return command_argv(self.probe.bwrap, command, workdir=workdir, session_dir=session_dir,
-                            data_dir=self.data_dir, env=env, network=network or self.network)
+                            data_dir=self.data_dir, env=env, network=network or self.network,
+                            writable=writable, kept=kept, lifeline=lifeline)
+
+    def child_setup(self) -> Callable[[], None]:
+        """The `preexec_fn` of a sandboxed call (see the function of that name)."""
+        assert self.probe.bwrap is not None, "child_setup() of an unavailable sandbox"
+        return child_setup(self.probe.bwrap)
+
+    def outside_argv(self, command: str, *, workdir: Path, lifeline: bool = False) -> list[str]:
+        """A command that runs outside the sandbox (let out by a person, or with the sandbox
+        switched off): `unsandboxed_argv` where bubblewrap works, else the plain shell."""
+        if self.probe.bwrap is None or not self.probe.available:
+            return ["/bin/sh", "-c", command]
+        return unsandboxed_argv(self.probe.bwrap, ["/bin/sh", "-c", command], workdir=workdir,
+                                data_dir=self.data_dir, lifeline=lifeline)
 
 
 def unavailable(reason: str, data_dir: Path) -> Sandbox:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import fcntl
 import os
 import signal
 from collections.abc import Callable
@@ -21,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from backend.host import die_with_parent, user_umask
-from backend.tools import policy
+from backend.tools import policy, protected
 from backend.tools.base import Guard, ResultStatus, ToolContext, ToolResult
-from backend.tools.sandbox import Sandbox, unavailable
+from backend.tools.sandbox import LIFELINE_FD, Sandbox, unavailable
 from shared.config import ApprovalMode
 from shared.paths import default_data_dir
 
@@ -87,8 +88,10 @@ class Terminal:
             where = ("Commands run in a sandbox: the session folder and a private /tmp are writable, "
                      "every other folder is read-only, there is no network"
                      + (" (here the network is allowed)" if self.sandbox.network else "")
-                     + ", and other processes are invisible. A write outside the session folder "
-                     "fails with 'Read-only file system': if it must happen, run it again with "
+                     + ", other processes and unix sockets outside the session folder are out of "
+                     "reach, and .git/hooks, .git/config, .envrc, .vscode/ and .idea/ are read-only. "
+                     "A write outside the session folder fails with 'Read-only file system' and the "
+                     "result says the sandbox blocked it: if it must happen, run it again with "
                      "sandbox=false, which asks the user. Set network=true for a command that "
                      "needs the network; that asks too.")
         return (
@@ -113,7 +116,12 @@ class Terminal:
         command = str(args.get("command", ""))
         if self.sandbox.active:
             escape = _escape(args, self.sandbox.network)
-            return policy.sandboxed_guard(command, mode, escape, cwd)
+            given = args.get("workdir")
+            try:
+                workdir = policy.resolve_path(str(given), cwd) if given else cwd
+            except policy.BadPath:
+                workdir = cwd  # the run refuses it
+            return policy.sandboxed_guard(command, mode, escape, cwd, workdir)
         return policy.unsandboxed_guard(command, mode, cwd, data_dir or self.sandbox.data_dir)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -127,15 +135,29 @@ class Terminal:
         if not workdir.is_dir():
             what = "workdir" if given else "the session folder"
             return _error(f"{what} does not exist or is not a folder: {workdir}")
-        if self.sandbox.active and args.get("sandbox", True) is not False:
-            argv = self.sandbox.argv(command, workdir=workdir, session_dir=ctx.cwd, env=ctx.env,
-                                     network=bool(args.get("network")))
-        else:
-            argv = ["/bin/sh", "-c", command]
+        sandboxed = self.sandbox.active and args.get("sandbox", True) is not False
+        network = bool(args.get("network")) or self.sandbox.network
+        writable = ctx.approved.writable if ctx.approved is not None else ()
+        lifeline, held = _lifeline()  # the sandbox ends when `held` closes (sandbox.bound)
         try:
-            shell = await _Shell.start(argv, workdir, ctx.env, ctx.progress)
-        except (OSError, ValueError) as exc:
-            return _error(f"could not start the shell: {exc}")
+            if sandboxed:
+                before = protected.scan(ctx.cwd, workdir)
+                argv = self.sandbox.argv(command, workdir=workdir, session_dir=ctx.cwd, env=ctx.env,
+                                         network=network, writable=[Path(p) for p in writable],
+                                         kept=before, lifeline=True)
+                setup = self.sandbox.child_setup()
+            else:
+                argv = self.sandbox.outside_argv(command, workdir=workdir, lifeline=True)
+                setup = die_with_parent
+            shell = await _Shell.start(argv, workdir, ctx.env, ctx.progress, setup, lifeline)
+        except BaseException as exc:
+            os.close(held)
+            if isinstance(exc, OSError | ValueError):
+                return _error(f"could not start the shell: {exc}")
+            raise
+        finally:
+            os.close(lifeline)  # the child has its copy
+        shell.held = held
         ctx.spawned(shell.proc.pid)
         try:
             code = await shell.finish(timeout)
@@ -145,7 +167,33 @@ class Terminal:
         finally:
             shell.close()
             ctx.reaped(shell.proc.pid)
-        return _result(code, timeout if shell.timed_out else None, shell)
+        result = _result(code, timeout if shell.timed_out else None, shell)
+        if not sandboxed:
+            if self.sandbox.active:
+                _permission(result, "ran outside the sandbox, as allowed: it could change any of "
+                            "your files and use the network")
+            return result
+        if writable:
+            _permission(result, "ran with " + ", ".join(policy.shown_path(p) for p in writable)
+                        + " writable, as allowed")
+        elif args.get("network") and not self.sandbox.network:
+            _permission(result, "ran with the network on, as allowed")
+        _blocked(result, shell, network=network)
+        _planted(result, protected.planted(before, protected.scan(ctx.cwd, workdir)), ctx.cwd)
+        return result
+
+
+def _lifeline() -> tuple[int, int]:
+    """A pipe (read end, write end) for a call's sandbox: the read end goes to the child as
+    LIFELINE_FD (`_Shell.start`), the write end stays with the backend until the call ends.
+    The read end is numbered above the standard three: with stdin closed, a pipe could get
+    0, which the child's stdin replaces."""
+    read, write = os.pipe()
+    try:
+        high = fcntl.fcntl(read, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(read)
+    return high, write
 
 
 def _escape(args: dict[str, Any], network_allowed: bool) -> policy.Escape:
@@ -199,20 +247,30 @@ class _Shell:
         self.stdout = _Capture()
         self.stderr = _Capture()
         self.timed_out = False
+        self.held: int | None = None  # the write end of the sandbox's lifeline, closed last
         self._transports: list[asyncio.BaseTransport] = []
         self._readers: list[asyncio.Task[None]] = []
 
     @classmethod
     async def start(
-        cls, argv: list[str], workdir: Path, env: dict[str, str], on_output: Callable[[str], None]
+        cls, argv: list[str], workdir: Path, env: dict[str, str], on_output: Callable[[str], None],
+        setup: Callable[[], None] = die_with_parent, lifeline: int | None = None,
     ) -> _Shell:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        keep: tuple[int, ...] = ()
+        if lifeline is not None:
+            keep, plain = (lifeline, LIFELINE_FD), setup
+
+            def setup() -> None:
+                plain()
+                os.dup2(lifeline, LIFELINE_FD)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                 cwd=workdir, env=env, start_new_session=True,  # own process group: killed as a whole
-                preexec_fn=die_with_parent, umask=user_umask(),  # the user's, not ours
+                preexec_fn=setup, umask=user_umask(),  # the user's, not ours
+                pass_fds=keep,
             )
         except BaseException:
             os.close(out_r)
@@ -297,6 +355,9 @@ class _Shell:
         self._close_pipes()
         for task in self._readers:
             task.cancel()
+        if self.held is not None:
+            os.close(self.held)  # whatever the call left in its sandbox ends now
+            self.held = None
 
 
 def _result(code: int | None, timed_out_after: int | None, shell: _Shell) -> ToolResult:
@@ -312,6 +373,60 @@ def _result(code: int | None, timed_out_after: int | None, shell: _Shell) -> Too
         return ToolResult("error", "\n".join(lines), f"timed out after {timed_out_after} s", meta)
     status: ResultStatus = "ok" if code == 0 else "error"
     return ToolResult(status, "\n".join(lines), f"exit {code}", meta)
+
+
+# What a command prints (to stderr) when the sandbox stopped it, whatever its exit code says.
+_BLOCKED_WRITE = ("Read-only file system",)
+_BLOCKED_NETWORK = ("Network is unreachable", "Temporary failure in name resolution",
+                    "Could not resolve host", "Name or service not known", "getaddrinfo failed",
+                    "No address associated with hostname", "Could not resolve hostname",
+                    "nodename nor servname", "unable to resolve host")
+BLOCKED_WRITE = ("The sandbox blocked a change outside the session folder (everything outside "
+                 "it is read-only to commands), so this command did not do all it was asked to. "
+                 "If that change must happen, run the command again with sandbox=false: the user "
+                 "is asked, and it then runs outside the sandbox.")
+BLOCKED_NETWORK = ("The sandbox blocked the network (commands have none), so this command did not "
+                   "do all it was asked to. If it needs the network, run it again with "
+                   "network=true: the user is asked first.")
+
+
+def _blocked(result: ToolResult, shell: _Shell, *, network: bool) -> None:
+    """A command that ran into the sandbox is reported as blocked by it, not as done: the
+    model is told it can ask, the person sees it on the card (meta `sandbox_blocked`).  Judged
+    on what it printed to stderr, where programs report errors (stdout may be a file's text)."""
+    printed = shell.stderr.render()
+    what = None
+    if any(words in printed for words in _BLOCKED_WRITE):
+        what, words = "write", BLOCKED_WRITE
+    elif not network and any(words in printed for words in _BLOCKED_NETWORK):
+        what, words = "network", BLOCKED_NETWORK
+    if what is None:
+        return
+    result.status = "error"
+    result.meta["sandbox_blocked"] = what
+    why = "a write outside the session folder" if what == "write" else "no network"
+    result.summary = f"blocked by the sandbox ({why}; {result.summary})"
+    result.content = f"{words}\n{result.content}"
+
+
+def _permission(result: ToolResult, words: str) -> None:
+    """What a person let this call do beyond the sandbox, on its card and for the model."""
+    result.meta["sandbox_note"] = words
+    result.content = f"({words})\n{result.content}"
+
+
+def _planted(result: ToolResult, paths: list[str], cwd: Path) -> None:
+    """Code a person's own tools would run that the call created from nothing (a repository
+    it made, with a hook): it cannot be made read-only in advance, so it is named."""
+    if not paths:
+        return
+    shown = ", ".join(os.path.relpath(p, os.path.realpath(cwd)) for p in paths[:8])
+    words = (f"it created {shown}, which git, direnv or your editor run outside the sandbox: "
+             "look at it before you use git or open this folder")
+    earlier = result.meta.get("sandbox_note")
+    result.meta["sandbox_note"] = f"{earlier}; {words}" if earlier else words
+    result.meta["sandbox_planted"] = paths[:8]
+    result.content = f"{result.content}\nNote: {words}."
 
 
 def _error(message: str) -> ToolResult:

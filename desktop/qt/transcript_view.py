@@ -725,8 +725,17 @@ def _status_words(item: ToolItem) -> tuple[str, str]:
     return label, took
 
 
+BLOCKED_WORDS = {
+    "write": "The sandbox blocked a change outside the session folder: this command did not do "
+             "all it was asked to.",
+    "network": "The sandbox blocked the network: this command did not do all it was asked to.",
+}
+
+
 def tool_html(item: ToolItem, dark: bool) -> str:
     label, color_name = STATUS_TEXT.get(item.status, (item.status, "muted"))
+    if item.sandbox_blocked:
+        label, color_name = "blocked by the sandbox", "danger"
     color, muted = tone(color_name), tone("muted")
     took = _status_words(item)[1]
     if is_delegate(item):
@@ -745,6 +754,12 @@ def tool_html(item: ToolItem, dark: bool) -> str:
         parts.append(f'<p style="color:{tone("danger")}">{esc(denied_words(item))}</p>')
     elif item.decided_by in ("user", "rule"):
         parts.append(f'<p style="color:{muted}">{esc(allowed_words(item))}</p>')
+    if item.sandbox_blocked:
+        words = BLOCKED_WORDS.get(item.sandbox_blocked, BLOCKED_WORDS["write"])
+        parts.append(f'<p style="color:{tone("danger")}">{esc(words)}</p>')
+    if item.sandbox_note:
+        note = item.sandbox_note[0].upper() + item.sandbox_note[1:]
+        parts.append(f'<p style="color:{tone("warning")}">{esc(note)}.</p>')
     if item.status in ("running", "waiting_approval") and item.progress:
         tail = "\n".join(item.progress.splitlines()[-8:])
         parts.append(f"<pre>{esc(tail)}</pre>")

@@ -73,6 +73,10 @@ class ToolItem(Item):
     timeout_s: float | None = None
     # A delegate call's sub-agent session (announced while it runs, kept in its result's meta).
     child_session_id: str | None = None
+    # A command the sandbox stopped ("write": outside the session folder, "network"), and what
+    # it ran with beyond the sandbox, as allowed, or planted (meta of a terminal result).
+    sandbox_blocked: str = ""
+    sandbox_note: str = ""
 
 
 @dataclass(eq=False)
@@ -152,7 +156,13 @@ def _fill_result(card: ToolItem, m: p.Message) -> None:
     card.name = card.name or m.tool_name or ""
     _decided(card, meta)
     _child(card, meta)
+    _sandbox(card, meta)
     card.bump()
+
+
+def _sandbox(card: ToolItem, meta: dict[str, Any]) -> None:
+    card.sandbox_blocked = str(meta.get("sandbox_blocked") or card.sandbox_blocked)
+    card.sandbox_note = str(meta.get("sandbox_note") or card.sandbox_note)
 
 
 def _child(card: ToolItem, meta: dict[str, Any] | None) -> None:
@@ -297,6 +307,7 @@ class Transcript:
             card.diff = str(meta.get("diff") or card.diff)
             _decided(card, meta)
             _child(card, meta)
+            _sandbox(card, meta)
             if data.output and not card.output:
                 # The start of the stored result, until the turn's rows replace it in full.
                 card.output = data.output + ("\n…" if data.output_truncated else "")

@@ -99,6 +99,34 @@ def test_an_approval_card_answered_in_the_window_unblocks_the_tool(
     assert "Allowed by you (once) at " in words, "the card says who let it run, and when"
 
 
+def test_the_card_says_what_the_sandbox_let_through_and_what_it_blocked(
+    qtbot: Any, controller: Any, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    session, victim = tmp_path / "session", tmp_path / "victim"
+    session.mkdir()
+    victim.mkdir()
+    fake_provider.script(
+        Reply.calls({"name": "terminal", "arguments": {"command": "rm -rf ../victim"}},
+                    {"name": "terminal", "arguments": {"command": "touch ../elsewhere || true"}}),
+        Reply(deltas=["Done."]),
+    )
+    sid = new_session(qtbot, controller, session)
+    win = open_window(qtbot, controller, sid)
+    type_and_send(qtbot, win, "clean up")
+    qtbot.waitUntil(lambda: len(win.conversation.cards) == 1, timeout=15_000)
+    card = next(iter(win.conversation.cards.values()))
+    assert f"{tmp_path} writable" in card.approval.reason
+    card.buttons["once"].click()
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=20_000)
+    assert not victim.exists()
+    cards = [it for it in win.conversation.state.transcript.items if isinstance(it, ToolItem)]
+    allowed, blocked = (QTextDocumentFragment.fromHtml(tool_html(c, False)).toPlainText() for c in cards)
+    assert f"Ran with {tmp_path} writable, as allowed." in allowed
+    assert "blocked by the sandbox" in blocked
+    assert "did not do all it was asked to" in blocked
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_two_windows_on_one_session_stay_in_sync(
     qtbot: Any, controller: Any, fake_provider: FakeOpenAI
 ) -> None:

@@ -49,6 +49,8 @@ HARDLINE = [
     "init 0",
     "init 6",
     "systemctl poweroff",
+    "loginctl poweroff",
+    "loginctl reboot",
     "systemctl --no-wall reboot",
     "find / -delete",
     # hidden in chains, substitutions and nested scripts

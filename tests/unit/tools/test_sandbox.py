@@ -143,9 +143,11 @@ def _as_nobody(base: Path) -> dict[str, Any]:
 
 @pytest.fixture
 def shared_base() -> Iterator[Path]:
-    """A folder `nobody` may use (pytest's tmp_path is closed to other users), not under /tmp:
-    the sandbox's own /tmp would hide it, and the attacks must find their target."""
-    base = Path(tempfile.mkdtemp(prefix="turnkey-sandbox-", dir="/var/tmp"))
+    """A folder `nobody` may use (pytest's tmp_path is closed to other users), not under /tmp
+    or /var/tmp: the sandbox has its own of both, which would hide it, and the attacks must
+    find their target.  As root: /srv (every Debian has it); else the user's own home."""
+    parent = "/srv" if os.geteuid() == 0 and os.path.isdir("/srv") else str(Path.home())
+    base = Path(tempfile.mkdtemp(prefix="turnkey-sandbox-", dir=parent))
     base.chmod(0o777)
     yield base
     shutil.rmtree(base, ignore_errors=True)
@@ -266,7 +268,7 @@ async def test_no_process_outside_the_call_is_visible(terminal: tuple[Terminal, 
     result = await tool.run({"command": "ls /proc | grep -c '^[0-9]'; kill -0 1 && echo pid1; "
                                         f"kill -0 {os.getpid()} 2>&1 || echo no-backend"}, ctx)
     count = int(result.content.split("stdout:\n")[1].splitlines()[0])
-    assert count <= 4, result.content  # bwrap's init, the shell, ls, grep
+    assert count <= 5, result.content  # bwrap's init, the lifeline's watcher, the shell, ls, grep
     assert "no-backend" in result.content
 
 
@@ -334,3 +336,65 @@ async def test_timeout_still_kills_the_whole_sandbox(terminal: tuple[Terminal, T
     result = await tool.run({"command": f"(trap '' TERM; {mine}) & {mine}", "timeout_s": 1}, ctx)
     assert result.meta.get("timed_out") is True
     assert await wait_gone(mine) == []
+
+
+FORKS = ("import os, time\n"
+         "n = 0\n"
+         "while n < 3000:\n"
+         "    try:\n"
+         "        pid = os.fork()\n"
+         "    except OSError:\n"
+         "        break\n"
+         "    if pid == 0:\n"
+         "        time.sleep(30)\n"
+         "        os._exit(0)\n"
+         "    n += 1\n"
+         'print("forked", n, flush=True)\n')
+
+
+def test_a_fork_bomb_stops_at_the_process_limit(shared_base: Path) -> None:
+    """As an unprivileged user (the kernel never limits root's process count): a call that
+    forks without end gets MAX_PROCESSES, and the rest of the machine is untouched."""
+    import subprocess
+
+    from backend.tools.sandbox import MAX_PROCESSES, find_bwrap
+
+    bwrap = find_bwrap()
+    assert bwrap is not None
+    session = shared_base / "s"
+    session.mkdir()
+    session.chmod(0o777)
+    argv = command_argv(bwrap, f"python3 -c '{FORKS}'", workdir=session, session_dir=session,
+                        data_dir=shared_base / "data", env={"PATH": "/usr/bin:/bin"}, network=False)
+    drop = [] if os.geteuid() != 0 else ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    done = subprocess.run([*drop, *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    forked = int(done.stdout.split()[-1])
+    assert MAX_PROCESSES - 10 <= forked < MAX_PROCESSES, done.stdout
+
+
+async def test_the_lifeline_alone_ends_the_sandbox(tmp_path: Path) -> None:
+    """When the backend's end of the lifeline closes (the backend died), every process of the
+    call ends, whatever the death signals did: here the backend lives on, so none is sent."""
+    from backend.tools.sandbox import LIFELINE_FD, find_bwrap
+
+    bwrap = find_bwrap()
+    assert bwrap is not None
+    session = tmp_path / "s"
+    session.mkdir()
+    mine = unique_sleep(63)
+    argv = command_argv(bwrap, f"setsid nohup {mine}1 >/dev/null 2>&1 & {mine}2", workdir=session,
+                        session_dir=session, data_dir=tmp_path / "data", env={"PATH": "/usr/bin:/bin"},
+                        network=False, lifeline=True)
+    read, write = os.pipe()
+    child = await asyncio.create_subprocess_exec(*argv, pass_fds=(read, LIFELINE_FD),
+                                                 preexec_fn=lambda: os.dup2(read, LIFELINE_FD))
+    os.close(read)
+    try:
+        assert len(await wait_running(mine, 2)) >= 2
+        os.close(write)
+        assert await wait_gone(mine) == []
+    finally:
+        if child.returncode is None:
+            child.kill()
+        await child.wait()
