@@ -12,16 +12,23 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+# The words of shared/literals.py, re-exported: clients read them here.
+from shared.literals import ALL_SCOPES as ALL_SCOPES
+from shared.literals import SNIPPET_MAX as SNIPPET_MAX
+from shared.literals import AdmissionOutcome as AdmissionOutcome
+from shared.literals import AdmissionStatus as AdmissionStatus
+from shared.literals import ApprovalStatus as ApprovalStatus
+from shared.literals import DecidedBy as DecidedBy
+from shared.literals import Decision as Decision
+from shared.literals import MissedPolicy as MissedPolicy
+from shared.literals import Role as Role
+from shared.literals import Scope as Scope
+from shared.literals import SessionStatus as SessionStatus
+from shared.literals import UsageTask as UsageTask
+
 PROTOCOL_VERSION = 1
 
-Scope = Literal["read", "submit", "approve", "admin"]
-ALL_SCOPES: tuple[Scope, ...] = ("read", "submit", "approve", "admin")
-
-SessionStatus = Literal["idle", "queued", "running", "waiting_approval", "unknown"]
-AdmissionStatus = Literal["queued", "started", "unknown", "terminal"]
-AdmissionOutcome = Literal["completed", "failed", "interrupted", "cancelled", "rejected"]
 TurnStatus = Literal["completed", "failed", "interrupted"]
-Role = Literal["user", "assistant", "tool", "system_note"]
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 RequestId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -64,7 +71,7 @@ class UsageRow(msgspec.Struct, kw_only=True):
 
     provider: str
     model: str
-    task: Literal["turn", "compression", "title"]
+    task: UsageTask
     calls: int
     input_tokens: int
     output_tokens: int
@@ -111,9 +118,6 @@ class SearchMatch(Wire):
     highlights: list[tuple[int, int]]
 
 
-SNIPPET_MAX = 160  # characters of a SearchMatch.snippet, the `…` included
-
-
 class ToolCall(Wire):
     call_id: str
     name: str
@@ -156,11 +160,6 @@ class Receipt(Wire):
     steer: bool = False  # addition: submitted with intent "steer"
 
 
-ApprovalStatus = Literal["pending", "allowed", "denied", "expired"]
-Decision = Literal["once", "session", "always", "deny"]
-# Who closed an approval: a person's answer; nobody within approvals.timeout_s; or nobody,
-# because its turn stopped (interrupted, or the backend restarted) before the time ran out.
-DecidedBy = Literal["user", "timeout", "stopped"]
 ToolStatus = Literal["ok", "error", "denied", "skipped", "interrupted", "unknown"]
 
 
@@ -883,7 +882,6 @@ EVENTS: dict[str, type[Wire]] = {
 
 # --- scheduled prompts (addition) --------------------------------------------------------
 
-MissedPolicy = Literal["run_once", "skip"]
 CRON_MAX = 200
 SCHEDULE_TEXT_MAX = 64 * 1024  # characters of a scheduled prompt (it is stored and re-sent)
 CronText = Annotated[str, msgspec.Meta(max_length=CRON_MAX)]
