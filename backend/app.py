@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from backend import wire
 from backend.authority.delegate import ChildSessions
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
@@ -60,7 +61,6 @@ from shared.protocol import (
     PROTOCOL_VERSION,
     DoorEvent,
     DoorStatus,
-    Event,
     McpServerEvent,
     McpServerStatus,
     MemoryChanged,
@@ -118,7 +118,7 @@ class Backend:
             queued = await self._open_store()
         finally:
             found = await probing
-        self.db.publisher = self.hub.publish
+        self.db.publisher = wire.announcing(self.hub.publish)
         approvals = Approvals(self.db, self.config, self.epoch)
         checkpoints = Checkpoints(self.db, self.data_dir)
         if not found.available:
@@ -140,8 +140,9 @@ class Backend:
         self.doors = Doors(self.db, authority, approvals, self.secrets, runner.default_model,
                            lambda sid: interrupt_anywhere(self.db, authority, sid),
                            self._door_state)
-        self.db.publisher = _both(self.hub.publish, children.observe, approvals.observe,
-                                  self.doors.observe)
+        # The store's reports of changed sessions and schedules become their broadcasts here.
+        self.db.publisher = wire.announcing(_both(self.hub.publish, children.observe,
+                                                  approvals.observe, self.doors.observe))
         if self.db.dialect == POSTGRESQL:
             self.takeover = Takeover(self.db, self.authority, self.epoch, lambda: self.config.config)
             self.db.on_signal = self.takeover.on_signal
@@ -228,20 +229,20 @@ class Backend:
 
     def _mcp_status(self, status: McpServerStatus) -> None:
         """An MCP server's `mcp.server` event, to every reader (it is no session's)."""
-        event = Event(session_id="", type="mcp.server", ts=now(),
+        event = events.EventRecord(session_id="", type="mcp.server", ts=now(),
                       data=events.as_data(McpServerEvent(server=status)))
         self.hub.publish(events.StoredEvent(event, False))
 
     def _door_state(self, status: DoorStatus) -> None:
         """A door's `door.state` event, to every reader (it is no session's)."""
-        event = Event(session_id="", type="door.state", ts=now(),
+        event = events.EventRecord(session_id="", type="door.state", ts=now(),
                       data=events.as_data(DoorEvent(door=status)))
         self.hub.publish(events.StoredEvent(event, False))
 
     def _memory_changed(self, target: MemoryTarget, usage: memory.Usage) -> None:
         """A notebook's `memory.changed` event, to every reader (it is no session's)."""
         file = MemoryFile(text=usage.text, used=usage.used, limit=usage.limit)
-        event = Event(session_id="", type="memory.changed", ts=now(),
+        event = events.EventRecord(session_id="", type="memory.changed", ts=now(),
                       data=events.as_data(MemoryChanged(target=target, file=file)))
         self.hub.publish(events.StoredEvent(event, False))
 

@@ -29,6 +29,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from backend import wire
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import DELEGATE_PRINCIPAL
 from backend.config import ConfigFile
@@ -220,7 +221,7 @@ def child_of(tx: Tx, job: Delegation) -> str:
     sessions.insert_delegated(tx, child, parent, job.call_id, job.title)
     session = sessions.get(tx, child)
     assert session is not None
-    events.broadcast(tx, child, "session.created", SessionEvent(session=session))
+    events.broadcast(tx, child, "session.created", SessionEvent(session=wire.session(session)))
     return child
 
 

@@ -19,6 +19,7 @@ import functools
 import logging
 from dataclasses import dataclass
 
+from backend import wire
 from backend.authority.payload import Payload, normalize
 from backend.authority.recovery import settle_lost
 from backend.errors import AdmissionConflict, AdmissionState, NotFound, StoreUnavailable
@@ -96,7 +97,7 @@ class SessionAuthority:
                         f"request_id {params.request_id!r} was already used with different "
                         "input in this session; use a new request_id for new input"
                     )
-                return admissions.receipt(tx, existing, duplicate=True), None
+                return wire.receipt(admissions.receipt(tx, existing, duplicate=True)), None
             if not sessions.exists(tx, params.session_id):
                 raise NotFound("session", params.session_id)
             receipt = admit(tx, principal, params.session_id, params.request_id, payload)
@@ -406,7 +407,7 @@ def _existing(tx: Tx, admission_id: str) -> AdmissionRecord:
 def _receipt(tx: Tx, admission_id: str) -> Receipt:
     row = admissions.by_id(tx, admission_id)
     assert row is not None
-    return admissions.receipt(tx, row)
+    return wire.receipt(admissions.receipt(tx, row))
 
 
 def _resolve_unknown(tx: Tx, admission_id: str) -> None:

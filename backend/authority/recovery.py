@@ -74,8 +74,8 @@ def take_over(tx: Tx, epoch: int, live_epochs: frozenset[int], grace_s: float) -
                if row.owner_epoch not in alive]
     _settle_orphans(tx, orphans, live, alive)
     for row in approvals_store.pending_of_others(tx, epoch):
-        if row.epoch not in alive and row.approval.session_id not in live:
-            expire_one(tx, row.approval)
+        if row.epoch not in alive and row.session_id not in live:
+            expire_one(tx, row)
     _cancel_orphan_delegations(tx, live)
     return [sid for sid in admissions.sessions_queued_before(tx, _iso(now - grace_s))
             if sid not in live]

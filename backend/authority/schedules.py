@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from backend import wire
 from backend.authority import timing
 from backend.authority.payload import Payload
 from backend.authority.queue import RETRY_FIRST_S, RETRY_MAX_S, SessionAuthority, admit
@@ -158,7 +159,7 @@ def _target(tx: Tx, row: ScheduleRecord, default_model: str) -> str | _Stopped:
                     spec.get("model") or default_model, titled=bool(title))
     session = sessions.get(tx, session_id)
     assert session is not None
-    events.broadcast(tx, session_id, "session.created", SessionEvent(session=session))
+    events.broadcast(tx, session_id, "session.created", SessionEvent(session=wire.session(session)))
     return session_id
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from backend import wire
 from backend.bulk import collector_paused
 from backend.compress import tokens as tok
 from backend.compress.model import Call, Entry
@@ -323,7 +324,7 @@ class Compressor:
             tx.publish(events.Moved(session_id, child))  # followers first, then the child's news
             created = sessions.get(tx, child)
             assert created is not None
-            events.broadcast(tx, child, "session.created", SessionEvent(session=created))
+            events.broadcast(tx, child, "session.created", SessionEvent(session=wire.session(created)))
             sessions.changed(tx, session_id)
             return child
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from backend import wire
 from backend.doors import render
 from backend.doors.base import Transport, TransportError
 from backend.store import admissions, compression, events
@@ -172,7 +173,7 @@ class Delivery:
             after = bound.delivered_seq
             if read_to is not None and read_to[0] == bound.session_id:
                 after = max(after, read_to[1])
-            found = events.since(tx, bound.session_id, after, PAGE)
+            found = wire.events(events.since(tx, bound.session_id, after, PAGE))
             leaf = compression.leaf(tx, bound.session_id) if not found else bound.session_id
             return bound, found, leaf
 
@@ -293,7 +294,7 @@ class Delivery:
                 if row is None or row.turn_id is None \
                         or store.sent_id(tx, self.name, room_id, f"final:{row.turn_id}"):
                     continue
-                found.append(admissions.receipt(tx, row))
+                found.append(wire.receipt(admissions.receipt(tx, row)))
             return found
 
         for receipt in await self.db.read(read):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from backend import wire
 from backend.authority.queue import SessionAuthority
 from backend.doors import commands, render
 from backend.doors.base import Batch, Invite, Message, Reaction, Transport, TransportError
@@ -320,7 +321,7 @@ class Door:
             if waiting:
                 lines.append(f"Waiting for approval: {len(waiting)}")
             lines.append(f"Messages: {session.message_count} · tokens in/out: "
-                         f"{session.usage.input_tokens:,}/{session.usage.output_tokens:,}")
+                         f"{session.input_tokens:,}/{session.output_tokens:,}")
             return "\n".join(lines)
 
         return await self.db.read(read)
@@ -370,14 +371,14 @@ class Door:
             if wanted:
                 for a in pending:
                     if a.approval_id == wanted:
-                        return a
+                        return wire.approval(a)
                 return f"Approval {wanted} is not waiting any more."
             if not pending:
                 return "Nothing is waiting for approval here."
             if len(pending) > 1:
                 return (f"{len(pending)} approvals are waiting: reply to the one you mean with "
                         "/approve or /deny (or react to it).")
-            return pending[0]
+            return wire.approval(pending[0])
 
         return await self.db.read(read)
 
@@ -417,7 +418,7 @@ def _new_session(tx: Tx, door: str, room_id: str, cwd: str, model: str, title: s
     sessions.insert(tx, session_id, title or sessions.UNTITLED, cwd, model, titled=bool(title))
     session = sessions.get(tx, session_id)
     assert session is not None
-    events.broadcast(tx, session_id, "session.created", SessionEvent(session=session))
+    events.broadcast(tx, session_id, "session.created", SessionEvent(session=wire.session(session)))
     return store.bind(tx, door, room_id, session_id)
 
 

@@ -18,11 +18,13 @@ import logging
 import secrets
 from collections.abc import Callable
 
+from backend import wire
 from backend.errors import InvalidParams, NotFound
 from backend.ids import new_id
 from backend.server.connection import OWNER_ID, Principal
 from backend.store import tokens
 from backend.store.db import Database, Tx
+from backend.store.tokens import TokenRecord
 from shared import protocol as p
 from shared.codec import clean_text
 
@@ -64,12 +66,12 @@ class Authenticator:
         secret = secrets.token_urlsafe(32)
         token_id = new_id("tok")
 
-        def job(tx: Tx) -> p.TokenInfo:
+        def job(tx: Tx) -> TokenRecord:
             return tokens.insert(tx, token_id, digest(secret), scopes, label)
 
         info = await self.db.write(job)
         log.info("token %s created with scopes %s", token_id, ",".join(scopes))
-        return p.TokenCreateResult(token_id=token_id, token=secret, scopes=info.scopes,
+        return p.TokenCreateResult(token_id=token_id, token=secret, scopes=list(info.scopes),
                                    label=info.label)
 
     async def revoke(self, token_id: str) -> None:
@@ -90,4 +92,4 @@ class Authenticator:
         self._on_revoke.append(listener)
 
     async def listing(self) -> list[p.TokenInfo]:
-        return await self.db.read(tokens.listing)
+        return [wire.token(r) for r in await self.db.read(tokens.listing)]

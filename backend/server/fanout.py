@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Protocol
 
+from backend import wire
 from backend.store.events import Moved, StoredEvent
 from shared.protocol import Event
 
@@ -80,6 +81,8 @@ class Hub:
         # Events need the `read` scope, whoever subscribed: a submit-only token's prompt.submit
         # subscribes it like any submitter, but it is sent nothing.
         subs = self._subs.get(item.event.session_id, ()) if item.stored else self._all
+        event: Event | None = None  # the wire's, made once for all the subscribers
         for sub in list(subs):
             if sub.can_read():
-                sub.deliver(item.event)
+                event = event or wire.event(item.event)
+                sub.deliver(event)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from backend import __version__
+from backend import __version__, wire
 from backend.authority import loosening, schedule_edits, timing
 from backend.authority.queue import SessionAuthority
 from backend.authority.schedules import Scheduler
@@ -145,7 +145,8 @@ class Methods:
             ),
             writer=p.WriterStats(
                 count=holds.count, max_ms=holds.max_ms, mean_ms=holds.mean_ms, over=_over(holds),
-                slowest=holds.slowest(), recent=holds.recent(params.recent),
+                slowest=[wire.hold(h) for h in holds.slowest()],
+                recent=[wire.hold(h) for h in holds.recent(params.recent)],
             ),
             gc=p.GcStats(
                 count=pauses.count, max_ms=pauses.max_ms, mean_ms=pauses.mean_ms, over=_over(pauses),
@@ -165,8 +166,9 @@ class Methods:
         def job(tx: Tx) -> p.Session:
             # Untitled, it is "New session" until its first prompt names it.
             sessions.insert(tx, session_id, title or sessions.UNTITLED, cwd, model, titled=bool(title))
-            session = sessions.get(tx, session_id)
-            assert session is not None
+            found = sessions.get(tx, session_id)
+            assert found is not None
+            session = wire.session(found)
             events.broadcast(tx, session_id, "session.created", p.SessionEvent(session=session))
             return session
 
@@ -190,15 +192,17 @@ class Methods:
                 nxt = _cursor({"offset": offset + limit}) if len(hits) > limit else None
                 hits = hits[:limit]
                 return p.SessionListResult(
-                    sessions=[sessions.to_session(tx, h.session) for h in hits], next_cursor=nxt,
-                    matches=sessions.matches(tx, params.query, hits),
+                    sessions=[wire.session(sessions.summary(tx, h.session)) for h in hits],
+                    next_cursor=nxt,
+                    matches=[wire.match(m) for m in sessions.matches(tx, params.query, hits)],
                 )
             after = _after_cursor(params.cursor) if params.cursor else None
             rows = sessions.page(tx, limit + 1, after, which)
             last = rows[limit - 1] if len(rows) > limit else None
             nxt = _cursor({"after": [last.updated_at, last.session_id]}) if last else None
             return p.SessionListResult(
-                sessions=[sessions.to_session(tx, r) for r in rows[:limit]], next_cursor=nxt
+                sessions=[wire.session(sessions.summary(tx, r)) for r in rows[:limit]],
+                next_cursor=nxt,
             )
 
         return await self.db.read(read)
@@ -221,8 +225,9 @@ class Methods:
                 raise NotFound("session", params.session_id)
             if fields:
                 sessions.update(tx, params.session_id, fields)
-            session = sessions.get(tx, params.session_id)
-            assert session is not None
+            found = sessions.get(tx, params.session_id)
+            assert found is not None
+            session = wire.session(found)
             if fields:
                 events.append(tx, params.session_id, "session.updated",
                               p.SessionEvent(session=session))
@@ -253,7 +258,7 @@ class Methods:
         def read(tx: Tx) -> p.MessagesResult:
             _must_exist(tx, params.session_id)
             page, more = messages.page(tx, params.session_id, before, params.limit)
-            return p.MessagesResult(messages=page, has_more=more)
+            return p.MessagesResult(messages=[wire.message(m) for m in page], has_more=more)
 
         return await self.db.read(read)
 
@@ -262,17 +267,19 @@ class Methods:
         self.hub.follow(conn, sid, replay=True)
 
         def read(tx: Tx) -> p.ResumeResult:
-            session = sessions.get(tx, sid)
-            if session is None:
+            found = sessions.get(tx, sid)
+            if found is None:
                 raise NotFound("session", sid)
+            session = wire.session(found)
             page, more = messages.page(tx, sid, None, RESUME_PAGE)
             latest = events.latest_seq(tx, sid)
             replay, truncated = _replay(tx, sid, params.since_seq, latest)
-            queue = [admissions.receipt(tx, r) for r in admissions.list_for(tx, sid, "queued")]
+            queue = [wire.receipt(admissions.receipt(tx, r))
+                     for r in admissions.list_for(tx, sid, "queued")]
             return p.ResumeResult(
-                session=session, status=session.status, messages=page, has_more=more,
-                latest_seq=latest, events=replay, truncated=truncated,
-                pending_approvals=approvals.pending(tx, sid),
+                session=session, status=session.status, messages=[wire.message(m) for m in page],
+                has_more=more, latest_seq=latest, events=replay, truncated=truncated,
+                pending_approvals=[wire.approval(a) for a in approvals.pending(tx, sid)],
                 queue=queue, active_turn=self._active_turn(tx, sid),
             )
 
@@ -303,7 +310,7 @@ class Methods:
             if params.since_seq > latest:
                 return p.EventsResult(events=[], latest_seq=latest, truncated=True)
             found = events.since(tx, params.session_id, params.since_seq, params.limit)
-            return p.EventsResult(events=found, latest_seq=latest, truncated=False)
+            return p.EventsResult(events=wire.events(found), latest_seq=latest, truncated=False)
 
         return await self.db.read(read)
 
@@ -327,7 +334,7 @@ class Methods:
             row = admissions.by_id(tx, params.admission_id)
             if row is None:
                 raise NotFound("admission", params.admission_id)
-            return admissions.receipt(tx, row)
+            return wire.receipt(admissions.receipt(tx, row))
 
         return p.ReceiptResult(receipt=await self.db.read(read))
 
@@ -335,7 +342,7 @@ class Methods:
         def read(tx: Tx) -> list[p.Receipt]:
             _must_exist(tx, params.session_id)
             rows = admissions.list_for(tx, params.session_id, params.status)
-            return [admissions.receipt(tx, r) for r in rows]
+            return [wire.receipt(admissions.receipt(tx, r)) for r in rows]
 
         return p.ReceiptsResult(receipts=await self.db.read(read))
 
@@ -360,8 +367,8 @@ class Methods:
             row = sessions.row(tx, params.session_id)
             if row is None:
                 raise NotFound("session", params.session_id)
-            return p.SessionUsageResult(usage=sessions.usage_of(row),
-                                        rows=usage.rows(tx, params.session_id))
+            return p.SessionUsageResult(
+                usage=wire.usage(row), rows=[wire.usage_row(r) for r in usage.rows(tx, params.session_id)])
 
         return await self.db.read(read)
 
@@ -447,7 +454,7 @@ class Methods:
         def read(tx: Tx) -> list[p.Approval]:
             if params.session_id is not None:
                 _must_exist(tx, params.session_id)
-            return approvals.pending(tx, params.session_id)
+            return [wire.approval(a) for a in approvals.pending(tx, params.session_id)]
 
         return p.ApprovalsResult(approvals=await self.db.read(read))
 
@@ -459,7 +466,8 @@ class Methods:
         )
 
     async def rules_list(self, conn: Connection, params: p.NoParams) -> p.RulesResult:
-        return p.RulesResult(rules=await self.db.read(approvals.global_rules))
+        rules = await self.db.read(approvals.global_rules)
+        return p.RulesResult(rules=[wire.rule(r) for r in rules])
 
     async def rules_delete(self, conn: Connection, params: p.RuleDeleteParams) -> p.EmptyResult:
         if not await self.db.write(lambda tx: approvals.delete_rule(tx, params.rule_id)):
@@ -654,13 +662,13 @@ class Methods:
                 _must_exist(tx, params.session_id)
             row = schedules.insert(tx, values)
             schedules.changed(tx, row)
-            return row.to_wire()
+            return wire.schedule(row)
 
         return p.ScheduleResult(schedule=await self._scheduled(job))
 
     async def schedule_list(self, conn: Connection, params: p.NoParams) -> p.SchedulesResult:
         rows = await self.db.read(schedules.all_)
-        return p.SchedulesResult(schedules=[r.to_wire() for r in rows])
+        return p.SchedulesResult(schedules=[wire.schedule(r) for r in rows])
 
     async def schedule_update(self, conn: Connection, params: p.ScheduleUpdateParams) -> p.ScheduleResult:
         now = datetime.now(UTC)
@@ -670,7 +678,7 @@ class Methods:
             if row is None:
                 raise NotFound("schedule", params.schedule_id)
             fields = schedule_edits.update_fields(row, params, now)
-            return (schedules.update(tx, row.schedule_id, fields) if fields else row).to_wire()
+            return wire.schedule(schedules.update(tx, row.schedule_id, fields) if fields else row)
 
         return p.ScheduleResult(schedule=await self._scheduled(job))
 
@@ -708,7 +716,7 @@ class Methods:
         session = await self.db.read(lambda tx: sessions.get(tx, session_id))
         if session is None:
             raise NotFound("session", session_id)
-        return session
+        return wire.session(session)
 
     async def _replaying(self, conn: Connection, sid: str, read: Callable[[Tx], Any]) -> Any:
         try:
@@ -743,7 +751,7 @@ def _replay(tx: Tx, sid: str, since: int | None, latest: int) -> tuple[list[p.Ev
         return [], False
     if since > latest or latest - since > REPLAY_CAP:
         return [], True
-    return events.since(tx, sid, since, REPLAY_CAP), False
+    return wire.events(events.since(tx, sid, since, REPLAY_CAP)), False
 
 
 def _must_exist(tx: Tx, session_id: str) -> None:

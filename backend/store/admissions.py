@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+import msgspec
+
 from backend.ids import now
 from backend.store import sessions
 from backend.store.db import POSTGRESQL, SQLITE, Cursor, Row, Tx
 from backend.store.records import Record
-from shared.protocol import AdmissionOutcome, AdmissionStatus, Receipt
+from shared.literals import AdmissionOutcome, AdmissionStatus
 
 # The principal of a scheduled prompt's admissions starts with this ("schedule:<id>"); no
 # token's id does, so its request ids can never meet a client's.
@@ -253,7 +255,20 @@ def list_for(tx: Tx, session_id: str, status: str | None) -> list[AdmissionRecor
     return [AdmissionRecord.from_row(r) for r in rows]
 
 
-def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> Receipt:
+class ReceiptRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """An admission as its receipt shows it: the row, its place in the queue (1 is next;
+    None unless queued), the admitted text and intent, and where it came from (`origin`:
+    "schedule:<id>" for a scheduled prompt's, else None)."""
+
+    row: AdmissionRecord
+    duplicate: bool
+    position: int | None
+    text: str | None
+    steer: bool
+    origin: str | None
+
+
+def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> ReceiptRecord:
     payload = json.loads(r.payload_json)
     position = None
     if r.status == "queued":
@@ -262,12 +277,8 @@ def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> Receipt:
             (r.session_id, r.id),
         )
         position = int(ahead[0]) + 1 if ahead else 1
-    return Receipt(
-        admission_id=r.admission_id, session_id=r.session_id, request_id=r.request_id,
-        status=r.status, duplicate=duplicate, created_at=r.created_at,
-        outcome=r.outcome, position=position, started_at=r.started_at,
-        settled_at=r.settled_at, final_text=r.final_text,
-        failure_reason=r.failure_reason, turn_id=r.turn_id,
-        text=payload.get("text"), steer=payload.get("intent") == "steer",
+    return ReceiptRecord(
+        row=r, duplicate=duplicate, position=position, text=payload.get("text"),
+        steer=payload.get("intent") == "steer",
         origin=r.principal if r.principal.startswith(SCHEDULED) else None,
     )

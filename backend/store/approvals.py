@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import msgspec
-
 from backend.ids import new_id, now
 from backend.store import sessions
 from backend.store.db import Row, Tx
-from backend.store.records import Record
-from shared.protocol import Approval, ApprovalStatus, DecidedBy, Decision, Rule
+from backend.store.records import Record, record
+from shared.literals import ApprovalStatus, DecidedBy, Decision
 
 # An expiry this close to `expires_at` (or after it) was the clock's: the stored times are
 # taken a moment apart (expires_at before the request is written, decided_at after the wait).
@@ -18,22 +16,39 @@ CLOCK_SLACK = timedelta(seconds=0.5)
 
 
 class ApprovalRecord(Record, frozen=True):
-    """An approvals row: the approval as the wire shows it, and what only the backend keeps:
-    `rule_key`, what an `always`/`session` answer allows from then on; the `epoch` of the
-    process whose turn asked; when it was decided."""
+    """An approvals row, with who closed it (`decided_by`, read from its times), and what
+    only the backend keeps: `rule_key`, what an `always`/`session` answer allows from then
+    on; the `epoch` of the process whose turn asked."""
 
-    approval: Approval
+    approval_id: str
+    session_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    summary: str
+    reason: str
+    status: ApprovalStatus
+    created_at: str
+    expires_at: str
+    decision: Decision | None
+    decided_at: str | None
+    decided_by: DecidedBy | None
     rule_key: str
     epoch: int
-    decided_at: str | None
 
     @classmethod
     def from_row(cls, row: Row) -> ApprovalRecord:
-        approval = msgspec.convert(dict(row), Approval)
-        by = decided_by(approval.status, approval.decided_at, approval.expires_at)
-        if by is not None:
-            approval = msgspec.structs.replace(approval, decided_by=by)
-        return cls(approval, row["rule_key"], row["epoch"], row["decided_at"])
+        by = decided_by(row["status"], row["decided_at"], row["expires_at"])
+        return record(cls, row, decided_by=by)
+
+
+class RuleRecord(Record, frozen=True):
+    """An approval_rules row of every session's (a global allow rule)."""
+
+    rule_id: str
+    tool: str
+    pattern: str
+    created_at: str
 
 
 def decided_by(status: ApprovalStatus, decided_at: str | None, expires_at: str) -> DecidedBy | None:
@@ -58,7 +73,7 @@ def _when(stamp: str) -> datetime:
 def insert(
     tx: Tx, *, approval_id: str, session_id: str, turn_id: str, call_id: str, tool: str,
     summary: str, reason: str, rule_key: str, epoch: int, expires_at: str,
-) -> Approval:
+) -> ApprovalRecord:
     tx.execute(
         "INSERT INTO approvals (approval_id, session_id, turn_id, call_id, tool, summary, reason, "
         "rule_key, status, epoch, created_at, expires_at) "
@@ -67,7 +82,7 @@ def insert(
          expires_at),
     )
     sessions.changed(tx, session_id)  # now waiting_approval
-    found = get(tx, approval_id)
+    found = row(tx, approval_id)
     assert found is not None
     return found
 
@@ -75,11 +90,6 @@ def insert(
 def row(tx: Tx, approval_id: str) -> ApprovalRecord | None:
     r = tx.one("SELECT * FROM approvals WHERE approval_id = ?", (approval_id,))
     return ApprovalRecord.from_row(r) if r is not None else None
-
-
-def get(tx: Tx, approval_id: str) -> Approval | None:
-    r = row(tx, approval_id)
-    return r.approval if r is not None else None
 
 
 def decide(
@@ -95,11 +105,11 @@ def decide(
         return False
     r = row(tx, approval_id)
     assert r is not None
-    sessions.changed(tx, r.approval.session_id)  # no longer waiting_approval (if none else pends)
+    sessions.changed(tx, r.session_id)  # no longer waiting_approval (if none else pends)
     return True
 
 
-def pending(tx: Tx, session_id: str | None = None) -> list[Approval]:
+def pending(tx: Tx, session_id: str | None = None) -> list[ApprovalRecord]:
     if session_id is None:
         rows = tx.all("SELECT * FROM approvals WHERE status = 'pending' ORDER BY created_at")
     else:
@@ -107,7 +117,7 @@ def pending(tx: Tx, session_id: str | None = None) -> list[Approval]:
             "SELECT * FROM approvals WHERE status = 'pending' AND session_id = ? ORDER BY created_at",
             (session_id,),
         )
-    return [ApprovalRecord.from_row(r).approval for r in rows]
+    return [ApprovalRecord.from_row(r) for r in rows]
 
 
 def pending_of_others(tx: Tx, epoch: int) -> list[ApprovalRecord]:
@@ -157,13 +167,11 @@ def rules_for(tx: Tx, tool: str, session_id: str) -> list[str]:
     ]
 
 
-def global_rules(tx: Tx) -> list[Rule]:
-    return [
-        Rule(rule_id=r["rule_id"], tool=r["tool"], pattern=r["pattern"], created_at=r["created_at"])
-        for r in tx.all(
-            "SELECT * FROM approval_rules WHERE session_id IS NULL ORDER BY created_at, rule_id"
-        )
-    ]
+def global_rules(tx: Tx) -> list[RuleRecord]:
+    return RuleRecord.from_rows(tx.all(
+        "SELECT rule_id, tool, pattern, created_at FROM approval_rules WHERE session_id IS NULL "
+        "ORDER BY created_at, rule_id"
+    ))
 
 
 def delete_rule(tx: Tx, rule_id: str) -> bool:

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import aiosqlite
+import msgspec
 
 from backend.errors import StoreRefused, StoreUnavailable, TurnkeyError
 from backend.store import dbfile
 from backend.store.migrations import migrate
 from shared import logs
 from shared.durations import Durations
-from shared.protocol import HoldSample
 
 log = logging.getLogger("store")
 
@@ -130,6 +130,19 @@ class Tx:
             fn(self)
 
 
+class Hold(msgspec.Struct, kw_only=True, frozen=True):
+    """One write transaction of the writer: BEGIN IMMEDIATE to the end of COMMIT (the fields
+    are `backend.stats`'s HoldSample's, which the edge makes of it)."""
+
+    at: float  # the backend's monotonic clock (seconds) when the transaction ended
+    ms: float  # the write lock's hold: the batch's jobs and the durable COMMIT
+    jobs: int  # jobs in the batch (group commit)
+    slowest: str  # the batch's longest job: its function's module and qualified name
+    slowest_ms: float
+    commit_ms: float  # the COMMIT alone (WAL append and fsync)
+    cpu_ms: float  # the writer thread's CPU time over the hold
+
+
 @dataclass
 class _Timing:
     """Filled in by `_commit_batch` on the writer thread, read by the loop after it."""
@@ -141,8 +154,8 @@ class _Timing:
     slowest: Callable[[Tx], Any] | None = None
     slowest_s: float = 0.0
 
-    def sample(self, jobs: int) -> HoldSample:
-        return HoldSample(
+    def sample(self, jobs: int) -> Hold:
+        return Hold(
             at=self.ended, ms=(self.ended - self.started) * 1000, jobs=jobs,
             slowest=_job_name(self.slowest), slowest_ms=self.slowest_s * 1000,
             commit_ms=max(0.0, self.ended - self.commit_started) * 1000 if self.commit_started else 0.0,
@@ -180,7 +193,7 @@ class Database:
         self.publisher: Callable[[Any], None] = lambda item: None
         self.on_signal: Callable[[dict[str, Any]], None] = lambda data: None  # other backends'
 
-        self.holds: Durations[HoldSample] = Durations()  # write-lock hold per committed batch
+        self.holds: Durations[Hold] = Durations()  # write-lock hold per committed batch
 
     async def open(self) -> None:
         """Opens the file (creating it when there is none) and migrates it.
@@ -342,7 +355,7 @@ class Database:
 
 def _commit_batch(conn: sqlite3.Connection, *, batch: list[_Job], timing: _Timing) -> None:
     """Runs on the writer thread: one transaction, one savepoint per job."""
-    clock = time.monotonic  # the clock of HoldSample.at
+    clock = time.monotonic  # the clock of Hold.at
     timing.started, cpu_started = clock(), time.thread_time()
     conn.execute("BEGIN IMMEDIATE")
     try:

@@ -4,6 +4,9 @@ A long text an event repeats from its admission's row (the answer in
 `message.complete` and a receipt's `final_text`, the prompt in a receipt's
 `text`) is stored once, in that row: the stored event holds a reference in its
 place, and `since` puts the text back.  Live subscribers get the event whole.
+
+The store speaks in `EventRecord`s (an event as stored, or a session-less broadcast); the
+wire's `Event` is built from one at the edge (backend/wire.py), never here.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import msgspec
 
 from backend.ids import now
 from backend.store.db import Tx
-from shared.protocol import Event
 
 INLINE_MAX = 4096  # characters; a shared text longer than this is stored by reference
 _REF = "$admission"  # {"$admission": "final_text"}: that text of the event's admission row
@@ -28,12 +30,33 @@ _SHARED: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
 }
 
 
+class EventRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """An event: a row of the log (`seq` set), or a session-less broadcast (`seq` None).
+    Its fields are the wire event's, by name and order; `data` is plain JSON values."""
+
+    session_id: str
+    type: str
+    ts: str
+    data: dict[str, Any]
+    seq: int | None = None
+    turn_id: str | None = None
+    admission_id: str | None = None
+
+
 @dataclass(frozen=True)
 class StoredEvent:
     """An event committed to the log (or, for session-less events, broadcast only)."""
 
-    event: Event
+    event: EventRecord
     stored: bool = True
+
+
+class Report(msgspec.Struct, frozen=True, kw_only=True, tag_field="report"):
+    """What a committed job changed that every reader hears of: the store reports it (in
+    its own records), published on commit like an event; the edge (backend/wire.py) turns
+    it into the wire's broadcast.  `ts`: when it was reported, the broadcast's time."""
+
+    ts: str
 
 
 @dataclass(frozen=True)
@@ -53,7 +76,7 @@ def append(
     *,
     turn_id: str | None = None,
     admission_id: str | None = None,
-) -> Event:
+) -> EventRecord:
     """Stores the event with the session's next seq and queues it for publishing on commit.
 
     The seq is read inside the same transaction, so concurrent writers (all
@@ -68,7 +91,7 @@ def append(
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (session_id, seq, type_, turn_id, admission_id, ts, json.dumps(stored)),
     )
-    event = Event(
+    event = EventRecord(
         session_id=session_id, seq=seq, type=type_, ts=ts, data=data,
         turn_id=turn_id, admission_id=admission_id,
     )
@@ -81,7 +104,7 @@ def broadcast(
     turn_id: str | None = None, admission_id: str | None = None,
 ) -> None:
     """Queues a session-less event (no seq, not stored) for every reader, on commit."""
-    event = Event(session_id=session_id, type=type_, ts=now(), data=as_data(data),
+    event = EventRecord(session_id=session_id, type=type_, ts=now(), data=as_data(data),
                   turn_id=turn_id, admission_id=admission_id)
     tx.publish(StoredEvent(event, False))
 
@@ -99,7 +122,7 @@ def latest_seq(tx: Tx, session_id: str) -> int:
     return int(row[0] or 0) if row else 0
 
 
-def since(tx: Tx, session_id: str, since_seq: int, limit: int) -> list[Event]:
+def since(tx: Tx, session_id: str, since_seq: int, limit: int) -> list[EventRecord]:
     rows = tx.all(
         "SELECT seq, type, turn_id, admission_id, ts, data FROM events "
         "WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
@@ -107,7 +130,7 @@ def since(tx: Tx, session_id: str, since_seq: int, limit: int) -> list[Event]:
     )
     texts = _AdmissionTexts(tx)
     return [
-        Event(
+        EventRecord(
             session_id=session_id, seq=r["seq"], type=r["type"], ts=r["ts"],
             data=_resolved(texts, r["type"], json.loads(r["data"]), r["admission_id"]),
             turn_id=r["turn_id"], admission_id=r["admission_id"],

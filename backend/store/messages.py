@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
 from backend.ids import message_id, now
 from backend.store import sessions
 from backend.store.db import Tx
 from backend.store.records import Record
-from shared.protocol import Message, Role
+from shared.literals import Role
 
 
 class MessageRecord(Record, frozen=True):
@@ -80,8 +82,11 @@ def insert(
     return message_id(rowid)
 
 
-def page(tx: Tx, session_id: str, before_rowid: int | None, limit: int) -> tuple[list[Message], bool]:
-    """Up to `limit` messages just before `before_rowid` (default: the end), in order."""
+def page(tx: Tx, session_id: str, before_rowid: int | None,
+         limit: int) -> tuple[list[MessageRecord], bool]:
+    """Up to `limit` messages just before `before_rowid` (default: the end), in order, and
+    whether there are more.  Each record's `compacted` is as people see it: the row's flag,
+    or a compression's range that took the row out of the model's view."""
     bound = before_rowid if before_rowid is not None else 2**62
     rows = tx.all(
         "SELECT * FROM messages WHERE session_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
@@ -89,8 +94,8 @@ def page(tx: Tx, session_id: str, before_rowid: int | None, limit: int) -> tuple
     )
     has_more = len(rows) > limit
     ranges = hidden_ranges(tx, session_id)
-    return [to_message(m, m.compacted or _hidden(ranges, m))
-            for m in MessageRecord.from_rows(rows[:limit][::-1])], has_more
+    return [msgspec.structs.replace(m, compacted=True) if not m.compacted and _hidden(ranges, m)
+            else m for m in MessageRecord.from_rows(rows[:limit][::-1])], has_more
 
 
 _MODEL_VIEW = "session_id = ? AND active = 1 AND compacted = 0"
@@ -177,18 +182,6 @@ def _hidden(ranges: list[tuple[int, int]], r: MessageRecord) -> bool:
     if r.role == "system_note" and r.note_kind != "summary":
         return False
     return any(after < r.id < before for after, before in ranges)
-
-
-def to_message(r: MessageRecord, compacted: bool | None = None) -> Message:
-    """The protocol's message; `compacted` as `page` works it out (the row's flag, or a
-    compression's range), else the row's flag alone."""
-    return Message(
-        message_id=message_id(r.id), session_id=r.session_id, role=r.role,
-        content=r.content, compacted=r.compacted if compacted is None else compacted, created_at=r.created_at,
-        turn_id=r.turn_id, tool_calls=json.loads(r.tool_calls) if r.tool_calls else None,
-        call_id=r.call_id, tool_name=r.tool_name, status=r.status,
-        note_kind=r.note_kind, meta=json.loads(r.meta) if r.meta else None,
-    )
 
 
 def open_calls(tx: Tx, session_id: str, turn_id: str) -> list[dict[str, Any]]:

@@ -14,9 +14,10 @@ thread (one hop per transaction, like aiosqlite), so the store's code exists onc
   together, each under its own savepoint.
 - **Live events between backends.**  A batch that stored events notifies the
   `turnkey` channel in its own transaction (NOTIFY is delivered on commit, or never):
-  which sessions, which seqs, and the session-less broadcasts whole.  Every backend
-  listens; another backend's events are read back from the events table and published
-  to its own subscribers in seq order.  The table, not the notification, is the truth:
+  which sessions, which seqs, and the session-less broadcasts whole (events, and the
+  reports of changed sessions and schedules, which each backend's edge makes events
+  of).  Every backend listens; another backend's events are read back from the events
+  table and published to its own subscribers in seq order.  The table, not the notification, is the truth:
   a gap (a missed notification, a lost listening connection) is filled by reading from
   the last seq seen, so nothing is lost or doubled.
 - **Signals.**  `signal()` sends a small request to every other backend on the same
@@ -40,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 import psycopg
 from psycopg import errors as pg_errors
 
@@ -55,10 +57,11 @@ from backend.store.db import (
     _Timing,
     _translate,
 )
-from backend.store.events import Moved, StoredEvent, since
+from backend.store.events import EventRecord, Moved, Report, StoredEvent, since
+from backend.store.schedules import ScheduleChange
+from backend.store.sessions import SessionChanged
 from shared import logs
 from shared.config import store_redacted
-from shared.protocol import Event
 
 log = logging.getLogger("store")
 
@@ -360,8 +363,8 @@ class PgDatabase(Database):
         for sid, _lo, hi in note.get("s", ()):
             if hi > self._seen.get(sid, 0):
                 asyncio.get_running_loop().create_task(self._foreign(sid, _lo, hi))
-        for data in note.get("b", ()):
-            super()._publish(StoredEvent(Event(**data), False))
+        for item in _broadcasts(note):
+            super()._publish(item)
         for parent, child in note.get("m", ()):
             super()._publish(Moved(parent, child))
         if "c" in note:
@@ -457,7 +460,7 @@ def _notification(batch: list[_Job], origin: str) -> str | None:
     session-less broadcasts (left out when too long: they are hints, not state) and
     conversations that moved."""
     seqs: dict[str, list[int]] = {}
-    broadcasts: list[dict[str, Any]] = []
+    broadcasts: list[Any] = []
     moved: list[list[str]] = []
     for job in batch:
         if job.error is not None:
@@ -468,6 +471,8 @@ def _notification(batch: list[_Job], origin: str) -> str | None:
                 span[0], span[1] = min(span[0], item.event.seq), max(span[1], item.event.seq)
             elif isinstance(item, StoredEvent):
                 broadcasts.append(_event_dict(item.event))
+            elif isinstance(item, Report):
+                broadcasts.append(msgspec.to_builtins(item))
             elif isinstance(item, Moved):
                 moved.append([item.parent, item.child])
     if not (seqs or broadcasts or moved):
@@ -477,7 +482,12 @@ def _notification(batch: list[_Job], origin: str) -> str | None:
         note["m"] = moved
     text = json.dumps(note)
     if broadcasts:
-        with_b = json.dumps({**note, "b": broadcasts})
+        # Reports apart ("r", each with its place among the broadcasts), so that a backend
+        # that knows no reports reads the events of "b" as before and skips the rest.
+        with_b = json.dumps({
+            **note, "b": [b for b in broadcasts if "report" not in b],
+            "r": [[i, b] for i, b in enumerate(broadcasts) if "report" in b],
+        })
         if len(with_b.encode()) <= NOTIFY_MAX:
             text = with_b
     if len(text.encode()) > NOTIFY_MAX:  # very many sessions in one batch: say so, read all
@@ -486,9 +496,27 @@ def _notification(batch: list[_Job], origin: str) -> str | None:
     return text
 
 
-def _event_dict(event: Event) -> dict[str, Any]:
+def _event_dict(event: EventRecord) -> dict[str, Any]:
     return {"session_id": event.session_id, "type": event.type, "ts": event.ts,
             "data": event.data, "turn_id": event.turn_id, "admission_id": event.admission_id}
+
+
+_REPORTS = SessionChanged | ScheduleChange
+
+
+def _broadcasts(note: dict[str, Any]) -> list[StoredEvent | Report]:
+    """The broadcasts of another backend's notification, in the order its store published
+    them: the events of "b", and the reports of "r" at their places among them (the edge
+    makes the event of a report)."""
+    reports = {i: data for i, data in note.get("r", ())}
+    rest = iter(note.get("b", ()))
+    out: list[StoredEvent | Report] = []
+    for i in range(len(reports) + len(note.get("b", ()))):
+        if i in reports:
+            out.append(msgspec.convert(reports[i], _REPORTS))
+        else:
+            out.append(StoredEvent(EventRecord(**next(rest)), False))
+    return out
 
 
 def _first_line(exc: BaseException) -> str:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from backend.ids import now
 from backend.store import events
 from backend.store.db import Tx
 from backend.store.records import Record
-from shared.protocol import MissedPolicy, NewSessionSpecWire, Schedule, ScheduleChanged
+from shared.literals import MissedPolicy
 
 
 class ScheduleRecord(Record, frozen=True):
@@ -18,7 +17,7 @@ class ScheduleRecord(Record, frozen=True):
     schedule_id: str
     principal: str
     session_id: str | None
-    new_session: str | None  # JSON of NewSessionSpecWire
+    new_session: str | None  # JSON: the title, cwd and model of each firing's new session
     text: str
     cron: str | None
     at: str | None
@@ -33,20 +32,14 @@ class ScheduleRecord(Record, frozen=True):
     created_at: str
     updated_at: str
 
-    def spec(self) -> NewSessionSpecWire | None:
-        if self.new_session is None:
-            return None
-        return NewSessionSpecWire(**json.loads(self.new_session))
 
-    def to_wire(self) -> Schedule:
-        return Schedule(
-            schedule_id=self.schedule_id, session_id=self.session_id, new_session=self.spec(),
-            text=self.text, cron=self.cron, at=self.at, timezone=self.timezone,
-            missed=self.missed, enabled=self.enabled, next_fire_at=self.next_fire_at,
-            last_fired_at=self.last_fired_at, last_admission_id=self.last_admission_id,
-            last_session_id=self.last_session_id, created_at=self.created_at,
-            updated_at=self.updated_at, disabled_reason=self.disabled_reason,
-        )
+class ScheduleChange(events.Report, frozen=True, tag="schedule"):
+    """A schedule was created, updated, fired (`fired`) or deleted (`row` None) in the
+    committed job: `schedule.changed`."""
+
+    schedule_id: str
+    row: ScheduleRecord | None = None
+    fired: bool = False
 
 
 COLUMNS = ("schedule_id", "principal", "session_id", "new_session", "text", "cron", "at",
@@ -88,15 +81,14 @@ def update(tx: Tx, schedule_id: str, fields: dict[str, Any], *, fired: bool = Fa
 def delete(tx: Tx, schedule_id: str) -> bool:
     cur = tx.execute("DELETE FROM schedules WHERE schedule_id = ?", (schedule_id,))
     if cur.rowcount:
-        events.broadcast(tx, "", "schedule.changed",
-                         ScheduleChanged(schedule_id=schedule_id, deleted=True))
+        tx.publish(ScheduleChange(ts=now(), schedule_id=schedule_id))
     return bool(cur.rowcount)
 
 
 def changed(tx: Tx, row: ScheduleRecord, *, fired: bool = False) -> None:
-    """Queues `schedule.changed` for every reader, sent when this job commits."""
-    events.broadcast(tx, "", "schedule.changed",
-                     ScheduleChanged(schedule_id=row.schedule_id, schedule=row.to_wire(), fired=fired))
+    """Reports the change (the edge broadcasts `schedule.changed` to every reader) when
+    this job commits."""
+    tx.publish(ScheduleChange(ts=now(), schedule_id=row.schedule_id, row=row, fired=fired))
 
 
 def due(tx: Tx, at: str) -> list[str]:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
-from backend.ids import message_id, now
+from backend.ids import now
 from backend.store import events, snippets
 from backend.store.db import POSTGRESQL, Tx
 from backend.store.records import Record
 from shared.folders import folder_warning
-from shared.protocol import SearchMatch, Session, SessionEvent, SessionStatus, Usage
+from shared.literals import SessionStatus
 
 UNTITLED = "New session"  # the title of a session nobody named yet (`titled` false)
 
@@ -74,9 +74,9 @@ def exists(tx: Tx, session_id: str) -> bool:
     return tx.one("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)) is not None
 
 
-def get(tx: Tx, session_id: str) -> Session | None:
+def get(tx: Tx, session_id: str) -> SessionSummary | None:
     r = row(tx, session_id)
-    return to_session(tx, r) if r else None
+    return summary(tx, r) if r else None
 
 
 def update(tx: Tx, session_id: str, fields: dict[str, Any]) -> None:
@@ -96,18 +96,18 @@ def changed(tx: Tx, session_id: str) -> None:
     usage, message_count, updated_at, title or model).
 
     At the end of the transaction, once per session however often this is called, the
-    summary as `session.get` would return it then is broadcast (no seq, to every
-    reader) as `session.updated`, so a session browser follows every session without
-    subscribing to each.  Nothing is sent if the transaction rolls back, or if the
-    session no longer exists by then.
+    summary as `session.get` would return it then is reported (`SessionChanged`), which
+    the edge broadcasts (no seq, to every reader) as `session.updated`, so a session
+    browser follows every session without subscribing to each.  Nothing is reported if
+    the transaction rolls back, or if the session no longer exists by then.
     """
-    tx.before_commit(("session.updated", session_id), lambda t: _broadcast_summary(t, session_id))
+    tx.before_commit(("session.updated", session_id), lambda t: _report_summary(t, session_id))
 
 
-def _broadcast_summary(tx: Tx, session_id: str) -> None:
+def _report_summary(tx: Tx, session_id: str) -> None:
     r = row(tx, session_id)
     if r is not None:
-        events.broadcast(tx, session_id, "session.updated", SessionEvent(session=to_session(tx, r)))
+        tx.publish(SessionChanged(ts=now(), summary=summary(tx, r)))
 
 
 def store_system_prompt(tx: Tx, session_id: str, prompt: str) -> str:
@@ -134,7 +134,22 @@ def link_rotation(tx: Tx, parent: str, child: str) -> None:
                (child, parent))
 
 
-def add_usage(tx: Tx, session_id: str, usage: Usage) -> None:
+class Counts(Protocol):
+    """One call's usage, as a provider reports it (the wire's `Usage` is one)."""
+
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cached_tokens(self) -> int: ...
+    @property
+    def cost_usd(self) -> float: ...
+    @property
+    def estimated(self) -> bool: ...
+
+
+def add_usage(tx: Tx, session_id: str, usage: Counts) -> None:
     tx.execute(
         "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
         "cached_tokens = cached_tokens + ?, cost_usd = cost_usd + ?, "
@@ -182,26 +197,51 @@ def status(tx: Tx, session_id: str) -> SessionStatus:
     return "queued" if queued else "idle"
 
 
-def usage_of(r: SessionRecord) -> Usage:
-    return Usage(
-        input_tokens=r.input_tokens, output_tokens=r.output_tokens,
-        cached_tokens=r.cached_tokens, cost_usd=round(r.cost_usd, 8),
-        estimated=r.usage_estimated,
-    )
+class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A session as people see it in a list: the columns of its row they see (never the
+    system prompt or compression's bookkeeping), and what is worked out when it is read."""
+
+    session_id: str
+    title: str
+    cwd: str
+    model: str
+    created_at: str
+    updated_at: str
+    status: SessionStatus
+    message_count: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cost_usd: float
+    usage_estimated: bool
+    parent_session_id: str | None
+    child_session_id: str | None
+    latest_seq: int
+    delegated_from: str | None
+    delegated_call: str | None
+    folder_warning: str | None
 
 
-def to_session(tx: Tx, r: SessionRecord) -> Session:
+class SessionChanged(events.Report, frozen=True, tag="session"):
+    """A session's summary changed in the committed job (`changed`): `session.updated`."""
+
+    summary: SessionSummary
+
+
+def summary(tx: Tx, r: SessionRecord) -> SessionSummary:
     """The summary of a `sessions` row; `message_count` is the column the triggers on
     `messages` keep (migration 4), so no rows are counted here.  `folder_warning` is judged
     now, from the folder and the home folder as they are (no column holds it)."""
     sid = r.session_id
-    return Session(
+    return SessionSummary(
         session_id=sid, title=r.title, cwd=r.cwd, model=r.model,
         created_at=r.created_at, updated_at=r.updated_at, status=status(tx, sid),
-        message_count=r.message_count, usage=usage_of(r),
+        message_count=r.message_count, input_tokens=r.input_tokens,
+        output_tokens=r.output_tokens, cached_tokens=r.cached_tokens, cost_usd=r.cost_usd,
+        usage_estimated=r.usage_estimated,
         parent_session_id=r.parent_session_id, child_session_id=r.child_session_id,
         latest_seq=events.latest_seq(tx, sid),
-        delegated_from=r.delegated_from, delegated_call_id=r.delegated_call,
+        delegated_from=r.delegated_from, delegated_call=r.delegated_call,
         folder_warning=folder_warning(r.cwd),
     )
 
@@ -351,7 +391,17 @@ SNIPPET_TOKENS = 12  # how many words snippet() takes around a match
 _SNIPPET_TRIES = 3
 
 
-def matches(tx: Tx, query: str, hits: list[SearchHit]) -> list[SearchMatch]:
+class Match(msgspec.Struct, frozen=True):
+    """Where a search matched one session: its best message (None: the title matched), a
+    snippet of plain text and the matched words as [start, end) offsets into it."""
+
+    session_id: str
+    message_rowid: int | None
+    snippet: str
+    highlights: list[snippets.Span]
+
+
+def matches(tx: Tx, query: str, hits: list[SearchHit]) -> list[Match]:
     """Where each hit matched, in order: its best message's snippet, or else its title.
 
     One query for all the hits' messages, whose snippet() runs only on those rows: the
@@ -383,9 +433,7 @@ def matches(tx: Tx, query: str, hits: list[SearchHit]) -> list[SearchMatch]:
         rowid = h.message_rowid if h.message_rowid in found else None
         text, spans = found[rowid] if rowid is not None else snippets.render(
             title, snippets.title_spans(title, query))
-        out.append(SearchMatch(session_id=h.session.session_id,
-                               message_id=message_id(rowid) if rowid is not None else None,
-                               snippet=text, highlights=spans))
+        out.append(Match(h.session.session_id, rowid, text, spans))
     return out
 
 

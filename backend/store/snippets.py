@@ -21,7 +21,7 @@ import re
 import unicodedata
 from secrets import token_hex
 
-from shared.protocol import SNIPPET_MAX
+from shared.literals import SNIPPET_MAX
 
 Span = tuple[int, int]
 

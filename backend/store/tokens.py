@@ -6,10 +6,28 @@ import json
 
 from backend.ids import now
 from backend.store.db import Row, Tx
-from shared.protocol import ALL_SCOPES, Scope, TokenInfo
+from backend.store.records import Record, record
+from shared.literals import ALL_SCOPES, Scope
 
 
-def insert(tx: Tx, token_id: str, token_hash: str, scopes: list[Scope], label: str) -> TokenInfo:
+class TokenRecord(Record, frozen=True):
+    """A tokens row, never its hash: `scopes` in the order of ALL_SCOPES."""
+
+    token_id: str
+    label: str
+    scopes: tuple[Scope, ...]
+    created_at: str
+    revoked: bool
+    revoked_at: str | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> TokenRecord:
+        stored = set(json.loads(row["scopes"]))
+        return record(cls, row, scopes=tuple(s for s in ALL_SCOPES if s in stored),
+                      revoked=bool(row["revoked"]))
+
+
+def insert(tx: Tx, token_id: str, token_hash: str, scopes: list[Scope], label: str) -> TokenRecord:
     tx.execute(
         "INSERT INTO tokens (token_id, token_hash, scopes, label, created_at) "
         "VALUES (?, ?, ?, ?, ?)",
@@ -20,15 +38,15 @@ def insert(tx: Tx, token_id: str, token_hash: str, scopes: list[Scope], label: s
     return found
 
 
-def active(tx: Tx, token_hash: str) -> TokenInfo | None:
+def active(tx: Tx, token_hash: str) -> TokenRecord | None:
     """The unrevoked token whose secret hashes to `token_hash`."""
     r = tx.one("SELECT * FROM tokens WHERE token_hash = ? AND revoked = 0", (token_hash,))
-    return _info(r) if r is not None else None
+    return TokenRecord.from_row(r) if r is not None else None
 
 
-def get(tx: Tx, token_id: str) -> TokenInfo | None:
+def get(tx: Tx, token_id: str) -> TokenRecord | None:
     r = tx.one("SELECT * FROM tokens WHERE token_id = ?", (token_id,))
-    return _info(r) if r is not None else None
+    return TokenRecord.from_row(r) if r is not None else None
 
 
 def revoke(tx: Tx, token_id: str) -> bool:
@@ -40,14 +58,6 @@ def revoke(tx: Tx, token_id: str) -> bool:
     return True
 
 
-def listing(tx: Tx) -> list[TokenInfo]:
+def listing(tx: Tx) -> list[TokenRecord]:
     """Every minted token, revoked ones included, oldest first."""
-    return [_info(r) for r in tx.all("SELECT * FROM tokens ORDER BY created_at, token_id")]
-
-
-def _info(r: Row) -> TokenInfo:
-    stored = set(json.loads(r["scopes"]))
-    return TokenInfo(
-        token_id=r["token_id"], label=r["label"], scopes=[s for s in ALL_SCOPES if s in stored],
-        created_at=r["created_at"], revoked=bool(r["revoked"]), revoked_at=r["revoked_at"],
-    )
+    return [TokenRecord.from_row(r) for r in tx.all("SELECT * FROM tokens ORDER BY created_at, token_id")]

@@ -4,10 +4,26 @@ from __future__ import annotations
 
 from backend.store import sessions
 from backend.store.db import Tx
-from shared.protocol import Usage, UsageRow
+from backend.store.records import Record
+from shared.literals import UsageTask
 
 
-def record(tx: Tx, session_id: str, provider: str, model: str, task: str, usage: Usage) -> None:
+class UsageRecord(Record, frozen=True):
+    """A usage row: one (session, provider, model, task)'s calls and their summed counters."""
+
+    provider: str
+    model: str
+    task: UsageTask
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cost_usd: float
+    estimated: bool
+
+
+def record(tx: Tx, session_id: str, provider: str, model: str, task: str,
+           usage: sessions.Counts) -> None:
     """Adds one call's usage to its ledger row and to the session's totals."""
     tx.execute(
         "INSERT INTO usage (session_id, provider, model, task, calls, input_tokens, "
@@ -25,15 +41,7 @@ def record(tx: Tx, session_id: str, provider: str, model: str, task: str, usage:
     sessions.add_usage(tx, session_id, usage)
 
 
-def rows(tx: Tx, session_id: str) -> list[UsageRow]:
-    return [
-        UsageRow(
-            provider=r["provider"], model=r["model"], task=r["task"], calls=r["calls"],
-            input_tokens=r["input_tokens"], output_tokens=r["output_tokens"],
-            cached_tokens=r["cached_tokens"], cost_usd=round(r["cost_usd"], 8),
-            estimated=bool(r["estimated"]),
-        )
-        for r in tx.all(
-            "SELECT * FROM usage WHERE session_id = ? ORDER BY task, provider, model", (session_id,)
-        )
-    ]
+def rows(tx: Tx, session_id: str) -> list[UsageRecord]:
+    return UsageRecord.from_rows(tx.all(
+        "SELECT * FROM usage WHERE session_id = ? ORDER BY task, provider, model", (session_id,)
+    ))

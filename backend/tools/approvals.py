@@ -18,10 +18,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from backend import wire
 from backend.config import ConfigFile
 from backend.errors import ApprovalClosed, NotFound
 from backend.ids import new_id, now
 from backend.store import admissions, approvals, events
+from backend.store.approvals import ApprovalRecord
 from backend.store.db import Database, Tx
 from backend.store.events import StoredEvent
 from backend.tools import policy
@@ -95,15 +97,14 @@ class Approvals:
                 raise NotFound("approval", approval_id)
             if not approvals.decide(tx, approval_id, status, decision):
                 raise ApprovalClosed(
-                    f"approval {approval_id} is already {row.approval.status}; nothing to answer"
+                    f"approval {approval_id} is already {row.status}; nothing to answer"
                 )
             if decision in ("always", "session"):
-                scope = None if decision == "always" else row.approval.session_id
-                approvals.add_rule(tx, row.approval.tool, row.rule_key, scope)
-            approval = approvals.get(tx, approval_id)
-            assert approval is not None
-            _announce(tx, "approval.resolved", approval)
-            return approval
+                scope = None if decision == "always" else row.session_id
+                approvals.add_rule(tx, row.tool, row.rule_key, scope)
+            decided = approvals.row(tx, approval_id)
+            assert decided is not None
+            return _announce(tx, "approval.resolved", decided)
 
         approval = await self.db.write(job)
         future = self._waiting.get(approval_id)
@@ -129,10 +130,10 @@ class Approvals:
         was deleted with its session)."""
         def job(tx: Tx) -> Approval | None:
             expired = approvals.decide(tx, approval_id, "expired", None)
-            approval = approvals.get(tx, approval_id)
-            if expired and approval is not None:
-                _announce(tx, "approval.resolved", approval)
-            return approval
+            r = approvals.row(tx, approval_id)
+            if r is None:
+                return None
+            return _announce(tx, "approval.resolved", r) if expired else wire.approval(r)
 
         return await self.db.write(job)
 
@@ -174,26 +175,28 @@ def _when(stamp: str) -> datetime:
 def expire_stale(tx: Tx, epoch: int, keep: set[str]) -> int:
     """Start-up recovery: pending approvals of an earlier process's turns expire, except in
     the sessions in `keep` (a live process still holds their lease and waits on them)."""
-    rows = [r.approval for r in approvals.stale_pending(tx, epoch) if r.approval.session_id not in keep]
+    rows = [r for r in approvals.stale_pending(tx, epoch) if r.session_id not in keep]
     for r in rows:
         expire_one(tx, r)
     return len(rows)
 
 
-def expire_one(tx: Tx, pending: Approval) -> None:
+def expire_one(tx: Tx, pending: ApprovalRecord) -> None:
     """Expires a pending approval nobody waits for any more, and says so."""
     if approvals.decide(tx, pending.approval_id, "expired", None):
-        approval = approvals.get(tx, pending.approval_id)
+        approval = approvals.row(tx, pending.approval_id)
         assert approval is not None
         _announce(tx, "approval.resolved", approval)
 
 
-def _announce(tx: Tx, type_: str, approval: Approval) -> None:
+def _announce(tx: Tx, type_: str, row: ApprovalRecord) -> Approval:
     """Stored in the session's log for its subscribers, and broadcast without a seq to every
     reader (the tray shows requests of sessions no window has open); both carry the turn's
-    turn_id and admission_id, as every event of a turn does."""
+    turn_id and admission_id, as every event of a turn does.  Returns the approval as sent."""
+    approval = wire.approval(row)
     data = ApprovalEvent(approval=approval)
     sid, tid = approval.session_id, approval.turn_id
     aid = admissions.of_turn(tx, sid, tid)
     events.append(tx, sid, type_, data, turn_id=tid, admission_id=aid)
     events.broadcast(tx, sid, type_, data, turn_id=tid, admission_id=aid)
+    return approval

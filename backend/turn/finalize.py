@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from backend import wire
 from backend.store import admissions, events, leases, messages, sessions, usage
 from backend.store.db import Tx
 from backend.store.leases import Holder
@@ -109,7 +110,7 @@ def close_turn(tx: Tx, out: TurnEnd) -> None:
         leases.release(tx, sid, out.holder)
     row = sessions.row(tx, sid)
     assert row is not None
-    totals = sessions.usage_of(row)
+    totals = wire.usage(row)
     events.append(tx, sid, "usage.update", UsageUpdate(usage=totals),
                   turn_id=tid, admission_id=aid)
     complete = MessageComplete(
@@ -148,7 +149,7 @@ def settle_event(tx: Tx, admission_id: str) -> None:
     """Appends `admission.settled` with the admission's receipt as it now stands."""
     row = admissions.by_id(tx, admission_id)
     assert row is not None
-    receipt = admissions.receipt(tx, row)
+    receipt = wire.receipt(admissions.receipt(tx, row))
     events.append(
         tx, row.session_id, "admission.settled", AdmissionEvent(receipt=receipt),
         turn_id=row.turn_id, admission_id=admission_id,

@@ -6,6 +6,8 @@
   lose no update: SERIALIZABLE plus the retry of a refused batch.
 - Events one store appends reach the other store's publisher in seq order, and an event
   whose notification never came (written without one) is read from the table, not lost.
+- The store's reports of changed sessions and schedules reach the other store as they were
+  made, in order with the batch's broadcasts, and become the same broadcasts there.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from backend import wire
 from backend.errors import NotFound, StoreTooNew, StoreUnavailable
-from backend.store import events, pg_schema, runtime, sessions
+from backend.store import events, pg_schema, runtime, schedules, sessions
 from backend.store.db import Tx
 from backend.store.events import StoredEvent
 from backend.store.migrations import migrate as sqlite_migrate
@@ -153,6 +156,42 @@ async def test_events_of_one_store_reach_the_other_in_order_even_without_a_notif
     await first.write(lambda tx: events.append(tx, sid, "test.event", {"n": "last"}))
     await asyncio.wait_for(arrived.wait(), 10)
     assert seen == [(sid, 1, "a"), (sid, 2, "b"), (sid, 3, "silent"), (sid, 4, "last")]
+
+
+async def test_reports_of_one_store_become_the_same_broadcasts_on_the_other(
+    two: tuple[PgDatabase, PgDatabase],
+) -> None:
+    first, second = two
+    here: list[StoredEvent] = []
+    there: list[StoredEvent] = []
+    arrived = asyncio.Event()
+
+    def remote(item: Any) -> None:
+        if isinstance(item, StoredEvent) and not item.stored:
+            there.append(item)
+            if item.event.type == "test.last":
+                arrived.set()
+
+    first.publisher = wire.announcing(lambda item: here.append(item) if isinstance(
+        item, StoredEvent) and not item.stored else None)
+    second.publisher = wire.announcing(remote)
+    sid = "ses_reports"
+
+    def job(tx: Tx) -> None:
+        sessions.insert(tx, sid, "t", "/tmp", "m")
+        sessions.touch(tx, sid)
+        schedules.changed(tx, schedules.insert(tx, {
+            "schedule_id": "sch_1", "principal": "owner", "session_id": None,
+            "new_session": '{"title": "x"}', "text": "hi", "cron": "0 9 * * *", "at": None,
+            "timezone": "UTC", "missed": "skip", "enabled": True, "next_fire_at": None}))
+        schedules.delete(tx, "sch_1")
+        events.broadcast(tx, "", "test.last", {})
+
+    await first.write(job)
+    await asyncio.wait_for(arrived.wait(), 10)
+    assert [e.event.type for e in here] == [
+        "schedule.changed", "schedule.changed", "test.last", "session.updated"]
+    assert [wire.event(e.event) for e in there] == [wire.event(e.event) for e in here]
 
 
 async def test_a_failing_statement_fails_its_own_job_only(

@@ -26,7 +26,7 @@ async def test_a_child_takes_its_parents_folder_and_model_and_names_the_call(db:
     await db.write(job)
     got = await db.read(lambda tx: sessions.get(tx, "c"))
     assert got is not None
-    assert (got.cwd, got.model, got.delegated_from, got.delegated_call_id) == \
+    assert (got.cwd, got.model, got.delegated_from, got.delegated_call) == \
         ("/work/here", "big-model", "p", "call_1")
     assert got.parent_session_id is None, "rotation's link is another thing"
     assert await db.read(lambda tx: sessions.delegated_child(tx, "p", "call_1")) == "c"
@@ -82,7 +82,7 @@ async def test_listing_hides_sub_agents_unless_asked_and_deleting_the_parent_kee
     orphan = await db.read(lambda tx: sessions.get(tx, "c"))
     assert orphan is not None, "its work stays"
     assert orphan.delegated_from is None
-    assert orphan.delegated_call_id == "call_1"
+    assert orphan.delegated_call == "call_1"
     listed = await db.read(lambda tx: sessions.page(tx, 10, None))
     assert {r.session_id for r in listed} == {"q", "c"}, "an unlinked child shows in the list"
 

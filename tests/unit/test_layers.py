@@ -27,6 +27,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mcp", ("backend.mcp",)),
     ("tools", ("backend.tools",)),
     ("providers", ("backend.providers",)),
+    # The store's records as wire structs, and its reports as broadcasts: the one edge,
+    # just above the store, so every caller (the tools' approvals too) reaches it.
+    ("wire", ("backend.wire",)),
     ("store", ("backend.store",)),
     # `backend` itself (backend/__init__.py) holds only __version__.
     ("base", ("backend", "backend.bulk", "backend.config", "backend.errors", "backend.host", "backend.ids",
@@ -128,6 +131,24 @@ def test_every_import_goes_down_or_sideways() -> None:
     )
 
 
+# The wire: its types, the method table, the typed client, the schema made of them.
+WIRE = ("shared.protocol", "shared.methods", "shared.client", "shared.schema")
+
+
+def test_the_store_never_imports_the_wire_protocol() -> None:
+    """The store returns its own records and reports what changed; the wire's structs are
+    made of them at one edge, backend/wire.py.  `shared` is below the store, so the layer
+    rule alone would let it import `shared.protocol`: this forbids it (and the other wire
+    modules of WIRE).  The closed sets of words both sides use are in shared/literals.py."""
+    bad = sorted({
+        f"{path.relative_to(ROOT)}:{line}: imports {target}"
+        for path in (ROOT / "backend" / "store").rglob("*.py")
+        for target, line in imports(path)
+        if any(within(target, w) for w in WIRE)
+    })
+    assert not bad, "backend/store/ speaks in its records, never the wire's:\n  " + "\n  ".join(bad)
+
+
 def test_shared_imports_neither_backend_nor_desktop() -> None:
     bad = [
         f"{path.relative_to(ROOT)}:{line}: imports {target}"
@@ -147,7 +168,7 @@ def test_allow_list_is_not_stale() -> None:
 
 @pytest.mark.parametrize(("name", "layer"), [
     ("backend.app", "app"), ("backend.__main__", "app"), ("backend", "base"),
-    ("backend.server.methods", "server"), ("backend.store", "store"),
+    ("backend.server.methods", "server"), ("backend.store", "store"), ("backend.wire", "wire"),
     ("backend.config", "base"), ("shared.protocol", "shared"), ("desktop.qt.tray", "desktop"),
     ("msgspec", None), ("sqlite3", None),
 ])

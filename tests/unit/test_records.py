@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from backend import wire
 from backend.host import boot_token, process_start
 from backend.ids import message_id
 from backend.store import admissions, approvals, checkpoints, compression, leases, messages, sessions
@@ -128,8 +129,10 @@ async def test_a_session_record_has_every_column(db: Database) -> None:
     assert r.created_at <= r.updated_at
     assert await db.read(lambda tx: sessions.page(tx, 10, None)) == [r]
     assert await db.read(lambda tx: sessions.search(tx, "hello", 10, 0)) == [sessions.SearchHit(r, 1)]
-    summary = await db.read(lambda tx: sessions.to_session(tx, r))
-    assert (summary.session_id, summary.message_count, summary.usage.cost_usd) == ("s", 1, 0.25)
+    summary = await db.read(lambda tx: sessions.summary(tx, r))
+    assert (summary.session_id, summary.message_count, summary.cost_usd) == ("s", 1, 0.25)
+    assert await db.read(lambda tx: sessions.get(tx, "s")) == summary
+    assert wire.session(summary).usage.cost_usd == 0.25
 
 
 async def test_a_message_record_has_every_column(db: Database) -> None:
@@ -159,7 +162,9 @@ async def test_a_message_record_has_every_column(db: Database) -> None:
     page, more = await db.read(lambda tx: messages.page(tx, "s", None, 10))
     assert not more
     assert [m.compacted for m in page] == [True, False]
-    assert (page[1].message_id, page[1].content) == (message_id(second.id), second.content)
+    assert (page[1].id, page[1].content) == (second.id, second.content)
+    assert wire.message(page[1]).message_id == message_id(second.id)
+    assert wire.message(page[0]).compacted is True, "as people see it"
 
 
 async def test_an_admission_record_has_every_column(db: Database) -> None:
@@ -185,7 +190,7 @@ async def test_an_admission_record_has_every_column(db: Database) -> None:
     assert (queued.admission_id, queued.status) == ("adm_2", "queued")
     assert queued.id > a.id
     assert await db.read(lambda tx: admissions.list_for(tx, "s", None)) == [a, queued]
-    receipt = await db.read(lambda tx: admissions.receipt(tx, queued))
+    receipt = wire.receipt(await db.read(lambda tx: admissions.receipt(tx, queued)))
     assert (receipt.admission_id, receipt.position, receipt.text) == ("adm_2", 1, "more")
 
 
@@ -199,7 +204,7 @@ async def test_an_approval_record_has_every_column(db: Database) -> None:
     await db.write(seed)
     r = await db.read(lambda tx: approvals.row(tx, "apr_1"))
     assert isinstance(r, ApprovalRecord)
-    a = r.approval
+    a = wire.approval(r)
     assert (a.approval_id, a.session_id, a.turn_id, a.call_id, a.tool, a.summary, a.reason,
             r.rule_key) == ("apr_1", "s", "turn_1", "c1", "terminal", "ls", "runs a command", "ls *")
     assert (a.status, a.decision, r.epoch, a.expires_at, r.decided_at) == (
@@ -208,11 +213,11 @@ async def test_an_approval_record_has_every_column(db: Database) -> None:
     assert await db.write(lambda tx: approvals.decide(tx, "apr_1", "allowed", "session"))
     decided = await db.read(lambda tx: approvals.row(tx, "apr_1"))
     assert decided is not None
-    assert (decided.approval.status, decided.approval.decision) == ("allowed", "session")
+    assert (decided.status, decided.decision) == ("allowed", "session")
     assert decided.decided_at is not None
-    assert decided.approval.decided_at == decided.decided_at, "the wire shows when"
-    assert decided.approval.decided_by == "user", "and who"
-    assert (r.approval.decided_by, r.approval.decided_at) == (None, None), "pending: neither"
+    assert wire.approval(decided).decided_at == decided.decided_at, "the wire shows when"
+    assert wire.approval(decided).decided_by == "user", "and who"
+    assert (wire.approval(r).decided_by, r.decided_at) == (None, None), "pending: neither"
 
 
 @pytest.mark.parametrize(("status", "decided_at", "by"), [

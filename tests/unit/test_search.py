@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from backend import wire
 from backend.store import messages, sessions, snippets
 from backend.store.db import Tx
 from backend.store.migrations import migrate
@@ -37,7 +38,7 @@ def session(tx: Tx, sid: str, title: str, *texts: str) -> list[str]:
 
 def find(tx: Tx, query: str, limit: int = 50) -> list[SearchMatch]:
     hits = sessions.search(tx, query, limit, 0)
-    found = sessions.matches(tx, query, hits)
+    found = [wire.match(m) for m in sessions.matches(tx, query, hits)]
     assert [m.session_id for m in found] == [h.session.session_id for h in hits]
     for m in found:
         check_shape(m)
@@ -126,7 +127,7 @@ def test_matches_of_a_page_take_one_query(tx: Tx) -> None:
     statements: list[str] = []
     tx.conn.set_trace_callback(statements.append)
     try:
-        found = sessions.matches(tx, "lemur", hits)
+        found = [wire.match(m) for m in sessions.matches(tx, "lemur", hits)]
     finally:
         tx.conn.set_trace_callback(None)
     assert len(found) == 30

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from backend import wire
 from backend.errors import StoreTooNew
 from backend.store import admissions, events, messages, runtime, sessions
 from backend.store.db import Database, Tx
@@ -284,9 +285,11 @@ async def test_a_raising_job_runs_no_finisher_and_publishes_nothing(tmp_path: Pa
 
 
 async def test_session_changes_broadcast_one_summary_per_transaction(tmp_path: Path) -> None:
+    """The store reports each changed session once (`SessionChanged`); the edge
+    (`wire.announcing`) makes the `session.updated` broadcast of it."""
     db = await open_db(tmp_path)
     published: list[StoredEvent] = []
-    db.publisher = published.append
+    db.publisher = wire.announcing(published.append)
     try:
         await db.write(lambda tx: sessions.insert(tx, "s", "t", "/", "m"))
         assert published == [], "creating a session is announced by its caller, not here"
@@ -312,7 +315,7 @@ async def test_session_changes_broadcast_one_summary_per_transaction(tmp_path: P
         assert session["usage"]["input_tokens"] == 5
         stored = await db.read(lambda tx: sessions.get(tx, "s"))
         assert stored is not None
-        assert session == events.as_data(stored)
+        assert session == events.as_data(wire.session(stored))
         assert stored.message_count == 2
 
         def delete_one(tx: Tx) -> None:
@@ -322,7 +325,7 @@ async def test_session_changes_broadcast_one_summary_per_transaction(tmp_path: P
         published.clear()
         await db.write(delete_one)
         assert [p.event.data["session"]["message_count"] for p in published] == [1]
-        listed = await db.read(lambda tx: [sessions.to_session(tx, r) for r in sessions.page(tx, 10, None)])
+        listed = await db.read(lambda tx: [sessions.summary(tx, r) for r in sessions.page(tx, 10, None)])
         assert [s.message_count for s in listed] == [1]
 
         published.clear()
@@ -356,7 +359,7 @@ async def test_epoch_survives_reopen(tmp_path: Path) -> None:
 def _receipt(tx: Tx) -> AdmissionEvent:
     row = admissions.by_id(tx, "adm")
     assert row is not None
-    return AdmissionEvent(receipt=admissions.receipt(tx, row))
+    return AdmissionEvent(receipt=wire.receipt(admissions.receipt(tx, row)))
 
 
 async def test_long_texts_an_event_shares_with_its_admission_are_stored_once(
@@ -364,7 +367,7 @@ async def test_long_texts_an_event_shares_with_its_admission_are_stored_once(
 ) -> None:
     db = await open_db(tmp_path)
     published: list[StoredEvent] = []
-    db.publisher = published.append
+    db.publisher = wire.announcing(published.append)
     prompt, answer = "p" * 50_000, "a" * 100_000
     try:
         def job(tx: Tx) -> None:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend import wire
 from backend.authority.queue import SessionAuthority
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
@@ -165,7 +166,7 @@ class Harness:
 
     def _publish(self, item: object) -> None:
         if isinstance(item, StoredEvent) and item.stored:
-            self.published.append(item.event)
+            self.published.append(wire.event(item.event))
             self._changed.set()
 
     # --- driving turns --------------------------------------------------------------
@@ -199,10 +200,10 @@ class Harness:
 
     async def messages(self, session_id: str) -> list[Message]:
         page, _ = await self.db.read(lambda tx: messages.page(tx, session_id, None, 10_000))
-        return page
+        return [wire.message(m) for m in page]
 
     async def stored_events(self, session_id: str) -> list[Event]:
-        return await self.db.read(lambda tx: events.since(tx, session_id, 0, 10_000))
+        return wire.events(await self.db.read(lambda tx: events.since(tx, session_id, 0, 10_000)))
 
     def events(self, session_id: str, type_: str) -> list[Event]:
         return [e for e in self.published if e.session_id == session_id and e.type == type_]
@@ -211,4 +212,4 @@ class Harness:
 def _receipt(tx: Tx, admission_id: str) -> Receipt:
     row = admissions.by_id(tx, admission_id)
     assert row is not None
-    return admissions.receipt(tx, row)
+    return wire.receipt(admissions.receipt(tx, row))
