@@ -298,10 +298,10 @@ def _remote_command(args: argparse.Namespace, data_dir: Path, remote: RemoteTarg
     new session's folder is the remote backend's default unless --cwd names one there."""
     from desktop import commands
 
+    route = commands.Route(data_dir, remote=remote)
     if args.command == "sessions":
-        return _end(_run(commands.sessions(data_dir, args.limit, remote=remote)))
-    return _end(_run(commands.chat(data_dir, args.session, args.text, args.cwd, remote=remote,
-                                   steer=args.steer)))
+        return _end(_run(commands.sessions(route, args.limit)))
+    return _end(_run(commands.chat(route, args.session, args.text, args.cwd, steer=args.steer)))
 
 
 def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
@@ -338,36 +338,36 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
     starting = _start_early(data_dir)
     from desktop import commands  # the client stack, loading while the backend starts
 
+    route = commands.Route(data_dir, starting)
     if args.command == "memory":
         if args.action == "show":
-            return _end(_run(commands.memory_show(data_dir, starting)))
-        return _end(_run(commands.memory_set(data_dir, args.target, memory, starting)))
+            return _end(_run(commands.memory_show(route)))
+        return _end(_run(commands.memory_set(route, args.target, memory)))
 
     if args.command == "chat":
         cwd = (args.cwd or Path.cwd()).expanduser().resolve()
-        return _end(_run(commands.chat(data_dir, args.session, args.text, cwd, starting,
-                                       steer=args.steer)))
+        return _end(_run(commands.chat(route, args.session, args.text, cwd, steer=args.steer)))
     if args.command == "sessions":
-        return _end(_run(commands.sessions(data_dir, args.limit, starting)))
+        return _end(_run(commands.sessions(route, args.limit)))
     if args.command == "secret":
-        return _end(_run(commands.secret_set(data_dir, args.name, value, starting)))
+        return _end(_run(commands.secret_set(route, args.name, value)))
     if args.command == "mcp":
         if args.action == "list":
-            return _end(_run(commands.mcp_list(data_dir, args.name, args.tools, starting)))
+            return _end(_run(commands.mcp_list(route, args.name, args.tools)))
         if args.action == "add":
-            return _end(_run(commands.mcp_add(data_dir, args.name, table, starting)))
+            return _end(_run(commands.mcp_add(route, args.name, table)))
         if args.action == "remove":
-            return _end(_run(commands.mcp_remove(data_dir, args.name, starting)))
-        return _end(_run(commands.mcp_test(data_dir, args.name, starting)))
+            return _end(_run(commands.mcp_remove(route, args.name)))
+        return _end(_run(commands.mcp_test(route, args.name)))
     if args.command == "token":
         from desktop import token_commands
 
-        return _end(_run(token_commands.run(data_dir, args, starting)))
+        return _end(_run(token_commands.run(route, args)))
     if args.command == "schedule":
         from desktop import schedule_commands
 
-        return _end(_run(schedule_commands.run(data_dir, args, starting)))
-    return _end(_run(commands.provider_test(data_dir, args.name, starting)))
+        return _end(_run(schedule_commands.run(route, args)))
+    return _end(_run(commands.provider_test(route, args.name)))
 
 
 def _end(status: int) -> int:

@@ -3,18 +3,23 @@
 It is a client like the desktop app: it finds (or starts) the backend and
 speaks only the wire protocol to it.  `desktop/cli.py` parses the command
 line, starts the backend when none runs, and only then imports this module,
-so its imports overlap the backend's start.
+so its imports overlap the backend's start.  Each command is a body written against a
+connected client, wrapped by `@connected`, which owns the connection and the one line a
+refused call prints.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec
 
 from desktop.state.ansi import SGR_AND_EL, AnsiStripper
 from desktop.state.live_tail import Lines
@@ -42,6 +47,7 @@ from shared.methods import (
 from shared.remote import RemoteTarget
 
 Starting = subprocess.Popen[bytes]  # a backend `shared.launcher.spawn` started, not yet READY
+P = ParamSpec("P")
 
 PROVIDER_TEST_WAIT_S = 90.0  # the backend bounds a test at 60 s
 MCP_TEST_WAIT_S = 150.0  # a server's start-up is bounded by its startup_timeout_s (30 s default)
@@ -50,13 +56,24 @@ DECISIONS: dict[str, p.Decision] = {
 }
 
 
-async def ensure_client(data_dir: Path, starting: Starting | None = None,
-                        remote: RemoteTarget | None = None) -> Client:
+@dataclass(frozen=True)
+class Route:
+    """Which backend a command talks to: the folder's own (`starting`, a backend this
+    process just started, or else the one running), or with `remote` one on another
+    computer."""
+
+    data_dir: Path
+    starting: Starting | None = None
+    remote: RemoteTarget | None = None
+
+
+async def ensure_client(route: Route) -> Client:
     """Connects to the folder's backend: the one `starting` once it is READY, else the one
     running, started first if nothing answers.  With `remote`, to that backend only (none
     is started here)."""
-    if remote is not None:
-        client = Client(data_dir, name="turnkey-cli", remote=remote)
+    data_dir, starting = route.data_dir, route.starting
+    if route.remote is not None:
+        client = Client(data_dir, name="turnkey-cli", remote=route.remote)
         await client.connect()
         return client
     client = Client(data_dir, name="turnkey-cli")
@@ -70,6 +87,34 @@ async def ensure_client(data_dir: Path, starting: Starting | None = None,
         await start_backend(data_dir)
         await client.connect()
     return client
+
+
+def refusal_line(exc: RpcError) -> str:
+    """What a command prints when the backend refuses a call: its words, and the field they
+    are about (a config patch's field as config.toml names it, without `patch.`)."""
+    field = str(exc.data.get("field") or "").removeprefix("patch.")
+    return f"turnkey: {exc.message}" + (f" ({field})" if field else "")
+
+
+def connected(
+    body: Callable[Concatenate[Client, P], Awaitable[int]],
+) -> Callable[Concatenate[Route, P], Coroutine[Any, Any, int]]:
+    """A command written against a connected client, made into one that takes the `Route`
+    to its backend first: it connects, closes whatever happens, and a call the backend
+    refuses ends the command with one line on stderr and exit status 1."""
+
+    @functools.wraps(body)
+    async def command(route: Route, /, *args: P.args, **kwargs: P.kwargs) -> int:
+        client = await ensure_client(route)
+        try:
+            return await body(client, *args, **kwargs)
+        except RpcError as exc:
+            print(refusal_line(exc), file=sys.stderr)
+            return 1
+        finally:
+            await client.close()
+
+    return command
 
 
 class Answer:
@@ -343,73 +388,60 @@ NO_SANDBOX_NOTE = (
 )
 
 
+@connected
 async def chat(
-    data_dir: Path, session_id: str | None, text: str | None, cwd: Path | None,
-    starting: Starting | None = None, steer: bool = False, remote: RemoteTarget | None = None,
+    client: Client, session_id: str | None, text: str | None, cwd: Path | None,
+    steer: bool = False,
 ) -> int:
-    client = await ensure_client(data_dir, starting, remote)
+    """Sends `text` and streams its turn, or with no `text` reads prompts until end of input."""
+    _say_what_answers(client)
+    if session_id is None:
+        # Untitled: the backend names it from the first prompt, as for every client.
+        session = (await client.call(SessionCreate(cwd=str(cwd) if cwd else None))).session
+        session_id = session.session_id
+        print(f"[session {session_id}]", file=sys.stderr)
+    else:
+        await client.subscribe(session_id)
+        session = (await client.call(SessionGet(session_id=session_id))).session
+    if session.folder_warning:  # its folder is the home folder or /
+        print(f"[{session.folder_warning}]", file=sys.stderr)
+    client.follow(session_id)
+    chat = Chat(client, session_id)
+    if text is not None:
+        return 0 if await chat.send(text, steer=steer) == "completed" else 1
+    print("Type a message; Enter sends, Ctrl-C interrupts a turn, Ctrl-D quits.", file=sys.stderr)
+    while True:
+        try:
+            line = await asyncio.to_thread(input, "> ")
+        except (EOFError, KeyboardInterrupt):
+            print()
+            return 0
+        if line.strip():
+            await chat.send(line)
+
+
+def _say_what_answers(client: Client) -> None:
+    """Warns, before the first prompt, of a tiny offline model answering or of commands
+    running without a sandbox."""
     assert client.server is not None, "connect() initializes"
     capabilities = client.server.capabilities
     if capabilities.provider.offline_default:
         print(OFFLINE_NOTE.format(model=capabilities.provider.model or ""), file=sys.stderr)
     if not capabilities.sandbox.active:
         print(NO_SANDBOX_NOTE.format(reason=capabilities.sandbox.reason or "unknown"), file=sys.stderr)
-    try:
-        if session_id is None:
-            # Untitled: the backend names it from the first prompt, as for every client.
-            session = (await client.call(SessionCreate(cwd=str(cwd) if cwd else None))).session
-            session_id = session.session_id
-            print(f"[session {session_id}]", file=sys.stderr)
-        else:
-            await client.subscribe(session_id)
-            session = (await client.call(SessionGet(session_id=session_id))).session
-        if session.folder_warning:  # its folder is the home folder or /
-            print(f"[{session.folder_warning}]", file=sys.stderr)
-        client.follow(session_id)
-        chat = Chat(client, session_id)
-        if text is not None:
-            return 0 if await chat.send(text, steer=steer) == "completed" else 1
-        print("Type a message; Enter sends, Ctrl-C interrupts a turn, Ctrl-D quits.", file=sys.stderr)
-        while True:
-            try:
-                line = await asyncio.to_thread(input, "> ")
-            except (EOFError, KeyboardInterrupt):
-                print()
-                return 0
-            if line.strip():
-                await chat.send(line)
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
 
 
-async def sessions(
-    data_dir: Path, limit: int, starting: Starting | None = None,
-    remote: RemoteTarget | None = None,
-) -> int:
-    client = await ensure_client(data_dir, starting, remote)
-    try:
-        result = await client.call(SessionList(limit=limit))
-    finally:
-        await client.close()
+@connected
+async def sessions(client: Client, limit: int) -> int:
+    result = await client.call(SessionList(limit=limit))
     for s in result.sessions:
         print(f"{s.session_id}  {s.status:<8} {s.updated_at[:19]}  {s.title}")
     return 0
 
 
-async def secret_set(
-    data_dir: Path, name: str, value: str, starting: Starting | None = None,
-) -> int:
-    client = await ensure_client(data_dir, starting)
-    try:
-        result = await client.call(SecretSet(name=name, value=value))
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
+@connected
+async def secret_set(client: Client, name: str, value: str) -> int:
+    result = await client.call(SecretSet(name=name, value=value))
     where = "the system keyring" if result.stored == "keyring" else "a file"
     print(f"stored {name!r} in {where}")
     if result.warning:
@@ -417,17 +449,9 @@ async def secret_set(
     return 0
 
 
-async def provider_test(
-    data_dir: Path, name: str | None, starting: Starting | None = None,
-) -> int:
-    client = await ensure_client(data_dir, starting)
-    try:
-        result = await client.call(ProviderTest(provider=name or None), timeout=PROVIDER_TEST_WAIT_S)
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
+@connected
+async def provider_test(client: Client, name: str | None) -> int:
+    result = await client.call(ProviderTest(provider=name or None), timeout=PROVIDER_TEST_WAIT_S)
     what = f"{result.provider or '(no provider)'} ({result.model or 'no model'})"
     if result.ok:
         print(f"ok: {what} answered in {result.latency_ms} ms")
@@ -459,17 +483,9 @@ def mcp_tool_lines(server: p.McpServerStatus) -> list[str]:
     return lines
 
 
-async def mcp_list(
-    data_dir: Path, name: str | None, tools: bool, starting: Starting | None = None,
-) -> int:
-    client = await ensure_client(data_dir, starting)
-    try:
-        result = await client.call(McpList(name=name))
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
+@connected
+async def mcp_list(client: Client, name: str | None, tools: bool) -> int:
+    result = await client.call(McpList(name=name))
     if not result.servers:
         print("no MCP servers configured (add one: turnkey mcp add NAME -- COMMAND [ARGS...], "
               "or turnkey mcp add NAME --url URL)")
@@ -483,26 +499,16 @@ async def mcp_list(
     return 0
 
 
-async def mcp_add(
-    data_dir: Path, name: str, table: dict[str, Any], starting: Starting | None = None,
-) -> int:
+@connected
+async def mcp_add(client: Client, name: str, table: dict[str, Any]) -> int:
     """Adds `[mcp.servers.NAME]` with config.set; a name in use is refused (remove it first:
     a patch over it would merge with what is there)."""
-    client = await ensure_client(data_dir, starting)
-    try:
-        config = await client.call(ConfigGet())
-        if name in config.mcp.servers:
-            print(f"turnkey: an MCP server called {name!r} already exists (remove it first: "
-                  f"turnkey mcp remove {name})", file=sys.stderr)
-            return 1
-        config = await client.call(ConfigSet(patch={"mcp": {"servers": {name: table}}}))
-    except RpcError as exc:
-        field = str(exc.data.get("field") or "")
-        where = f" ({field.removeprefix('patch.')})" if field else ""
-        print(f"turnkey: {exc.message}{where}", file=sys.stderr)
+    config = await client.call(ConfigGet())
+    if name in config.mcp.servers:
+        print(f"turnkey: an MCP server called {name!r} already exists (remove it first: "
+              f"turnkey mcp remove {name})", file=sys.stderr)
         return 1
-    finally:
-        await client.close()
+    config = await client.call(ConfigSet(patch={"mcp": {"servers": {name: table}}}))
     server = config.mcp.servers.get(name)
     what = " ".join(server.command) if server is not None and server.command else table.get("url")
     print(f"added MCP server {name!r}: {what}")
@@ -512,33 +518,21 @@ async def mcp_add(
     return 0
 
 
-async def mcp_remove(data_dir: Path, name: str, starting: Starting | None = None) -> int:
-    client = await ensure_client(data_dir, starting)
-    try:
-        config = await client.call(ConfigGet())
-        if name not in config.mcp.servers:
-            print(f"turnkey: no MCP server called {name!r}", file=sys.stderr)
-            return 1
-        await client.call(ConfigSet(patch={"mcp": {"servers": {name: None}}}))
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
+@connected
+async def mcp_remove(client: Client, name: str) -> int:
+    config = await client.call(ConfigGet())
+    if name not in config.mcp.servers:
+        print(f"turnkey: no MCP server called {name!r}", file=sys.stderr)
         return 1
-    finally:
-        await client.close()
+    await client.call(ConfigSet(patch={"mcp": {"servers": {name: None}}}))
     print(f"removed MCP server {name!r}")
     return 0
 
 
-async def mcp_test(data_dir: Path, name: str, starting: Starting | None = None) -> int:
+@connected
+async def mcp_test(client: Client, name: str) -> int:
     """Starts (or restarts) the server and lists its tools: 0 when it answered, 1 when not."""
-    client = await ensure_client(data_dir, starting)
-    try:
-        result = await client.call(McpTest(name=name), timeout=MCP_TEST_WAIT_S)
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
+    result = await client.call(McpTest(name=name), timeout=MCP_TEST_WAIT_S)
     server = result.server
     if result.ok:
         print(f"ok: {name} ({server.transport}) listed {count_words(server.tools or [])} "
@@ -595,31 +589,17 @@ def memory_lines(result: p.MemoryResult) -> list[str]:
     return lines
 
 
-async def memory_show(data_dir: Path, starting: Starting | None = None) -> int:
-    client = await ensure_client(data_dir, starting)
-    try:
-        result = await client.call(MemoryGet())
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
+@connected
+async def memory_show(client: Client) -> int:
+    result = await client.call(MemoryGet())
     print("\n".join(memory_lines(result)))
     return 0
 
 
-async def memory_set(
-    data_dir: Path, target: p.MemoryTarget, text: str, starting: Starting | None = None,
-) -> int:
+@connected
+async def memory_set(client: Client, target: p.MemoryTarget, text: str) -> int:
     """Replaces one notebook (text "" clears it), checked by the backend as the tool's writes."""
-    client = await ensure_client(data_dir, starting)
-    try:
-        result = await client.call(MemorySet(target=target, text=text))
-    except RpcError as exc:
-        print(f"turnkey: {exc.message}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
+    result = await client.call(MemorySet(target=target, text=text))
     file = result.user if target == "user" else result.environment
     verb = "saved" if file.text else "cleared"
     print(f"{verb} {target} memory ({MEMORY_NAMES[target]}): {file.used:,} / {file.limit:,} characters")

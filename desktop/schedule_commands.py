@@ -3,35 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from desktop.commands import Starting, ensure_client
+from desktop.commands import connected
 from desktop.state.schedules import next_words, repeat_words, when_words
 from shared import protocol as p
-from shared.client import Client, RpcError
+from shared.client import Client
 from shared.methods import ScheduleCreate, ScheduleDelete, ScheduleList, ScheduleUpdate
 
 
-async def run(data_dir: Path, args: argparse.Namespace, starting: Starting | None = None) -> int:
-    client = await ensure_client(data_dir, starting)
-    try:
-        if args.action == "list":
-            return _print_list((await client.call(ScheduleList())).schedules)
-        if args.action == "delete":
-            await client.call(ScheduleDelete(schedule_id=args.schedule_id))
-            print(f"deleted {args.schedule_id}")
-            return 0
-        schedule = await (_create(client, args) if args.action == "create" else _update(client, args))
-        print(_line(schedule, datetime.now(UTC)))
+@connected
+async def run(client: Client, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return _print_list((await client.call(ScheduleList())).schedules)
+    if args.action == "delete":
+        await client.call(ScheduleDelete(schedule_id=args.schedule_id))
+        print(f"deleted {args.schedule_id}")
         return 0
-    except RpcError as exc:
-        field = str(exc.data.get("field") or "") if exc.data else ""
-        print(f"turnkey: {exc.message}" + (f" ({field})" if field else ""), file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
+    schedule = await (_create(client, args) if args.action == "create" else _update(client, args))
+    print(_line(schedule, datetime.now(UTC)))
+    return 0
 
 
 async def _create(client: Client, args: argparse.Namespace) -> p.Schedule:

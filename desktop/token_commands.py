@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from desktop.commands import Starting, ensure_client
+from desktop.commands import connected
 from shared import protocol as p
-from shared.client import Client, RpcError
+from shared.client import Client
 from shared.launcher import BackendInfo
 from shared.methods import TokenCreate, TokenList, TokenRevoke
 from shared.remote import RemoteTarget, is_loopback
@@ -30,26 +29,19 @@ def pairing_host(info: BackendInfo, given: str | None) -> str | None:
     return None if info.host in WILDCARDS else info.host
 
 
-async def run(data_dir: Path, args: argparse.Namespace, starting: Starting | None = None) -> int:
-    client = await ensure_client(data_dir, starting)
-    try:
-        if args.action == "list":
-            return _print_list(await client.call(TokenList()))
-        if args.action == "revoke":
-            await client.call(TokenRevoke(token_id=args.token_id))
-            print(f"revoked {args.token_id}; its open connections are closed")
-            return 0
-        return await _create(client, args, data_dir)
-    except RpcError as exc:
-        field = str(exc.data.get("field") or "") if exc.data else ""
-        print(f"turnkey: {exc.message}" + (f" ({field})" if field else ""), file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
+@connected
+async def run(client: Client, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return _print_list(await client.call(TokenList()))
+    if args.action == "revoke":
+        await client.call(TokenRevoke(token_id=args.token_id))
+        print(f"revoked {args.token_id}; its open connections are closed")
+        return 0
+    return await _create(client, args)
 
 
-async def _create(client: Client, args: argparse.Namespace, data_dir: Path) -> int:
-    info = BackendInfo.read(data_dir)
+async def _create(client: Client, args: argparse.Namespace) -> int:
+    info = BackendInfo.read(client.data_dir)
     if info is None:  # connected a moment ago, so it is being restarted
         print("turnkey: the backend's backend.json is gone; try again", file=sys.stderr)
         return 1

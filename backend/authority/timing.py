@@ -10,11 +10,8 @@ that could not write, a busy loop): it fires once.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -50,28 +47,6 @@ class Due:
 
     fire_at: datetime | None
     next_at: datetime | None
-
-
-def local_zone_name() -> str:
-    """The IANA name of this machine's zone (TZ, else /etc/localtime's target), else UTC."""
-    tz = os.environ.get("TZ", "").lstrip(":")
-    if tz and _valid(tz):
-        return tz
-    with contextlib.suppress(OSError):
-        target = str(Path("/etc/localtime").resolve())
-        if "zoneinfo/" in target:
-            name = target.split("zoneinfo/", 1)[1]
-            if _valid(name):
-                return name
-    return "UTC"
-
-
-def _valid(name: str) -> bool:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
 
 
 def zone(name: str | None, local: str) -> ZoneInfo:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from backend import __version__, wire
-from backend.authority import loosening, schedule_edits, timing
+from backend.authority import loosening, schedule_edits
 from backend.authority.queue import SessionAuthority
 from backend.authority.schedules import Scheduler
 from backend.authority.takeover import interrupt_anywhere
@@ -62,6 +62,7 @@ from shared import protocol as p
 from shared.config import MCP_NAME_PATTERN, ConfigView
 from shared.durations import Durations
 from shared.methods import METHODS
+from shared.zones import local_zone_name
 
 log = logging.getLogger("rpc")
 
@@ -655,7 +656,7 @@ class Methods:
     async def schedule_create(self, conn: Connection, params: p.ScheduleCreateParams) -> p.ScheduleResult:
         cwd = _cwd(params.new_session.cwd) if params.new_session is not None else None
         values = schedule_edits.create_values(
-            params, conn.principal.token_id, timing.local_zone_name(), datetime.now(UTC), cwd)
+            params, conn.principal.token_id, local_zone_name(), datetime.now(UTC), cwd)
 
         def job(tx: Tx) -> p.Schedule:
             if params.session_id is not None:

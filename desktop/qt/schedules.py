@@ -45,6 +45,7 @@ from desktop.state import schedules as words
 from shared import protocol as p
 from shared.client import STATE, ClientState, Incoming, RpcError
 from shared.methods import ScheduleCreate, ScheduleDelete, ScheduleList, ScheduleUpdate, SessionList
+from shared.zones import local_zone_name, valid_zone
 
 COLUMNS = ("On", "Prompt", "Repeats", "Next run", "Last run", "Runs in")
 REFRESH_MS = 30_000  # "today at 14:00" becomes "running now": the words are redrawn this often
@@ -303,8 +304,8 @@ class SchedulesDialog(QDialog):
         self.folder_edit.setText(str(Path.home()))
         self.repeat_combo.setCurrentIndex(1)  # every weekday at 9:00: the common case
         self.cron_edit.setText("")
-        self._set_at(words.default_at(datetime.now(UTC)), words.local_zone())
-        self.zone_combo.setCurrentText(words.local_zone())
+        self._set_at(words.default_at(datetime.now(UTC)), local_zone_name())
+        self.zone_combo.setCurrentText(local_zone_name())
         self.missed_check.setChecked(True)
         self._open_form()
 
@@ -347,7 +348,7 @@ class SchedulesDialog(QDialog):
         self.where_combo.setCurrentIndex(max(0, index))
 
     def _set_at(self, when: datetime, zone: str) -> None:
-        local = when.astimezone(ZoneInfo(zone) if words.valid_zone(zone) else None)
+        local = when.astimezone(ZoneInfo(zone) if valid_zone(zone) else None)
         self.at_edit.setDateTime(QDateTime(local.year, local.month, local.day, local.hour, local.minute, 0))
 
     def _show_form_parts(self) -> None:

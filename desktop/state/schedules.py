@@ -3,12 +3,9 @@ next runs in words ("tomorrow at 09:00"), repeats in words, and the form's prese
 
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
-from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from zoneinfo import available_timezones
 
 from shared import protocol as p
 from shared.methods import ScheduleCreate, ScheduleUpdate
@@ -31,27 +28,6 @@ PRESETS = (
     Preset("Every hour", "0 * * * *"),
     Preset("Custom (cron)", ""),
 )
-
-
-def local_zone() -> str:
-    """This computer's IANA zone (TZ, else /etc/localtime's target), else UTC: what the form
-    proposes, so a schedule means the wall clock its maker reads."""
-    candidates = [os.environ.get("TZ", "").lstrip(":")]
-    with contextlib.suppress(OSError):
-        target = str(Path("/etc/localtime").resolve())
-        candidates.append(target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else "")
-    for name in candidates:
-        if name and valid_zone(name):
-            return name
-    return "UTC"
-
-
-def valid_zone(name: str) -> bool:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
 
 
 def zone_names() -> list[str]:

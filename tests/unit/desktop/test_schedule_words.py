@@ -107,6 +107,4 @@ def test_form_builds_the_requests() -> None:
 def test_default_at_and_zones() -> None:
     assert w.default_at(datetime(2026, 12, 1, 10, 20, tzinfo=UTC)) == datetime(2026, 12, 1, 11, tzinfo=UTC)
     assert w.default_at(datetime(2026, 12, 1, 10, 55, tzinfo=UTC)) == datetime(2026, 12, 1, 12, tzinfo=UTC)
-    assert w.valid_zone(w.local_zone())
     assert "Europe/Paris" in w.zone_names()
-    assert not w.valid_zone("Mars/Olympus")
