@@ -25,7 +25,7 @@ from desktop.state.ansi import SGR_AND_EL, AnsiStripper
 from desktop.state.live_tail import Lines
 from desktop.state.sessions import local_time
 from shared import protocol as p
-from shared.client import BackendNotFound, Client, ClientState, Incoming, RpcError
+from shared.client import BackendNotFound, Client, ClientState, Incoming, InvalidParams, RpcError
 from shared.launcher import running, start_backend, stop_backend, wait_ready
 from shared.mcp_names import count_words, shown_name, shown_summary
 from shared.methods import (
@@ -92,7 +92,7 @@ async def ensure_client(route: Route) -> Client:
 def refusal_line(exc: RpcError) -> str:
     """What a command prints when the backend refuses a call: its words, and the field they
     are about (a config patch's field as config.toml names it, without `patch.`)."""
-    field = str(exc.data.get("field") or "").removeprefix("patch.")
+    field = exc.field.removeprefix("patch.") if isinstance(exc, InvalidParams) else ""
     return f"turnkey: {exc.message}" + (f" ({field})" if field else "")
 
 

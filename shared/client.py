@@ -95,13 +95,83 @@ class Incoming:
 
 
 class RpcError(Exception):
-    """An error response from the backend, with the contract's code."""
+    """An error response from the backend, with the contract's code.  `refused` makes the
+    subclass of its code (`except InvalidParams as exc: exc.field`); a code the client
+    does not know stays an RpcError."""
 
     def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
         super().__init__(f"{message} ({code})")
         self.code = code
         self.message = message
         self.data = data or {}
+
+    @staticmethod
+    def refused(code: int, message: str, data: dict[str, Any] | None = None) -> RpcError:
+        """The error for `code`: its own class when the contract names the code."""
+        return _BY_CODE.get(code, RpcError)(code, message, data)
+
+    def _text(self, key: str) -> str:
+        value = self.data.get(key)
+        return value if isinstance(value, str) else ""
+
+
+class InvalidParams(RpcError):
+    """-32602: a parameter is wrong; `field` names it ("" when the backend did not say)."""
+
+    @property
+    def field(self) -> str:
+        return self._text("field")
+
+
+class Forbidden(RpcError):
+    """-32003: the token lacks the method's scope, or the change is the owner's to make;
+    `fields` names the settings a refused `config.set` would have loosened."""
+
+    @property
+    def fields(self) -> list[str]:
+        value = self.data.get("fields")
+        return [str(f) for f in value] if isinstance(value, list) else []
+
+
+class NotFound(RpcError):
+    """-32004: no such thing; `kind` says what was looked for ("session", "approval", ...)."""
+
+    @property
+    def kind(self) -> str:
+        return self._text("kind")
+
+
+class InternalError(RpcError):
+    """-32603: the backend's bug, or the store could not commit; `error_id` finds it in the
+    backend's log."""
+
+    @property
+    def error_id(self) -> str:
+        return self._text("error_id")
+
+
+class SessionBusy(RpcError):
+    """-32009: the session has work; pass force, or wait."""
+
+
+class AdmissionConflict(RpcError):
+    """-32010: a request_id was reused with different input."""
+
+
+class AdmissionState(RpcError):
+    """-32012: the admission is not in a state the call applies to."""
+
+
+class ApprovalClosed(RpcError):
+    """-32013: the approval was already decided elsewhere, or expired."""
+
+
+_BY_CODE: dict[int, type[RpcError]] = {
+    ErrorCode.INVALID_PARAMS: InvalidParams, ErrorCode.FORBIDDEN: Forbidden,
+    ErrorCode.NOT_FOUND: NotFound, ErrorCode.INTERNAL: InternalError,
+    ErrorCode.SESSION_BUSY: SessionBusy, ErrorCode.ADMISSION_CONFLICT: AdmissionConflict,
+    ErrorCode.ADMISSION_STATE: AdmissionState, ErrorCode.APPROVAL_CLOSED: ApprovalClosed,
+}
 
 
 class ConnectionLost(Exception):
@@ -417,13 +487,15 @@ def _typed(request: Request[R], raw: Any) -> R:
     try:
         decoded: R = msgspec.convert(raw, result_type(type(request)))
     except msgspec.ValidationError as exc:
-        raise RpcError(ErrorCode.INTERNAL, f"{request.method} answered outside the protocol: {exc}") \
-            from None
+        raise InternalError(ErrorCode.INTERNAL,
+                            f"{request.method} answered outside the protocol: {exc}") from None
     return decoded
 
 
 def _result(msg: dict[str, Any]) -> Any:
     if "error" in msg:
         err = msg["error"]
-        raise RpcError(int(err.get("code", 0)), str(err.get("message", "")), err.get("data"))
+        data = err.get("data")
+        raise RpcError.refused(int(err.get("code", 0)), str(err.get("message", "")),
+                               data if isinstance(data, dict) else None)
     return msg.get("result")

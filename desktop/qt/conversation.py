@@ -45,8 +45,7 @@ from desktop.state.sessions import status_label
 from desktop.state.transcript import ToolItem
 from desktop.state.turns import TurnActions, latest
 from shared import protocol as p
-from shared.client import RESYNC, ConnectionLost, Incoming, RpcError
-from shared.errors import ErrorCode
+from shared.client import RESYNC, ApprovalClosed, ConnectionLost, Incoming
 from shared.mcp_names import shown_name
 from shared.methods import (
     AdmissionCancel,
@@ -769,7 +768,7 @@ class Conversation(QWidget):
             try:
                 await self.link.call(ApprovalRespond(approval_id=approval_id, decision=decision))
             except Exception as exc:
-                if isinstance(exc, RpcError) and exc.code == ErrorCode.APPROVAL_CLOSED:
+                if isinstance(exc, ApprovalClosed):
                     self.state.approvals.pop(approval_id, None)  # answered elsewhere, or expired
                     self.refresh()
                     return

@@ -43,7 +43,7 @@ from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.state import schedules as words
 from shared import protocol as p
-from shared.client import STATE, ClientState, Incoming, RpcError
+from shared.client import STATE, ClientState, Incoming, InvalidParams, RpcError
 from shared.methods import ScheduleCreate, ScheduleDelete, ScheduleList, ScheduleUpdate, SessionList
 from shared.zones import local_zone_name, valid_zone
 
@@ -380,7 +380,7 @@ class SchedulesDialog(QDialog):
         except RpcError as exc:
             if self._alive():
                 self.save_button.setEnabled(True)
-                self._mark_problem(str((exc.data or {}).get("field") or ""))
+                self._mark_problem(exc.field if isinstance(exc, InvalidParams) else "")
                 self._form_failed(exc.message)
             return
         if not self._alive():

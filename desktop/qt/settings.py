@@ -74,9 +74,8 @@ from desktop.state.settings import (
     shown,
 )
 from shared import protocol as p
-from shared.client import RpcError
+from shared.client import InvalidParams, RpcError
 from shared.config import APPROVAL_MODES, PROVIDER_KINDS, ConfigView, ProviderKind, ProviderView
-from shared.errors import ErrorCode
 from shared.methods import ConfigGet, ConfigSet, ProviderTest, Request, SecretSet
 
 TEST_TIMEOUT_S = 90.0  # provider.test waits up to 60 s for the provider itself
@@ -632,7 +631,7 @@ class SettingsDialog(QDialog):
         try:
             result = await self.link.call(request, timeout=TEST_TIMEOUT_S)
         except RpcError as exc:
-            if self._alive() and exc.code == ErrorCode.INVALID_PARAMS:
+            if self._alive() and isinstance(exc, InvalidParams):
                 self._show_rpc_error(exc)  # a form value the backend refused: marked there
             failed(self._rpc_words(exc))
             return
@@ -709,11 +708,10 @@ class SettingsDialog(QDialog):
         return shiboken6.isValid(self)
 
     def _rpc_words(self, exc: RpcError) -> str:
-        field = str(exc.data.get("field") or "")
-        return reworded(field, exc.message) if exc.code == ErrorCode.INVALID_PARAMS else describe(exc)
+        return reworded(exc.field, exc.message) if isinstance(exc, InvalidParams) else describe(exc)
 
     def _show_rpc_error(self, exc: RpcError) -> None:
-        field = str(exc.data.get("field") or "") if exc.code == ErrorCode.INVALID_PARAMS else ""
+        field = exc.field if isinstance(exc, InvalidParams) else ""
         self.last_error_field = field or None
         key = field.rsplit(".", 1)[-1] if field else ""
         self._show_problem(key, self._rpc_words(exc), exc.message)

@@ -47,7 +47,7 @@ from desktop.qt.compat import emit
 from desktop.qt.settings_rules import Confirm, Run
 from desktop.state.settings import reworded
 from shared import protocol as p
-from shared.client import STATE, ClientState, Incoming, RpcError
+from shared.client import STATE, ClientState, Incoming, InvalidParams, RpcError
 from shared.config import ConfigView, McpServerConfig, fields
 from shared.errors import ErrorCode
 from shared.mcp_names import count_words
@@ -170,9 +170,9 @@ def new_server_table(kind: Kind, target: str, key_to: str, has_key: bool, approv
 
 def mcp_error_words(exc: RpcError) -> str:
     """A refusal of config.set or mcp.test, in words: the field's label and the server's name."""
-    if exc.code != ErrorCode.INVALID_PARAMS:
+    if not isinstance(exc, InvalidParams):
         return describe(exc)
-    parts = [x for x in str(exc.data.get("field") or "").split(".") if x and x != "patch"]
+    parts = [x for x in exc.field.split(".") if x and x != "patch"]
     if parts[:2] == ["mcp", "servers"] and len(parts) >= 3:
         rest = parts[3:]
         if not rest:

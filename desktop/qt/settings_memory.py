@@ -29,7 +29,7 @@ from desktop.qt.compat import emit
 from desktop.qt.settings_rules import Run
 from desktop.state.memory import CHANGED_NOTICE, HINTS, INTRO, TITLES, Notebook, measure, usage_words
 from shared import protocol as p
-from shared.client import STATE, ClientState, Incoming, RpcError
+from shared.client import STATE, ClientState, Incoming, InvalidParams, RpcError
 from shared.methods import MemoryGet, MemorySet
 
 TARGETS: tuple[p.MemoryTarget, ...] = ("user", "environment")
@@ -177,7 +177,8 @@ class MemoryPage(QWidget):
             result = await self.link.call(MemorySet(target=target, text=sent))
         except RpcError as exc:
             if self._alive():
-                self._save_failed(target, exc.message if exc.data.get("field") == "text" else describe(exc))
+                about_text = isinstance(exc, InvalidParams) and exc.field == "text"
+                self._save_failed(target, exc.message if about_text else describe(exc))
             return
         if not self._alive():
             return

@@ -65,8 +65,7 @@ from desktop.qt.doors_view import DoorStrip, plain_tooltip
 from desktop.state import doors as door_words
 from desktop.state.sessions import SessionRows, ago, cost, status_label
 from shared import protocol as p
-from shared.client import ClientState, Incoming, RpcError
-from shared.errors import ErrorCode
+from shared.client import ClientState, Incoming, RpcError, SessionBusy
 from shared.methods import SessionDelete, SessionList, SessionUpdate
 
 if TYPE_CHECKING:
@@ -1009,7 +1008,7 @@ class Sidebar(QWidget):
                 link = self.link_of(session_id) or self.link
                 await link.call(SessionDelete(session_id=session_id, force=force))
             except RpcError as exc:
-                if exc.code == ErrorCode.SESSION_BUSY:
+                if isinstance(exc, SessionBusy):
                     emit(self.message, "That session is working right now. Stop it first, or "
                                        "delete again to interrupt it and delete.")
                     self._force_next = session_id

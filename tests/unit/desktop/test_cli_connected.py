@@ -50,16 +50,17 @@ async def answered(client: Client, words: str, *, status: int = 0) -> int:
 
 
 @pytest.mark.parametrize(("error", "line"), [
-    (RpcError(ErrorCode.INVALID_PARAMS, "the hour field: 25 is out of range; use 0-23", {"field": "cron"}),
+    (RpcError.refused(ErrorCode.INVALID_PARAMS, "the hour field: 25 is out of range; use 0-23",
+                      {"field": "cron"}),
      "turnkey: the hour field: 25 is out of range; use 0-23 (cron)"),
-    (RpcError(ErrorCode.INVALID_PARAMS, "must start with http:// or https://",
+    (RpcError.refused(ErrorCode.INVALID_PARAMS, "must start with http:// or https://",
               {"field": "patch.mcp.servers.web.url"}),
      "turnkey: must start with http:// or https:// (mcp.servers.web.url)"),
-    (RpcError(ErrorCode.INVALID_PARAMS, "invalid params: unknown field", {"field": ""}),
+    (RpcError.refused(ErrorCode.INVALID_PARAMS, "invalid params: unknown field", {"field": ""}),
      "turnkey: invalid params: unknown field"),
-    (RpcError(ErrorCode.NOT_FOUND, "schedule 'sch_1' not found", {"kind": "schedule"}),
+    (RpcError.refused(ErrorCode.NOT_FOUND, "schedule 'sch_1' not found", {"kind": "schedule"}),
      "turnkey: schedule 'sch_1' not found"),
-    (RpcError(ErrorCode.FORBIDDEN, "token lacks the admin scope"),
+    (RpcError.refused(ErrorCode.FORBIDDEN, "token lacks the admin scope"),
      "turnkey: token lacks the admin scope"),
 ])
 async def test_a_refused_call_is_one_line_and_status_1(
