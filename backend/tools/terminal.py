@@ -141,10 +141,12 @@ class Terminal:
         lifeline, held = _lifeline()  # the sandbox ends when `held` closes (sandbox.bound)
         try:
             if sandboxed:
-                before = protected.scan(ctx.cwd, workdir)
-                argv = self.sandbox.argv(command, workdir=workdir, session_dir=ctx.cwd, env=ctx.env,
-                                         network=network, writable=[Path(p) for p in writable],
-                                         kept=before, lifeline=True)
+                # The walks (project folders, sockets) read the disk: off the event loop,
+                # which every session shares.
+                before = await asyncio.to_thread(protected.scan, ctx.cwd, workdir)
+                argv = await asyncio.to_thread(
+                    self.sandbox.argv, command, workdir=workdir, session_dir=ctx.cwd, env=ctx.env,
+                    network=network, writable=[Path(p) for p in writable], kept=before, lifeline=True)
                 setup = self.sandbox.child_setup()
             else:
                 argv = self.sandbox.outside_argv(command, workdir=workdir, lifeline=True)
@@ -179,7 +181,8 @@ class Terminal:
         elif args.get("network") and not self.sandbox.network:
             _permission(result, "ran with the network on, as allowed")
         _blocked(result, shell, network=network)
-        _planted(result, protected.planted(before, protected.scan(ctx.cwd, workdir)), ctx.cwd)
+        after = await asyncio.to_thread(protected.scan, ctx.cwd, workdir)
+        _planted(result, protected.planted(before, after), ctx.cwd)
         return result
 
 

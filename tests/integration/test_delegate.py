@@ -265,10 +265,16 @@ async def test_the_fifth_concurrent_child_waits_for_a_slot(
     assert waiting["data"]["call_id"] == fifth
 
 
+LATE_DEADLINE_S = 5
+
+
 async def test_a_child_waiting_for_approval_does_not_spend_the_parents_batch_deadline(
     backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
-    backend = backend_factory(fake_provider.base_url, "[limits]\ntool_batch_deadline_s = 2\n")
+    # The work that does count (the child's start, the sandboxed rm, its last reply) needs
+    # room: under CI's load it once took over 2 s, and a deadline of 2 s ended the call.
+    backend = backend_factory(fake_provider.base_url,
+                              f"[limits]\ntool_batch_deadline_s = {LATE_DEADLINE_S}\n")
     script = Script(fake_provider, ["PARENT-ASK", "TASK-ASK"])
     script.add("PARENT-ASK", Reply.calls(delegate("TASK-ASK: clean up")), Reply(deltas=["cleaned"]))
     script.add("TASK-ASK", Reply.calls(terminal("rm -rf victim")), Reply(deltas=["removed it"]))
@@ -287,7 +293,7 @@ async def _approve_late(rpc: Rpc, tmp_path: Path) -> None:
     child = next(iter(child_ids(rpc, sid).values()))
     assert asked["session_id"] == child, "the child's approval is asked in the child's session"
     assert asked["data"]["approval"]["session_id"] == child
-    await asyncio.sleep(3)  # longer than the parent's batch deadline: a person is slow
+    await asyncio.sleep(LATE_DEADLINE_S + 1)  # longer than the batch deadline: a person is slow
     await rpc.call("approval.respond", {"approval_id": asked["data"]["approval"]["approval_id"],
                                         "decision": "once"})
     done = await wait_complete(rpc, receipt["admission_id"])
