@@ -49,7 +49,7 @@ from backend.server.methods import Methods
 from backend.server.tls import TlsFiles, self_signed, server_context
 from backend.server.tls import fingerprint as cert_fingerprint
 from backend.store import admissions, events, peers, runtime, schedules
-from backend.store.db import POSTGRESQL, Database, Tx
+from backend.store.db import POSTGRESQL, Database, SqliteDatabase, Tx
 from backend.tools import memory, registry, sandbox
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
@@ -84,7 +84,7 @@ class Backend:
         self.port = port
         self.tls = tls
         self.config = ConfigFile(data_dir / "config.toml")
-        self.db: Database = Database(data_dir / "state.db")  # or PostgreSQL: see start()
+        self.db: Database = SqliteDatabase(data_dir / "state.db")  # or PostgreSQL: see start()
         self.secrets = Secrets(data_dir)
         self.providers = Providers(
             self.secrets, data_dir, lambda: self.config.config.local_model_idle_minutes

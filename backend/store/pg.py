@@ -31,14 +31,12 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import random
 import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
@@ -47,19 +45,10 @@ from psycopg import errors as pg_errors
 
 from backend.errors import StoreRefused, StoreUnavailable, TurnkeyError
 from backend.store import pg_schema
-from backend.store.db import (
-    POSTGRESQL,
-    Cursor,
-    Database,
-    Params,
-    Tx,
-    _Job,
-    _Timing,
-    _translate,
-)
 from backend.store.events import EventRecord, Moved, Report, StoredEvent, since
 from backend.store.schedules import ScheduleChange
 from backend.store.sessions import SessionChanged
+from backend.store.writer import POSTGRESQL, Cursor, Job, Params, Timing, Tx, Writer, translate
 from shared import logs
 from shared.config import store_redacted
 
@@ -204,13 +193,13 @@ class _Conflict(Exception):
     """Raised out of a job's savepoint: the whole batch must run again."""
 
 
-class PgDatabase(Database):
+class PgDatabase(Writer):
     """The store on a PostgreSQL database shared by any number of backend processes."""
 
     dialect = POSTGRESQL
 
     def __init__(self, dsn: str) -> None:
-        super().__init__(Path(os.devnull))  # no file: `path` is the SQLite store's
+        super().__init__()
         self.dsn = dsn
         self.name = store_redacted(dsn)
         self.origin = secrets.token_hex(8)  # tells this process's notifications from others'
@@ -237,7 +226,7 @@ class PgDatabase(Database):
         except BaseException:
             await self._close_pg()
             raise
-        self._task = asyncio.create_task(self._write_loop(), name="store-writer")
+        self._start_writing()
         self._listener = asyncio.create_task(self._listen(), name="store-listener")
 
     async def wait_listening(self, timeout: float = 10.0) -> None:
@@ -248,10 +237,7 @@ class PgDatabase(Database):
         return StoreRefused(f"{self.name} could not be prepared ({exc.message})")
 
     async def close(self) -> None:
-        self._closing = True
-        self._wake.set()
-        if self._task:
-            await self._task
+        await self._stop_writing()
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -261,9 +247,6 @@ class PgDatabase(Database):
     async def _close_pg(self) -> None:
         await self._w.close()
         await self._r.close()
-
-    async def _close_connections(self) -> None:
-        await self._close_pg()
 
     # --- reading and writing ---------------------------------------------------------
 
@@ -281,7 +264,7 @@ class PgDatabase(Database):
         except psycopg.Error as exc:
             raise StoreUnavailable(f"could not read the database: {_first_line(exc)}") from exc
 
-    async def _commit(self, batch: list[_Job], timing: _Timing) -> None:
+    async def _commit(self, batch: list[Job], timing: Timing) -> None:
         await self._w.run(functools.partial(_commit_batch, batch=batch, timing=timing,
                                             origin=self.origin))
 
@@ -389,7 +372,7 @@ class PgDatabase(Database):
         return True
 
 
-def _commit_batch(conn: psycopg.Connection[Any], *, batch: list[_Job], timing: _Timing,
+def _commit_batch(conn: psycopg.Connection[Any], *, batch: list[Job], timing: Timing,
                   origin: str) -> None:
     """Runs on the writer thread: one serializable transaction, one savepoint per job, run
     again whole when PostgreSQL refuses it for a conflict."""
@@ -414,7 +397,7 @@ def _commit_batch(conn: psycopg.Connection[Any], *, batch: list[_Job], timing: _
         timing.ended, timing.cpu_s = clock(), time.thread_time() - cpu_started
 
 
-def _attempt(conn: psycopg.Connection[Any], batch: list[_Job], timing: _Timing,
+def _attempt(conn: psycopg.Connection[Any], batch: list[Job], timing: Timing,
              origin: str) -> None:
     clock = time.monotonic
     alone = len(batch) == 1  # the usual case: the transaction is the job's, no savepoint
@@ -435,7 +418,7 @@ def _attempt(conn: psycopg.Connection[Any], batch: list[_Job], timing: _Timing,
                     raise _Conflict() from None
                 if conn.broken:  # the server went away: the whole batch failed
                     raise
-                job.error = _translate(exc, psycopg.Error)
+                job.error = translate(exc, psycopg.Error)
                 if alone:
                     conn.execute("ROLLBACK")
                     return
@@ -455,7 +438,7 @@ def _attempt(conn: psycopg.Connection[Any], batch: list[_Job], timing: _Timing,
         raise
 
 
-def _notification(batch: list[_Job], origin: str) -> str | None:
+def _notification(batch: list[Job], origin: str) -> str | None:
     """What other backends are told of this batch: each session's new seqs, the
     session-less broadcasts (left out when too long: they are hints, not state) and
     conversations that moved."""

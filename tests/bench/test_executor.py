@@ -19,7 +19,7 @@ import pytest
 from backend.config import ConfigFile
 from backend.ids import new_id
 from backend.store import sessions
-from backend.store.db import Database
+from backend.store.db import SqliteDatabase
 from backend.tools.approvals import Approvals
 from backend.tools.base import ToolContext
 from backend.tools.checkpoints import Checkpoints
@@ -38,7 +38,7 @@ async def test_executor_overhead(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     (work / "a.txt").write_text("a")
-    db = Database(tmp_path / "state.db")
+    db = SqliteDatabase(tmp_path / "state.db")
     await db.open()
     try:
         sid = new_id("ses")

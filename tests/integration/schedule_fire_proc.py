@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from backend.authority.schedules import fire_due
-from backend.store.db import Database
+from backend.store.db import Database, SqliteDatabase
 from backend.store.pg import PgDatabase
 from shared.config import STORE_SCHEMES
 
@@ -28,7 +28,7 @@ def open_store(store: str) -> Database:
     """The store as the backend opens it: PostgreSQL for a URL, else the SQLite file."""
     if store.startswith(STORE_SCHEMES):
         return PgDatabase(store)
-    return Database(Path(store))
+    return SqliteDatabase(Path(store))
 
 
 async def main(store: str, schedule_id: str, now_iso: str, go: str, ready: str) -> None:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from backend.store.db import Database
+from backend.store.db import Database, SqliteDatabase
 
 
 @pytest.fixture
 async def db(tmp_path: Path) -> AsyncIterator[Database]:
     """A real store file under tmp_path, opened (so migrated to the current schema)."""
-    database = Database(tmp_path / "state.db")
+    database = SqliteDatabase(tmp_path / "state.db")
     await database.open()
     try:
         yield database

@@ -23,7 +23,7 @@ from backend.providers.registry import ConfiguredProvider, Providers
 from backend.secrets import Secrets
 from backend.store import admissions, messages, sessions
 from backend.store import compression as store
-from backend.store.db import Database, Tx
+from backend.store.db import Database, SqliteDatabase, Tx
 from backend.store.leases import Holder, LeaseRecord
 from shared.config import ProviderConfig
 
@@ -75,7 +75,7 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    db = Database(tmp_path / "state.db")  # opened = migrated to the current schema
+    db = SqliteDatabase(tmp_path / "state.db")  # opened = migrated to the current schema
     await db.open()
     config = ConfigFile(tmp_path / "config.toml")
     config.load()

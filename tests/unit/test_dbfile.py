@@ -10,7 +10,7 @@ import pytest
 
 from backend.errors import StoreDamaged, StoreRefused
 from backend.store import dbfile
-from backend.store.db import Database
+from backend.store.db import SqliteDatabase
 from backend.store.migrations import SCHEMA_VERSION
 
 
@@ -79,7 +79,7 @@ def test_the_advice_names_the_log_that_must_move_with_it(tmp_path: Path) -> None
 
 
 async def test_open_leaves_nothing_running_when_it_refuses(tmp_path: Path) -> None:
-    db = Database(tmp_path / "state.db")
+    db = SqliteDatabase(tmp_path / "state.db")
     (tmp_path / "state.db").write_bytes(b"not a database, not even close" * 200)
     before = set(threading.enumerate())
     with pytest.raises(StoreDamaged, match="is not a SQLite database"):

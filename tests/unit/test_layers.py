@@ -187,3 +187,31 @@ def test_front_ends_call_the_backend_through_typed_requests() -> None:
                     and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: call({node.args[0].value!r}, ...)")
     assert not bad, "untyped calls; use the request types of shared/methods.py:\n  " + "\n  ".join(bad)
+
+
+def test_the_postgresql_store_shares_the_writer_not_the_sqlite_store() -> None:
+    """Both stores implement the one protocol (store/writer.py's AbstractStore) and share its
+    `Writer`; PostgreSQL's is not a SQLite store with parts overridden, so store/pg.py imports
+    nothing of store/db.py (the SQLite file's module) and PgDatabase derives from `Writer`."""
+    path = ROOT / "backend" / "store" / "pg.py"
+    bad = [f"line {line}: imports {target}" for target, line in imports(path)
+           if within(target, "backend.store.db")]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bases = [ast.unparse(base) for node in ast.walk(tree)
+             if isinstance(node, ast.ClassDef) and node.name == "PgDatabase" for base in node.bases]
+    assert bases == ["Writer"], f"PgDatabase derives from {bases}, not store/writer.py's Writer"
+    assert not bad, "store/pg.py reaches into the SQLite store:\n  " + "\n  ".join(bad)
+
+
+def test_postgresql_tables_are_generated_from_the_declaration() -> None:
+    """store/schema.py declares every table once; store/pg_schema.py generates their DDL from
+    it and writes only what PostgreSQL alone has.  The one table it may create by hand is its
+    own bookkeeping, schema_migrations."""
+    path = ROOT / "backend" / "store" / "pg_schema.py"
+    found = [f"line {node.lineno}: {' '.join(node.value.split())[:60]}"
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and "CREATE TABLE" in node.value.upper()
+             and "SCHEMA_MIGRATIONS" not in node.value.upper()]
+    assert not found, ("CREATE TABLE written by hand in store/pg_schema.py; declare the table "
+                       "in store/schema.py instead:\n  " + "\n  ".join(found))

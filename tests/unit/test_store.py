@@ -11,7 +11,7 @@ import pytest
 from backend import wire
 from backend.errors import StoreTooNew
 from backend.store import admissions, events, messages, runtime, sessions
-from backend.store.db import Database, Tx
+from backend.store.db import Database, SqliteDatabase, Tx
 from backend.store.events import StoredEvent
 from backend.store.migrations import SCHEMA_VERSION, migrate
 from shared.protocol import AdmissionEvent, Usage
@@ -153,7 +153,7 @@ def test_newer_database_is_refused(tmp_path: Path) -> None:
 
 
 async def open_db(path: Path) -> Database:
-    db = Database(path / "state.db")
+    db = SqliteDatabase(path / "state.db")
     await db.open()
     return db
 

@@ -11,7 +11,7 @@ import pytest
 
 from backend.errors import InvalidParams, NotFound
 from backend.server.auth import OWNER, Authenticator, digest
-from backend.store.db import Database
+from backend.store.db import SqliteDatabase
 from backend.store.migrations import migrate
 from shared.protocol import TokenCreateParams
 
@@ -20,7 +20,7 @@ OWNER_TOKEN = "owner-token-for-tests-0123456789abcdefghijklmn"
 
 @pytest.fixture
 async def auth(tmp_path: Path) -> AsyncIterator[Authenticator]:
-    db = Database(tmp_path / "state.db")
+    db = SqliteDatabase(tmp_path / "state.db")
     await db.open()
     try:
         yield Authenticator(db, OWNER_TOKEN)

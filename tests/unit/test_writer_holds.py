@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from backend.store.db import Database, Tx
+from backend.store.db import SqliteDatabase, Tx
 
 SLEEP_S = 0.03
 
 
 async def test_a_slow_job_shows_as_the_batchs_hold_and_by_name(tmp_path: Path) -> None:
-    db = Database(tmp_path / "state.db")
+    db = SqliteDatabase(tmp_path / "state.db")
     await db.open()
     try:
         before = db.holds.count
@@ -43,7 +43,7 @@ async def test_a_slow_job_shows_as_the_batchs_hold_and_by_name(tmp_path: Path) -
 
 
 async def test_a_failing_job_is_timed_too_and_still_fails(tmp_path: Path) -> None:
-    db = Database(tmp_path / "state.db")
+    db = SqliteDatabase(tmp_path / "state.db")
     await db.open()
     try:
         def failing(tx: Tx) -> None:
@@ -60,7 +60,7 @@ async def test_a_failing_job_is_timed_too_and_still_fails(tmp_path: Path) -> Non
 
 
 async def test_a_lambda_is_named_by_its_line_and_cpu_time_is_counted(tmp_path: Path) -> None:
-    db = Database(tmp_path / "state.db")
+    db = SqliteDatabase(tmp_path / "state.db")
     await db.open()
 
     def spin(seconds: float) -> int:

@@ -35,7 +35,7 @@ from backend.providers.base import (
 from backend.providers.registry import Providers
 from backend.secrets import Secrets
 from backend.store import admissions, events, messages, runtime, sessions
-from backend.store.db import Database, Tx
+from backend.store.db import SqliteDatabase, Tx
 from backend.store.events import StoredEvent
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
@@ -141,7 +141,7 @@ class Harness:
         self.cwd.mkdir()
         (self.data_dir / "config.toml").write_text(config)
         self.config = ConfigFile(self.data_dir / "config.toml")
-        self.db = Database(self.data_dir / "state.db")
+        self.db = SqliteDatabase(self.data_dir / "state.db")
         self.provider = ScriptedProvider()
         self.published: list[Event] = []
         self._changed = asyncio.Event()
