@@ -5,7 +5,7 @@ Both stores are held to this declaration.  PostgreSQL's tables are generated fro
 (store/migrations.py), because an existing file must upgrade step by step; a test migrates
 a blank file to head and compares it with this, column by column
 (tests/unit/test_schema_declaration.py), and another does the same for a PostgreSQL
-database (tests/integration/test_pg_store.py).  store/copy.py takes its tables, their
+database (tests/integration/test_pg_schema.py).  store/copy.py takes its tables, their
 columns and their order from here.
 
 Types are neutral: TEXT, INT (a flag, a pid: INTEGER on both), BIG (a count, an id, a seq:
