@@ -24,10 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from backend import wire
+from backend.authority.compaction import Compaction
 from backend.authority.delegate import ChildSessions
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
+from backend.authority.schedule_book import ScheduleBook
 from backend.authority.schedules import Scheduler
+from backend.authority.sessions import SessionService
 from backend.authority.takeover import Takeover, interrupt_anywhere
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
@@ -37,15 +40,18 @@ from backend.host import undumpable
 from backend.ids import now
 from backend.mcp.connection import warm as mcp_sdk_warm
 from backend.mcp.pool import McpPool
+from backend.mcp.service import McpService
 from backend.providers.registry import Providers
+from backend.providers.service import ProviderService
 from backend.secrets import Secrets
 from backend.server import discovery
 from backend.server.auth import Authenticator
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
 from backend.server.listener import Listener
-from backend.server.loopwatch import GcWatch, LoopWatch
+from backend.server.loopwatch import BackendStats, GcWatch, LoopWatch
 from backend.server.methods import Methods
+from backend.server.services import Services
 from backend.server.tls import TlsFiles, self_signed, server_context
 from backend.server.tls import fingerprint as cert_fingerprint
 from backend.store import admissions, events, peers, runtime, schedules
@@ -54,6 +60,7 @@ from backend.tools import memory, registry, sandbox
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.executor import Executor
+from backend.tools.notebooks import Notebooks
 from backend.tools.procs import ProcessTable
 from backend.turn.runner import TurnRunner
 from shared import logs
@@ -148,10 +155,9 @@ class Backend:
             self.db.on_signal = self.takeover.on_signal
         token = secrets.token_urlsafe(32)
         auth = Authenticator(self.db, token)
-        methods = Methods(self.db, self.authority, self.hub, self.config, self.epoch,
-                          self.request_stop_soon, approvals, checkpoints, self.secrets,
-                          self.providers, compressor, auth, procs, box, self.loop_watch,
-                          self.gc_watch, self.mcp, self.scheduler, self.doors)
+        methods = Methods(self._services(authority, compressor, approvals, checkpoints, auth,
+                                         procs, box, runner.default_model),
+                          self.hub, self.epoch, self.request_stop_soon)
         self.listener = Listener(
             Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,
@@ -175,6 +181,25 @@ class Backend:
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port
+
+    def _services(self, authority: SessionAuthority, compressor: Compressor, approvals: Approvals,
+                  checkpoints: Checkpoints, auth: Authenticator, procs: ProcessTable,
+                  box: sandbox.Sandbox, default_model: Callable[[], str]) -> Services:
+        """What the methods call, each service over the parts it owns."""
+        assert self.mcp is not None
+        assert self.scheduler is not None
+        sessions = SessionService(self.db, authority, checkpoints, default_model)
+        return Services(
+            config=self.config, sessions=sessions,
+            compaction=Compaction(sessions, compressor, self.providers, self.config, self.mcp),
+            authority=authority, approvals=approvals,
+            schedules=ScheduleBook(self.db, self.scheduler.wake),
+            providers=ProviderService(self.config, self.secrets, self.providers),
+            mcp=McpService(self.mcp, self.config),
+            memory=Notebooks(self.config.path.parent),  # the data folder: config.toml's
+            secrets=self.secrets, tokens=auth, doors=self.doors, sandbox=box, procs=procs,
+            stats=BackendStats(self.loop_watch, self.gc_watch, self.db.holds),
+        )
 
     def _tls_context(self) -> tuple[ssl.SSLContext | None, str]:
         """The listener's TLS context and its certificate's fingerprint (None, "" for plain

@@ -10,6 +10,7 @@ key is kept in plain text.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Literal
 
 from backend.config import write_atomic
+from backend.errors import InvalidParams
+from shared import protocol as p
 
 log = logging.getLogger("providers")
 
@@ -24,12 +27,14 @@ SERVICE = "turnkey"
 FILE_NAME = "secrets.json"
 
 StoredIn = Literal["keyring", "file"]
+MAX_SECRET_BYTES = 8 * 1024
 
 
 class Secrets:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / FILE_NAME
         self._cache: dict[str, str | None] = {}
+        self._lock = asyncio.Lock()  # secrets.json is read, changed and rewritten
 
     def get(self, name: str) -> str | None:
         """The named key from the keyring or the file (cached for the process's life)."""
@@ -52,6 +57,20 @@ class Secrets:
         log.info("secret %r stored in the %s", name, stored)  # the name only, never the value
         return stored
 
+    async def store(self, name: str, raw: str) -> p.SecretSetResult:
+        """`secret.set`: the value checked, stored off the event loop (a keyring call may
+        block on D-Bus or a keychain prompt), and where it went, in words when that is a
+        plain-text file.  Providers see it at their next call (the registry rebuilds a client
+        whose key changed); a door using it is the caller's to start again."""
+        value = checked(raw)
+        async with self._lock:
+            stored = await asyncio.to_thread(self.set, name, value)
+        warning = None
+        if stored == "file":
+            warning = (f"no keyring works on this machine, so the key is kept in plain text in "
+                       f"{self.path} (mode 0600: only your user can read it)")
+        return p.SecretSetResult(stored=stored, warning=warning)
+
     def _file(self) -> dict[str, str]:
         try:
             data = json.loads(self.path.read_text())
@@ -68,6 +87,23 @@ class Secrets:
         if name in data:
             del data[name]
             write_atomic(self.path, json.dumps(data, indent=2).encode(), mode=0o600)
+
+
+def checked(raw: str, field: str = "value") -> str:
+    """A key as sent: trimmed (pasted keys end in a newline), 1 byte to 8 KiB.  Errors
+    describe the value, never quote it (dispatch already refused lone surrogates)."""
+    value = raw.strip()
+    if not value:
+        raise InvalidParams(field, f"{field} is empty (surrounding whitespace is trimmed)")
+    if len(value.encode()) > MAX_SECRET_BYTES:
+        raise InvalidParams(field, f"{field} is longer than {MAX_SECRET_BYTES // 1024} KiB")
+    if not (value.isascii() and value.isprintable()):
+        # Keys and tokens travel in HTTP headers, which carry printable ASCII only: such a
+        # value could never be sent, so every request with it would fail.
+        raise InvalidParams(field, f"{field} has a character that is not printable ASCII; keys "
+                            "and tokens are letters, digits and punctuation (was the wrong "
+                            "text pasted?)")
+    return value
 
 
 def _keyring_get(name: str) -> str | None:

@@ -13,10 +13,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from backend.config import key_destination
+import msgspec
+
+from backend.config import ConfigFile, key_destination
 
 # How much a person is asked, least first.
 APPROVAL_MODES = ("off", "smart", "ask")
+
+
+def of_patch(config: ConfigFile, patch: dict[str, Any]) -> list[str]:
+    """What `config.set {patch}` would loosen of the config in force (validated, not applied)."""
+    old = msgspec.to_builtins(config.config)
+    new = msgspec.to_builtins(config.preview(patch))
+    return loosened(old, new)
 
 
 def loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

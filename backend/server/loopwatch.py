@@ -21,7 +21,11 @@ import contextlib
 import gc
 import time
 from collections.abc import Callable
+from typing import Any
 
+from backend import wire
+from backend.store.db import Hold
+from shared import protocol as p
 from shared.durations import Durations
 from shared.protocol import GcPause, LagSample
 
@@ -82,3 +86,37 @@ class GcWatch:
             self.pauses.add(GcPause(at=now, ms=(now - self._started) * 1000, generation=generation,
                                     collected=info.get("collected", 0)))
             self._started = 0.0
+
+
+class BackendStats:
+    """`backend.stats`: the loop's lag, the store writer's lock holds and the GC's pauses."""
+
+    def __init__(self, loop_watch: LoopWatch, gc_watch: GcWatch, holds: Durations[Hold]) -> None:
+        self.loop_watch = loop_watch
+        self.gc_watch = gc_watch
+        self.holds = holds
+        self._started = time.monotonic()
+
+    def report(self, recent: int) -> p.BackendStatsResult:
+        lags, holds, pauses = self.loop_watch.lags, self.holds, self.gc_watch.pauses
+        return p.BackendStatsResult(
+            now=time.monotonic(), uptime_s=time.monotonic() - self._started,
+            loop=p.LoopStats(
+                interval_ms=self.loop_watch.interval_s * 1000, count=lags.count, max_ms=lags.max_ms,
+                mean_ms=lags.mean_ms, over=_over(lags), slowest=lags.slowest(),
+                recent=lags.recent(recent),
+            ),
+            writer=p.WriterStats(
+                count=holds.count, max_ms=holds.max_ms, mean_ms=holds.mean_ms, over=_over(holds),
+                slowest=[wire.hold(h) for h in holds.slowest()],
+                recent=[wire.hold(h) for h in holds.recent(recent)],
+            ),
+            gc=p.GcStats(
+                count=pauses.count, max_ms=pauses.max_ms, mean_ms=pauses.mean_ms, over=_over(pauses),
+                slowest=pauses.slowest(), recent=pauses.recent(recent),
+            ),
+        )
+
+
+def _over(durations: Durations[Any]) -> list[p.Threshold]:
+    return [p.Threshold(ms=ms, count=n) for ms, n in durations.over_thresholds()]

@@ -17,14 +17,21 @@ session and gets re-parented away from the backend is not recognized.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
+import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.errors import Forbidden
 from backend.host import stat_fields
+from backend.server.connection import Connection
+
+log = logging.getLogger("rpc")  # its refusals are config.set's, logged with the method's
 
 PROC = Path("/proc")
 MAX_DEPTH = 4096  # ancestry is a tree; this only bounds a walk through a corrupt view
@@ -165,3 +172,35 @@ def _parse(field: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, i
 
 def _show(address: Address) -> str:
     return f"{address[0]}:{address[1]}"
+
+
+async def may_loosen(conn: Connection, fields: list[str],
+                     tool_groups: Callable[[], set[int]]) -> None:
+    """Loosening approvals or the sandbox takes the owner's token on a connection that no
+    tool call's process holds: a command the model ran must not switch off what guards
+    the commands it runs next, even with the token it can read from backend.json."""
+    names = ", ".join(fields)
+    data = {"fields": fields}
+    if not conn.principal.owner:
+        raise Forbidden(f"forbidden: this change loosens {names}, which only the owner's "
+                        f"token may do; change it in the app's Settings", data)
+    try:
+        client, server = conn.ws.remote_address, conn.ws.local_address
+        if not client or not server:
+            raise PeerUnknown("the connection has no TCP addresses")
+        verdict = await asyncio.to_thread(
+            judge, (client[0], client[1]), (server[0], server[1]), os.getpid(), tool_groups())
+    except PeerUnknown as exc:
+        raise Forbidden(
+            f"forbidden: this change loosens {names}, and the backend could not tell which "
+            f"process is on the other end of this connection: {exc}. Change it in the "
+            f"app's Settings, or in config.toml while the backend is stopped", data) from None
+    if verdict.tool_call is not None:
+        log.warning("config.set refused: a tool call's process tried to loosen %s: %s",
+                    names, verdict.tool_call)
+        raise Forbidden(
+            f"forbidden: this change loosens {names}, and it comes from a tool call's "
+            f"process: {verdict.tool_call}. Only a person may loosen it, in the app's "
+            f"Settings or in config.toml while the backend is stopped", data)
+    log.info("config.set loosens %s for the owner (process %s)", names,
+             ",".join(map(str, verdict.pids)))

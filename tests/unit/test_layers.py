@@ -215,3 +215,43 @@ def test_postgresql_tables_are_generated_from_the_declaration() -> None:
              and "SCHEMA_MIGRATIONS" not in node.value.upper()]
     assert not found, ("CREATE TABLE written by hand in store/pg_schema.py; declare the table "
                        "in store/schema.py instead:\n  " + "\n  ".join(found))
+
+
+# --- the transport is thin: server/methods.py decodes and calls services ----------------
+
+METHODS_PY = ROOT / "backend" / "server" / "methods.py"
+MAX_COLLABORATORS = 5  # Methods.__init__'s parameters besides self
+MAX_HANDLER_STATEMENTS = 8  # a handler decodes, subscribes and calls: a few statements
+
+
+def _methods_class() -> ast.ClassDef:
+    tree = ast.parse(METHODS_PY.read_text(encoding="utf-8"))
+    return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Methods")
+
+
+def test_methods_reach_the_store_only_through_services() -> None:
+    """server/methods.py imports no `backend.store` module (nor `Tx`) and runs no
+    transaction: each method's rules and SQL belong to the service that owns them."""
+    tree = ast.parse(METHODS_PY.read_text(encoding="utf-8"))
+    bad = [f"line {line}: imports {target}" for target, line in imports(METHODS_PY)
+           if within(target, "backend.store")]
+    bad += [f"line {node.lineno}: .{node.func.attr}(...)" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("read", "write")]
+    assert not bad, "backend/server/methods.py does store work; move it to a service:\n  " \
+        + "\n  ".join(bad)
+
+
+def test_methods_take_a_handful_of_collaborators() -> None:
+    """The services come grouped (`Services`, server/services.py), not one parameter each."""
+    init = next(n for n in _methods_class().body
+                if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    params = [a.arg for a in init.args.args + init.args.kwonlyargs if a.arg != "self"]
+    assert len(params) <= MAX_COLLABORATORS, f"Methods.__init__ takes {params}"
+
+
+def test_handlers_are_short() -> None:
+    """A handler that grows past a few statements holds logic its service should own."""
+    long = [f"{n.name}: {len(n.body)} statements" for n in _methods_class().body
+            if isinstance(n, ast.AsyncFunctionDef) and len(n.body) > MAX_HANDLER_STATEMENTS]
+    assert not long, "handlers with logic of their own:\n  " + "\n  ".join(long)

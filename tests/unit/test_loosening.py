@@ -5,6 +5,7 @@ process cannot be told, nobody."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import msgspec
@@ -14,12 +15,15 @@ from backend.authority.loosening import loosened
 from backend.config import ConfigFile
 from backend.errors import Forbidden
 from backend.mcp.pool import McpPool
+from backend.mcp.service import McpService
 from backend.providers.registry import Providers
+from backend.providers.service import ProviderService
 from backend.secrets import Secrets
 from backend.server import peer
 from backend.server.auth import OWNER
 from backend.server.connection import Connection, Principal
 from backend.server.methods import Methods
+from backend.server.services import Services
 from backend.tools.procs import ProcessTable
 from backend.tools.sandbox import unavailable
 from shared.config import Config, ConfigView, validate
@@ -141,7 +145,7 @@ async def test_a_token_that_is_not_the_owners_cannot_add_an_mcp_server(tmp_path:
     with pytest.raises(Forbidden, match="only the owner's token") as refused:
         await _set(methods, admin, {"mcp": {"servers": {"x": {"command": ["/bin/sh"]}}}})
     assert refused.value.data == {"fields": ["mcp.servers.x"]}
-    assert methods.config.config.mcp.servers == {}
+    assert methods.svc.config.config.mcp.servers == {}
 
 
 def test_approvals_and_sandbox_together() -> None:
@@ -162,17 +166,18 @@ class _Conn:
 
 
 def _methods(tmp_path: Path) -> Methods:
-    """Just what config.set uses: the config file, the secrets, the process table and the
+    """Just what config.set uses: the config file, the process table, the MCP servers and the
     providers (its answer says which one turns use now)."""
+    config = ConfigFile(tmp_path / "config.toml")
+    config.load()
+    secrets = Secrets(tmp_path)
+    pool = McpPool(config, secrets, unavailable("tests", tmp_path), tmp_path, lambda status: None)
     methods = Methods.__new__(Methods)
-    methods.config = ConfigFile(tmp_path / "config.toml")
-    methods.config.load()
-    methods.secrets = Secrets(tmp_path)
-    methods.procs = ProcessTable(tmp_path)
-    methods.providers = Providers(methods.secrets, tmp_path)
-    methods.mcp = McpPool(methods.config, methods.secrets, unavailable("tests", tmp_path), tmp_path,
-                          lambda status: None)
-    methods.doors = None  # no door configured: nothing to start again
+    methods.svc = cast(Services, SimpleNamespace(
+        config=config, procs=ProcessTable(tmp_path), mcp=McpService(pool, config),
+        providers=ProviderService(config, secrets, Providers(secrets, tmp_path)),
+        doors=None,  # no door configured: nothing to start again
+    ))
     return methods
 
 
@@ -194,7 +199,7 @@ async def test_an_unknown_peer_is_refused_and_nothing_changes(
     assert "could not tell which process" in refused.value.message
     assert "config.toml while the backend is stopped" in refused.value.message
     assert refused.value.data == {"fields": ["approvals.mode"]}
-    assert methods.config.config.approvals.mode == "smart"
+    assert methods.svc.config.config.approvals.mode == "smart"
     assert not (tmp_path / "config.toml").exists()
     # What loosens nothing needs no peer.
     assert (await _set(methods, OWNER, {"approvals": {"mode": "ask"}})).approvals.mode == "ask"
@@ -216,7 +221,7 @@ async def test_the_owners_own_process_may_loosen_and_a_tool_call_may_not(
     with pytest.raises(Forbidden) as refused:
         await _set(methods, OWNER, {"approvals": {"mode": "off"}})
     assert "process 7 is the shell of a running tool call" in refused.value.message
-    assert methods.config.config.approvals.mode == "smart"
+    assert methods.svc.config.config.approvals.mode == "smart"
     assert seen[0][:2] == (_Ws.remote_address, _Ws.local_address), "client end, then ours"
     assert (await _set(methods, OWNER, {"approvals": {"mode": "off"}})).approvals.mode == "off"
 
@@ -227,7 +232,7 @@ async def test_only_the_owner_token_may_loosen(tmp_path: Path) -> None:
     await _set(methods, OWNER, {"approvals": {"mode": "ask"}})
     with pytest.raises(Forbidden, match="only the owner's token"):
         await _set(methods, admin, {"approvals": {"mode": None}})
-    assert methods.config.config.approvals.mode == "ask"
+    assert methods.svc.config.config.approvals.mode == "ask"
     assert (await _set(methods, admin, {"limits": {"max_iterations": 5}})).limits.max_iterations == 5
 
 

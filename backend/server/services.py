@@ -1,0 +1,41 @@
+"""The services the methods call, built once at start-up (`backend/app.py`) and handed to
+`Methods` together: each owns its package's rules and transactions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.authority.compaction import Compaction
+from backend.authority.queue import SessionAuthority
+from backend.authority.schedule_book import ScheduleBook
+from backend.authority.sessions import SessionService
+from backend.config import ConfigFile
+from backend.doors.manager import Doors
+from backend.mcp.service import McpService
+from backend.providers.service import ProviderService
+from backend.secrets import Secrets
+from backend.server.auth import Authenticator
+from backend.server.loopwatch import BackendStats
+from backend.tools.approvals import Approvals
+from backend.tools.notebooks import Notebooks
+from backend.tools.procs import ProcessTable
+from backend.tools.sandbox import Sandbox
+
+
+@dataclass(frozen=True)
+class Services:
+    config: ConfigFile
+    sessions: SessionService  # sessions, transcripts, replay, receipts, pending approvals
+    compaction: Compaction
+    authority: SessionAuthority  # prompts in, cancels and resolves
+    approvals: Approvals  # answers
+    schedules: ScheduleBook
+    providers: ProviderService
+    mcp: McpService
+    memory: Notebooks
+    secrets: Secrets
+    tokens: Authenticator
+    doors: Doors | None
+    sandbox: Sandbox  # what initialize reports of it
+    procs: ProcessTable  # the tool calls' process groups, which may never loosen config
+    stats: BackendStats
