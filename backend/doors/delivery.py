@@ -182,7 +182,7 @@ class Delivery:
             return 3600.0
         sid = bound.session_id
         if not found and leaf != sid:  # compression rotated the conversation: follow it
-            await self.db.write(lambda tx: _move(tx, self.name, room_id, sid, leaf))
+            await self.db.write(lambda tx: store.move(tx, self.name, room_id, sid, leaf))
             self.follow(room_id, leaf)
             return None
         for event in found:
@@ -286,11 +286,9 @@ class Delivery:
         its admission `unknown` without an event, so the log alone would leave the reply
         streaming forever."""
         def read(tx: Tx) -> list[Receipt]:
-            rows = tx.all("SELECT admission_id FROM admissions WHERE session_id = ? "
-                          "AND status = 'unknown' AND turn_id IS NOT NULL", (sid,))
             found = []
-            for r in rows:
-                row = admissions.by_id(tx, r[0])
+            for admission_id in admissions.unknown_turns(tx, sid):
+                row = admissions.by_id(tx, admission_id)
                 if row is None or row.turn_id is None \
                         or store.sent_id(tx, self.name, room_id, f"final:{row.turn_id}"):
                     continue
@@ -346,13 +344,6 @@ class Delivery:
         event_id = await self.transport.send(room_id, txn_id, text)
         await self.db.write(lambda tx: store.record_sent(tx, self.name, room_id, key, event_id))
         return event_id, known is None
-
-
-def _move(tx: Tx, door: str, room_id: str, parent: str, child: str) -> None:
-    """The room follows its conversation into the session compression rotated it to, from
-    that session's first event."""
-    tx.execute("UPDATE door_rooms SET session_id = ?, delivered_seq = 0 "
-               "WHERE door = ? AND room_id = ? AND session_id = ?", (child, door, room_id, parent))
 
 
 def txn(kind: str, *parts: str) -> str:

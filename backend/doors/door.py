@@ -32,7 +32,7 @@ from backend.doors.base import Batch, Invite, Message, Reaction, Transport, Tran
 from backend.doors.delivery import RETRY_FIRST_S, RETRY_MAX_S, Delivery, txn
 from backend.errors import ApprovalClosed, NotFound, StoreUnavailable, TurnkeyError
 from backend.ids import new_id
-from backend.store import approvals, compression, events, sessions
+from backend.store import admissions, approvals, compression, events, sessions
 from backend.store import doors as store
 from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals
@@ -310,14 +310,13 @@ class Door:
                 return "No session yet: send a message to start one."
             session = sessions.get(tx, bound.session_id)
             assert session is not None
-            queued = tx.one("SELECT COUNT(*) FROM admissions WHERE session_id = ? AND status = 'queued'",
-                            (bound.session_id,))
+            queued = admissions.queued_count(tx, bound.session_id)
             waiting = approvals.pending(tx, bound.session_id)
             lines = [f"**{session.title}** · `{session.session_id}`",
                      f"Model: {session.model or 'the default'} · folder: `{session.cwd}`",
                      f"Now: {_STATUS.get(session.status, session.status)}"]
-            if queued and queued[0]:
-                lines.append(f"Queued: {queued[0]} message{'s' if queued[0] != 1 else ''}")
+            if queued:
+                lines.append(f"Queued: {queued} message{'s' if queued != 1 else ''}")
             if waiting:
                 lines.append(f"Waiting for approval: {len(waiting)}")
             lines.append(f"Messages: {session.message_count} · tokens in/out: "

@@ -209,6 +209,22 @@ def unknown_ids(tx: Tx, session_id: str) -> list[str]:
     ]
 
 
+def unknown_turns(tx: Tx, session_id: str) -> list[str]:
+    """The session's admissions whose outcome is unknown and that had started a turn."""
+    return [
+        r["admission_id"] for r in tx.all(
+            "SELECT admission_id FROM admissions WHERE session_id = ? "
+            "AND status = 'unknown' AND turn_id IS NOT NULL", (session_id,),
+        )
+    ]
+
+
+def queued_count(tx: Tx, session_id: str) -> int:
+    row = tx.one("SELECT COUNT(*) FROM admissions WHERE session_id = ? AND status = 'queued'",
+                 (session_id,))
+    return int(row[0]) if row and row[0] else 0
+
+
 def any_queued(tx: Tx) -> bool:
     """Whether any session has queued input."""
     return tx.one("SELECT 1 FROM admissions WHERE status = 'queued' LIMIT 1") is not None

@@ -74,6 +74,13 @@ def bind(tx: Tx, door: str, room_id: str, session_id: str) -> Binding:
     return Binding(room_id, session_id, seq)
 
 
+def move(tx: Tx, door: str, room_id: str, parent: str, child: str) -> None:
+    """The room follows its conversation from `parent` into `child`, from that session's first
+    event (only while the room is still bound to `parent`)."""
+    tx.execute("UPDATE door_rooms SET session_id = ?, delivered_seq = 0 "
+               "WHERE door = ? AND room_id = ? AND session_id = ?", (child, door, room_id, parent))
+
+
 def delivered(tx: Tx, door: str, room_id: str, session_id: str, seq: int) -> None:
     """The room has been sent the session's events up to `seq` (never moves back, and only
     while the room is still bound to that session)."""

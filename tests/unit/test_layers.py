@@ -255,3 +255,15 @@ def test_handlers_are_short() -> None:
     long = [f"{n.name}: {len(n.body)} statements" for n in _methods_class().body
             if isinstance(n, ast.AsyncFunctionDef) and len(n.body) > MAX_HANDLER_STATEMENTS]
     assert not long, "handlers with logic of their own:\n  " + "\n  ".join(long)
+
+
+def test_doors_write_no_sql() -> None:
+    """A door's statements are the store's (`store/doors.py` for its tables, the others for
+    theirs): nothing in backend/doors/ runs SQL on a transaction itself."""
+    bad = [f"{path.relative_to(ROOT)}:{node.lineno}: tx.{node.func.attr}(...)"
+           for path in sorted((ROOT / "backend" / "doors").rglob("*.py"))
+           for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+           if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+           and node.func.attr in ("execute", "executemany", "one", "all")
+           and isinstance(node.func.value, ast.Name) and node.func.value.id == "tx"]
+    assert not bad, "SQL in backend/doors/; put it in backend/store/:\n  " + "\n  ".join(bad)
