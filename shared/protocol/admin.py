@@ -1,0 +1,101 @@
+"""The operator's methods: config.set, secret.set, provider.test and tokens."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from shared.literals import Scope
+from shared.protocol.base import Id, Params, Wire
+
+
+class ConfigSetParams(Params):
+    patch: dict[str, Any]
+
+
+SecretName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+class SecretSetParams(Params):
+    """`value` is trimmed of surrounding whitespace, then must be 1 byte to 8 KiB (UTF-8)."""
+
+    name: SecretName
+    value: str
+
+
+class ProviderTestParams(Params):
+    """`provider`: a [providers.NAME] of config; default: what turns use first.
+
+    Additions, to test a settings form before it is saved: `provider_config` is a provider
+    table as in `config.set {patch: {providers: {NAME: ...}}}` (merged over NAME's saved table
+    when there is one, null deleting a key; validated the same way, errors naming
+    `provider_config.FIELD`), and NAME may then be a provider not saved yet.  `api_key` is a key
+    used for this one request only: never stored, logged or echoed (a secret param, like
+    `secret.set`'s value).  Either needs `provider`.  Nothing is saved."""
+
+    provider: Id | None = None
+    provider_config: dict[str, Any] | None = None
+    api_key: str | None = None
+
+
+MAX_TOKEN_LABEL = 100
+
+
+class TokenCreateParams(Params):
+    """`scopes`: a non-empty subset of the four (repeats are ignored); `label`: a name for
+    people, 1-100 characters, trimmed of surrounding whitespace."""
+
+    scopes: Annotated[list[Scope], msgspec.Meta(min_length=1)]
+    label: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TOKEN_LABEL)]
+
+
+class TokenIdParams(Params):
+    token_id: str
+
+
+class SecretSetResult(Wire):
+    """`warning` (an addition) is present when the key went to the plain-text file."""
+
+    stored: Literal["keyring", "file"]
+    warning: str | None = None
+
+
+class ProviderFailure(Wire):
+    kind: str  # a ProviderError kind (providers/errors.py), or "timeout"
+    message: str  # for a person: what happened and what to do
+    detail: str | None = None  # addition: the raw detail (provider, HTTP status, its words)
+
+
+class ProviderTestResult(Wire):
+    """`provider` (an addition) names the provider tested; `error` is present unless ok."""
+
+    ok: bool
+    provider: str
+    model: str
+    latency_ms: int
+    error: ProviderFailure | None = None
+
+
+class TokenCreateResult(Wire):
+    """`token` is the secret: it is in this result and nowhere else (only its hash is kept)."""
+
+    token_id: str
+    token: str
+    scopes: list[Scope]
+    label: str
+
+
+class TokenInfo(msgspec.Struct, kw_only=True):
+    """One minted token as `token.list` shows it: never the secret or its hash."""
+
+    token_id: str
+    label: str
+    scopes: list[Scope]
+    created_at: str
+    revoked: bool
+    revoked_at: str | None
+
+
+class TokensResult(Wire):
+    tokens: list[TokenInfo]

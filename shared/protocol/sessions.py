@@ -1,0 +1,227 @@
+"""Sessions and their transcripts: objects, params, results, and their events."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from shared.literals import Role, SessionStatus
+from shared.protocol.approvals import Approval
+from shared.protocol.base import (
+    Event,
+    Folder,
+    Id,
+    ModelName,
+    NonNegative,
+    Params,
+    Title,
+    Usage,
+    UsageRow,
+    Wire,
+)
+from shared.protocol.tools import ToolCall
+from shared.protocol.turns import Receipt
+
+
+class Session(Wire):
+    session_id: str
+    title: str
+    cwd: str
+    model: str
+    created_at: str
+    updated_at: str
+    status: SessionStatus
+    message_count: int
+    usage: Usage
+    parent_session_id: str | None = None
+    child_session_id: str | None = None
+    latest_seq: int = 0
+    # Addition: a sub-agent's session names the session and the `delegate` call that made it.
+    delegated_from: str | None = None
+    delegated_call_id: str | None = None
+    # Addition: words for people when the folder is the home folder or / (or holds the home
+    # folder), where the sandbox protects none of their files (`shared/folders.py`).
+    folder_warning: str | None = None
+
+
+class SearchMatch(Wire):
+    """Where a `session.list` query matched one listed session.
+
+    `message_id`: the session's best-matching message (by bm25), or null when only the
+    title matched; `snippet` is then the title.  `snippet` is plain text, never markup:
+    about a dozen words around the match, runs of whitespace and control characters made
+    one space, at most 160 characters (SNIPPET_MAX), `…` where it was cut.  `highlights`:
+    the matched words as [start, end) offsets into `snippet`, counted in Unicode code
+    points (as Python indexes a str, not UTF-16 units), ascending, not overlapping.
+    """
+
+    session_id: str
+    message_id: str | None
+    snippet: str
+    highlights: list[tuple[int, int]]
+
+
+class Message(Wire):
+    message_id: str
+    session_id: str
+    role: Role
+    content: str
+    compacted: bool
+    created_at: str
+    turn_id: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    call_id: str | None = None
+    tool_name: str | None = None
+    status: str | None = None
+    note_kind: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+class SessionCreateParams(Params):
+    title: Title | None = None
+    cwd: Folder | None = None
+    model: ModelName | None = None
+
+
+MAX_SEARCH_QUERY = 1000  # characters of a session search; no NUL (SQLite's text ends there)
+
+
+class SessionListParams(Params):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 50
+    cursor: Annotated[str, msgspec.Meta(max_length=1000)] | None = None
+    query: Annotated[str, msgspec.Meta(max_length=MAX_SEARCH_QUERY, pattern=r"^[^\x00]*$")] \
+        | None = None
+    # Addition: sub-agents' sessions are left out unless asked for: all of them
+    # (`include_delegated`), or the ones a session's delegate calls made (`delegated_from`).
+    include_delegated: bool = False
+    delegated_from: Id | None = None
+
+
+class SessionIdParams(Params):
+    session_id: Id
+
+
+class SessionUpdateParams(Params):
+    session_id: Id
+    title: Title | None = None
+    model: ModelName | None = None
+
+
+class SessionDeleteParams(Params):
+    session_id: Id
+    force: bool = False
+
+
+class SessionMessagesParams(Params):
+    session_id: Id
+    before_id: Id | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 100
+
+
+class SessionSinceParams(Params):
+    session_id: Id
+    since_seq: NonNegative | None = None
+
+
+class EventsSinceParams(Params):
+    session_id: Id
+    since_seq: NonNegative
+    limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 1000
+
+
+class SessionUndoParams(Params):
+    session_id: Id
+    turn_id: Id | None = None
+
+
+class SessionResult(Wire):
+    session: Session
+
+
+class SessionListResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """`next_cursor` is always present: null on the last page.  With a query, `matches`
+    has one SearchMatch per listed session, in the order of `sessions`; without one (or
+    when nothing matched) it is left out."""
+
+    sessions: list[Session]
+    next_cursor: str | None
+    matches: list[SearchMatch] = msgspec.field(default_factory=list)
+
+
+class MessagesResult(Wire):
+    messages: list[Message]
+    has_more: bool
+
+
+class EventsResult(Wire):
+    events: list[Event]
+    latest_seq: int
+    truncated: bool
+
+
+class ResumeResult(Wire):
+    session: Session
+    status: SessionStatus
+    messages: list[Message]
+    has_more: bool
+    latest_seq: int
+    events: list[Event]
+    truncated: bool
+    pending_approvals: list[Approval]
+    queue: list[Receipt]
+    active_turn: ActiveTurn | None = None
+
+
+class ActiveTurn(Wire):
+    """The running turn, with the text its current assistant message has streamed so far."""
+
+    turn_id: str
+    admission_id: str
+    text: str
+
+
+class SessionUsageResult(Wire):
+    usage: Usage
+    rows: list[UsageRow]
+
+
+class SessionCompressParams(Params):
+    session_id: Id
+    focus: str | None = None  # what the summary should keep in view, in the user's words
+
+
+class CompressResult(Wire):
+    compressed: bool
+    before_tokens: int
+    after_tokens: int
+    session_id: str  # the session the conversation continues in
+    reason: str | None = None  # why nothing was compressed, when `compressed` is false
+
+
+class UndoResult(Wire):
+    restored: list[str]
+    turn_id: str | None = None
+
+
+class UsageUpdate(Wire):
+    usage: Usage
+
+
+class SessionEvent(Wire):
+    session: Session
+
+
+class SessionDeletedEvent(Wire):
+    session_id: str
+
+
+class CompressionStart(Wire):
+    reason: str
+    tokens: int
+
+
+class CompressionComplete(Wire):
+    before_tokens: int
+    after_tokens: int
+    child_session_id: str | None = None

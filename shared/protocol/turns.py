@@ -1,0 +1,125 @@
+"""Admissions and turns: a prompt's receipt, its params and results, and the events of a turn."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from shared.literals import AdmissionOutcome, AdmissionStatus
+from shared.protocol.base import Id, Params, RequestId, Usage, Wire
+
+TurnStatus = Literal["completed", "failed", "interrupted"]
+
+
+class Receipt(Wire):
+    admission_id: str
+    session_id: str
+    request_id: str
+    status: AdmissionStatus
+    duplicate: bool
+    created_at: str
+    outcome: AdmissionOutcome | None = None
+    position: int | None = None
+    started_at: str | None = None
+    settled_at: str | None = None
+    final_text: str | None = None
+    failure_reason: str | None = None
+    turn_id: str | None = None
+    text: str | None = None  # the input as admitted (normalized)
+    origin: str | None = None  # addition: "schedule:<schedule_id>" for a scheduled prompt's
+    steer: bool = False  # addition: submitted with intent "steer"
+
+
+class Attachment(Params):
+    path: str
+
+
+class PromptSubmitParams(Params):
+    session_id: Id
+    request_id: RequestId
+    text: str
+    attachments: list[Attachment] | None = None
+    intent: Literal["queue", "interrupt", "steer"] = "queue"
+
+
+class AdmissionIdParams(Params):
+    admission_id: Id
+
+
+class AdmissionListParams(Params):
+    session_id: Id
+    status: AdmissionStatus | None = None
+
+
+class AdmissionResolveParams(Params):
+    admission_id: Id
+    resolution: Literal["interrupted"]
+
+
+class ReceiptResult(Wire):
+    receipt: Receipt
+
+
+class ReceiptsResult(Wire):
+    receipts: list[Receipt]
+
+
+class InterruptResult(Wire):
+    interrupted: bool
+
+
+class AdmissionEvent(Wire):
+    receipt: Receipt
+
+
+class TurnStarted(Wire):
+    turn_id: str
+    admission_id: str
+    model: str
+
+
+class TurnSteered(Wire):
+    """Addition: a steer joined the running turn; the model reads `text` at its next call.
+    `admission_id` is the steer's own (started now, settled with the turn)."""
+
+    turn_id: str
+    admission_id: str
+    text: str
+
+
+class TextDelta(Wire):
+    text: str
+
+
+class MessageComplete(Wire):
+    admission_id: str
+    turn_id: str
+    text: str
+    status: TurnStatus
+    usage: Usage
+    failure_reason: str | None = None  # for a person: what happened and what to do
+    failure_detail: str | None = None  # addition: the raw detail behind a provider's failure
+
+
+class LeaseWaiting(Wire):
+    """Addition: the turn waits for another process's lease on this session."""
+
+    turn_id: str
+    holder_pid: int
+    expires_at: float
+
+
+class ProviderRetry(Wire):
+    attempt: int  # the attempt about to be made: 2 for the first retry
+    delay_s: float  # the wait actually applied
+    reason: str  # for a person
+    provider: str | None = None  # addition: the provider being retried
+    detail: str | None = None  # addition: the raw detail (provider, HTTP status, its words)
+
+
+class ProviderFallback(Wire):
+    from_: str = msgspec.field(name="from")
+    to: str
+    reason: str  # for a person
+    detail: str | None = None  # addition: the raw detail (provider, HTTP status, its words)
