@@ -1,6 +1,6 @@
 """The closed sets of words (and the one bound) that both the wire and the store speak.
 
-`shared/protocol.py` re-exports each name, so clients read them there; the store imports
+`shared.protocol` re-exports each name, so clients read them there; the store imports
 them from here, because the store never imports `shared.protocol` (docs/ARCHITECTURE.md,
 "Module map and the import rule"): a status or a scope is a column's value before it is a
 field of a wire struct.

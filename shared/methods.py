@@ -8,7 +8,7 @@ shared/PROTOCOL.md are generated from it, and clients call through it:
     result = await client.call(SessionCreate(title="notes"))   # -> SessionResult
 
 Each request type is the method's params with the method's name and result bound to
-it.  Adding a method: its params and result in shared/protocol.py, a request class
+it.  Adding a method: its params and result in shared/protocol/ (its domain's module), a request class
 and a `spec(...)` row here, a handler in backend/server/methods.py, then
 `python -m shared.schema` to regenerate what is derived from the table.
 """

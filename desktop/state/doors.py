@@ -2,7 +2,7 @@
 its colour, and which session a room is bound to.  Qt-free.
 
 What a door is comes from `door.list` and the session-less `door.state` event (a DoorStatus,
-shared/protocol.py); this module only words it.  Everything here is text from the backend or
+shared/protocol/doors.py); this module only words it.  Everything here is text from the backend or
 the platform (a room's name is whatever its members called it): callers show it as plain text.
 """
 

@@ -52,7 +52,7 @@ SUBMITTERS = 5  # connections that submit (each a fifth of the sessions), beside
 STREAMERS = 10  # sessions streaming while the long session compresses
 LONG_N = 100_000
 MARK = re.compile(r"PACE-(\S+)")
-RECENT = 4096  # shared/protocol.py STATS_RECENT_MAX
+RECENT = 4096  # shared/protocol/stats.py STATS_RECENT_MAX
 
 
 class Pacer:

@@ -1,4 +1,4 @@
-"""Builders of wire values (shared/protocol.py) and a listener that checks the Listener protocol.
+"""Builders of wire values (shared/protocol/) and a listener that checks the Listener protocol.
 
 Messages, receipts, approvals, sessions and events are built as the JSON the backend
 sends, then decoded the way the shared client decodes it (`msgspec.convert`,
