@@ -54,7 +54,7 @@ from backend.server.methods import Methods
 from backend.server.services import Services
 from backend.server.tls import TlsFiles, self_signed, server_context
 from backend.server.tls import fingerprint as cert_fingerprint
-from backend.store import admissions, events, peers, runtime, schedules
+from backend.store import admissions, peers, runtime, schedules
 from backend.store.db import POSTGRESQL, Database, SqliteDatabase, Tx
 from backend.tools import memory, registry, sandbox
 from backend.tools.approvals import Approvals
@@ -254,22 +254,16 @@ class Backend:
 
     def _mcp_status(self, status: McpServerStatus) -> None:
         """An MCP server's `mcp.server` event, to every reader (it is no session's)."""
-        event = events.EventRecord(session_id="", type="mcp.server", ts=now(),
-                      data=events.as_data(McpServerEvent(server=status)))
-        self.hub.publish(events.StoredEvent(event, False))
+        self.hub.publish(wire.announcement(McpServerEvent(server=status)))
 
     def _door_state(self, status: DoorStatus) -> None:
         """A door's `door.state` event, to every reader (it is no session's)."""
-        event = events.EventRecord(session_id="", type="door.state", ts=now(),
-                      data=events.as_data(DoorEvent(door=status)))
-        self.hub.publish(events.StoredEvent(event, False))
+        self.hub.publish(wire.announcement(DoorEvent(door=status)))
 
     def _memory_changed(self, target: MemoryTarget, usage: memory.Usage) -> None:
         """A notebook's `memory.changed` event, to every reader (it is no session's)."""
         file = MemoryFile(text=usage.text, used=usage.used, limit=usage.limit)
-        event = events.EventRecord(session_id="", type="memory.changed", ts=now(),
-                      data=events.as_data(MemoryChanged(target=target, file=file)))
-        self.hub.publish(events.StoredEvent(event, False))
+        self.hub.publish(wire.announcement(MemoryChanged(target=target, file=file)))
 
     def _sandbox_settings(self) -> tuple[bool, bool]:
         cfg = self.config.config.sandbox  # read per call: config.set applies at once

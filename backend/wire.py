@@ -1,5 +1,8 @@
 """The store's records as the wire's structs: the one place the backend converts them, and
-where the store's reports of what changed become the broadcasts every reader hears.
+where the store's reports of what changed become the broadcasts every reader hears, and
+where every event is emitted: `emit` (stored in the session's log) and `broadcast` (to every
+reader, not stored) take the event's struct, and its name comes from the events table
+(shared/protocol/events.py), never from a string at the call site.
 
 The store (backend/store/) never imports `shared.protocol`: it returns its records and
 reports changes (`events.Report`); everything above it that answers a client, emits an
@@ -15,10 +18,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from backend.ids import message_id
+from backend.ids import message_id, now
+from backend.store import events as log
 from backend.store.admissions import ReceiptRecord
 from backend.store.approvals import ApprovalRecord, RuleRecord
-from backend.store.db import Hold
+from backend.store.db import Hold, Tx
 from backend.store.events import EventRecord, Report, StoredEvent, as_data
 from backend.store.messages import MessageRecord
 from backend.store.schedules import ScheduleChange, ScheduleRecord
@@ -35,6 +39,36 @@ def event(r: EventRecord) -> p.Event:
 
 def events(rs: list[EventRecord]) -> list[p.Event]:
     return [event(r) for r in rs]
+
+
+# --- emitting events -------------------------------------------------------------------------
+
+
+def emit(
+    tx: Tx, session_id: str, data: p.EventData, *,
+    turn_id: str | None = None, admission_id: str | None = None,
+) -> EventRecord:
+    """Stores `data` as the session's next event (named by its struct's row in the events
+    table) and queues it for publishing on commit."""
+    return log.append(tx, session_id, p.event_name(data), data, turn_id=turn_id,
+                      admission_id=admission_id)
+
+
+def broadcast(
+    tx: Tx, session_id: str, data: p.EventData, *,
+    turn_id: str | None = None, admission_id: str | None = None,
+) -> None:
+    """Queues `data` as an event for every reader on commit, without a seq (not stored)."""
+    log.broadcast(tx, session_id, p.event_name(data), data, turn_id=turn_id,
+                  admission_id=admission_id)
+
+
+def announcement(data: p.EventData, session_id: str = "") -> StoredEvent:
+    """`data` as an event to publish now, outside any transaction (the hub's `publish`):
+    session-less by default, no seq, not stored (an MCP server's, a door's, a notebook's)."""
+    record = EventRecord(session_id=session_id, type=p.event_name(data), ts=now(),
+                         data=as_data(data))
+    return StoredEvent(record, False)
 
 
 # --- sessions ----------------------------------------------------------------------------
@@ -152,15 +186,15 @@ def announced(report: Report) -> StoredEvent:
     job left it; `schedule.changed`."""
     if isinstance(report, SessionChanged):
         s = report.summary
-        data = as_data(p.SessionEvent(session=session(s)))
-        return StoredEvent(EventRecord(session_id=s.session_id, type="session.updated",
-                                       ts=report.ts, data=data), False)
+        updated = p.SessionUpdated(session=session(s))
+        return StoredEvent(EventRecord(session_id=s.session_id, type=p.event_name(updated),
+                                       ts=report.ts, data=as_data(updated)), False)
     if isinstance(report, ScheduleChange):
         row = report.row
         changed = p.ScheduleChanged(schedule_id=report.schedule_id, deleted=row is None,
                                     schedule=schedule(row) if row is not None else None,
                                     fired=report.fired)
-        return StoredEvent(EventRecord(session_id="", type="schedule.changed", ts=report.ts,
+        return StoredEvent(EventRecord(session_id="", type=p.event_name(changed), ts=report.ts,
                                        data=as_data(changed)), False)
     raise TypeError(f"no broadcast for {type(report).__name__}")
 

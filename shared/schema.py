@@ -1,6 +1,7 @@
 """Generates what is derived from the typed definitions: the machine-readable protocol
-description (shared/protocol.schema.json) and the methods table in shared/PROTOCOL.md
-(between its `<!-- methods:begin -->` and `<!-- methods:end -->` lines).
+description (shared/protocol.schema.json), and in shared/PROTOCOL.md the methods table
+(between its `<!-- methods:begin -->` and `<!-- methods:end -->` lines, from METHODS) and
+the events table (between `<!-- events:begin -->` and `<!-- events:end -->`, from EVENT_SPECS).
 
 `python -m shared.schema` rewrites both; `python -m shared.schema --check` fails when
 either has drifted from the code.
@@ -17,12 +18,13 @@ from typing import Any
 import msgspec
 
 from shared.methods import METHODS
-from shared.protocol import EVENTS, PROTOCOL_VERSION, Event
+from shared.protocol import EVENT_SPECS, EVENTS, PROTOCOL_VERSION, Event
 
 SCHEMA_PATH = Path(__file__).with_name("protocol.schema.json")
 PROTOCOL_MD = Path(__file__).with_name("PROTOCOL.md")
 REF = "#/components/schemas/{name}"
 BEGIN, END = "<!-- methods:begin -->", "<!-- methods:end -->"
+EVENTS_BEGIN, EVENTS_END = "<!-- events:begin -->", "<!-- events:end -->"
 
 
 def build() -> dict[str, Any]:
@@ -73,19 +75,35 @@ def methods_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def with_methods_table(doc: str) -> str:
-    """`doc` with the text between the markers replaced by the generated table."""
-    start, end = doc.find(BEGIN), doc.find(END)
+def events_table() -> str:
+    """The events table of PROTOCOL.md, one row an event in EVENT_SPECS' order."""
+    rows = ["| type | data (`shared/protocol/`) | fields |", "| --- | --- | --- |"]
+    rows += [f"| `{s.name}` | `{s.data.__name__}` | {s.doc} |" for s in EVENT_SPECS]
+    return "\n".join(rows) + "\n"
+
+
+def _between(doc: str, begin: str, end_mark: str, table: str) -> str:
+    start, end = doc.find(begin), doc.find(end_mark)
     if start < 0 or end < start:
-        raise ValueError(f"{PROTOCOL_MD.name} lacks the {BEGIN} ... {END} lines")
-    return doc[: start + len(BEGIN)] + "\n" + methods_table() + doc[end:]
+        raise ValueError(f"{PROTOCOL_MD.name} lacks the {begin} ... {end_mark} lines")
+    return doc[: start + len(begin)] + "\n" + table + doc[end:]
+
+
+def with_methods_table(doc: str) -> str:
+    """`doc` with the text between the methods markers replaced by the generated table."""
+    return _between(doc, BEGIN, END, methods_table())
+
+
+def with_tables(doc: str) -> str:
+    """`doc` with both generated tables (methods, events) put between their markers."""
+    return _between(with_methods_table(doc), EVENTS_BEGIN, EVENTS_END, events_table())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.schema")
     parser.add_argument("--check", action="store_true", help="fail if a file is out of date")
     args = parser.parse_args(argv)
-    wanted = {SCHEMA_PATH: render(), PROTOCOL_MD: with_methods_table(PROTOCOL_MD.read_text())}
+    wanted = {SCHEMA_PATH: render(), PROTOCOL_MD: with_tables(PROTOCOL_MD.read_text())}
     stale = [path for path, text in wanted.items()
              if (path.read_text() if path.exists() else "") != text]
     if args.check:

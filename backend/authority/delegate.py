@@ -35,13 +35,13 @@ from backend.authority.recovery import DELEGATE_PRINCIPAL
 from backend.config import ConfigFile
 from backend.errors import AdmissionState, NotFound
 from backend.ids import new_id
-from backend.store import admissions, events, sessions
+from backend.store import admissions, sessions
 from backend.store.db import Database, Tx
 from backend.store.events import StoredEvent
 from backend.tools.base import ToolContext
 from backend.tools.delegate import ChildEnd, ChildOutcome, Delegation
 from backend.tools.executor import Executor
-from shared.protocol import PromptSubmitParams, SessionEvent
+from shared.protocol import PromptSubmitParams, SessionCreated
 
 log = logging.getLogger("authority")
 
@@ -221,7 +221,7 @@ def child_of(tx: Tx, job: Delegation) -> str:
     sessions.insert_delegated(tx, child, parent, job.call_id, job.title)
     session = sessions.get(tx, child)
     assert session is not None
-    events.broadcast(tx, child, "session.created", SessionEvent(session=wire.session(session)))
+    wire.broadcast(tx, child, SessionCreated(session=wire.session(session)))
     return child
 
 

@@ -24,7 +24,7 @@ from backend.authority.payload import Payload, normalize
 from backend.authority.recovery import settle_lost
 from backend.errors import AdmissionConflict, AdmissionState, NotFound, StoreUnavailable
 from backend.ids import new_id
-from backend.store import admissions, compression, events, sessions
+from backend.store import admissions, compression, sessions
 from backend.store.admissions import AdmissionRecord
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
@@ -41,7 +41,7 @@ from backend.turn.route import (
 )
 from backend.turn.runner import TurnRunner
 from shared import logs
-from shared.protocol import AdmissionEvent, PromptSubmitParams, Receipt, TurnStarted, Usage
+from shared.protocol import AdmissionQueued, PromptSubmitParams, Receipt, TurnStarted, Usage
 
 log = logging.getLogger("authority")
 
@@ -274,8 +274,8 @@ class SessionAuthority:
                               turn_id, text) is None
         sessions.touch(tx, session_id)
         model = session.model or self.runner.default_model()
-        events.append(
-            tx, session_id, "turn.started",
+        wire.emit(
+            tx, session_id,
             TurnStarted(turn_id=turn_id, admission_id=admission_id, model=model),
             turn_id=turn_id, admission_id=admission_id,
         )
@@ -392,8 +392,7 @@ def admit(tx: Tx, principal: str, session_id: str, request_id: str, payload: Pay
     # broadcasts already carries the title (a title a person chose is kept).
     sessions.name_untitled(tx, session_id, payload.title())
     receipt = _receipt(tx, admission_id)
-    events.append(tx, session_id, "admission.queued", AdmissionEvent(receipt=receipt),
-                  admission_id=admission_id)
+    wire.emit(tx, session_id, AdmissionQueued(receipt=receipt), admission_id=admission_id)
     return receipt
 
 

@@ -32,12 +32,12 @@ from backend.authority.payload import Payload
 from backend.authority.queue import RETRY_FIRST_S, RETRY_MAX_S, SessionAuthority, admit
 from backend.errors import InvalidParams, StoreUnavailable
 from backend.ids import new_id
-from backend.store import admissions, compression, events, schedules, sessions, tokens
+from backend.store import admissions, compression, schedules, sessions, tokens
 from backend.store.db import Database, Tx
 from backend.store.schedules import ScheduleRecord
 from backend.turn.route import Claim
 from shared import logs
-from shared.protocol import Receipt, SessionEvent
+from shared.protocol import Receipt, SessionCreated
 
 log = logging.getLogger("authority")
 
@@ -159,7 +159,7 @@ def _target(tx: Tx, row: ScheduleRecord, default_model: str) -> str | _Stopped:
                     spec.get("model") or default_model, titled=bool(title))
     session = sessions.get(tx, session_id)
     assert session is not None
-    events.broadcast(tx, session_id, "session.created", SessionEvent(session=wire.session(session)))
+    wire.broadcast(tx, session_id, SessionCreated(session=wire.session(session)))
     return session_id
 
 

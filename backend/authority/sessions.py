@@ -65,7 +65,7 @@ class SessionService:
             found = sessions.get(tx, session_id)
             assert found is not None
             session = wire.session(found)
-            events.broadcast(tx, session_id, "session.created", p.SessionEvent(session=session))
+            wire.broadcast(tx, session_id, p.SessionCreated(session=session))
             return session
 
         return await self.db.write(job)
@@ -95,8 +95,7 @@ class SessionService:
             assert found is not None
             session = wire.session(found)
             if fields:
-                events.append(tx, params.session_id, "session.updated",
-                              p.SessionEvent(session=session))
+                wire.emit(tx, params.session_id, p.SessionUpdated(session=session))
             return session
 
         return await self.db.write(job)
@@ -110,7 +109,7 @@ class SessionService:
 
         def job(tx: Tx) -> None:
             sessions.delete(tx, sid)
-            events.broadcast(tx, sid, "session.deleted", {"session_id": sid})
+            wire.broadcast(tx, sid, p.SessionDeletedEvent(session_id=sid))
 
         await self.db.write(job)
 

@@ -44,7 +44,7 @@ from backend.store.db import Database, Tx
 from backend.store.leases import Holder, provably_dead
 from backend.store.messages import ModelRow
 from shared.config import Compression
-from shared.protocol import SessionEvent, Usage
+from shared.protocol import CompressionComplete, CompressionStart, SessionCreated, Usage
 
 log = logging.getLogger("compress")
 
@@ -221,7 +221,7 @@ class Compressor:
             before, p, middle_tokens = await asyncio.to_thread(measure_and_plan)
         if p is None:  # everything is head or recent tail: nothing to summarize
             return CompressionResult(False, before, before, why_not="nothing old enough to summarize yet")
-        await self._event(session_id, "compression.start", {"reason": reason, "tokens": before}, where)
+        await self._event(session_id, CompressionStart(reason=reason, tokens=before), where)
         # Only the head is pruned in place: the middle leaves the model's view and the tail is
         # kept verbatim.  (Pruning is per entry, so this is the whole transcript's pruning, cut
         # to the head.)
@@ -275,9 +275,8 @@ class Compressor:
             sessions.clear_system_prompt(tx, session_id)
             if spent.input_tokens or spent.output_tokens:
                 usage.record(tx, session_id, aux.name, aux.cfg.model, "compression", spent)
-            events.append(tx, session_id, "compression.complete",
-                          {"before_tokens": before, "after_tokens": after},
-                          turn_id=where.turn_id, admission_id=where.admission_id)
+            wire.emit(tx, session_id, CompressionComplete(before_tokens=before, after_tokens=after),
+                      turn_id=where.turn_id, admission_id=where.admission_id)
 
         def rotate(tx: Tx) -> str:
             """The compacted conversation continues in a child session: head, summary and
@@ -318,13 +317,13 @@ class Compressor:
                             meta={"child_session_id": child})
             if spent.input_tokens or spent.output_tokens:
                 usage.record(tx, session_id, aux.name, aux.cfg.model, "compression", spent)
-            events.append(tx, session_id, "compression.complete",
-                          {"before_tokens": before, "after_tokens": after, "child_session_id": child},
-                          turn_id=where.turn_id, admission_id=where.admission_id)
+            wire.emit(tx, session_id, CompressionComplete(before_tokens=before, after_tokens=after,
+                                                          child_session_id=child),
+                      turn_id=where.turn_id, admission_id=where.admission_id)
             tx.publish(events.Moved(session_id, child))  # followers first, then the child's news
             created = sessions.get(tx, child)
             assert created is not None
-            events.broadcast(tx, child, "session.created", SessionEvent(session=wire.session(created)))
+            wire.broadcast(tx, child, SessionCreated(session=wire.session(created)))
             sessions.changed(tx, session_id)
             return child
 
@@ -394,9 +393,9 @@ class Compressor:
         spent = price(measure(reported, request, text), aux.cfg)
         return fit(text.strip(), limit), spent, False
 
-    async def _event(self, session_id: str, type_: str, data: dict[str, Any], where: Where) -> None:
-        await self.db.write(lambda tx: events.append(
-            tx, session_id, type_, data, turn_id=where.turn_id, admission_id=where.admission_id))
+    async def _event(self, session_id: str, data: CompressionStart, where: Where) -> None:
+        await self.db.write(lambda tx: wire.emit(
+            tx, session_id, data, turn_id=where.turn_id, admission_id=where.admission_id))
 
 
 

@@ -32,7 +32,7 @@ from backend.doors.base import Batch, Invite, Message, Reaction, Transport, Tran
 from backend.doors.delivery import RETRY_FIRST_S, RETRY_MAX_S, Delivery, txn
 from backend.errors import ApprovalClosed, NotFound, StoreUnavailable, TurnkeyError
 from backend.ids import new_id
-from backend.store import admissions, approvals, compression, events, sessions
+from backend.store import admissions, approvals, compression, sessions
 from backend.store import doors as store
 from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals
@@ -42,7 +42,7 @@ from shared.protocol import (
     DoorState,
     DoorStatus,
     PromptSubmitParams,
-    SessionEvent,
+    SessionCreated,
 )
 
 log = logging.getLogger("doors")
@@ -417,7 +417,7 @@ def _new_session(tx: Tx, door: str, room_id: str, cwd: str, model: str, title: s
     sessions.insert(tx, session_id, title or sessions.UNTITLED, cwd, model, titled=bool(title))
     session = sessions.get(tx, session_id)
     assert session is not None
-    events.broadcast(tx, session_id, "session.created", SessionEvent(session=wire.session(session)))
+    wire.broadcast(tx, session_id, SessionCreated(session=wire.session(session)))
     return store.bind(tx, door, room_id, session_id)
 
 

@@ -22,14 +22,14 @@ from backend import wire
 from backend.config import ConfigFile
 from backend.errors import ApprovalClosed, NotFound
 from backend.ids import new_id, now
-from backend.store import admissions, approvals, events
+from backend.store import admissions, approvals
 from backend.store.approvals import ApprovalRecord
 from backend.store.db import Database, Tx
 from backend.store.events import StoredEvent
 from backend.tools import policy
 from backend.tools.base import Guard
 from shared.config import ApprovalMode
-from shared.protocol import Approval, ApprovalEvent, ApprovalStatus, Decision
+from shared.protocol import Approval, ApprovalRequested, ApprovalResolved, ApprovalStatus, Decision
 
 log = logging.getLogger("tools")
 
@@ -71,7 +71,7 @@ class Approvals:
                 call_id=call_id, tool=tool, summary=summary, reason=guard.reason,
                 rule_key=guard.rule_key, epoch=self.epoch, expires_at=expires,
             )
-            _announce(tx, "approval.request", approval)
+            _announce(tx, ApprovalRequested, approval)
 
         try:
             await self.db.write(job)
@@ -104,7 +104,7 @@ class Approvals:
                 approvals.add_rule(tx, row.tool, row.rule_key, scope)
             decided = approvals.row(tx, approval_id)
             assert decided is not None
-            return _announce(tx, "approval.resolved", decided)
+            return _announce(tx, ApprovalResolved, decided)
 
         approval = await self.db.write(job)
         future = self._waiting.get(approval_id)
@@ -133,7 +133,7 @@ class Approvals:
             r = approvals.row(tx, approval_id)
             if r is None:
                 return None
-            return _announce(tx, "approval.resolved", r) if expired else wire.approval(r)
+            return _announce(tx, ApprovalResolved, r) if expired else wire.approval(r)
 
         return await self.db.write(job)
 
@@ -186,17 +186,17 @@ def expire_one(tx: Tx, pending: ApprovalRecord) -> None:
     if approvals.decide(tx, pending.approval_id, "expired", None):
         approval = approvals.row(tx, pending.approval_id)
         assert approval is not None
-        _announce(tx, "approval.resolved", approval)
+        _announce(tx, ApprovalResolved, approval)
 
 
-def _announce(tx: Tx, type_: str, row: ApprovalRecord) -> Approval:
+def _announce(tx: Tx, kind: type[ApprovalRequested | ApprovalResolved], row: ApprovalRecord) -> Approval:
     """Stored in the session's log for its subscribers, and broadcast without a seq to every
     reader (the tray shows requests of sessions no window has open); both carry the turn's
     turn_id and admission_id, as every event of a turn does.  Returns the approval as sent."""
     approval = wire.approval(row)
-    data = ApprovalEvent(approval=approval)
+    data = kind(approval=approval)
     sid, tid = approval.session_id, approval.turn_id
     aid = admissions.of_turn(tx, sid, tid)
-    events.append(tx, sid, type_, data, turn_id=tid, admission_id=aid)
-    events.broadcast(tx, sid, type_, data, turn_id=tid, admission_id=aid)
+    wire.emit(tx, sid, data, turn_id=tid, admission_id=aid)
+    wire.broadcast(tx, sid, data, turn_id=tid, admission_id=aid)
     return approval

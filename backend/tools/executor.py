@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend import wire
 from backend.errors import StoreUnavailable
 from backend.race import unless_stopped
-from backend.store import events, messages
+from backend.store import messages
 from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals, decided_meta, unasked_meta
 from backend.tools.base import Guard, Tool, ToolContext, ToolResult
@@ -337,8 +338,7 @@ class _Batch:
                          arguments_raw=p.arguments_raw)
         def job(tx: Tx) -> None:
             s.fence(tx)
-            events.append(tx, s.session_id, "tool.start", data, turn_id=s.turn_id,
-                          admission_id=s.admission_id)
+            wire.emit(tx, s.session_id, data, turn_id=s.turn_id, admission_id=s.admission_id)
 
         committed = self.ex.db.enqueue(job)
         # Queued is enough to open the gate: jobs commit in queue order, so the next
@@ -375,13 +375,13 @@ class _Batch:
         if out.spilled_path:
             meta["spilled_path"] = out.spilled_path
         if not call.announced:  # clients see every call start before it completes
-            events.append(tx, s.session_id, "tool.start", ToolStart(
+            wire.emit(tx, s.session_id, ToolStart(
                 call_id=out.call_id, name=out.name, arguments=call.prepared.shown,
                 summary=call.summary, arguments_raw=call.prepared.arguments_raw,
             ), turn_id=s.turn_id, admission_id=s.admission_id)
         messages.insert(tx, s.session_id, "tool", out.content, turn_id=s.turn_id,
                         status=out.status, call_id=out.call_id, tool_name=out.name, meta=meta)
-        events.append(tx, s.session_id, "tool.complete", ToolComplete(
+        wire.emit(tx, s.session_id, ToolComplete(
             call_id=out.call_id, name=out.name, status=out.status, summary=out.summary,
             duration_ms=out.duration_ms, spilled_path=out.spilled_path, meta=out.meta or None,
             output=out.content[:OUTPUT_PREVIEW_CHARS] or None,
@@ -443,8 +443,8 @@ class _Batch:
             # order by the monitor and then by the finished call, commit in that order.
             def job(tx: Tx) -> None:
                 s.fence(tx)
-                events.append(tx, s.session_id, "tool.progress", data, turn_id=s.turn_id,
-                              admission_id=s.admission_id)
+                wire.emit(tx, s.session_id, data, turn_id=s.turn_id,
+                          admission_id=s.admission_id)
 
             await self.ex.db.write(job)
         except StoreUnavailable:

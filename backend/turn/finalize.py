@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from backend import wire
-from backend.store import admissions, events, leases, messages, sessions, usage
+from backend.store import admissions, leases, messages, sessions, usage
 from backend.store.db import Tx
 from backend.store.leases import Holder
 from shared.protocol import (
-    AdmissionEvent,
+    AdmissionSettled,
     MessageComplete,
     ToolComplete,
     ToolStatus,
@@ -111,14 +111,13 @@ def close_turn(tx: Tx, out: TurnEnd) -> None:
     row = sessions.row(tx, sid)
     assert row is not None
     totals = wire.usage(row)
-    events.append(tx, sid, "usage.update", UsageUpdate(usage=totals),
-                  turn_id=tid, admission_id=aid)
+    wire.emit(tx, sid, UsageUpdate(usage=totals), turn_id=tid, admission_id=aid)
     complete = MessageComplete(
         admission_id=aid, turn_id=tid, text=out.text, status=out.status, usage=out.usage,
         failure_reason=out.failure_reason if out.status != "completed" else None,
         failure_detail=out.failure_detail if out.status == "failed" else None,
     )
-    events.append(tx, sid, "message.complete", complete, turn_id=tid, admission_id=aid)
+    wire.emit(tx, sid, complete, turn_id=tid, admission_id=aid)
     settle_event(tx, aid)
 
 
@@ -138,7 +137,7 @@ def close_tail(
     for call in open_calls:
         messages.insert(tx, session_id, "tool", content, turn_id=turn_id, status=status,
                         call_id=call["call_id"], tool_name=call["name"])
-        events.append(tx, session_id, "tool.complete", ToolComplete(
+        wire.emit(tx, session_id, ToolComplete(
             call_id=call["call_id"], name=call["name"], status=status,
             summary=call["name"], duration_ms=0,
         ), turn_id=turn_id, admission_id=admission_id)
@@ -150,7 +149,7 @@ def settle_event(tx: Tx, admission_id: str) -> None:
     row = admissions.by_id(tx, admission_id)
     assert row is not None
     receipt = wire.receipt(admissions.receipt(tx, row))
-    events.append(
-        tx, row.session_id, "admission.settled", AdmissionEvent(receipt=receipt),
+    wire.emit(
+        tx, row.session_id, AdmissionSettled(receipt=receipt),
         turn_id=row.turn_id, admission_id=admission_id,
     )

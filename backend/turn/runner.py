@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend import wire
 from backend.compress.compressor import MAX_PER_CALL as MAX_COMPRESSIONS_PER_CALL
 from backend.compress.compressor import Compressor, Where
 from backend.config import ConfigFile
@@ -33,7 +34,7 @@ from backend.providers.base import ChatRequest, ToolSpec
 from backend.providers.errors import policy, told
 from backend.providers.registry import ConfiguredProvider, Providers
 from backend.race import unless_stopped
-from backend.store import admissions, events, messages, sessions
+from backend.store import admissions, messages, sessions
 from backend.store.db import Database, Tx
 from backend.store.leases import LeaseRecord
 from backend.tools import memory, registry
@@ -61,6 +62,7 @@ from shared.protocol import (
     LeaseWaiting,
     ProviderFallback,
     ProviderRetry,
+    TextDelta,
     TurnStatus,
     TurnSteered,
     Usage,
@@ -237,9 +239,9 @@ class TurnRunner:
                 messages.insert(tx, sid, "user", text, turn_id=tid,
                                 api_content=STEER_FRAME.format(text=text),
                                 meta={"steer": True, "admission_id": row.admission_id})
-                events.append(tx, sid, "turn.steered",
-                              TurnSteered(turn_id=tid, admission_id=row.admission_id, text=text),
-                              turn_id=tid, admission_id=row.admission_id)
+                wire.emit(tx, sid,
+                          TurnSteered(turn_id=tid, admission_id=row.admission_id, text=text),
+                          turn_id=tid, admission_id=row.admission_id)
             return len(steers)
 
         if not await self.db.read(lambda tx: admissions.steer_queued(tx, turn.session_id)):
@@ -379,7 +381,7 @@ class TurnRunner:
             return Action.BREAK
         if rules.retryable and n < MAX_ATTEMPTS:
             delay = delay_for(exc, n)
-            await self._event(st, "provider.retry", ProviderRetry(
+            await self._event(st, ProviderRetry(
                 attempt=n + 1, delay_s=delay, reason=told(exc), provider=link.name,
                 detail=exc.message))
             log.info("turn %s: %s failed (%s); retry %d in %.1f s", st.turn.turn_id, link.name,
@@ -389,7 +391,7 @@ class TurnRunner:
             return Action.BREAK if stop.is_set() else None
         if rules.fallback and st.chain_index + 1 < len(st.chain):
             nxt = st.chain[st.chain_index + 1]
-            await self._event(st, "provider.fallback", ProviderFallback(
+            await self._event(st, ProviderFallback(
                 from_=link.name, to=nxt.name, reason=told(exc), detail=exc.message))
             log.warning("turn %s: falling back from %s to %s (%s)", st.turn.turn_id, link.name,
                         nxt.name, exc.kind)
@@ -504,8 +506,8 @@ class TurnRunner:
         async def waiting(lease: LeaseRecord) -> None:
             data = LeaseWaiting(turn_id=turn.turn_id, holder_pid=lease.holder.pid,
                                 expires_at=lease.expires_at)
-            await self.db.write(lambda tx: events.append(
-                tx, turn.session_id, "lease.waiting", data, turn_id=turn.turn_id,
+            await self.db.write(lambda tx: wire.emit(
+                tx, turn.session_id, data, turn_id=turn.turn_id,
                 admission_id=turn.admission_id))
 
         why = await wait_for_lease(
@@ -535,14 +537,14 @@ class TurnRunner:
         )
         await self.db.write_patiently(lambda tx: close_turn(tx, outcome), CLOSE_RETRY_S)
 
-    async def _event(self, st: TurnState, type_: str, data: ProviderRetry | ProviderFallback) -> None:
+    async def _event(self, st: TurnState, data: ProviderRetry | ProviderFallback) -> None:
         turn = st.turn
         check = fence(turn.session_id, turn.holder)
 
         def job(tx: Tx) -> None:
             check(tx)
-            events.append(tx, turn.session_id, type_, data, turn_id=turn.turn_id,
-                          admission_id=turn.admission_id)
+            wire.emit(tx, turn.session_id, data, turn_id=turn.turn_id,
+                      admission_id=turn.admission_id)
 
         await self.db.write(job)
 
@@ -551,8 +553,8 @@ class TurnRunner:
 
         def job(tx: Tx) -> None:
             check(tx)
-            events.append(tx, turn.session_id, "message.delta", {"text": text},
-                          turn_id=turn.turn_id, admission_id=turn.admission_id)
+            wire.emit(tx, turn.session_id, TextDelta(text=text),
+                      turn_id=turn.turn_id, admission_id=turn.admission_id)
 
         await self.db.write(job)
 

@@ -28,9 +28,12 @@ from shared.protocol.admin import (
     TokensResult,
 )
 from shared.protocol.approvals import (
+    APPROVAL_EVENTS,
     Approval,
     ApprovalEvent,
     ApprovalListParams,
+    ApprovalRequested,
+    ApprovalResolved,
     ApprovalRespondParams,
     ApprovalResult,
     ApprovalsResult,
@@ -54,6 +57,8 @@ from shared.protocol.base import (
     DeletedResult,
     EmptyResult,
     Event,
+    EventData,
+    EventSpec,
     Folder,
     Id,
     MissedPolicy,
@@ -82,14 +87,16 @@ from shared.protocol.connection import (
     ServerInfo,
 )
 from shared.protocol.doors import (
+    DOOR_EVENTS,
     DoorEvent,
     DoorListResult,
     DoorRoom,
     DoorState,
     DoorStatus,
 )
-from shared.protocol.events import EVENTS
+from shared.protocol.events import EVENT_NAMES, EVENT_SPECS, EVENTS, event_name
 from shared.protocol.mcp import (
+    MCP_EVENTS,
     McpApproval,
     McpListParams,
     McpListResult,
@@ -101,6 +108,7 @@ from shared.protocol.mcp import (
     McpToolInfo,
 )
 from shared.protocol.memory import (
+    MEMORY_EVENTS,
     MemoryChanged,
     MemoryFile,
     MemoryResult,
@@ -109,6 +117,7 @@ from shared.protocol.memory import (
 )
 from shared.protocol.schedules import (
     CRON_MAX,
+    SCHEDULE_EVENTS,
     SCHEDULE_TEXT_MAX,
     CronText,
     IsoTime,
@@ -126,6 +135,7 @@ from shared.protocol.schedules import (
 )
 from shared.protocol.sessions import (
     MAX_SEARCH_QUERY,
+    SESSION_EVENTS,
     ActiveTurn,
     CompressionComplete,
     CompressionStart,
@@ -138,6 +148,7 @@ from shared.protocol.sessions import (
     SearchMatch,
     Session,
     SessionCompressParams,
+    SessionCreated,
     SessionCreateParams,
     SessionDeletedEvent,
     SessionDeleteParams,
@@ -149,6 +160,7 @@ from shared.protocol.sessions import (
     SessionResult,
     SessionSinceParams,
     SessionUndoParams,
+    SessionUpdated,
     SessionUpdateParams,
     SessionUsageResult,
     UndoResult,
@@ -168,6 +180,7 @@ from shared.protocol.stats import (
 )
 from shared.protocol.tools import (
     OUTPUT_PREVIEW_CHARS,
+    TOOL_EVENTS,
     ToolCall,
     ToolComplete,
     ToolProgress,
@@ -175,10 +188,13 @@ from shared.protocol.tools import (
     ToolStatus,
 )
 from shared.protocol.turns import (
+    TURN_EVENTS,
     AdmissionEvent,
     AdmissionIdParams,
     AdmissionListParams,
+    AdmissionQueued,
     AdmissionResolveParams,
+    AdmissionSettled,
     Attachment,
     InterruptResult,
     LeaseWaiting,
@@ -197,29 +213,43 @@ from shared.protocol.turns import (
 
 __all__ = [
     "ALL_SCOPES",
+    "APPROVAL_EVENTS",
     "CRON_MAX",
     "CWD_MAX",
+    "DOOR_EVENTS",
     "EVENTS",
+    "EVENT_NAMES",
+    "EVENT_SPECS",
     "ID_MAX",
     "MAX_SEARCH_QUERY",
     "MAX_TOKEN_LABEL",
+    "MCP_EVENTS",
+    "MEMORY_EVENTS",
     "MODEL_MAX",
     "OUTPUT_PREVIEW_CHARS",
     "PROTOCOL_VERSION",
+    "SCHEDULE_EVENTS",
     "SCHEDULE_TEXT_MAX",
+    "SESSION_EVENTS",
     "SNIPPET_MAX",
     "STATS_RECENT_MAX",
     "TITLE_MAX",
+    "TOOL_EVENTS",
+    "TURN_EVENTS",
     "ActiveTurn",
     "AdmissionEvent",
     "AdmissionIdParams",
     "AdmissionListParams",
     "AdmissionOutcome",
+    "AdmissionQueued",
     "AdmissionResolveParams",
+    "AdmissionSettled",
     "AdmissionStatus",
     "Approval",
     "ApprovalEvent",
     "ApprovalListParams",
+    "ApprovalRequested",
+    "ApprovalResolved",
     "ApprovalRespondParams",
     "ApprovalResult",
     "ApprovalStatus",
@@ -244,6 +274,8 @@ __all__ = [
     "DoorStatus",
     "EmptyResult",
     "Event",
+    "EventData",
+    "EventSpec",
     "EventsResult",
     "EventsSinceParams",
     "Folder",
@@ -317,6 +349,7 @@ __all__ = [
     "Session",
     "SessionCompressParams",
     "SessionCreateParams",
+    "SessionCreated",
     "SessionDeleteParams",
     "SessionDeletedEvent",
     "SessionEvent",
@@ -329,6 +362,7 @@ __all__ = [
     "SessionStatus",
     "SessionUndoParams",
     "SessionUpdateParams",
+    "SessionUpdated",
     "SessionUsageResult",
     "TextDelta",
     "Threshold",
@@ -354,4 +388,5 @@ __all__ = [
     "Wire",
     "WriterStats",
     "ZoneName",
+    "event_name",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shared.literals import ApprovalStatus, DecidedBy, Decision
-from shared.protocol.base import Id, Params, Wire
+from shared.protocol.base import EventData, EventSpec, Id, Params, Wire
 
 
 class Approval(Wire):
@@ -54,5 +54,19 @@ class RulesResult(Wire):
     rules: list[Rule]
 
 
-class ApprovalEvent(Wire):
+class ApprovalEvent(EventData):
     approval: Approval
+
+
+class ApprovalRequested(ApprovalEvent):
+    """`approval.request`: a tool call waits for a person's decision."""
+
+
+class ApprovalResolved(ApprovalEvent):
+    """`approval.resolved`: the approval was decided, expired or cancelled."""
+
+
+APPROVAL_EVENTS = (
+    EventSpec("approval.request", ApprovalRequested, "`approval`"),
+    EventSpec("approval.resolved", ApprovalResolved, "`approval`"),
+)

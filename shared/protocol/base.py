@@ -70,8 +70,24 @@ class UsageRow(msgspec.Struct, kw_only=True):
     estimated: bool
 
 
+class EventData(Wire):
+    """Base of every event's data.  Each subclass is bound to exactly one event name by the
+    events table (`EVENTS` in shared/protocol/events.py), so the backend emits an event by
+    its struct alone (`backend.wire.emit`), never by a name string or a dict."""
+
+
+class EventSpec(msgspec.Struct, frozen=True):
+    """One row of the events table: an event's name, the struct of its data, and the words
+    for that data in PROTOCOL.md's events table (generated from these rows)."""
+
+    name: str
+    data: type[EventData]
+    doc: str
+
+
 class Event(Wire):
-    """One event notification's params.  `seq` is absent on session-less events."""
+    """One event notification's params.  `seq` is absent on session-less events; `data` is
+    the struct `EVENTS[type]` names, as JSON."""
 
     session_id: str
     type: str

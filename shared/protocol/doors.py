@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from shared.protocol.base import Id, Wire
+from shared.protocol.base import EventData, EventSpec, Id, Wire
 
 DoorState = Literal["starting", "connected", "failing", "stopped"]
 
@@ -39,5 +39,14 @@ class DoorListResult(Wire):
     doors: list[DoorStatus]
 
 
-class DoorEvent(Wire):
+class DoorEvent(EventData):
     door: DoorStatus
+
+
+DOOR_EVENTS = (
+    EventSpec("door.state", DoorEvent,
+              "addition, session-less (`session_id` `\"\"`, no `seq`, sent to every connection "
+              "with `read`): `door`, a DoorStatus as `door.list` gives, when a door connects, "
+              "starts failing (and why) or stops, and when a room is bound to a session (its "
+              "first message, `/new`, a rotation)"),
+)

@@ -1,55 +1,53 @@
-"""The events table: each event type's name and the struct of its data."""
+"""The events table: every event's name bound to the struct of its data, assembled from the
+rows each domain's module declares beside its structs (`TURN_EVENTS`, `TOOL_EVENTS`, ...).
+
+As `METHODS` (shared/methods.py) is for methods, this is the one table for events: the
+client decodes an event's data with `EVENTS[type]`, the backend emits an event by its struct
+alone (`backend.wire.emit` names it with `event_name`), and the schema and PROTOCOL.md's
+events table (`python -m shared.schema`) are generated from `EVENT_SPECS`.  Each struct
+is bound to exactly one name: two events with the same fields get a subclass each
+(`AdmissionQueued` and `AdmissionSettled` of `AdmissionEvent`).
+
+Adding an event: its struct (a subclass of `EventData`) and an `EventSpec` row in its
+domain's module, then `python -m shared.schema`.
+"""
 
 from __future__ import annotations
 
-from shared.protocol.approvals import ApprovalEvent
-from shared.protocol.base import Wire
-from shared.protocol.doors import DoorEvent
-from shared.protocol.mcp import McpServerEvent
-from shared.protocol.memory import MemoryChanged
-from shared.protocol.schedules import ScheduleChanged
-from shared.protocol.sessions import (
-    CompressionComplete,
-    CompressionStart,
-    SessionDeletedEvent,
-    SessionEvent,
-    UsageUpdate,
-)
-from shared.protocol.tools import ToolComplete, ToolProgress, ToolStart
-from shared.protocol.turns import (
-    AdmissionEvent,
-    LeaseWaiting,
-    MessageComplete,
-    ProviderFallback,
-    ProviderRetry,
-    TextDelta,
-    TurnStarted,
-    TurnSteered,
+from shared.protocol.approvals import APPROVAL_EVENTS
+from shared.protocol.base import EventData, EventSpec
+from shared.protocol.doors import DOOR_EVENTS
+from shared.protocol.mcp import MCP_EVENTS
+from shared.protocol.memory import MEMORY_EVENTS
+from shared.protocol.schedules import SCHEDULE_EVENTS
+from shared.protocol.sessions import SESSION_EVENTS
+from shared.protocol.tools import TOOL_EVENTS
+from shared.protocol.turns import TURN_EVENTS
+
+# In PROTOCOL.md's order: a turn's events, its tools', approvals, sessions', then the
+# session-less broadcasts.
+EVENT_SPECS: tuple[EventSpec, ...] = (
+    *TURN_EVENTS, *TOOL_EVENTS, *APPROVAL_EVENTS, *SESSION_EVENTS,
+    *SCHEDULE_EVENTS, *MEMORY_EVENTS, *DOOR_EVENTS, *MCP_EVENTS,
 )
 
-EVENTS: dict[str, type[Wire]] = {
-    "admission.queued": AdmissionEvent,
-    "admission.settled": AdmissionEvent,
-    "turn.started": TurnStarted,
-    "turn.steered": TurnSteered,
-    "message.delta": TextDelta,
-    "message.complete": MessageComplete,
-    "tool.start": ToolStart,
-    "tool.progress": ToolProgress,
-    "tool.complete": ToolComplete,
-    "approval.request": ApprovalEvent,
-    "approval.resolved": ApprovalEvent,
-    "lease.waiting": LeaseWaiting,
-    "provider.retry": ProviderRetry,
-    "provider.fallback": ProviderFallback,
-    "usage.update": UsageUpdate,
-    "session.updated": SessionEvent,
-    "session.created": SessionEvent,
-    "session.deleted": SessionDeletedEvent,
-    "compression.start": CompressionStart,
-    "compression.complete": CompressionComplete,
-    "mcp.server": McpServerEvent,
-    "memory.changed": MemoryChanged,
-    "schedule.changed": ScheduleChanged,
-    "door.state": DoorEvent,
-}
+
+def _names(specs: tuple[EventSpec, ...]) -> dict[type[EventData], str]:
+    table = {s.data: s.name for s in specs}
+    assert len(table) == len(specs), "a struct is bound to two events: give each a subclass"
+    return table
+
+
+EVENTS: dict[str, type[EventData]] = {s.name: s.data for s in EVENT_SPECS}
+assert len(EVENTS) == len(EVENT_SPECS), "an event is listed twice"
+EVENT_NAMES: dict[type[EventData], str] = _names(EVENT_SPECS)
+
+
+def event_name(data: EventData) -> str:
+    """The name the table binds `data`'s struct to.  A struct the table does not list (a
+    base two events share, such as `AdmissionEvent`) raises TypeError: emit its subclass."""
+    try:
+        return EVENT_NAMES[type(data)]
+    except KeyError:
+        raise TypeError(f"{type(data).__name__} is no event's data in EVENTS "
+                        "(shared/protocol/events.py)") from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from shared.protocol.base import Params, Wire
+from shared.protocol.base import EventData, EventSpec, Params, Wire
 
 McpState = Literal["stopped", "starting", "ready", "failed", "disabled"]
 McpApproval = Literal["ask", "trusted"]
@@ -65,8 +65,16 @@ class McpTestResult(Wire):
     error: str | None = None
 
 
-class McpServerEvent(Wire):
+class McpServerEvent(EventData):
     """Addition: an MCP server changed state (starting, ready, failed, stopped) or its
     tool list changed; session-less (`session_id` ""), sent to every reader."""
 
     server: McpServerStatus
+
+
+MCP_EVENTS = (
+    EventSpec("mcp.server", McpServerEvent,
+              "addition, session-less (`session_id` `\"\"`, no `seq`, sent to every connection "
+              "with `read`): `server`, an McpServerStatus, when an MCP server is `starting`, "
+              "`ready`, `failed` or `stopped`, or its tool list changed"),
+)

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from shared.protocol.base import Params, Wire
+from shared.protocol.base import EventData, EventSpec, Params, Wire
 
 MemoryTarget = Literal["user", "environment"]
 
@@ -32,9 +32,17 @@ class MemorySetParams(Params):
     text: Annotated[str, msgspec.Meta(max_length=16_000)]
 
 
-class MemoryChanged(Wire):
+class MemoryChanged(EventData):
     """Addition: a notebook changed (by the memory tool or memory.set); session-less
     (`session_id` ""), sent to every reader."""
 
     target: MemoryTarget
     file: MemoryFile
+
+
+MEMORY_EVENTS = (
+    EventSpec("memory.changed", MemoryChanged,
+              "addition, session-less (`session_id` `\"\"`, no `seq`, sent to every connection "
+              "with `read`): `target` (`user` or `environment`), `file` (a MemoryFile, as "
+              "`memory.get` gives), after the memory tool or `memory.set` changed a notebook"),
+)

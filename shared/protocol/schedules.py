@@ -7,7 +7,7 @@ from typing import Annotated
 import msgspec
 
 from shared.literals import MissedPolicy
-from shared.protocol.base import Folder, Id, ModelName, Params, Title, Wire
+from shared.protocol.base import EventData, EventSpec, Folder, Id, ModelName, Params, Title, Wire
 
 CRON_MAX = 200
 SCHEDULE_TEXT_MAX = 64 * 1024  # characters of a scheduled prompt (it is stored and re-sent)
@@ -91,7 +91,7 @@ class SchedulesResult(Wire):
     schedules: list[Schedule]
 
 
-class ScheduleChanged(Wire):
+class ScheduleChanged(EventData):
     """Addition: a schedule was created, updated, fired or deleted; session-less
     (`session_id` ""), sent to every reader.  `schedule` is absent when `deleted`; `fired`:
     this change is a firing (its prompt was just admitted in `schedule.last_session_id`)."""
@@ -100,3 +100,12 @@ class ScheduleChanged(Wire):
     deleted: bool = False
     schedule: Schedule | None = None
     fired: bool = False
+
+
+SCHEDULE_EVENTS = (
+    EventSpec("schedule.changed", ScheduleChanged,
+              "addition, session-less (like `mcp.server`): `schedule_id`, and `schedule` (a "
+              "Schedule) when one was created, changed or fired, or `deleted: true`; `fired: "
+              "true` when the change is a firing (its prompt was just admitted in "
+              "`schedule.last_session_id`)"),
+)

@@ -10,6 +10,8 @@ from shared.literals import Role, SessionStatus
 from shared.protocol.approvals import Approval
 from shared.protocol.base import (
     Event,
+    EventData,
+    EventSpec,
     Folder,
     Id,
     ModelName,
@@ -204,24 +206,43 @@ class UndoResult(Wire):
     turn_id: str | None = None
 
 
-class UsageUpdate(Wire):
+class UsageUpdate(EventData):
     usage: Usage
 
 
-class SessionEvent(Wire):
+class SessionEvent(EventData):
     session: Session
 
 
-class SessionDeletedEvent(Wire):
+class SessionCreated(SessionEvent):
+    """`session.created`: a session was made (broadcast, no seq)."""
+
+
+class SessionUpdated(SessionEvent):
+    """`session.updated`: a session changed (stored, or broadcast with no seq)."""
+
+
+class SessionDeletedEvent(EventData):
     session_id: str
 
 
-class CompressionStart(Wire):
+class CompressionStart(EventData):
     reason: str
     tokens: int
 
 
-class CompressionComplete(Wire):
+class CompressionComplete(EventData):
     before_tokens: int
     after_tokens: int
     child_session_id: str | None = None
+
+
+SESSION_EVENTS = (
+    EventSpec("usage.update", UsageUpdate, "`usage` (the session's totals)"),
+    EventSpec("session.created", SessionCreated, "`session`"),
+    EventSpec("session.updated", SessionUpdated, "`session`"),
+    EventSpec("session.deleted", SessionDeletedEvent, "`session_id`"),
+    EventSpec("compression.start", CompressionStart, "`reason`, `tokens`"),
+    EventSpec("compression.complete", CompressionComplete,
+              "`before_tokens`, `after_tokens`, `child_session_id?` (rotation only)"),
+)

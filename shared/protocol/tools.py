@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from shared.protocol.base import Wire
+from shared.protocol.base import EventData, EventSpec, Wire
 
 
 class ToolCall(Wire):
@@ -17,7 +17,7 @@ class ToolCall(Wire):
 ToolStatus = Literal["ok", "error", "denied", "skipped", "interrupted", "unknown"]
 
 
-class ToolStart(Wire):
+class ToolStart(EventData):
     call_id: str
     name: str
     arguments: dict[str, Any]
@@ -25,7 +25,7 @@ class ToolStart(Wire):
     arguments_raw: str | None = None
 
 
-class ToolProgress(Wire):
+class ToolProgress(EventData):
     """The next chunk of what a running call printed: append `text` in order (see PROTOCOL.md)."""
 
     call_id: str
@@ -36,7 +36,7 @@ class ToolProgress(Wire):
     meta: dict[str, Any] | None = None
 
 
-class ToolComplete(Wire):
+class ToolComplete(EventData):
     call_id: str
     name: str
     status: ToolStatus
@@ -49,3 +49,15 @@ class ToolComplete(Wire):
 
 
 OUTPUT_PREVIEW_CHARS = 4000
+
+
+TOOL_EVENTS = (
+    EventSpec("tool.start", ToolStart, "`call_id`, `name`, `arguments`, `arguments_raw?`, `summary`"),
+    EventSpec("tool.progress", ToolProgress,
+              "`call_id`, `text` (the next chunk of what the call printed: append it; see "
+              "below), `elided_bytes?`, `elapsed_s?`, `meta?` (addition: what the running call "
+              "announces, e.g. a delegate call's `child_session_id`; kept in the result's `meta`)"),
+    EventSpec("tool.complete", ToolComplete,
+              "`call_id`, `name`, `status`, `summary`, `duration_ms`, `spilled_path?`, `meta?`, "
+              "`output?`, `output_truncated`"),
+)

@@ -7,7 +7,7 @@ from typing import Literal
 import msgspec
 
 from shared.literals import AdmissionOutcome, AdmissionStatus
-from shared.protocol.base import Id, Params, RequestId, Usage, Wire
+from shared.protocol.base import EventData, EventSpec, Id, Params, RequestId, Usage, Wire
 
 TurnStatus = Literal["completed", "failed", "interrupted"]
 
@@ -69,17 +69,25 @@ class InterruptResult(Wire):
     interrupted: bool
 
 
-class AdmissionEvent(Wire):
+class AdmissionEvent(EventData):
     receipt: Receipt
 
 
-class TurnStarted(Wire):
+class AdmissionQueued(AdmissionEvent):
+    """`admission.queued`: the receipt of a prompt just admitted."""
+
+
+class AdmissionSettled(AdmissionEvent):
+    """`admission.settled`: the receipt of an admission that just settled."""
+
+
+class TurnStarted(EventData):
     turn_id: str
     admission_id: str
     model: str
 
 
-class TurnSteered(Wire):
+class TurnSteered(EventData):
     """Addition: a steer joined the running turn; the model reads `text` at its next call.
     `admission_id` is the steer's own (started now, settled with the turn)."""
 
@@ -88,11 +96,11 @@ class TurnSteered(Wire):
     text: str
 
 
-class TextDelta(Wire):
+class TextDelta(EventData):
     text: str
 
 
-class MessageComplete(Wire):
+class MessageComplete(EventData):
     admission_id: str
     turn_id: str
     text: str
@@ -102,7 +110,7 @@ class MessageComplete(Wire):
     failure_detail: str | None = None  # addition: the raw detail behind a provider's failure
 
 
-class LeaseWaiting(Wire):
+class LeaseWaiting(EventData):
     """Addition: the turn waits for another process's lease on this session."""
 
     turn_id: str
@@ -110,7 +118,7 @@ class LeaseWaiting(Wire):
     expires_at: float
 
 
-class ProviderRetry(Wire):
+class ProviderRetry(EventData):
     attempt: int  # the attempt about to be made: 2 for the first retry
     delay_s: float  # the wait actually applied
     reason: str  # for a person
@@ -118,8 +126,32 @@ class ProviderRetry(Wire):
     detail: str | None = None  # addition: the raw detail (provider, HTTP status, its words)
 
 
-class ProviderFallback(Wire):
+class ProviderFallback(EventData):
     from_: str = msgspec.field(name="from")
     to: str
     reason: str  # for a person
     detail: str | None = None  # addition: the raw detail (provider, HTTP status, its words)
+
+
+TURN_EVENTS = (
+    EventSpec("admission.queued", AdmissionQueued, "`receipt`"),
+    EventSpec("admission.settled", AdmissionSettled, "`receipt`"),
+    EventSpec("turn.started", TurnStarted, "`turn_id`, `admission_id`, `model`"),
+    EventSpec("turn.steered", TurnSteered,
+              "addition: `turn_id`, `admission_id` (the steer's), `text`: a steer joined the "
+              "running turn; stored right after the user row that holds it, so a front-end "
+              "shows the text at that place in the turn"),
+    EventSpec("message.delta", TextDelta,
+              "`text`: the next piece of the assistant's answer; pieces may be coalesced"),
+    EventSpec("message.complete", MessageComplete,
+              "`admission_id`, `turn_id`, `text` (the whole final answer; for an interrupted "
+              "turn, what was streamed of its last message), `status` (`completed`, `failed`, "
+              "`interrupted`), `failure_reason?` (for people: what happened and what to do), "
+              "`failure_detail?` (a provider failure's raw detail), `usage` (the turn's)"),
+    EventSpec("lease.waiting", LeaseWaiting, "`turn_id`, `holder_pid`, `expires_at`"),
+    EventSpec("provider.retry", ProviderRetry,
+              "`attempt` (the attempt about to be made: 2 for the first retry), `delay_s` (the "
+              "wait applied), `reason`, `provider`, `detail?`"),
+    EventSpec("provider.fallback", ProviderFallback,
+              "`from`, `to` (provider names), `reason`, `detail?`"),
+)

@@ -267,3 +267,96 @@ def test_doors_write_no_sql() -> None:
            and node.func.attr in ("execute", "executemany", "one", "all")
            and isinstance(node.func.value, ast.Name) and node.func.value.id == "tx"]
     assert not bad, "SQL in backend/doors/; put it in backend/store/:\n  " + "\n  ".join(bad)
+
+
+# --- events: named by their struct, emitted at one edge ---------------------------------------
+
+# The one module that calls the store's event log to add an event (backend/wire.py: `emit`,
+# `broadcast`, `announcement`); the store itself (backend/store/) builds its own records.
+EVENT_EDGE = ("backend.wire", "backend.store")
+EVENT_LOG = "backend.store.events"
+# What only the edge calls: the log's writers and the records a published event is made of.
+EMITTERS = ("append", "broadcast", "EventRecord", "StoredEvent")
+
+
+def event_log_calls(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
+    """Calls in `source` of the event log's writers (`events.append(...)`, `EventRecord(...)`,
+    whatever name the module or the function was imported as)."""
+    tree = ast.parse(source, filename=filename)
+    modules: set[str] = set()  # names bound to backend.store.events
+    functions: dict[str, str] = {}  # names bound to one of EMITTERS
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(a.asname for a in node.names if a.name == EVENT_LOG and a.asname)
+        elif isinstance(node, ast.ImportFrom) and node.module == "backend.store":
+            modules.update(a.asname or a.name for a in node.names if a.name == "events")
+        elif isinstance(node, ast.ImportFrom) and node.module == EVENT_LOG:
+            functions.update({a.asname or a.name: a.name for a in node.names if a.name in EMITTERS})
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in EMITTERS and isinstance(f.value, ast.Name) \
+                and f.value.id in modules:
+            found.append((node.lineno, f"{f.value.id}.{f.attr}(...)"))
+        elif isinstance(f, ast.Name) and f.id in functions:
+            found.append((node.lineno, f"{f.id}(...)"))
+    return found
+
+
+def test_events_are_emitted_only_at_the_wire_edge() -> None:
+    """Every event goes through backend/wire.py (`wire.emit(tx, sid, TurnStarted(...))`),
+    which names it from its struct's row in the events table: nothing else calls the store's
+    `events.append` / `events.broadcast` or builds an event record, so no event is sent by
+    a name string or with a dict."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {call}"
+        for path in sorted((ROOT / "backend").rglob("*.py"))
+        if not any(within(module_name(path), edge) for edge in EVENT_EDGE)
+        for line, call in event_log_calls(path.read_text(encoding="utf-8"), str(path))
+    ]
+    assert not bad, "emit events with backend.wire.emit / broadcast / announcement:\n  " + "\n  ".join(bad)
+
+
+def event_names() -> set[str]:
+    """The event names of the events table, read from the `EventSpec(...)` rows' sources."""
+    names = set()
+    for path in (ROOT / "shared" / "protocol").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id == "EventSpec" and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                names.add(node.args[0].value)
+    return names
+
+
+def test_no_event_name_is_passed_as_a_string() -> None:
+    """Outside the store (which keeps its rows by name), no call in backend/ passes an event's
+    name as a literal: an event is its struct, named once in the table."""
+    names = event_names()
+    assert {"message.delta", "door.state"} <= names, "the EventSpec rows moved?"
+    bad = []
+    for path in sorted((ROOT / "backend").rglob("*.py")):
+        if within(module_name(path), "backend.store"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                args = [*node.args, *(k.value for k in node.keywords)]
+                bad += [f"{path.relative_to(ROOT)}:{node.lineno}: {a.value!r}" for a in args
+                        if isinstance(a, ast.Constant) and a.value in names]
+    assert not bad, "an event named by a string; emit its struct:\n  " + "\n  ".join(bad)
+
+
+# The wire contract is split by domain (shared/protocol/: sessions, turns, approvals, ...);
+# no part grows back into the 1,000-line module it was.
+PROTOCOL_PART_MAX = 400
+
+
+def test_the_protocol_is_split_into_small_parts() -> None:
+    assert not (ROOT / "shared" / "protocol.py").exists(), "shared.protocol is a package"
+    big = [f"{path.relative_to(ROOT)}: {n} lines"
+           for path in sorted((ROOT / "shared" / "protocol").glob("*.py"))
+           if (n := len(path.read_text(encoding="utf-8").splitlines())) > PROTOCOL_PART_MAX]
+    assert not big, f"parts of shared/protocol/ over {PROTOCOL_PART_MAX} lines; split by domain:\n  " \
+        + "\n  ".join(big)

@@ -1,14 +1,27 @@
-"""The shipped schema and PROTOCOL.md's methods table are generated from the typed
+"""The shipped schema and PROTOCOL.md's methods and events tables are generated from the typed
 definitions, and the backend's handler table is METHODS itself; drift fails here."""
 
 import inspect
 import typing
 
+import pytest
+
 from backend.server.connection import Reply
 from backend.server.methods import Methods, handler_name
 from shared import schema
 from shared.methods import METHODS
-from shared.protocol import CWD_MAX, EVENTS, ID_MAX, MODEL_MAX, TITLE_MAX
+from shared.protocol import (
+    CWD_MAX,
+    EVENT_NAMES,
+    EVENT_SPECS,
+    EVENTS,
+    ID_MAX,
+    MODEL_MAX,
+    TITLE_MAX,
+    AdmissionEvent,
+    Receipt,
+    event_name,
+)
 
 
 def test_schema_file_matches_the_code() -> None:
@@ -72,3 +85,29 @@ def test_every_method_but_initialize_needs_a_scope() -> None:
     built = schema.build()["methods"]
     assert built["token.create"]["owner_only"] is True
     assert "owner_only" not in built["token.revoke"]
+
+
+def test_protocol_md_events_table_matches_the_code() -> None:
+    doc = schema.PROTOCOL_MD.read_text()
+    assert schema.with_tables(doc) == doc, (
+        "the events table in shared/PROTOCOL.md is stale: run python -m shared.schema"
+    )
+    for name in EVENTS:
+        assert f"| `{name}` |" in doc
+
+
+def test_each_event_struct_has_one_name() -> None:
+    """The backend names an event from its struct (`event_name`): a struct in two rows would
+    make that ambiguous, so two events with the same fields get a subclass each."""
+    structs = [spec.data for spec in EVENT_SPECS]
+    shared = sorted({s.__name__ for s in structs if structs.count(s) > 1})
+    assert not shared, f"structs bound to more than one event: {shared}"
+    assert len(EVENTS) == len(EVENT_SPECS), "an event name is listed twice"
+    assert all(EVENT_NAMES[EVENTS[name]] == name for name in EVENTS)
+
+
+def test_a_shared_base_names_no_event() -> None:
+    with pytest.raises(TypeError, match="AdmissionEvent"):
+        event_name(AdmissionEvent(receipt=Receipt(
+            admission_id="a", session_id="s", request_id="r", status="queued", duplicate=False,
+            created_at="t")))
