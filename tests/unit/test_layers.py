@@ -360,3 +360,45 @@ def test_the_protocol_is_split_into_small_parts() -> None:
            if (n := len(path.read_text(encoding="utf-8").splitlines())) > PROTOCOL_PART_MAX]
     assert not big, f"parts of shared/protocol/ over {PROTOCOL_PART_MAX} lines; split by domain:\n  " \
         + "\n  ".join(big)
+
+
+def cli_connection_violations(source: str) -> list[str]:
+    """Module-level functions of a CLI source, other than `connected`, that connect to a
+    backend (`ensure_client`) or catch a refusal (`except RpcError`) themselves."""
+    bad = []
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name == "connected":
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) \
+                    and inner.func.id == "ensure_client":
+                bad.append(f"{node.name}:{inner.lineno}: connects itself")
+            if isinstance(inner, ast.ExceptHandler) and inner.type is not None \
+                    and "RpcError" in ast.unparse(inner.type):
+                bad.append(f"{node.name}:{inner.lineno}: prints its own refusal")
+    return bad
+
+
+def test_cli_commands_connect_and_report_refusals_through_one_decorator() -> None:
+    """desktop/commands.py: `@connected` owns the connection and the one refusal line; a
+    command body takes a connected client.  (It once repeated the block in 12 commands.)"""
+    path = ROOT / "desktop" / "commands.py"
+    bad = cli_connection_violations(path.read_text(encoding="utf-8"))
+    assert not bad, "commands that connect or report refusals themselves; use @connected:\n  " \
+        + "\n  ".join(bad)
+
+
+def test_the_time_zone_is_guessed_only_in_shared_zones() -> None:
+    """This computer's zone is guessed once (shared/zones.py), so a schedule made without a
+    zone and the zone the app's form proposes are the same wall clock."""
+    bad = []
+    for path in sources():
+        if path == ROOT / "shared" / "zones.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value == "/etc/localtime":
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: reads /etc/localtime")
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("environ.get") \
+                    and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "TZ":
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: reads TZ")
+    assert not bad, "guess the zone with shared.zones.local_zone_name:\n  " + "\n  ".join(bad)
