@@ -243,12 +243,12 @@ class Chat:
         if isinstance(data, p.ApprovalEvent) and ev.seq is None and ev.session_id in self._children:
             # A sub-agent asks in its own session (only the broadcast copy reaches us): nobody
             # else may be watching it, so it is asked here.
-            self._on_approval(ev.type, data.approval)
+            self._on_approval(data)
             return
         if ev.session_id != self.session_id or self.waiting is None:
             return
         if isinstance(data, p.ApprovalEvent) and ev.seq is not None:  # the stored copy, once
-            self._on_approval(ev.type, data.approval)
+            self._on_approval(data)
             return
         if isinstance(data, p.TurnSteered) and data.admission_id == self.waiting:
             # The steer joined a running turn: that turn's events are ours from here on.
@@ -329,12 +329,13 @@ class Chat:
             loop.remove_signal_handler(signal.SIGINT)
         return self.ended
 
-    def _on_approval(self, kind: str, approval: p.Approval) -> None:
-        if kind == "approval.resolved":
+    def _on_approval(self, event: p.ApprovalEvent) -> None:
+        approval = event.approval
+        if isinstance(event, p.ApprovalResolved):
             if approval.approval_id in self._asked and approval.status == "expired":
                 print("[approval expired: not run]", file=sys.stderr)
             return
-        if kind != "approval.request" or approval.approval_id in self._asked:
+        if not isinstance(event, p.ApprovalRequested) or approval.approval_id in self._asked:
             return
         self._asked.add(approval.approval_id)
         task = asyncio.ensure_future(self._ask(approval))

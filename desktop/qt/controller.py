@@ -429,7 +429,7 @@ class Controller(QObject):
             return  # the stored copies are for session windows
         data = event.data
         on = f" on {link.where}" if link.where and link is not self.link else ""
-        if event.type == "approval.request" and isinstance(data, p.ApprovalEvent):
+        if isinstance(data, p.ApprovalRequested):
             approval = data.approval
             self.approvals[approval.approval_id] = link
             if self._visible_window(approval.session_id) is None:
@@ -440,16 +440,16 @@ class Controller(QObject):
                     f"Turnkey needs your approval{on}",
                     f"{named}: {summary}\n{approval.reason}",
                     approval.session_id, approval.approval_id)
-        elif event.type == "approval.resolved" and isinstance(data, p.ApprovalEvent):
+        elif isinstance(data, p.ApprovalResolved):
             self.approvals.pop(data.approval.approval_id, None)
             self.notifier.resolve(data.approval.approval_id)
             if self.main.banner_target[1] == data.approval.approval_id:
                 self.main.banner.hide()  # answered somewhere: the fallback banner goes too
-        elif event.type == "schedule.changed" and isinstance(data, p.ScheduleChanged):
+        elif isinstance(data, p.ScheduleChanged):
             fired = data.schedule
             if data.fired and fired is not None and fired.last_session_id and fired.last_fired_at:
                 self.scheduled[fired.last_session_id] = fired.last_fired_at
-        elif event.type == "session.updated" and isinstance(data, p.SessionEvent):
+        elif isinstance(data, p.SessionUpdated):
             session = data.session
             sid, status = session.session_id, session.status
             before = self.statuses.get(sid)

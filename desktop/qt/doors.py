@@ -94,7 +94,7 @@ class DoorWatch(QObject):
         emit(self.changed)
 
     def _on_event(self, event: Incoming) -> None:
-        if event.type != "door.state" or not isinstance(event.data, p.DoorEvent):
+        if not isinstance(event.data, p.DoorEvent):
             return
         door = event.data.door
         if self._since is not None:

@@ -213,10 +213,10 @@ class SchedulesDialog(QDialog):
         if not self._alive():
             return
         data = event.data
-        if event.type == "schedule.changed" and isinstance(data, p.ScheduleChanged):
+        if isinstance(data, p.ScheduleChanged):
             if self.rows.apply(data):
                 self._refresh()
-        elif event.type in ("session.created", "session.updated") and isinstance(data, p.SessionEvent):
+        elif isinstance(data, (p.SessionCreated, p.SessionUpdated)):
             self.titles[data.session.session_id] = data.session.title
         elif event.type == STATE and isinstance(data, ClientState) and data.state == "connected":
             self.reload()

@@ -542,7 +542,7 @@ class McpPage(QWidget):
         if not self._alive():
             return
         data = event.data
-        if event.type == "mcp.server" and isinstance(data, p.McpServerEvent):
+        if isinstance(data, p.McpServerEvent):
             status = self._merged(data.server)
             self.statuses[status.name] = status
             if status.name not in self.configs and not self._config_asked:

@@ -154,7 +154,7 @@ class MemoryPage(QWidget):
         if not self._alive():
             return
         data = event.data
-        if event.type == "memory.changed" and isinstance(data, p.MemoryChanged):
+        if isinstance(data, p.MemoryChanged):
             box = self.boxes[data.target]
             box.state.limit = data.file.limit
             box.show_text(box.state.changed(data.file.text, box.draft))

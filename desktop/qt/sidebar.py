@@ -906,8 +906,9 @@ class Sidebar(QWidget):
     def _on_event(self, section: Section, event: Incoming) -> None:
         if section not in self.sections:
             return  # a backend removed a moment ago
-        if event.type in ("session.created", "session.updated", "session.deleted") \
-                and (event.seq is None or event.type != "session.updated"):
+        data = event.data
+        if isinstance(data, (p.SessionCreated, p.SessionDeletedEvent)) \
+                or (isinstance(data, p.SessionUpdated) and event.seq is None):
             section.rows.apply(event)
             self._update_empty()
         elif isinstance(event.data, ClientState) and event.data.state == "connected":
@@ -919,8 +920,8 @@ class Sidebar(QWidget):
         """A session this app just created (on `link`'s backend), listed before its
         broadcast arrives."""
         section = next((s for s in self.sections if s.link is link), self.sections[0])
-        section.rows.apply(Incoming("session.created", session.session_id,
-                                    p.SessionEvent(session=session)))
+        created = p.SessionCreated(session=session)
+        section.rows.apply(Incoming(p.event_name(created), session.session_id, created))
         self._update_empty()
 
     # --- actions -------------------------------------------------------------------

@@ -99,7 +99,7 @@ class SessionState:
         if event.seq is None:
             # Broadcast copies (approvals for the tray, session summaries for the browser):
             # the stored copies carry the same news in order; only summaries are taken here.
-            if event.type == "session.updated" and isinstance(event.data, p.SessionEvent):
+            if isinstance(event.data, p.SessionUpdated):
                 self._summary(event.data.session)
             return
         if not self.loaded:
@@ -113,7 +113,7 @@ class SessionState:
 
     def _apply(self, event: Incoming) -> None:
         data = event.data
-        if event.type == "admission.queued" and isinstance(data, p.AdmissionEvent):
+        if isinstance(data, p.AdmissionQueued):
             receipt = data.receipt
             if receipt.text:
                 self.prompts[receipt.admission_id] = receipt.text
@@ -135,7 +135,7 @@ class SessionState:
             self.gone.add(data.admission_id)
             self.queue.pop(data.admission_id, None)
             self.transcript.add_user(data.admission_id, data.turn_id, data.text)
-        elif event.type == "admission.settled" and isinstance(data, p.AdmissionEvent):
+        elif isinstance(data, p.AdmissionSettled):
             receipt = data.receipt
             self.gone.add(receipt.admission_id)
             self.queue.pop(receipt.admission_id, None)
@@ -143,11 +143,11 @@ class SessionState:
             # A turn still running (or waiting for a person's approval) keeps its status.
             if not self.queue and self.status not in ("running", "waiting_approval"):
                 self.status = "idle"
-        elif event.type == "approval.request" and isinstance(data, p.ApprovalEvent):
+        elif isinstance(data, p.ApprovalRequested):
             self.approvals[data.approval.approval_id] = data.approval
             self.status = "waiting_approval"
             self.transcript.apply(event)
-        elif event.type == "approval.resolved" and isinstance(data, p.ApprovalEvent):
+        elif isinstance(data, p.ApprovalResolved):
             self.approvals.pop(data.approval.approval_id, None)
             if self.status == "waiting_approval" and not self.approvals:
                 self.status = "running"
@@ -166,7 +166,7 @@ class SessionState:
             self.notice = Notice("lease", "Waiting: another Turnkey process is running this session")
         elif isinstance(data, p.UsageUpdate):
             self.usage = data.usage
-        elif event.type == "session.updated" and isinstance(data, p.SessionEvent):
+        elif isinstance(data, p.SessionUpdated):
             self._summary(data.session)
         elif isinstance(data, p.MessageComplete):
             self.turn_usage = data.usage

@@ -67,11 +67,11 @@ class SessionRows:
         data = event.data
         if isinstance(data, p.SessionEvent) and data.session.delegated_from:
             return  # a sub-agent's session: reached from its parent's card, not listed
-        if event.type == "session.created" and isinstance(data, p.SessionEvent) and not self.query:
+        if isinstance(data, p.SessionCreated) and not self.query:
             if self.index(data.session.session_id) is None:
                 self.rows.insert(0, data.session)
                 self.on_reset()
-        elif event.type == "session.updated" and isinstance(data, p.SessionEvent):
+        elif isinstance(data, p.SessionUpdated):
             session = data.session
             i = self.index(session.session_id)
             if i is None:

@@ -315,7 +315,7 @@ class Transcript:
         elif isinstance(data, p.ApprovalEvent):
             asked = self._find_card(data.approval.call_id)
             if asked is not None and asked.status not in DONE_TOOL:
-                asked.status = "waiting_approval" if event.type == "approval.request" else "running"
+                asked.status = "waiting_approval" if isinstance(data, p.ApprovalRequested) else "running"
                 self._touch(asked)
         elif isinstance(data, p.TurnStarted):
             self._end_stream()

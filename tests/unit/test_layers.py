@@ -402,3 +402,37 @@ def test_the_time_zone_is_guessed_only_in_shared_zones() -> None:
                     and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "TZ":
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: reads TZ")
     assert not bad, "guess the zone with shared.zones.local_zone_name:\n  " + "\n  ".join(bad)
+
+
+def event_name_comparisons(source: str, names: set[str], filename: str = "<source>") -> list[tuple[int, str]]:
+    """Where `source` compares an event's name as a literal: `x.type == "tool.start"`,
+    `!=`, `in ("session.created", ...)`, or a `case "tool.start":`."""
+    def literals(node: ast.expr) -> list[str]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
+
+    found = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Compare) \
+                and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
+            found += [(node.lineno, name) for side in (node.left, *node.comparators)
+                      for name in literals(side)]
+        elif isinstance(node, ast.MatchValue):
+            found += [(node.lineno, name) for name in literals(node.value)]
+    return found
+
+
+def test_the_desktop_dispatches_events_on_their_struct() -> None:
+    """desktop/ tells one event from another by its data's struct (`isinstance(event.data,
+    p.ApprovalRequested)`, or `match event.data: case p.ToolStart(): ...`), which the client
+    decoded with `EVENTS[type]`, never by comparing `event.type` with a name: a renamed or
+    mistyped name then fails mypy and this test, not silently at run time."""
+    names = event_names()
+    assert event_name_comparisons('if e.type in ("door.state", "x") or e.type != "mcp.server": pass',
+                                  names) == [(1, "door.state"), (1, "mcp.server")]
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {name!r}"
+        for path in sorted((ROOT / "desktop").rglob("*.py"))
+        for line, name in event_name_comparisons(path.read_text(encoding="utf-8"), names, str(path))
+    ]
+    assert not bad, "an event told by its name; test its data's struct instead:\n  " + "\n  ".join(bad)
