@@ -29,9 +29,18 @@ from backend.store.events import StoredEvent
 from backend.tools import policy
 from backend.tools.base import Guard
 from shared.config import ApprovalMode
-from shared.protocol import Approval, ApprovalRequested, ApprovalResolved, ApprovalStatus, Decision
+from shared.protocol import (
+    EVENT_NAMES,
+    Approval,
+    ApprovalRequested,
+    ApprovalResolved,
+    ApprovalStatus,
+    Decision,
+)
 
 log = logging.getLogger("tools")
+# The stored event `observe` wakes on, as the store names it (its rows carry the name).
+RESOLVED = EVENT_NAMES[ApprovalResolved]
 
 
 class Approvals:
@@ -116,7 +125,7 @@ class Approvals:
     def observe(self, item: Any) -> None:
         """Wakes the wait of an approval answered through another backend on the same
         database (its `approval.resolved` came from the store); the stored row decides."""
-        if not isinstance(item, StoredEvent) or item.event.type != "approval.resolved":
+        if not isinstance(item, StoredEvent) or item.event.type != RESOLVED:
             return
         approval = item.event.data.get("approval")
         if not isinstance(approval, dict):
