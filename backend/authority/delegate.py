@@ -41,7 +41,14 @@ from backend.store.events import StoredEvent
 from backend.tools.base import ToolContext
 from backend.tools.delegate import ChildEnd, ChildOutcome, Delegation
 from backend.tools.executor import Executor
-from shared.protocol import PromptSubmitParams, SessionCreated
+from shared.protocol import (
+    EVENT_NAMES,
+    AdmissionSettled,
+    PromptSubmitParams,
+    SessionCreated,
+    SessionDeletedEvent,
+    SessionUpdated,
+)
 
 log = logging.getLogger("authority")
 
@@ -51,7 +58,7 @@ REQUEST_PREFIX = "delegate:"
 PARENT_STOPPED = "Its parent turn was stopped, so this sub-agent stopped too."
 STOP_WAIT_S = 10.0  # how long a stopped call waits for its child's turn to end
 # Committed events after which a child's admission may have settled (or its session gone).
-_WAKING = frozenset({"admission.settled", "session.updated", "session.deleted"})
+_WAKING = frozenset(EVENT_NAMES[t] for t in (AdmissionSettled, SessionUpdated, SessionDeletedEvent))
 
 
 class ChildSessions:

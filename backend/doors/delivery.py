@@ -36,7 +36,18 @@ from backend.store import admissions, compression, events
 from backend.store import doors as store
 from backend.store.db import Database, Tx
 from backend.store.events import Moved, StoredEvent
-from shared.protocol import Approval, Event, Receipt
+from shared.protocol import (
+    EVENTS,
+    AdmissionSettled,
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+    Receipt,
+    TextDelta,
+    ToolComplete,
+    ToolStart,
+    TurnStarted,
+)
 
 log = logging.getLogger("doors")
 
@@ -208,15 +219,23 @@ class Delivery:
 
     async def _deliver_event(self, room_id: str, sid: str, event: Event) -> bool:
         """Acts on one event; True when it sent something that must not be sent again."""
-        data = event.data
-        if event.type == "approval.request":
-            approval = msgspec.convert(data["approval"], Approval)
+        spec = EVENTS.get(event.type)
+        if spec is None:
+            return False  # an event this backend does not know of: nothing to show
+        try:
+            data = msgspec.convert(event.data, spec)
+        except msgspec.ValidationError as exc:
+            log.warning("door %s: event %s of session %s does not decode (%s); not shown",
+                        self.name, event.type, sid, exc)
+            return False
+        if isinstance(data, ApprovalRequested):
+            approval = data.approval
             await self._post_once(room_id, f"approval:{approval.approval_id}",
                                   txn("a", approval.approval_id), render.approval_request(approval))
             self._draft(room_id, event).waiting_approval = True
             return True
-        if event.type == "approval.resolved":
-            approval = msgspec.convert(data["approval"], Approval)
+        if isinstance(data, ApprovalResolved):
+            approval = data.approval
             target = await self.db.read(
                 lambda tx: store.sent_id(tx, self.name, room_id, f"approval:{approval.approval_id}"))
             if target is not None:
@@ -225,8 +244,8 @@ class Delivery:
             if event.turn_id:
                 self._draft(room_id, event).waiting_approval = False
             return True
-        if event.type == "admission.settled":
-            receipt = msgspec.convert(data["receipt"], Receipt)
+        if isinstance(data, AdmissionSettled):
+            receipt = data.receipt
             # (A steer that joined a turn settles with it, with its outcome and text: whichever
             # of the two comes first ends the reply, and `final:TURN` makes the other a no-op.)
             if receipt.turn_id is None and receipt.outcome != "rejected":
@@ -235,12 +254,11 @@ class Delivery:
             return True
         if event.turn_id is None:
             return False
-        if event.type in ("turn.started", "message.delta"):
+        if isinstance(data, TurnStarted | TextDelta):
             self._draft(room_id, event)
-        elif event.type == "tool.start":
-            draft = self._draft(room_id, event)
-            draft.tool = render.tool_line(str(data.get("name", "")), str(data.get("summary", "")))
-        elif event.type == "tool.complete":
+        elif isinstance(data, ToolStart):
+            self._draft(room_id, event).tool = render.tool_line(data.name, data.summary)
+        elif isinstance(data, ToolComplete):
             draft = self._draft(room_id, event)
             draft.tool = None
             draft.tools_done += 1
