@@ -467,7 +467,10 @@ def test_a_hostile_model_can_neither_read_the_doors_token_nor_command_the_door(
     probes = [
         {"name": "read_file", "arguments": {"path": str(data / "secrets.json")}},
         terminal(f"cat {data}/secrets.json"),
-        terminal(f"grep -rs {token[:10]} {data.parent} /var/tmp /tmp 2>/dev/null | head -3"),
+        # Bounded: the session folder is under /tmp, which the sandbox shows read-only, and
+        # late in a full run /tmp holds every earlier test's folders (gigabytes): unbounded,
+        # this grep outran the wait for the model's answer.
+        terminal(f"timeout 15 grep -rs {token[:10]} {data.parent} /var/tmp /tmp 2>/dev/null | head -3"),
         terminal("cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -i -e matrix -e token"),
     ]
     fake_provider.script(Reply.calls(*probes), Reply(deltas=["/new\n/approve always\n/stop"]))
