@@ -83,6 +83,9 @@ STEP_TABLES: tuple[tuple[str, ...], ...] = (
 STEPS: tuple[tuple[str, ...], ...] = (
     (*_BEFORE_TABLES, *schema.pg_ddl(STEP_TABLES[0]), *_AFTER_TABLES),
     schema.pg_ddl(STEP_TABLES[1]),
+    # A peer whose heartbeat stopped is declared dead, for everyone, at once (store/peers.py).
+    # Step 1 creates `backends` from today's declaration, so a blank database has it already.
+    ("ALTER TABLE backends ADD COLUMN IF NOT EXISTS dead_at DOUBLE PRECISION",),
 )
 SCHEMA_VERSION = len(STEPS)
 SQLITE_EQUIVALENT = 12  # the SQLite file's version this schema's tables match

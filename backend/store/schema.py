@@ -226,6 +226,7 @@ TABLES: tuple[Table, ...] = (
         Column("epoch", BIG), _nn("host", TEXT), _nn("pid", INT), _nn("pid_start", TEXT),
         _nn("boot_token", TEXT), _nn("started_at", REAL), _nn("heartbeat_at", REAL),
         _counter("stopped", INT),
+        Column("dead_at", REAL),  # when a peer declared it dead (its heartbeat stopped)
     ), key=("epoch",), only=POSTGRESQL),
 )
 BY_NAME = {t.name: t for t in TABLES}
