@@ -79,6 +79,7 @@ from shared.remote import is_loopback
 log = logging.getLogger("backend")
 
 READY = "TURNKEY_BACKEND_READY"
+EXIT_DECLARED_DEAD = 75  # EX_TEMPFAIL: peers took this backend for dead; start it again
 SHUTDOWN_GRACE_S = 10.0
 IDLE_CHECK_S = 30.0
 
@@ -99,6 +100,7 @@ class Backend:
         self.hub = Hub()
         self.epoch = 0
         self._stop = asyncio.Event()
+        self.exit_status = 0
         self._lock_fd: int | None = None
         self.listener: Listener | None = None
         self.authority: SessionAuthority | None = None
@@ -151,7 +153,8 @@ class Backend:
         self.db.publisher = wire.announcing(_both(self.hub.publish, children.observe,
                                                   approvals.observe, self.doors.observe))
         if self.db.dialect == POSTGRESQL:
-            self.takeover = Takeover(self.db, self.authority, self.epoch, lambda: self.config.config)
+            self.takeover = Takeover(self.db, self.authority, self.epoch,
+                                     lambda: self.config.config, self._declared_dead)
             self.db.on_signal = self.takeover.on_signal
         token = secrets.token_urlsafe(32)
         auth = Authenticator(self.db, token)
@@ -224,12 +227,9 @@ class Backend:
             self.epoch = await self.db.write(runtime.bump_epoch)
             if self.db.dialect != POSTGRESQL:
                 return await self.db.write(lambda tx: recover(tx, self.epoch))
-            ttl = self.config.config.lease.ttl_s
-
             def join(tx: Tx) -> list[str]:  # other live backends keep their turns
-                now = time.time()
-                peers.join(tx, self.epoch, now)
-                return recover(tx, self.epoch, peers.live_epochs(tx, now, ttl) - {self.epoch})
+                peers.join(tx, self.epoch)
+                return recover(tx, self.epoch, peers.live_epochs(tx) - {self.epoch})
 
             return await self.db.write(join)
         except StoreUnavailable as exc:  # e.g. a damaged page the opening did not touch
@@ -270,6 +270,13 @@ class Backend:
         return cfg.enabled, cfg.network
 
     def request_stop(self) -> None:
+        self._stop.set()
+
+    def _declared_dead(self) -> None:
+        """Peers on the shared store took this backend for dead and took over its sessions:
+        it stops (a new start comes back with a new epoch); `serve` then exits with
+        EXIT_DECLARED_DEAD so a supervisor or the app starts it again."""
+        self.exit_status = EXIT_DECLARED_DEAD
         self._stop.set()
 
     def request_stop_soon(self) -> None:
@@ -379,4 +386,4 @@ async def serve(data_dir: Path, host: str, port: int, tls: TlsFiles | None = Non
     finally:
         with contextlib.suppress(Exception):
             await backend.stop()
-    return 0
+    return backend.exit_status

@@ -110,9 +110,10 @@ class Lease(Strict, frozen=True):
     refresh_s: Seconds = 60
     wait_s: Seconds = 1800
     # Backends sharing a PostgreSQL store beat a heartbeat every `heartbeat_s`; one silent
-    # for `dead_after_s` is dead for everyone, and its sessions are taken over at once.
+    # for `dead_after_s` while another beat is dead for everyone, and its sessions are
+    # taken over at once.
     heartbeat_s: Seconds = 2
-    dead_after_s: Seconds = 8
+    dead_after_s: Seconds = 6
 
 
 class Compression(Strict, frozen=True):

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from backend import wire
 from backend.authority.payload import Payload, normalize
 from backend.authority.recovery import settle_lost
-from backend.errors import AdmissionConflict, AdmissionState, NotFound, StoreUnavailable
+from backend.errors import AdmissionConflict, AdmissionState, LeaseLost, NotFound, StoreUnavailable
 from backend.ids import new_id
-from backend.store import admissions, compression, sessions
+from backend.store import admissions, compression, peers, sessions
 from backend.store.admissions import AdmissionRecord
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
@@ -244,6 +244,12 @@ class SessionAuthority:
         try:
             await self.runner.run(turn)
             return None
+        except LeaseLost:
+            # Another process took the session (this one was paused past its lease, or its
+            # peers declared it dead): the taker ended the turn; nothing more is ours to write.
+            log.warning("turn %s of session %s was taken over by another process; it wrote "
+                        "nothing more", turn.turn_id, turn.session_id)
+            return None
         except StoreUnavailable as exc:
             return exc.message
         except Exception:
@@ -253,8 +259,9 @@ class SessionAuthority:
             return f"it crashed (error_id {error_id}), then the store failed"
 
     def _claim(self, tx: Tx, session_id: str) -> Claim | None:
-        """Takes the oldest queued row unless the session's queue is held; starts its turn."""
-        if not admissions.lock_queue(tx, session_id) \
+        """Takes the oldest queued row unless the session's queue is held; starts its turn.
+        A backend its peers declared dead claims nothing (it stops at its next beat)."""
+        if not peers.standing(tx, self.epoch) or not admissions.lock_queue(tx, session_id) \
                 or admissions.blocking(tx, session_id) is not None:
             return None
         row = admissions.oldest_queued(tx, session_id)

@@ -19,13 +19,15 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from backend.store import admissions, events, leases, messages
+from backend.store import admissions, leases, peers
 from backend.store import approvals as approvals_store
 from backend.store.admissions import AdmissionRecord
 from backend.store.db import Tx
 from backend.store.leases import Holder, provably_dead
+from backend.store.peers import PeerRecord
 from backend.tools.approvals import expire_one, expire_stale
-from backend.turn.finalize import UNRECORDED_RESULT, close_tail, settle_event
+from backend.turn.finalize import UNRECORDED_RESULT, mark_lost, settle_event
+from backend.turn.lease import LEASE_EXPIRED_NOTE, take_turn
 
 log = logging.getLogger("authority")
 
@@ -63,13 +65,23 @@ def recover(tx: Tx, epoch: int, live_epochs: frozenset[int] = frozenset()) -> li
 
 def take_over(tx: Tx, epoch: int, live_epochs: frozenset[int], grace_s: float) -> list[str]:
     """What a running backend does, every heartbeat, for peers that died (PostgreSQL store):
-    their started turns whose lease ran out become `unknown`, as a restart would make them,
-    and their approvals expire.  Returns the sessions with work queued for longer than
-    `grace_s` that no live lease covers: nobody drains them, so this backend will."""
+    their leases are taken at once (their turns end `unknown`, as a restart would leave
+    them: turn/lease.take_turn), their other started turns become `unknown` too, and their
+    approvals expire.  Returns the sessions with work queued for longer than `grace_s`
+    that no live lease covers: nobody drains them, so this backend will."""
     now = time.time()
+    alive = live_epochs | {epoch}
+    dead = [lease for lease in leases.all_rows(tx)
+            if lease.holder.epoch not in alive and lease.expires_at > now]
+    names = peers.by_epoch(tx, sorted({lease.holder.epoch for lease in dead}))
+    for lease in dead:
+        peer = names.get(lease.holder.epoch)
+        log.warning("session %s: taking over from backend %s, which stopped beating its "
+                    "heartbeat", lease.session_id,
+                    f"{peer.host} pid {peer.pid}" if peer else f"epoch {lease.holder.epoch}")
+        take_turn(tx, lease, peer_dead_note(peer))
     live = {lease.session_id: lease.holder.turn_id for lease in leases.all_rows(tx)
             if lease.expires_at > now}
-    alive = live_epochs | {epoch}
     orphans = [row for row in admissions.started_of_others(tx, epoch)
                if row.owner_epoch not in alive]
     _settle_orphans(tx, orphans, live, alive)
@@ -79,6 +91,15 @@ def take_over(tx: Tx, epoch: int, live_epochs: frozenset[int], grace_s: float) -
     _cancel_orphan_delegations(tx, live)
     return [sid for sid in admissions.sessions_queued_before(tx, _iso(now - grace_s))
             if sid not in live]
+
+
+def peer_dead_note(peer: PeerRecord | None) -> str:
+    """The closing note of a turn whose backend was declared dead."""
+    who = f"the backend running it ({peer.host}, pid {peer.pid})" if peer else \
+        "the backend running it"
+    return (f"This turn was lost: {who} stopped answering, so another backend took over "
+            "the session. Its outcome is unknown and it will not be re-run; send a new "
+            "message to continue.")
 
 
 def _settle_orphans(tx: Tx, rows: list[AdmissionRecord], live: dict[str, str],
@@ -123,33 +144,15 @@ def settle_lost(tx: Tx, admission_id: str, turn_id: str, holder: Holder) -> bool
     if row is None or row.status != "started" or row.turn_id != turn_id:
         return False
     lease = leases.current(tx, row.session_id)
+    if lease is not None and lease.holder != holder:
+        # Another holder writes this session's transcript now: taking the lease took the
+        # turn, and settling it is the taker's (turn/lease.take_turn).  Nothing is ours.
+        return True
     for joined in admissions.joined(tx, row.session_id, turn_id, admission_id):
         admissions.mark_unknown(tx, joined)  # steers that joined it share its outcome
-    if lease is not None and lease.holder != holder:
-        # Another holder writes this session's transcript now (and closed this turn's
-        # calls when it took over): only the receipt is this turn's to settle.
-        admissions.mark_unknown(tx, admission_id)
-        return True
     mark_lost(tx, row, UNSAVED_NOTE, UNRECORDED_RESULT)
     leases.release(tx, row.session_id, holder)
     return True
-
-
-def mark_lost(tx: Tx, row: AdmissionRecord, note: str, result: str) -> None:
-    """Marks a `started` admission `unknown` and closes its turn's transcript as far as it
-    is known: open calls get `result` (status unknown), delivered text stays, `note` ends it."""
-    sid, turn_id = row.session_id, row.turn_id
-    admissions.mark_unknown(tx, row.admission_id)
-    if turn_id:
-        closed = close_tail(tx, sid, turn_id, "unknown", result, row.admission_id)
-        # Text that reached clients is a delivered fact: keep it in the transcript, marked,
-        # rather than lose it.  (Only stored deltas were ever published.)
-        streamed = events.turn_text(tx, sid, turn_id)
-        if streamed:
-            messages.insert(tx, sid, "assistant", streamed, turn_id=turn_id, status="unknown")
-        if closed:
-            log.warning("turn %s: %d tool calls have an unknown outcome", turn_id, closed)
-    messages.insert(tx, sid, "system_note", note, turn_id=turn_id, note_kind="recovered")
 
 
 def _drop_dead_leases(tx: Tx, epoch: int, live_epochs: frozenset[int]) -> dict[str, str]:
@@ -161,7 +164,9 @@ def _drop_dead_leases(tx: Tx, epoch: int, live_epochs: frozenset[int]) -> dict[s
     now = time.time()
     for lease in leases.all_rows(tx):
         leftover = lease.holder.epoch >= epoch and lease.holder.epoch not in live_epochs
-        if lease.expires_at <= now or provably_dead(lease.holder) or leftover:
+        if lease.holder.epoch in live_epochs and lease.expires_at <= now:
+            take_turn(tx, lease, LEASE_EXPIRED_NOTE)  # a live peer's: it will write no end
+        elif lease.expires_at <= now or provably_dead(lease.holder) or leftover:
             leases.release(tx, lease.session_id, lease.holder)
         else:
             live[lease.session_id] = lease.holder.turn_id

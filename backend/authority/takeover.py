@@ -1,12 +1,16 @@
 """Peers on one PostgreSQL database: a heartbeat, and taking over a dead peer's work.
 
-Every `lease.refresh_s` this backend beats its heartbeat (store/peers.py) and looks
-for peers that stopped beating for `lease.ttl_s`: their started turns whose lease ran
-out become `unknown` (never re-run, exactly as after a restart), their approvals
-expire, and a session whose queue has waited longer than the TTL with no live lease
-is drained here.  Claims stay exactly-once however many backends look at once: a
-claim is one serializable transaction on the session's locked row
-(store/admissions.lock_queue).
+Every `lease.heartbeat_s` this backend beats its heartbeat (store/peers.py) and looks
+for peers silent for `lease.dead_after_s`: each is declared dead for everyone, its
+leases are taken at once and its started turns become `unknown` (never re-run, exactly
+as after a restart), its approvals expire, and a session whose queue has waited that
+long with no live lease is drained here.  Silence counts only while this backend beat:
+after the database was down for everyone, nobody is declared dead for it.  A paused
+backend that wakes up finds its own row declared dead at its next beat, and stops: its
+turns' writes are fenced on the leases it lost (store/fenced.py), so it wrote nothing
+meanwhile.  Claims stay
+exactly-once however many backends look at once: a claim is one serializable
+transaction on the session's locked row (store/admissions.lock_queue).
 
 Other backends' requests (an interrupt for a turn that runs there) arrive as store
 signals (store/pg.py `signal`, `on_signal`).
@@ -50,11 +54,13 @@ class Takeover:
     """The heartbeat and the dead-peer sweep of one backend on a shared database."""
 
     def __init__(self, db: Database, authority: SessionAuthority, epoch: int,
-                 config: Callable[[], Config]) -> None:
+                 config: Callable[[], Config], on_declared_dead: Callable[[], None]) -> None:
         self.db = db
         self.authority = authority
         self.epoch = epoch
         self.config = config
+        self.on_declared_dead = on_declared_dead  # this backend's peers declared it dead
+        self.declared_dead = False
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -65,29 +71,43 @@ class Takeover:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        with contextlib.suppress(StoreUnavailable):
-            await self.db.write(functools.partial(peers.leave, epoch=self.epoch))
+        if not self.declared_dead:
+            with contextlib.suppress(StoreUnavailable):
+                await self.db.write(functools.partial(peers.leave, epoch=self.epoch))
 
     async def _run(self) -> None:
-        while True:
-            lease = self.config().lease
-            await asyncio.sleep(max(0.2, min(lease.refresh_s, lease.ttl_s / 3)))
+        while not self.declared_dead:
+            await asyncio.sleep(self.config().lease.heartbeat_s)
             try:
                 await self.sweep()
             except StoreUnavailable as exc:
                 log.warning("the heartbeat could not be written: %s", exc.message)
 
     async def sweep(self) -> None:
-        """One heartbeat and one look at the peers."""
-        ttl = self.config().lease.ttl_s
+        """One heartbeat and one look at the peers: any silent for `lease.dead_after_s` is
+        declared dead and its sessions taken over, in this one transaction."""
+        dead_after = self.config().lease.dead_after_s
 
-        def job(tx: Any) -> list[str]:
-            now = time.time()
-            peers.beat(tx, self.epoch, now)
-            peers.forget_old(tx, now, FORGET_AFTER_S)
-            return take_over(tx, self.epoch, peers.live_epochs(tx, now, ttl), ttl)
+        def job(tx: Any) -> list[str] | None:
+            last = peers.beat(tx, self.epoch)
+            if last is None:
+                return None
+            for peer in peers.declare_dead(tx, self.epoch, last, dead_after):
+                log.warning("backend %s pid %d (epoch %d) is dead: no heartbeat for %.1f s; "
+                            "taking over its sessions", peer.host, peer.pid, peer.epoch,
+                            peers.now(tx) - peer.heartbeat_at)
+            peers.forget_old(tx, FORGET_AFTER_S)
+            return take_over(tx, self.epoch, peers.live_epochs(tx), dead_after)
 
-        for session_id in await self.db.write(job):
+        drained = await self.db.write(job)
+        if drained is None:
+            self.declared_dead = True
+            log.warning("this backend's peers declared it dead (it did not beat its heartbeat "
+                        "for %g s: paused, or cut off from the database) and took over its "
+                        "sessions; it writes nothing more and stops", dead_after)
+            self.on_declared_dead()
+            return
+        for session_id in drained:
             log.info("session %s: draining a queue no live backend drains", session_id)
             self.authority.wake(session_id)
 

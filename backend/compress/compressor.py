@@ -41,6 +41,7 @@ from backend.providers.registry import ConfiguredProvider, Providers
 from backend.store import compression as store
 from backend.store import events, leases, messages, sessions, usage
 from backend.store.db import Database, Tx
+from backend.store.fenced import TurnFence
 from backend.store.leases import Holder, provably_dead
 from backend.store.messages import ModelRow
 from shared.config import Compression
@@ -165,8 +166,11 @@ class Compressor:
     async def compress(
         self, session_id: str, link: ConfiguredProvider, reason: str, tools: tuple[ToolSpec, ...] = (),
         focus: str | None = None, where: Where = Where(), manual: bool = False,
-        holder: Holder | None = None,
+        fence: TurnFence | None = None,
     ) -> CompressionResult:
+        """Compresses the session.  `fence`: the running turn it compresses for; its writes
+        (the start event and the commit, or the rotation that moves its lease) are then that
+        turn's, fenced on its lease.  Without one (session.compress), none runs."""
         cfg = self.config.config.compression
         busy = CompressionResult(False, 0, 0, why_not="another compression of this session is running")
         # One holder per process: the set keeps two compressions in this process apart
@@ -179,7 +183,7 @@ class Compressor:
                 return busy
             try:
                 return await self._compress(session_id, link, reason, tools, focus, where, manual,
-                                            cfg, holder)
+                                            cfg, fence)
             finally:
                 await self.db.write(lambda tx: store.release_lock(tx, session_id, self.holder))
         finally:
@@ -197,8 +201,10 @@ class Compressor:
 
     async def _compress(
         self, session_id: str, link: ConfiguredProvider, reason: str, tools: tuple[ToolSpec, ...],
-        focus: str | None, where: Where, manual: bool, cfg: Compression, holder: Holder | None,
+        focus: str | None, where: Where, manual: bool, cfg: Compression, fence: TurnFence | None,
     ) -> CompressionResult:
+        write = self.db.write if fence is None else fence.write
+        holder = None if fence is None else fence.turn.holder
         def read(tx: Tx) -> tuple[str, store.Guards]:
             row = sessions.row(tx, session_id)
             prompt = str(row.system_prompt or "") if row is not None else ""
@@ -221,7 +227,8 @@ class Compressor:
             before, p, middle_tokens = await asyncio.to_thread(measure_and_plan)
         if p is None:  # everything is head or recent tail: nothing to summarize
             return CompressionResult(False, before, before, why_not="nothing old enough to summarize yet")
-        await self._event(session_id, CompressionStart(reason=reason, tokens=before), where)
+        await write(functools.partial(self._event, session_id=session_id, where=where,
+                                      data=CompressionStart(reason=reason, tokens=before)))
         # Only the head is pruned in place: the middle leaves the model's view and the tail is
         # kept verbatim.  (Pruning is per entry, so this is the whole transcript's pruning, cut
         # to the head.)
@@ -330,9 +337,9 @@ class Compressor:
         child: str | None = None
         try:
             if cfg.rotate:
-                child = await self.db.write(rotate)
+                child = await write(rotate)
             else:
-                await self.db.write(commit)
+                await write(commit)
         finally:  # (a commit that failed may still have happened: forget it either way)
             for listener in self.listeners:
                 listener(session_id)
@@ -393,9 +400,9 @@ class Compressor:
         spent = price(measure(reported, request, text), aux.cfg)
         return fit(text.strip(), limit), spent, False
 
-    async def _event(self, session_id: str, data: CompressionStart, where: Where) -> None:
-        await self.db.write(lambda tx: wire.emit(
-            tx, session_id, data, turn_id=where.turn_id, admission_id=where.admission_id))
+    @staticmethod
+    def _event(tx: Tx, session_id: str, data: CompressionStart, where: Where) -> None:
+        wire.emit(tx, session_id, data, turn_id=where.turn_id, admission_id=where.admission_id)
 
 
 

@@ -238,6 +238,15 @@ def queued_of_principals(tx: Tx, prefix: str) -> list[tuple[str, str]]:
         "AND substr(principal, 1, ?) = ?", (len(prefix), prefix))]
 
 
+def started_of_turn(tx: Tx, session_id: str, turn_id: str) -> list[AdmissionRecord]:
+    """The turn's `started` rows: the admission its claim started first, then the steers
+    that joined it."""
+    return [AdmissionRecord.from_row(r) for r in tx.all(
+        "SELECT * FROM admissions WHERE session_id = ? AND turn_id = ? AND status = 'started' "
+        "ORDER BY started_at, id",  # the claim started it; steers joined it later
+        (session_id, turn_id))]
+
+
 def started_of_others(tx: Tx, epoch: int) -> list[AdmissionRecord]:
     """Rows started by another process than this epoch's."""
     return [AdmissionRecord.from_row(r) for r in tx.all(

@@ -1,31 +1,73 @@
 """The backends table (PostgreSQL store only): which backend processes share this database.
 
 Each backend registers its epoch at start and beats its heartbeat every
-`lease.refresh_s`.  A peer whose heartbeat is older than `lease.ttl_s` is taken
-for dead, whatever host it ran on: its started turns become `unknown` and what
-was queued behind them may be taken over (authority/takeover.py).  A pid means
-nothing across hosts; the epoch is unique per start and is what leases and
+`lease.heartbeat_s`.  A peer silent for `lease.dead_after_s` is declared dead, once,
+for everyone (`dead_at`): its leases are taken and its started turns become `unknown`
+(authority/takeover.py).  A declared-dead backend that was only paused finds out at its
+next beat (`beat` returns False): it writes nothing more and stops (backend/app.py).
+A pid means nothing across hosts; the epoch is unique per start and is what leases and
 admissions name.
+
+Times here are the database server's clock (`clock_timestamp()`), not each host's, so
+hosts whose clocks disagree by seconds still agree on who is silent.
 """
 
 from __future__ import annotations
 
 import socket
 
-from backend.store.db import Tx
+from backend.store.db import POSTGRESQL, Row, Tx
 from backend.store.leases import Holder, provably_dead
+from backend.store.records import Record, record
+
+DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION"
 
 
-def join(tx: Tx, epoch: int, now: float) -> None:
+class PeerRecord(Record, frozen=True):
+    epoch: int
+    host: str
+    pid: int
+    heartbeat_at: float
+
+    @classmethod
+    def from_row(cls, r: Row) -> PeerRecord:
+        return record(cls, r)
+
+
+def now(tx: Tx) -> float:
+    """The database server's clock."""
+    row = tx.one(f"SELECT {DB_NOW} AS now")
+    assert row is not None
+    return float(row["now"])
+
+
+def join(tx: Tx, epoch: int) -> None:
     """Registers this process (its epoch) as a live backend."""
     me = Holder.here(epoch, "")
     tx.execute("INSERT INTO backends (epoch, host, pid, pid_start, boot_token, started_at, "
-               "heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-               (epoch, socket.gethostname(), me.pid, me.pid_start, me.boot_token, now, now))
+               f"heartbeat_at) VALUES (?, ?, ?, ?, ?, {DB_NOW}, {DB_NOW})",
+               (epoch, socket.gethostname(), me.pid, me.pid_start, me.boot_token))
 
 
-def beat(tx: Tx, epoch: int, now: float) -> None:
-    tx.execute("UPDATE backends SET heartbeat_at = ? WHERE epoch = ?", (now, epoch))
+def beat(tx: Tx, epoch: int) -> float | None:
+    """Beats this backend's heartbeat; returns the beat before it, or None when its peers
+    declared it dead meanwhile (it was silent too long: paused, or cut off from the
+    database) or its row is gone."""
+    row = tx.one("SELECT heartbeat_at FROM backends WHERE epoch = ? AND dead_at IS NULL "
+                 "AND stopped = 0 FOR UPDATE", (epoch,))
+    if row is None:
+        return None
+    tx.execute(f"UPDATE backends SET heartbeat_at = {DB_NOW} WHERE epoch = ?", (epoch,))
+    return float(row["heartbeat_at"])
+
+
+def standing(tx: Tx, epoch: int) -> bool:
+    """False when this backend's peers declared it dead (or it left): it must claim nothing
+    more.  Always True on a SQLite file, which has one backend."""
+    if tx.dialect != POSTGRESQL:
+        return True
+    return tx.one("SELECT 1 FROM backends WHERE epoch = ? AND dead_at IS NULL AND stopped = 0",
+                  (epoch,)) is not None
 
 
 def leave(tx: Tx, epoch: int) -> None:
@@ -33,16 +75,47 @@ def leave(tx: Tx, epoch: int) -> None:
     tx.execute("UPDATE backends SET stopped = 1 WHERE epoch = ?", (epoch,))
 
 
-def live_epochs(tx: Tx, now: float, ttl: float) -> frozenset[int]:
-    """The epochs of backends that beat within `ttl` seconds, did not stop, and are not
-    provably dead: one on this host whose process is gone (killed, and this process
-    restarted in its place) is dead now, not after its heartbeat runs out."""
-    rows = tx.all("SELECT epoch, pid, pid_start, boot_token FROM backends "
-                  "WHERE stopped = 0 AND heartbeat_at > ?", (now - ttl,))
+def declare_dead(tx: Tx, epoch: int, my_last_beat: float, dead_after: float) -> list[PeerRecord]:
+    """Declares dead every other backend that stayed silent for `dead_after` seconds while
+    this one beat (`my_last_beat`, its beat before this one, came that long after the
+    peer's last), or that is provably dead (on this host, its process gone); returns those
+    declared by this call.  Silence this backend shared (the database was down for all)
+    proves nothing: nobody is declared dead for it."""
+    rows = tx.all("SELECT epoch, host, pid, pid_start, boot_token, heartbeat_at FROM backends "
+                  "WHERE stopped = 0 AND dead_at IS NULL AND epoch <> ?", (epoch,))
+    declared = []
+    for r in rows:
+        gone = my_last_beat - float(r["heartbeat_at"]) > dead_after or provably_dead(
+            Holder(int(r["pid"]), r["pid_start"], r["boot_token"], int(r["epoch"]), ""))
+        if gone:
+            cur = tx.execute(f"UPDATE backends SET dead_at = {DB_NOW} "
+                             "WHERE epoch = ? AND dead_at IS NULL", (r["epoch"],))
+            if cur.rowcount:
+                declared.append(PeerRecord.from_row(r))
+    return declared
+
+
+def live_epochs(tx: Tx) -> frozenset[int]:
+    """The epochs of backends that did not stop, were not declared dead, and are not
+    provably dead (one on this host whose process is gone, killed and restarted in its
+    place, is dead now).  Only `declare_dead` judges silence, so that every backend acts on
+    one decision."""
+    rows = tx.all("SELECT epoch, pid, pid_start, boot_token FROM backends WHERE stopped = 0 "
+                  "AND dead_at IS NULL")
     return frozenset(int(r["epoch"]) for r in rows if not provably_dead(
         Holder(int(r["pid"]), r["pid_start"], r["boot_token"], int(r["epoch"]), "")))
 
 
-def forget_old(tx: Tx, now: float, keep_s: float) -> None:
+def by_epoch(tx: Tx, epochs: list[int]) -> dict[int, PeerRecord]:
+    """The rows of these epochs (to name a dead holder's host and pid)."""
+    if not epochs:
+        return {}
+    marks = ", ".join("?" for _ in epochs)
+    return {int(r["epoch"]): PeerRecord.from_row(r) for r in tx.all(
+        f"SELECT epoch, host, pid, heartbeat_at FROM backends WHERE epoch IN ({marks})",
+        tuple(epochs))}
+
+
+def forget_old(tx: Tx, keep_s: float) -> None:
     """Drops rows of backends gone for longer than `keep_s` (they are history only)."""
-    tx.execute("DELETE FROM backends WHERE heartbeat_at < ?", (now - keep_s,))
+    tx.execute(f"DELETE FROM backends WHERE heartbeat_at < {DB_NOW} - ?", (keep_s,))

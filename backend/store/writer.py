@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from backend.errors import StoreRefused, StoreUnavailable, TurnkeyError
+from backend.errors import LeaseLost, StoreRefused, StoreUnavailable, TurnkeyError
 from backend.store.schema import POSTGRESQL, SQLITE
 from shared import logs
 from shared.durations import Durations
@@ -154,6 +154,14 @@ class Timing:
         )
 
 
+@dataclass(frozen=True)
+class AfterCommit:
+    """A published item the writer runs instead of publishing, once its job committed
+    (a count that must not be kept for a job rolled back or tried again)."""
+
+    fn: Callable[[], None]
+
+
 @dataclass
 class Job:
     fn: Callable[[Tx], Any]
@@ -260,6 +268,8 @@ class Writer(ABC):
         for delay in delays:
             try:
                 return await self.write(fn)
+            except LeaseLost:
+                raise  # a refusal, not a failing store: trying again changes nothing
             except StoreUnavailable as exc:
                 log.info("a write failed (%s); trying again in %g s", exc.message, delay)
                 await asyncio.sleep(delay)
@@ -328,6 +338,9 @@ class Writer(ABC):
             log.warning("the database cannot commit (%s); writes fail until it can", exc)
 
     def _publish(self, item: Any) -> None:
+        if isinstance(item, AfterCommit):
+            item.fn()
+            return
         try:
             self.publisher(item)
         except Exception:
@@ -337,8 +350,8 @@ class Writer(ABC):
 def job_name(fn: Callable[..., Any] | None) -> str:
     """`module:qualname` of a job's function (a partial's function), `backend.` left off;
     a lambda's with its line (`...<lambda>@123`), as it has no name of its own."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    while fn is not None and (isinstance(fn, functools.partial) or hasattr(fn, "__wrapped__")):
+        fn = fn.func if isinstance(fn, functools.partial) else fn.__wrapped__
     if fn is None:
         return ""
     module = getattr(fn, "__module__", None) or "?"

@@ -26,6 +26,7 @@ from backend.store import admissions, approvals
 from backend.store.approvals import ApprovalRecord
 from backend.store.db import Database, Tx
 from backend.store.events import StoredEvent
+from backend.store.fenced import TurnFence
 from backend.tools import policy
 from backend.tools.base import Guard
 from shared.config import ApprovalMode
@@ -63,11 +64,13 @@ class Approvals:
                     None)
 
     async def ask(
-        self, *, session_id: str, turn_id: str, call_id: str, tool: str, summary: str, guard: Guard,
+        self, *, fence: TurnFence, turn_id: str, call_id: str, tool: str, summary: str, guard: Guard,
     ) -> Approval | None:
         """Waits for a person's decision and returns the closed approval: its `decision`, or
         None when it expired (`decided_by` says by the clock or cut short); None when its row
-        went with its session.  A cancelled wait expires it and re-raises."""
+        went with its session.  A cancelled wait expires it and re-raises.  The request and its
+        closing are the turn's writes, fenced on its lease."""
+        session_id = fence.session_id
         approval_id = new_id("apr")
         timeout = self.config.config.approvals.timeout_s
         expires = (datetime.now(UTC) + timedelta(seconds=timeout)).isoformat()
@@ -83,15 +86,15 @@ class Approvals:
             _announce(tx, ApprovalRequested, approval)
 
         try:
-            await self.db.write(job)
+            await fence.write(job)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(future), timeout)
             # Answered, or the time ran out; a person may have answered just as it did: the
             # stored row decides.
-            return await self._close(approval_id)
+            return await self._close(fence, approval_id)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._close(approval_id))
+                await asyncio.shield(self._close(fence, approval_id))
             raise
         finally:
             self._waiting.pop(approval_id, None)
@@ -134,7 +137,7 @@ class Approvals:
         if future is not None and not future.done():
             future.set_result(approval.get("decision") or "deny")
 
-    async def _close(self, approval_id: str) -> Approval | None:
+    async def _close(self, fence: TurnFence, approval_id: str) -> Approval | None:
         """Expires the request unless it was answered; returns it as it stands (None when it
         was deleted with its session)."""
         def job(tx: Tx) -> Approval | None:
@@ -144,7 +147,7 @@ class Approvals:
                 return None
             return _announce(tx, ApprovalResolved, r) if expired else wire.approval(r)
 
-        return await self.db.write(job)
+        return await fence.write(job)
 
 
 # --- who decided, for the tool result's meta -----------------------------------------------

@@ -19,6 +19,7 @@ from pathlib import Path
 from backend.config import write_atomic
 from backend.store import checkpoints
 from backend.store.db import Database, Tx
+from backend.store.fenced import TurnFence
 from backend.tools import beneath, fileio
 
 log = logging.getLogger("tools")
@@ -32,14 +33,16 @@ class Checkpoints:
         self.dir = data_dir / "checkpoints"
 
     async def save(
-        self, session_id: str, turn_id: str, call_id: str, path: Path, old: bytes | None
+        self, fence: TurnFence, turn_id: str, call_id: str, path: Path, old: bytes | None
     ) -> None:
-        """Stores the real `path`'s content `old` (None: it does not exist); durable on return."""
+        """Stores the real `path`'s content `old` (None: it does not exist); durable on return.
+        Fenced on the turn's lease: a turn taken over cannot record (and so cannot make) a
+        change to a file."""
         blob = await asyncio.to_thread(self._store_blob, old)
         existed = blob is not None
         digest, blob_path = blob if blob is not None else (None, None)
-        await self.db.write(lambda tx: checkpoints.insert(
-            tx, session_id, turn_id, call_id, str(path), existed=existed,
+        await fence.write(lambda tx: checkpoints.insert(
+            tx, fence.session_id, turn_id, call_id, str(path), existed=existed,
             content_hash=digest, blob_path=blob_path,
         ))
 

@@ -33,6 +33,7 @@ from backend.errors import StoreUnavailable
 from backend.race import unless_stopped
 from backend.store import messages
 from backend.store.db import Database, Tx
+from backend.store.fenced import TurnFence
 from backend.tools.approvals import Approvals, decided_meta, unasked_meta
 from backend.tools.base import Guard, Tool, ToolContext, ToolResult
 from backend.tools.checkpoints import Checkpoints
@@ -93,12 +94,12 @@ class BatchContext:
     deadline_s: float
     spill_chars: int
     stop: asyncio.Event
+    # Every write of the batch goes through it: fenced on the turn's lease, so a turn that
+    # was taken over writes nothing more (store/fenced.py).
+    fence: TurnFence
     on_progress: Callable[[], None] = lambda: None  # the turn's liveness watchdog
     on_person: Callable[[int], None] = lambda delta: None  # +1 / -1 around approval waits
     why: Callable[[], str] = lambda: "the turn was interrupted"  # why `stop` was set
-    # Run first in each of the batch's writes: raises when the turn lost its lease
-    # (turn/lease.fence), so a turn that was taken over writes nothing more.
-    fence: Callable[[Tx], None] = lambda tx: None
 
 
 @dataclass
@@ -254,7 +255,7 @@ class _Batch:
         p, s = call.prepared, self.scope
 
         async def checkpoint(path: Path, old: bytes | None) -> None:
-            await self.ex.checkpoints.save(s.session_id, s.turn_id, p.call_id, path, old)
+            await self.ex.checkpoints.save(s.fence, s.turn_id, p.call_id, path, old)
 
         async def announce(meta: dict[str, Any]) -> None:
             call.announced_meta.update(meta)
@@ -299,7 +300,7 @@ class _Batch:
         self._person(+1)
         try:
             approval = await self.ex.approvals.ask(
-                session_id=s.session_id, turn_id=s.turn_id, call_id=p.call_id, tool=p.name,
+                fence=s.fence, turn_id=s.turn_id, call_id=p.call_id, tool=p.name,
                 summary=call.summary, guard=guard,
             )
         finally:
@@ -337,10 +338,9 @@ class _Batch:
         data = ToolStart(call_id=p.call_id, name=p.name, arguments=p.shown, summary=call.summary,
                          arguments_raw=p.arguments_raw)
         def job(tx: Tx) -> None:
-            s.fence(tx)
             wire.emit(tx, s.session_id, data, turn_id=s.turn_id, admission_id=s.admission_id)
 
-        committed = self.ex.db.enqueue(job)
+        committed = s.fence.enqueue(job)
         # Queued is enough to open the gate: jobs commit in queue order, so the next
         # call's tool.start cannot overtake this one.
         call.announced = True
@@ -359,11 +359,10 @@ class _Batch:
                 out.content, out.spilled_path = content, path
 
         def job(tx: Tx) -> None:
-            s.fence(tx)
             for call, out in batch:
                 self._store_one(tx, call, out)
 
-        await self.ex.db.write(job)
+        await s.fence.write(job)
         s.on_progress()
 
     def _store_one(self, tx: Tx, call: _Call, out: FinishedCall) -> None:
@@ -442,11 +441,10 @@ class _Batch:
             # Queued at once (no await before the enqueue), so one call's chunks, taken in
             # order by the monitor and then by the finished call, commit in that order.
             def job(tx: Tx) -> None:
-                s.fence(tx)
                 wire.emit(tx, s.session_id, data, turn_id=s.turn_id,
                           admission_id=s.admission_id)
 
-            await self.ex.db.write(job)
+            await s.fence.write(job)
         except StoreUnavailable:
             pass  # progress is a courtesy; results are what must be stored
         s.on_progress()

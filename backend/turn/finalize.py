@@ -11,10 +11,13 @@ continuation.  `message.complete` follows the rows it describes, and
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from backend import wire
-from backend.store import admissions, leases, messages, sessions, usage
+from backend.errors import LeaseLost
+from backend.store import admissions, events, leases, messages, sessions, usage
+from backend.store.admissions import AdmissionRecord
 from backend.store.db import Tx
 from backend.store.leases import Holder
 from shared.protocol import (
@@ -26,6 +29,8 @@ from shared.protocol import (
     Usage,
     UsageUpdate,
 )
+
+log = logging.getLogger("turn")
 
 # A turn's end is worth waiting a little for (a lock held, a disk just freed); after these
 # the caller settles the turn `unknown` in place instead (authority/queue.py).
@@ -70,11 +75,14 @@ class TurnEnd:
 
 
 def close_turn(tx: Tx, out: TurnEnd) -> None:
+    """Writes the turn's end, all of it or nothing: a turn whose admission is no longer its
+    own `started` one (another process took it over and settled it) raises LeaseLost.  The
+    caller runs it through the turn's fence (store/fenced.py) when the turn holds a lease."""
     sid, tid, aid = out.session_id, out.turn_id, out.admission_id
-    if out.transcript and not _holds_lease(tx, out):
-        # The lease was lost: the transcript is the new holder's now, and it closes this
-        # turn's open calls itself when it takes over.  Only the receipt and events follow.
-        out.transcript = False
+    own = admissions.by_id(tx, aid)
+    if own is None or own.status != "started" or own.turn_id != tid:
+        raise LeaseLost(f"admission {aid} is no longer this turn's to settle (another process "
+                        "took the turn over); nothing of its end is written")
     if out.transcript:
         close_tail(tx, sid, tid, "unknown", UNRECORDED_RESULT, aid)
         # Delivered text always gets an assistant row: what people saw is in the ledger.
@@ -121,13 +129,6 @@ def close_turn(tx: Tx, out: TurnEnd) -> None:
     settle_event(tx, aid)
 
 
-def _holds_lease(tx: Tx, out: TurnEnd) -> bool:
-    if out.holder is None:
-        return True
-    lease = leases.current(tx, out.session_id)
-    return lease is not None and lease.holder == out.holder
-
-
 def close_tail(
     tx: Tx, session_id: str, turn_id: str, status: ToolStatus, content: str,
     admission_id: str | None = None,
@@ -153,3 +154,20 @@ def settle_event(tx: Tx, admission_id: str) -> None:
         tx, row.session_id, AdmissionSettled(receipt=receipt),
         turn_id=row.turn_id, admission_id=admission_id,
     )
+
+
+def mark_lost(tx: Tx, row: AdmissionRecord, note: str, result: str) -> None:
+    """Marks a `started` admission `unknown` and closes its turn's transcript as far as it
+    is known: open calls get `result` (status unknown), delivered text stays, `note` ends it."""
+    sid, turn_id = row.session_id, row.turn_id
+    admissions.mark_unknown(tx, row.admission_id)
+    if turn_id:
+        closed = close_tail(tx, sid, turn_id, "unknown", result, row.admission_id)
+        # Text that reached clients is a delivered fact: keep it in the transcript, marked,
+        # rather than lose it.  (Only stored deltas were ever published.)
+        streamed = events.turn_text(tx, sid, turn_id)
+        if streamed:
+            messages.insert(tx, sid, "assistant", streamed, turn_id=turn_id, status="unknown")
+        if closed:
+            log.warning("turn %s: %d tool calls have an unknown outcome", turn_id, closed)
+    messages.insert(tx, sid, "system_note", note, turn_id=turn_id, note_kind="recovered")

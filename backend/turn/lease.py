@@ -25,11 +25,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from backend.errors import LeaseLost
-from backend.store import leases
+from backend.store import admissions, leases
 from backend.store.db import Database, Tx
+from backend.store.fenced import count_takeover
 from backend.store.leases import Holder, LeaseRecord, provably_dead
-from backend.turn.finalize import close_tail
+from backend.turn.finalize import close_tail, mark_lost
 
 log = logging.getLogger("turn")
 
@@ -38,39 +38,53 @@ TAKEN_OVER_RESULT = (
     "The turn that made this call lost its hold on the session before the result was "
     "recorded, so the outcome is not known. Check before relying on it or running it again."
 )
-
-
-def fence(session_id: str, holder: Holder) -> Callable[[Tx], None]:
-    """The check a turn's transcript writes run first, in their own transaction: the lease
-    still names this holder (its process, epoch and turn).  A holder that lost it (paused
-    past the TTL, and another process took the session over) writes nothing more; the
-    lease watch then stops the turn.  Transactions are serializable on PostgreSQL and
-    single-writer on SQLite, so the check and the write cannot be split by a takeover."""
-
-    def check(tx: Tx) -> None:
-        row = leases.current(tx, session_id)
-        if row is None or row.holder != holder:
-            raise LeaseLost("this turn no longer holds its session's lease (it was taken over); "
-                            "nothing more of it is written")
-
-    return check
+HOLDER_DEAD_NOTE = (
+    "The process running this turn died, so another took over the session. The turn's "
+    "outcome is unknown; it will not be re-run. Send a new message to continue."
+)
+LEASE_EXPIRED_NOTE = (
+    "The process running this turn stopped renewing its hold on the session (paused, or cut "
+    "off from the database), so another took over the session. The turn's outcome is "
+    "unknown; it will not be re-run. Send a new message to continue."
+)
 
 
 def try_take(tx: Tx, session_id: str, holder: Holder, ttl: float) -> LeaseRecord | None:
     """Takes the lease if it is free, expired or held by a dead process; else returns the
-    lease that holds it.  Runs inside the caller's transaction."""
+    lease that holds it.  Runs inside the caller's transaction.
+
+    Taking another holder's lease takes its turn too: the taker ends it `unknown`
+    (take_turn), since the holder's own writes are fenced on the lease from now on and its
+    end will never be written by it."""
     now = time.time()
     row = leases.current(tx, session_id)
     if row is not None and row.holder != holder:
         if row.expires_at > now and not provably_dead(row.holder):
             return row
+        dead = row.expires_at > now
         log.warning("session %s: taking over the lease of %s (%s)", session_id, row.holder,
-                    "expired" if row.expires_at <= now else "holder is dead")
-        # The previous holder's calls without results will never get them from it: they
-        # get `unknown` ones now, before this turn builds its first request.
-        close_tail(tx, session_id, row.holder.turn_id, "unknown", TAKEN_OVER_RESULT)
+                    "holder is dead" if dead else "expired")
+        take_turn(tx, row, HOLDER_DEAD_NOTE if dead else LEASE_EXPIRED_NOTE)
     leases.put(tx, session_id, holder, now, ttl)
     return None
+
+
+def take_turn(tx: Tx, lease: LeaseRecord, note: str) -> None:
+    """Ends the turn `lease` names `unknown`, for a taker: its calls without results get
+    `unknown` ones, text it streamed is kept, `note` says what happened, and its admission
+    and the steers that joined it become `unknown`, exactly as after a crash (the next
+    prompt or admission.resolve settles them); then the lease is dropped.  A turn already
+    settled only has its open calls closed."""
+    sid, turn_id = lease.session_id, lease.holder.turn_id
+    rows = admissions.started_of_turn(tx, sid, turn_id)
+    if rows:
+        mark_lost(tx, rows[0], note, TAKEN_OVER_RESULT)
+        for joined in rows[1:]:
+            admissions.mark_unknown(tx, joined.admission_id)
+        count_takeover(tx)
+    else:
+        close_tail(tx, sid, turn_id, "unknown", TAKEN_OVER_RESULT)
+    leases.release(tx, sid, lease.holder)
 
 
 class LeaseWatch:

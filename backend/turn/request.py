@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from backend.compress.tokens import tools_chars
 from backend.providers.base import ChatRequest, ToolSpec, WireMessage
 from backend.store import messages, sessions
 from backend.store.db import Database, Tx
+from backend.store.fenced import TurnFence
 from backend.store.sessions import SessionRecord
 from backend.turn.context import build_system_prompt
 from backend.turn.transcript import Transcripts
@@ -21,10 +20,8 @@ SUMMARY_REQUEST = (
 
 async def assemble(
     db: Database, transcripts: Transcripts, session_id: str, default_model: str,
-    tools: tuple[ToolSpec, ...], summary_for: str | None = None, model: str | None = None,
-    memory: str = "",
-    turn_id: str | None = None,
-    fenced: Callable[[Tx], None] | None = None,
+    tools: tuple[ToolSpec, ...], fence: TurnFence, summary_for: str | None = None,
+    model: str | None = None, memory: str = "", turn_id: str | None = None,
 ) -> ChatRequest:
     """Builds the request from the durable transcript (never from in-memory state): the
     rows the model sees, as kept since the last request and extended by those stored after
@@ -36,8 +33,8 @@ async def assemble(
     `model` overrides the session's model (a fallback provider answers as its own).
     `memory` is the memory block (tools/memory.block), read once per turn by the runner: a
     second system message right after the frozen prompt, so the prompt's bytes and the
-    provider's cache of them stay as they were; "" sends none.  `turn_id` and `fenced` (the
-    turn's lease check): the prompt and its notices are written only by the lease's holder,
+    provider's cache of them stay as they were; "" sends none.  `turn_id` and `fence` (the
+    turn's writes): the prompt and its notices are written only by the lease's holder,
     the notices as rows of that turn (a front-end shows them with the turn's stored rows).
     """
     def read(tx: Tx) -> tuple[SessionRecord | None, list[WireMessage], int]:
@@ -52,8 +49,6 @@ async def assemble(
         built = build_system_prompt(row.cwd, model)
 
         def store(tx: Tx) -> str:
-            if fenced is not None:
-                fenced(tx)
             current = sessions.row(tx, session_id)
             if current is not None and current.system_prompt is None:
                 # Stored by this request (not one that raced it): people are told once.
@@ -62,7 +57,7 @@ async def assemble(
                                     note_kind="notice")
             return sessions.store_system_prompt(tx, session_id, built.text)
 
-        prompt = await db.write(store)
+        prompt = await fence.write(store)
     wire = [WireMessage("system", prompt), *history]
     chars += len(prompt)
     if memory:

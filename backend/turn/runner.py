@@ -36,6 +36,7 @@ from backend.providers.registry import ConfiguredProvider, Providers
 from backend.race import unless_stopped
 from backend.store import admissions, messages, sessions
 from backend.store.db import Database, Tx
+from backend.store.fenced import TurnFence
 from backend.store.leases import LeaseRecord
 from backend.tools import memory, registry
 from backend.tools.base import Tool
@@ -49,7 +50,7 @@ from backend.turn.finalize import (
     close_turn,
     record_ledger,
 )
-from backend.turn.lease import LeaseWatch, fence, wait_for_lease
+from backend.turn.lease import LeaseWatch, wait_for_lease
 from backend.turn.preflight import preflight
 from backend.turn.request import assemble
 from backend.turn.retry import MAX_ATTEMPTS, delay_for
@@ -85,6 +86,7 @@ class TurnState:
     runs and how it is stopped belong to `turn` (its routing state's one owner)."""
 
     turn: RunningTurn
+    fence: TurnFence  # every write of the turn goes through it (store/fenced.py)
     halt: asyncio.Event = field(default_factory=asyncio.Event)  # interrupt or budget spent
     budget_why: str | None = None
     iterations: int = 0
@@ -155,7 +157,7 @@ class TurnRunner:
 
     async def run(self, turn: RunningTurn) -> TurnStatus:
         started = time.monotonic()
-        st = TurnState(turn)
+        st = TurnState(turn, TurnFence(self.db, turn))
         if not turn.claim.leased and not await self._wait_lease(st):
             return st.status
         cfg = self.config.config
@@ -246,7 +248,7 @@ class TurnRunner:
 
         if not await self.db.read(lambda tx: admissions.steer_queued(tx, turn.session_id)):
             return
-        taken = await self.db.write(job)
+        taken = await st.fence.write(job)
         if taken:
             log.info("turn %s: %d steer(s) joined it", turn.turn_id, taken)
 
@@ -266,7 +268,7 @@ class TurnRunner:
                                   model=None if st.chain_index == 0 else link.cfg.model,
                                   memory=(st.memory or "") if roomy else "",
                                   turn_id=st.turn.turn_id,
-                                  fenced=fence(st.turn.session_id, st.turn.holder))
+                                  fence=st.fence)
 
         # Preflight compression: measure, compress if due, measure again (a few times at most).
         # A long session is counted in SQL first: one far over its window compresses before a
@@ -313,7 +315,7 @@ class TurnRunner:
         turn = st.turn
         out = await self.compressor.compress(
             turn.session_id, link, why, tools, where=Where(turn.turn_id, turn.admission_id),
-            holder=turn.holder)
+            fence=st.fence)
         st.usage = _add(st.usage, out.usage)  # the turn's cost includes its summaries
         if out.child_session_id is not None:
             # Rotation: the turn goes on in the child session, which holds its lease now.
@@ -327,7 +329,7 @@ class TurnRunner:
         fallback (CONTINUE: back to preflight) or the end of the turn (BREAK)."""
         async def store(text: str) -> None:
             watch.progress()
-            await self._store_delta(st.turn, text)
+            await self._store_delta(st, text)
 
         link = st.link
         for n in range(1, MAX_ATTEMPTS + 1):
@@ -405,14 +407,13 @@ class TurnRunner:
             st.text = streamed  # what was streamed of the last message
         elif streamed:
             # Budget spent mid-answer: keep what people saw, then ask for the summary.
-            turn, check = st.turn, fence(st.turn.session_id, st.turn.holder)
+            turn = st.turn
 
             def keep(tx: Tx) -> None:
-                check(tx)
                 messages.insert(tx, turn.session_id, "assistant", streamed,
                                 turn_id=turn.turn_id, status="interrupted")
 
-            await self.db.write(keep)
+            await st.fence.write(keep)
 
     def _normalize(self, st: TurnState, result: ModelCallResult) -> Action:
         """Normalize stage: tool calls go to the tool round; text ends the turn; an empty
@@ -452,7 +453,7 @@ class TurnRunner:
             stop=st.halt, on_progress=watch.progress, on_person=on_person,
             why=lambda: for_model(turn.reason) if st.interrupted else
             f"the turn reached its limit ({st.budget_why})",
-            fence=fence(turn.session_id, turn.holder),
+            fence=st.fence,
         )
         ledger, st.ledger = st.ledger, []
         outcome = await run_round(self.db, self.executor, scope, result.text, prepared,
@@ -535,28 +536,25 @@ class TurnRunner:
             st.reason, holder=turn.holder, text_stored=st.text_stored, ledger=st.ledger,
             failure_detail=st.detail, failure_kind=st.failure_kind,
         )
-        await self.db.write_patiently(lambda tx: close_turn(tx, outcome), CLOSE_RETRY_S)
+        await st.fence.write_patiently(lambda tx: close_turn(tx, outcome), CLOSE_RETRY_S)
 
     async def _event(self, st: TurnState, data: ProviderRetry | ProviderFallback) -> None:
         turn = st.turn
-        check = fence(turn.session_id, turn.holder)
 
         def job(tx: Tx) -> None:
-            check(tx)
             wire.emit(tx, turn.session_id, data, turn_id=turn.turn_id,
                       admission_id=turn.admission_id)
 
-        await self.db.write(job)
+        await st.fence.write(job)
 
-    async def _store_delta(self, turn: RunningTurn, text: str) -> None:
-        check = fence(turn.session_id, turn.holder)
+    async def _store_delta(self, st: TurnState, text: str) -> None:
+        turn = st.turn
 
         def job(tx: Tx) -> None:
-            check(tx)
             wire.emit(tx, turn.session_id, TextDelta(text=text),
                       turn_id=turn.turn_id, admission_id=turn.admission_id)
 
-        await self.db.write(job)
+        await st.fence.write(job)
 
 
 async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:

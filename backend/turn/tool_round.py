@@ -120,14 +120,13 @@ async def run_round(
     calls = stored_calls(prepared)
 
     def persist(tx: Tx) -> None:
-        scope.fence(tx)
         messages.insert(tx, scope.session_id, "assistant", text, turn_id=scope.turn_id,
                         tool_calls=calls)
         also(tx)
 
     try:
         # Durable before any tool runs: after a crash the call must be visible.
-        await db.write(persist)
+        await scope.fence.write(persist)
     except StoreUnavailable as exc:
         return RoundResult(None, f"session_persistence_failed: {exc.message}; no tool was run")
     return RoundResult(await executor.run(scope, prepared))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
@@ -18,8 +19,10 @@ import pytest
 
 from backend.config import ConfigFile
 from backend.ids import new_id
-from backend.store import sessions
+from backend.store import leases, sessions
 from backend.store.db import SqliteDatabase
+from backend.store.fenced import TurnFence
+from backend.store.leases import Holder
 from backend.tools.approvals import Approvals
 from backend.tools.base import ToolContext
 from backend.tools.checkpoints import Checkpoints
@@ -28,6 +31,12 @@ from backend.tools.procs import ProcessTable
 from backend.tools.registry import BUILTINS
 
 from .client import ms, pct
+
+
+@dataclass(frozen=True)
+class _Turn:
+    session_id: str
+    holder: Holder
 
 ROUNDS = 200
 BATCH_ROUNDS = 60
@@ -43,6 +52,8 @@ async def test_executor_overhead(tmp_path: Path) -> None:
     try:
         sid = new_id("ses")
         await db.write(lambda tx: sessions.insert(tx, sid, "bench", str(work), "m"))
+        turn = _Turn(sid, Holder.here(1, new_id("turn")))  # its writes are fenced on this lease
+        await db.write(lambda tx: leases.put(tx, sid, turn.holder, time.time(), 3600))
         config = ConfigFile(tmp_path / "config.toml")
         config.load()
         executor = Executor(db, Approvals(db, config, 1), Checkpoints(db, tmp_path), tmp_path / "data",
@@ -53,7 +64,7 @@ async def test_executor_overhead(tmp_path: Path) -> None:
         def scope() -> BatchContext:
             return BatchContext(session_id=sid, turn_id=new_id("turn"), admission_id="adm_bench", cwd=work,
                          env={}, mode="smart", deadline_s=420, spill_chars=100_000,
-                         stop=asyncio.Event())
+                         stop=asyncio.Event(), fence=TurnFence(db, turn))
 
         def calls(n: int) -> list[PreparedCall]:
             return [PreparedCall(new_id("call"), "list_dir", dict(args), None, tool) for _ in range(n)]

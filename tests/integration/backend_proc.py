@@ -59,9 +59,13 @@ class Backend:
     def __init__(
         self, data_dir: Path, base_url: str, extra_config: str = "",
         extra_env: dict[str, str] | None = None, store: str | None = None,
+        own_pid_namespace: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.store = store
+        # In a pid namespace of its own (unshare), a backend is another host to its peers:
+        # they cannot judge its pid, only its heartbeat (backend/store/peers.py).
+        self.own_pid_namespace = own_pid_namespace
         self.extra_env = dict(extra_env or {})  # added to the environment of every start
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "config.toml").write_text(config_toml(base_url, extra_config, store))
@@ -83,6 +87,15 @@ class Backend:
         return f"ws://127.0.0.1:{self.port}/rpc"
 
     def command(self) -> list[str]:
+        serve = self.serve_command()
+        if not self.own_pid_namespace:
+            return serve
+        # sh is the namespace's init (pid 1 ignores signals it has no handler for), the
+        # backend its child; --kill-child takes the namespace down with unshare.
+        return ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--",
+                "sh", "-c", '"$@" & wait $!', "sh", *serve]
+
+    def serve_command(self) -> list[str]:
         return [
             sys.executable,
             "-m",
@@ -193,6 +206,22 @@ class Backend:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def backend_pid(self) -> int:
+        """The backend process's pid as this test sees it (inside its own namespace it is
+        the child of that namespace's sh, itself unshare's child)."""
+        pid = self.pid
+        if self.own_pid_namespace:
+            for _ in range(2):
+                pid = _only_child(pid)
+        return pid
+
+    def pause(self) -> None:
+        """SIGSTOP: the backend is alive but silent (no heartbeat, no lease refresh)."""
+        os.kill(self.backend_pid(), signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.backend_pid(), signal.SIGCONT)
+
     def kill9(self) -> None:
         """SIGKILL the current process and reap it: the crash every durability test needs."""
         if self.alive():
@@ -204,7 +233,7 @@ class Backend:
         """SIGTERM and wait; return the exit status (SIGKILL and raise if it hangs)."""
         assert self.proc is not None
         if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
+            os.kill(self.backend_pid(), signal.SIGTERM)
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -237,6 +266,18 @@ class Backend:
         except FileNotFoundError:
             return "(no stderr file)"
         return f"--- backend stderr ({self.stderr_path}) ---\n{text[-chars:]}"
+
+
+def _only_child(pid: int) -> int:
+    deadline = time.monotonic() + 10
+    while True:
+        children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                    for c in (task / "children").read_text().split()]
+        if children:
+            assert len(children) == 1, f"process {pid} has children {children}"
+            return children[0]
+        assert time.monotonic() < deadline, f"process {pid} has no child"
+        time.sleep(0.05)
 
 
 def pg_placeholders(sql: str) -> str:

@@ -11,8 +11,10 @@ from backend.authority.recovery import RECOVERED_NOTE, UNSAVED_NOTE, recover, se
 from backend.errors import StoreUnavailable
 from backend.store import admissions, events, leases, messages, sessions
 from backend.store.db import Database, Tx
+from backend.store.fenced import COUNTS
 from backend.store.leases import Holder
 from backend.turn.finalize import UNRECORDED_RESULT
+from backend.turn.lease import LEASE_EXPIRED_NOTE, TAKEN_OVER_RESULT, try_take
 
 HOLDER = Holder(pid=1, pid_start="then", boot_token="boot", epoch=1, turn_id="turn_1")
 OTHER = Holder(pid=2, pid_start="now", boot_token="boot", epoch=1, turn_id="turn_2")
@@ -94,12 +96,14 @@ async def test_settle_lost_does_nothing_to_a_settled_admission(db: Database) -> 
     assert not await db.write(lambda tx: settle_lost(tx, "adm_9", "turn_1", HOLDER))
 
 
-async def test_settle_lost_writes_no_rows_under_another_holders_lease(db: Database) -> None:
+async def test_settle_lost_writes_nothing_under_another_holders_lease(db: Database) -> None:
+    """Whoever took the lease took the turn and settles it (turn/lease.take_turn): the
+    holder that lost it writes nothing at all, not even its receipt."""
     await db.write(a_turn_mid_stream)
     before = await db.read(shape)
     await db.write(lambda tx: leases.put(tx, "s", OTHER, time.time(), 300))
     assert await db.write(lambda tx: settle_lost(tx, "adm_1", "turn_1", HOLDER))
-    assert await db.read(status) == "unknown"
+    assert await db.read(status) == "started"
     assert await db.read(shape) == before, "the transcript is the other holder's to write"
     lease = await db.read(lambda tx: leases.current(tx, "s"))
     assert lease is not None
@@ -160,3 +164,33 @@ async def test_recovery_cancels_a_sub_agents_task_nobody_waits_for_any_more(db: 
     assert "its parent's call is unknown" in child.failure_reason
     settled = await db.read(lambda tx: events.since(tx, "s", 0, 10))
     assert [e.type for e in settled][-1] == "admission.settled"
+
+
+async def test_taking_an_expired_lease_takes_its_turn_and_counts_it(db: Database) -> None:
+    """The taker ends the turn it took `unknown` (its open call too, with what it streamed
+    kept), since the holder's own end is fenced from now on; a second look changes nothing."""
+    await db.write(a_turn_mid_tool)
+    await db.write(lambda tx: leases.put(tx, "s", HOLDER, time.time() - 400, 300))  # expired
+    before = COUNTS.takeovers
+    assert await db.write(lambda tx: try_take(tx, "s", OTHER, 300)) is None
+    assert await db.read(status) == "unknown"
+    assert COUNTS.takeovers == before + 1
+    assert await db.read(shape) == [
+        ("user", None, None, "hi"),
+        ("assistant", None, None, ""),
+        ("tool", "unknown", None, TAKEN_OVER_RESULT),
+        ("system_note", None, "recovered", LEASE_EXPIRED_NOTE),
+    ]
+    lease = await db.read(lambda tx: leases.current(tx, "s"))
+    assert lease is not None
+    assert lease.holder == OTHER
+    assert await db.write(lambda tx: try_take(tx, "s", OTHER, 300)) is None  # its own: no-op
+    assert COUNTS.takeovers == before + 1
+
+
+async def test_a_live_holders_lease_is_not_taken(db: Database) -> None:
+    await db.write(a_turn_mid_tool)
+    held = await db.write(lambda tx: try_take(tx, "s", OTHER, 300))
+    assert held is not None
+    assert held.holder == HOLDER
+    assert await db.read(status) == "started"
