@@ -29,6 +29,7 @@ from shared.client import BackendNotFound, Client, ClientState, Incoming, Invali
 from shared.launcher import running, start_backend, stop_backend, wait_ready
 from shared.mcp_names import count_words, shown_name, shown_summary
 from shared.methods import (
+    AdmissionGet,
     ApprovalRespond,
     ConfigGet,
     ConfigSet,
@@ -42,6 +43,7 @@ from shared.methods import (
     SessionCreate,
     SessionGet,
     SessionList,
+    SessionMessages,
     TurnInterrupt,
 )
 from shared.remote import RemoteTarget
@@ -239,6 +241,10 @@ class Chat:
         data = ev.data
         if isinstance(data, ClientState):
             print("\n[reconnecting]" if data.state == "reconnecting" else "", end="", file=sys.stderr)
+            if data.state == "connected" and self.waiting is not None:
+                # While away, the turn may have been lost and its session taken over (the
+                # news was a broadcast, not replayed): its receipt says.
+                self._spawn(self._lost(self.waiting))
             return
         if isinstance(data, p.ApprovalEvent) and ev.seq is None and ev.session_id in self._children:
             # A sub-agent asks in its own session (only the broadcast copy reaches us): nobody
@@ -246,6 +252,11 @@ class Chat:
             self._on_approval(data)
             return
         if ev.session_id != self.session_id or self.waiting is None:
+            return
+        if isinstance(data, p.SessionUpdated) and data.session.status == "unknown":
+            # The turn was lost (its backend died and another took the session over, or its
+            # end could not be saved): no message.complete comes; the stored note says why.
+            self._spawn(self._lost(self.waiting))
             return
         if isinstance(data, p.ApprovalEvent) and ev.seq is not None:  # the stored copy, once
             self._on_approval(data)
@@ -328,6 +339,27 @@ class Chat:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
         return self.ended
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _lost(self, admission_id: str) -> None:
+        """Ends the wait for a turn whose outcome became unknown, saying what happened."""
+        receipt = (await self.client.call(AdmissionGet(admission_id=admission_id))).receipt
+        if receipt.status != "unknown" or self.waiting != admission_id or self.done.is_set():
+            return
+        page = await self.client.call(SessionMessages(session_id=self.session_id, limit=20))
+        note = next((m.content for m in reversed(page.messages)
+                     if m.role == "system_note" and m.note_kind == "recovered"
+                     and (receipt.turn_id is None or m.turn_id == receipt.turn_id)), None)
+        self.answer.end()
+        self.tool_output.end()
+        print(f"\n[unknown: {note or 'the turn was lost; its outcome is unknown'}]",
+              file=sys.stderr)
+        self.ended = "unknown"
+        self.done.set()
 
     def _on_approval(self, event: p.ApprovalEvent) -> None:
         approval = event.approval

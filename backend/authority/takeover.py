@@ -31,6 +31,7 @@ from backend.authority.recovery import take_over
 from backend.errors import StoreUnavailable
 from backend.store import leases, peers
 from backend.store.db import Database
+from backend.store.peers import PeerRecord
 from shared.config import Config
 
 log = logging.getLogger("authority")
@@ -88,25 +89,28 @@ class Takeover:
         declared dead and its sessions taken over, in this one transaction."""
         dead_after = self.config().lease.dead_after_s
 
-        def job(tx: Any) -> list[str] | None:
+        def job(tx: Any) -> tuple[list[str], list[tuple[PeerRecord, float]]] | None:
             last = peers.beat(tx, self.epoch)
             if last is None:
                 return None
-            for peer in peers.declare_dead(tx, self.epoch, last, dead_after):
-                log.warning("backend %s pid %d (epoch %d) is dead: no heartbeat for %.1f s; "
-                            "taking over its sessions", peer.host, peer.pid, peer.epoch,
-                            peers.now(tx) - peer.heartbeat_at)
+            now = peers.now(tx)
+            dead = [(peer, now - peer.heartbeat_at)
+                    for peer in peers.declare_dead(tx, self.epoch, last, dead_after)]
             peers.forget_old(tx, FORGET_AFTER_S)
-            return take_over(tx, self.epoch, peers.live_epochs(tx), dead_after)
+            return take_over(tx, self.epoch, peers.live_epochs(tx), dead_after), dead
 
-        drained = await self.db.write(job)
-        if drained is None:
+        swept = await self.db.write(job)
+        if swept is None:
             self.declared_dead = True
             log.warning("this backend's peers declared it dead (it did not beat its heartbeat "
                         "for %g s: paused, or cut off from the database) and took over its "
                         "sessions; it writes nothing more and stops", dead_after)
             self.on_declared_dead()
             return
+        drained, dead = swept
+        for peer, silent in dead:
+            log.warning("backend %s pid %d (epoch %d) is dead: no heartbeat for %.1f s; its "
+                        "sessions were taken over", peer.host, peer.pid, peer.epoch, silent)
         for session_id in drained:
             log.info("session %s: draining a queue no live backend drains", session_id)
             self.authority.wake(session_id)

@@ -643,7 +643,14 @@ class Conversation(QWidget):
             return
         if isinstance(event.data, p.CompressionComplete) and mine and event.data.child_session_id:
             spawn(self._continue_in(event.data.child_session_id), self._show_error)
+        lost = (isinstance(event.data, p.SessionUpdated) and mine and self.state.loaded
+                and event.data.session.status == "unknown" and self.state.status != "unknown")
         self.state.apply(event)  # the follower keeps a reader at the bottom there
+        if lost:
+            # The running turn was lost (its backend died and another took the session over,
+            # or its end could not be saved): no end event comes, so the stored rows are
+            # loaded afresh: what was streamed, marked unknown, and the note saying why.
+            spawn(self._reload(), self._show_error)
 
     def _on_link_state(self, state: str) -> None:
         self._refresh_soon()

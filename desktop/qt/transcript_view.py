@@ -91,7 +91,7 @@ STATUS_TEXT = {
     "unknown": ("outcome unknown", "warning"),
 }
 NOTE_LABELS = {"summary": "Summary of earlier messages", "continued": "Continued in a new session",
-               "recovered": "Recovered after a restart", "notice": "Note"}
+               "recovered": "Outcome unknown", "notice": "Note"}
 NOTE_COLOR = {"failed": "danger", "interrupted": "warning", "recovered": "warning", "summary": "muted",
               "notice": "warning"}
 

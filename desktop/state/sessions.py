@@ -14,7 +14,7 @@ STATUS_LABELS = {
     "queued": "Queued",
     "running": "Working",
     "waiting_approval": "Needs approval",
-    "unknown": "Interrupted by a crash",
+    "unknown": "Outcome unknown",
 }
 
 

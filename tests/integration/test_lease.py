@@ -99,6 +99,13 @@ def take_over_as(backend: Backend, session_id: str, thief: Holder) -> list[Json]
     return stored_events(backend, session_id)
 
 
+def turn_ended(backend: Backend, session_id: str) -> bool:
+    """The backend's turn ended: it says it was taken over, or (what a loser must never do)
+    it stored its end."""
+    return "taken over by another process" in backend_log(backend) or any(
+        e["type"] == "message.complete" for e in stored_events(backend, session_id))
+
+
 def backend_log(backend: Backend) -> str:
     return "".join(p.read_text(errors="replace")
                    for p in sorted((backend.data_dir / "logs").glob("backend*.log")))
@@ -414,7 +421,7 @@ async def test_a_lost_lease_interrupts_the_turn_and_the_next_prompt_works(
         # The lease watch notices within a refresh: the model call is cut off, and the turn
         # ends writing nothing (the taker settled it).
         await wait_for(lambda: fake_provider.snapshot()[0].disconnected, 10, "the call is cut")
-        await wait_for(lambda: "taken over by another process" in backend_log(backend), 10,
+        await wait_for(lambda: turn_ended(backend, sid), 10,
                        "the turn ended")
         assert stored_events(backend, sid) == before, "the loser wrote nothing more"
         assert [r["holder"] for r in lease_rows(backend, sid)] == [thief.encode()], \
@@ -445,7 +452,7 @@ async def test_a_turn_that_lost_its_lease_writes_nothing_more_to_the_transcript(
         await rpc.wait_event(is_event("message.delta", receipt["admission_id"]))
         before = await transcript(rpc, sid)
         take_over_as(backend, sid, holder_of(sleeper, local_boot_token(), "turn_thief"))
-        await wait_for(lambda: "taken over by another process" in backend_log(backend), 15,
+        await wait_for(lambda: turn_ended(backend, sid), 15,
                        "the turn ended")
         after = await transcript(rpc, sid)
         assert [(m["role"], m["content"]) for m in after] == [
@@ -500,7 +507,7 @@ async def test_writes_are_fenced_on_the_lease_even_before_the_watch_notices(
         await rpc.wait_event(is_event("message.delta", aid))
         before = take_over_as(backend, sid, holder_of(sleeper, local_boot_token(), "turn_thief"))
         release.set()  # the model goes on streaming to a turn that no longer holds the lease
-        await wait_for(lambda: "taken over by another process" in backend_log(backend), 15,
+        await wait_for(lambda: turn_ended(backend, sid), 15,
                        "the turn ended")
         # Neither the rest of the answer nor the turn's end (usage.update, message.complete,
         # admission.settled): the taker settled the turn, the loser writes nothing.

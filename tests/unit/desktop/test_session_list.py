@@ -274,7 +274,7 @@ def test_cost(value: float, expected: str) -> None:
     ("queued", "Queued"),
     ("running", "Working"),
     ("waiting_approval", "Needs approval"),
-    ("unknown", "Interrupted by a crash"),
+    ("unknown", "Outcome unknown"),
     ("compressing_now", "Compressing now"),
 ])
 def test_status_label(status: str, label: str) -> None:

@@ -1,0 +1,376 @@
+"""Two backends on one PostgreSQL, each in a pid namespace of its own, so they judge each
+other as separate hosts do: by the heartbeat only, with the default lease and heartbeat
+settings.
+
+A backend paused past its peers' patience (kill -STOP) is declared dead and taken over; when
+it wakes (kill -CONT) it writes nothing more into the session (not the rest of an answer, a
+tool's result, an approval's closing, nor its turn's end) and exits 75.  A backend killed
+with -9 is taken over within 15 s, and the session takes the next prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from subprocess import PIPE
+from typing import Any
+
+import pytest
+
+from backend.app import EXIT_DECLARED_DEAD
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.pg_server import PgServer
+
+from .backend_proc import Backend
+from .wire import Rpc, create_session, is_event, submit, terminal, wait_complete
+
+FAILOVER_S = 15.0  # the issue's promise, with the default settings (6 s silence, 2 s beats)
+SETTINGS = "idle_exit_minutes = 0\n"  # everything else as shipped
+
+
+@pytest.fixture
+def dsn(pg_server: PgServer) -> Iterator[str]:
+    name = pg_server.create_database()
+    yield pg_server.dsn(name)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture
+def models() -> Iterator[tuple[FakeOpenAI, FakeOpenAI]]:
+    """One model server per backend: which backend ran a turn is which server it asked."""
+    a, b = FakeOpenAI(), FakeOpenAI()
+    yield a, b
+    a.close()
+    b.close()
+    assert a.errors == []
+    assert b.errors == []
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, dsn: str,
+          models: tuple[FakeOpenAI, FakeOpenAI]) -> Iterator[tuple[Backend, Backend]]:
+    made = [Backend(tmp_path / f"host{i}", fake.base_url, SETTINGS, store=dsn,
+                    own_pid_namespace=True)
+            for i, fake in enumerate(models)]
+    try:
+        for backend in made:
+            backend.start()
+        yield made[0], made[1]
+    finally:
+        errors: list[str] = []
+        for backend in made:
+            if backend.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    backend.resume()
+            backend.close()
+            print(backend.stderr_tail(3000))
+            errors += backend.logged_errors()
+        assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
+
+
+async def _open(backend: Backend, name: str) -> Rpc:
+    return await Rpc.open(backend.port, backend.token, name=name)
+
+
+async def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        await asyncio.sleep(0.1)
+
+
+def status_of(backend: Backend, admission_id: str) -> str:
+    [row] = backend.query("SELECT status FROM admissions WHERE admission_id = ?", (admission_id,))
+    return str(row["status"])
+
+
+def snapshot(backend: Backend, sid: str) -> tuple[list[Any], list[Any]]:
+    """The session's stored events and messages, as they stand."""
+    events = backend.query("SELECT seq, type, turn_id FROM events WHERE session_id = ? "
+                           "ORDER BY seq", (sid,))
+    rows = backend.query("SELECT id, role, status, note_kind, content FROM messages "
+                         "WHERE session_id = ? ORDER BY id", (sid,))
+    return events, rows
+
+
+def log_of(backend: Backend) -> str:
+    return "".join(p.read_text(errors="replace")
+                   for p in sorted((backend.data_dir / "logs").glob("backend*.log")))
+
+
+async def _taken_over(b: Backend, admission_id: str, since: float) -> float:
+    """Waits until the admission's turn was taken over (it is `unknown`); returns how long
+    that took from `since`."""
+    await wait_for(lambda: status_of(b, admission_id) == "unknown", FAILOVER_S + 5,
+                   f"admission {admission_id} taken over")
+    return time.monotonic() - since
+
+
+@pytest.mark.parametrize("where", ["answering", "running a tool", "waiting for approval"])
+async def test_a_backend_paused_past_its_peers_patience_writes_nothing_when_it_wakes(
+    hosts: tuple[Backend, Backend], models: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path,
+    where: str,
+) -> None:
+    a, b = hosts
+    release = threading.Event()
+    folder = tmp_path / "work"
+    (folder / "victim").mkdir(parents=True)
+    if where == "answering":
+        models[0].script(Reply(deltas=["first ", "after waking"], hang_after=1, release=release))
+    elif where == "running a tool":
+        # The command is another process: it goes on while the backend is stopped, and
+        # its result comes back to a backend that no longer holds the session.
+        models[0].script(Reply.calls(terminal("sleep 4; echo finished > done.txt")))
+    else:
+        models[0].script(Reply.calls(terminal("rm -rf victim")))
+    models[0].default = Reply(deltas=["never asked"])
+    models[1].default = Reply(deltas=["moved on"])
+    ra, rb = await _open(a, "client-a"), await _open(b, "client-b")
+    sid = await create_session(ra, cwd=str(folder))
+    first = await submit(ra, sid, "started on A")
+    aid = first["admission_id"]
+    started = {"answering": "message.delta", "running a tool": "tool.start",
+               "waiting for approval": "approval.request"}[where]
+    await ra.wait_event(lambda e: e.get("type") == started, 30)
+    await ra.close()
+
+    a.pause()
+    took = await _taken_over(b, aid, time.monotonic())
+    assert took < FAILOVER_S, f"taken over after {took:.1f} s"
+    before = snapshot(b, sid)
+    notes = [r for r in before[1] if r["note_kind"] == "recovered"]
+    assert len(notes) == 1
+    assert "stopped answering" in notes[0]["content"], notes
+
+    a.resume()
+    release.set()
+    assert a.proc is not None
+    assert a.proc.wait(timeout=30) == EXIT_DECLARED_DEAD
+    if where == "running a tool":
+        await wait_for(lambda: (folder / "done.txt").exists(), 10, "the command finished")
+    assert snapshot(b, sid) == before, "the woken backend wrote into the session it lost"
+    assert "declared it dead" in log_of(a)
+    assert (folder / "victim").is_dir(), "a command nobody approved ran"
+    assert [r.last_user_text for r in models[0].snapshot()] == ["started on A"]
+
+    # The session moved on: B takes the next prompt (which settles the lost one).
+    nxt = await submit(rb, sid, "next")
+    done = await wait_complete(rb, nxt["admission_id"], timeout=30)
+    assert done["data"]["text"] == "moved on"
+    [lost] = b.query("SELECT status, outcome FROM admissions WHERE admission_id = ?", (aid,))
+    assert (lost["status"], lost["outcome"]) == ("terminal", "interrupted")
+    await rb.close()
+
+
+async def test_a_killed_backends_session_takes_a_new_prompt_within_15_s_with_the_defaults(
+    hosts: tuple[Backend, Backend], models: tuple[FakeOpenAI, FakeOpenAI],
+) -> None:
+    a, b = hosts
+    models[0].default = Reply(deltas=["half an ans", "wer"], hang_after=1)  # hangs until cut
+    models[1].default = Reply(deltas=["done on B"])
+    rb = await _open(b, "client-b")
+    for round_ in range(3):
+        ra = await _open(a, f"client-a{round_}")
+        sid = await create_session(ra)
+        first = await submit(ra, sid, f"started on A {round_}")
+        await ra.wait_event(lambda e: e.get("type") == "message.delta", 30)
+        await ra.close()
+        a.kill9()
+        killed = time.monotonic()
+        await _taken_over(b, first["admission_id"], killed)
+        nxt = await submit(rb, sid, f"after the death {round_}")
+        await rb.wait_event(is_event("turn.started", nxt["admission_id"]), FAILOVER_S)
+        failover = time.monotonic() - killed
+        print(f"round {round_}: the session took a new prompt {failover:.1f} s after kill -9")
+        assert failover < FAILOVER_S
+        done = await wait_complete(rb, nxt["admission_id"], timeout=30)
+        assert done["data"]["text"] == "done on B"
+        a.start()
+    await rb.close()
+
+
+SOAK_CYCLES = 30
+SOAK_SESSIONS = 4
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_kill9_soak_two_backends_nothing_lost_doubled_or_overlapping(
+    hosts: tuple[Backend, Backend], models: tuple[FakeOpenAI, FakeOpenAI],
+) -> None:
+    """Prompts flow through both backends while one of them, in turn, is killed mid-turn 30
+    times and started again at once: every acknowledged prompt is settled, none ran twice,
+    no two turns of a session overlapped, every lost turn ended `unknown` (then
+    `interrupted` when the person moved on) within 15 s of the kill, and no seq is missing."""
+    for fake in models:
+        fake.default = Reply(deltas=["part ", "rest"], delay=0.1)
+    rb = await _open(hosts[1], "setup")
+    sessions = [await create_session(rb) for _ in range(SOAK_SESSIONS)]
+    await rb.close()
+    acked: dict[str, tuple[str, str]] = {}  # admission_id -> (session, text)
+    kills: list[tuple[int, float]] = []  # (backend index, monotonic time)
+    lost: set[str] = set()
+    failovers: list[float] = []
+    stop = asyncio.Event()
+    counter = iter(range(1_000_000))
+
+    async def client(i: int) -> None:
+        backend, rpc = hosts[i], None
+        while not stop.is_set():
+            try:
+                if rpc is None or rpc.closed.is_set():
+                    rpc = None
+                    if not backend.alive() or not backend.port:
+                        raise ConnectionError("down")
+                    rpc = await _open(backend, f"client{i}")
+                n = next(counter)
+                sid = sessions[n % len(sessions)]
+                text = f"prompt {n} for {sid[-8:]}"
+                receipt = await submit(rpc, sid, text)
+                acked[receipt["admission_id"]] = (sid, text)
+            except (ConnectionError, OSError, AssertionError, TimeoutError):
+                rpc = None
+                await asyncio.sleep(0.2)
+                continue
+            await asyncio.sleep(0.25)
+        if rpc is not None:
+            await rpc.close()
+
+    clients = [asyncio.create_task(client(i)) for i in (0, 1)]
+    try:
+        for cycle in range(SOAK_CYCLES):
+            index = cycle % 2
+            victim, survivor = hosts[index], hosts[1 - index]
+            epoch = victim.info["epoch"]
+            await wait_for(functools.partial(_holds_a_lease, survivor, epoch), 30,
+                           f"cycle {cycle}: the victim runs a turn")
+            victim.kill9()
+            killed = time.monotonic()
+            kills.append((index, killed))
+            mine = {r["admission_id"] for r in survivor.query(
+                "SELECT admission_id FROM admissions WHERE status = 'started' "
+                "AND owner_epoch = ?", (epoch,))}
+            assert mine, f"cycle {cycle}: the victim held a lease but ran no turn"
+            lost |= mine
+            restart = asyncio.create_task(asyncio.to_thread(victim.start))
+            await wait_for(functools.partial(_none_started, survivor, sorted(mine)),
+                           FAILOVER_S + 10, f"cycle {cycle}: the lost turns taken over")
+            failovers.append(time.monotonic() - killed)
+            await restart
+        stop.set()
+        await asyncio.gather(*clients)
+    finally:
+        stop.set()
+        for task in clients:
+            task.cancel()
+    print(f"{len(acked)} prompts acknowledged, {len(lost)} turns lost to {len(kills)} kills; "
+          f"failover {min(failovers):.1f}-{max(failovers):.1f} s")
+    assert max(failovers) < FAILOVER_S, failovers
+
+    # Everyone moves on: a last prompt per session settles what is unknown, and the queues drain.
+    b = hosts[1]
+    rb = await _open(b, "final")
+    for sid in sessions:
+        receipt = await submit(rb, sid, f"last for {sid[-8:]}")
+        acked[receipt["admission_id"]] = (sid, f"last for {sid[-8:]}")
+    await wait_for(lambda: not b.query("SELECT 1 FROM admissions WHERE status <> 'terminal'"),
+                   180, "every admission settled")
+    await rb.close()
+
+    rows = {r["admission_id"]: r for r in b.query(
+        "SELECT admission_id, session_id, status, outcome, final_text FROM admissions")}
+    assert set(acked) <= set(rows), "an acknowledged prompt was lost"
+    asked: dict[str, int] = {}
+    for fake in models:
+        for r in fake.snapshot():
+            asked[r.last_user_text] = asked.get(r.last_user_text, 0) + 1
+    twice = {t: n for t, n in asked.items() if n > 1}
+    assert twice == {}, f"prompts run more than once: {twice}"
+    for aid, (sid, text) in acked.items():
+        row = rows[aid]
+        assert row["session_id"] == sid
+        if aid in lost:
+            assert row["outcome"] == "interrupted", (aid, row)  # unknown, then moved on
+        elif row["outcome"] == "completed":
+            assert asked.get(text) == 1, (text, row)
+            assert row["final_text"] == "part rest"
+    for sid in sessions:
+        _assert_no_overlap(models, kills, sid)
+        seqs = [r["seq"] for r in b.query(
+            "SELECT seq FROM events WHERE session_id = ? ORDER BY seq", (sid,))]
+        assert seqs == list(range(1, len(seqs) + 1)), f"a seq gap in {sid}"
+
+
+def _holds_a_lease(backend: Backend, epoch: int) -> bool:
+    return bool(backend.query("SELECT 1 FROM turn_leases WHERE epoch = ?", (epoch,)))
+
+
+def _none_started(backend: Backend, admission_ids: list[str]) -> bool:
+    marks = ", ".join("?" for _ in admission_ids)
+    return not backend.query("SELECT 1 FROM admissions WHERE status = 'started' AND "
+                             f"admission_id IN ({marks})", tuple(admission_ids))
+
+
+def _assert_no_overlap(models: tuple[FakeOpenAI, FakeOpenAI], kills: list[tuple[int, float]],
+                       sid: str) -> None:
+    """No two model calls of the session's turns ran at once.  A call cut off by a kill
+    ended, at the latest, when its backend died."""
+    spans = []
+    for index, fake in enumerate(models):
+        for r in fake.snapshot():
+            if not r.last_user_text.endswith(sid[-8:]):
+                continue
+            end = r.ended
+            if end is None:
+                end = min((t for i, t in kills if i == index and t >= r.started),
+                          default=time.monotonic())
+            spans.append((r.started, end, r.last_user_text))
+    spans.sort()
+    for (_, end, first), (start, _, then) in itertools.pairwise(spans):
+        assert end <= start, f"{first!r} and {then!r} of {sid} overlapped"
+
+
+async def test_turnkey_chat_says_its_turn_was_lost_and_the_session_moves_on(
+    hosts: tuple[Backend, Backend], models: tuple[FakeOpenAI, FakeOpenAI],
+) -> None:
+    """`turnkey chat` on the backend that dies: it reconnects to that backend started again,
+    and says what happened to its turn (the stored note) instead of waiting forever; the
+    session then takes the next prompt through the other backend."""
+    a, b = hosts
+    models[0].default = Reply(deltas=["half an ans", "wer"], hang_after=1)
+    models[1].default = Reply(deltas=["moved on"])
+    cli = [sys.executable, "-m", "desktop.cli", "--data-dir", str(a.data_dir)]
+    chat = await asyncio.create_subprocess_exec(
+        *cli, "chat", "what happened?", env=a.env(), stdout=PIPE, stderr=PIPE)
+    try:
+        await wait_for(models[0].snapshot, 30, "the turn reached A's model")
+        [row] = b.query("SELECT session_id, admission_id FROM admissions")
+        a.kill9()
+        await asyncio.to_thread(a.start)  # the same host comes back, a new process
+        _, raw = await asyncio.wait_for(chat.communicate(), FAILOVER_S + 15)
+    finally:
+        if chat.returncode is None:
+            chat.kill()
+            await chat.wait()
+    err = raw.decode()
+    assert chat.returncode == 1, err
+    assert "[unknown: This turn was lost: the backend running it" in err, err
+    assert "stopped answering, so another backend took over the session" in err
+    assert status_of(b, row["admission_id"]) == "unknown"
+
+    again = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "desktop.cli", "--data-dir", str(b.data_dir), "chat",
+        "--session", row["session_id"], "go on", env=b.env(), stdout=PIPE, stderr=PIPE)
+    out, raw = await asyncio.wait_for(again.communicate(), 60)
+    assert again.returncode == 0, raw.decode()
+    assert out.decode().strip() == "moved on"
