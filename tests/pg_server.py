@@ -196,6 +196,17 @@ class PgServer:
                 proc.wait(timeout=10)
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def restart(self, down_s: float = 0.0) -> None:
+        """Fast shutdown (every client disconnected), `down_s` seconds with no server, then
+        the same cluster again on the same port; the data stays."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=STOP_TIMEOUT_S)
+        time.sleep(down_s)
+        self._spawn()
+        if not self._wait_ready():
+            raise PgServerError(f"PostgreSQL did not come back\n{self.log_tail()}")
+
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

@@ -374,3 +374,62 @@ async def test_turnkey_chat_says_its_turn_was_lost_and_the_session_moves_on(
     out, raw = await asyncio.wait_for(again.communicate(), 60)
     assert again.returncode == 0, raw.decode()
     assert out.decode().strip() == "moved on"
+
+
+@pytest.fixture
+def own_pg() -> Iterator[PgServer]:
+    """A PostgreSQL server of this test's own, to restart."""
+    with PgServer() as server:
+        yield server
+
+
+async def test_a_postgresql_restart_mid_turn_loses_nothing_and_declares_nobody_dead(
+    own_pg: PgServer, tmp_path: Path, models: tuple[FakeOpenAI, FakeOpenAI],
+) -> None:
+    """The database goes away for longer than dead_after_s while a turn runs: both backends
+    were silent together, so neither is declared dead; the turn completes once the database
+    is back, and both backends take prompts again."""
+    dsn = own_pg.dsn(own_pg.create_database())
+    a, b = (Backend(tmp_path / f"host{i}", fake.base_url, SETTINGS, store=dsn,
+                    own_pid_namespace=True) for i, fake in enumerate(models))
+    release = threading.Event()
+    models[0].script(Reply(deltas=["before ", "after"], hang_after=1, release=release))
+    models[0].default = models[1].default = Reply(deltas=["fine"])
+    try:
+        a.start()
+        b.start()
+        ra, rb = await _open(a, "client-a"), await _open(b, "client-b")
+        sid = await create_session(ra)
+        first = await submit(ra, sid, "across the restart")
+        await ra.wait_event(is_event("message.delta", first["admission_id"]), 30)
+
+        await asyncio.to_thread(own_pg.restart, 9.0)  # longer than dead_after_s (6 s)
+        await asyncio.sleep(5)  # a few heartbeats on the database that came back
+        release.set()
+        done = await wait_complete(ra, first["admission_id"], timeout=60)
+        assert done["data"]["status"] == "completed", done
+        assert done["data"]["text"] == "before after"
+
+        assert a.alive(), "A stopped after the database came back"
+        assert b.alive(), "B stopped after the database came back"
+        assert b.query("SELECT epoch FROM backends WHERE dead_at IS NOT NULL") == []
+        nxt = await submit(rb, sid, "through B")
+        assert (await wait_complete(rb, nxt["admission_id"], timeout=30))["data"]["text"] == "fine"
+        other = await create_session(ra)
+        last = await submit(ra, other, "through A")
+        assert (await wait_complete(ra, last["admission_id"], timeout=30))["data"]["text"] == "fine"
+        asked = [r.last_user_text for fake in models for r in fake.snapshot()]
+        assert sorted(asked) == ["across the restart", "through A", "through B"]
+        for session in (sid, other):
+            seqs = [r["seq"] for r in b.query(
+                "SELECT seq FROM events WHERE session_id = ? ORDER BY seq", (session,))]
+            assert seqs == list(range(1, len(seqs) + 1))
+        await ra.close()
+        await rb.close()
+    finally:
+        errors: list[str] = []
+        for backend in (a, b):
+            backend.close()
+            print(backend.stderr_tail(3000))
+            errors += backend.logged_errors()
+    assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
