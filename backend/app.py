@@ -26,6 +26,7 @@ from typing import Any
 from backend import wire
 from backend.authority.compaction import Compaction
 from backend.authority.delegate import ChildSessions
+from backend.authority.fleet import Fleet
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
 from backend.authority.schedule_book import ScheduleBook
@@ -99,6 +100,7 @@ class Backend:
         )
         self.hub = Hub()
         self.epoch = 0
+        self.started_at = time.time()  # epoch seconds (the SQLite store's backend.list row)
         self._stop = asyncio.Event()
         self.exit_status = 0
         self._lock_fd: int | None = None
@@ -202,6 +204,7 @@ class Backend:
             memory=Notebooks(self.config.path.parent),  # the data folder: config.toml's
             secrets=self.secrets, tokens=auth, doors=self.doors, sandbox=box, procs=procs,
             stats=BackendStats(self.loop_watch, self.gc_watch, self.db.holds),
+            fleet=Fleet(self.db, self.epoch, lambda: self.config.config, self.started_at),
         )
 
     def _tls_context(self) -> tuple[ssl.SSLContext | None, str]:

@@ -13,6 +13,11 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def rfc3339(seconds: float) -> str:
+    """A time kept as seconds since the epoch, written as `now` writes the current time."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
 _last = [0, 0]  # the ms clock and the 48-bit tail of the latest id made in this process
 _ids_lock = threading.Lock()
 

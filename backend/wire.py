@@ -18,13 +18,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from backend.ids import message_id, now
+from backend.ids import message_id, now, rfc3339
 from backend.store import events as log
 from backend.store.admissions import ReceiptRecord
 from backend.store.approvals import ApprovalRecord, RuleRecord
 from backend.store.db import Hold, Tx
 from backend.store.events import EventRecord, Report, StoredEvent, as_data
 from backend.store.messages import MessageRecord
+from backend.store.peers import PeerRecord
 from backend.store.schedules import ScheduleChange, ScheduleRecord
 from backend.store.sessions import Match, SessionChanged, SessionRecord, SessionSummary
 from backend.store.tokens import TokenRecord
@@ -169,6 +170,18 @@ def schedule(r: ScheduleRecord) -> p.Schedule:
         last_fired_at=r.last_fired_at, last_admission_id=r.last_admission_id,
         last_session_id=r.last_session_id, created_at=r.created_at,
         updated_at=r.updated_at, disabled_reason=r.disabled_reason,
+    )
+
+
+def peer(r: PeerRecord, now: float, dead_after_s: float, sessions_held: int,
+         this: bool) -> p.BackendSummary:
+    """A backends row as backend.list shows it at `now` (the answering backend's clock)."""
+    return p.BackendSummary(
+        epoch=r.epoch, host=r.host, pid=r.pid, started_at=rfc3339(r.started_at),
+        heartbeat_at=rfc3339(r.heartbeat_at), heartbeat_age_s=max(0.0, now - r.heartbeat_at),
+        state=r.state(now, dead_after_s),
+        dead_at=rfc3339(r.dead_at) if r.dead_at is not None else None,
+        sessions_held=sessions_held, this=this,
     )
 
 

@@ -26,5 +26,8 @@ DecidedBy = Literal["user", "timeout", "stopped"]
 
 UsageTask = Literal["turn", "compression", "title"]  # what a cost ledger row paid for
 MissedPolicy = Literal["run_once", "skip"]  # a schedule's firings missed while no backend ran
+# A backend on a shared store: beating its heartbeat; silent for longer than
+# `lease.dead_after_s` but not yet declared dead; declared dead by a peer; stopped cleanly.
+BackendState = Literal["live", "silent", "dead", "stopped"]
 
 SNIPPET_MAX = 160  # characters of a SearchMatch.snippet, the `…` included

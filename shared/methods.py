@@ -196,6 +196,12 @@ class BackendStats(p.BackendStatsParams, Request[p.BackendStatsResult]):
     method = "backend.stats"
 
 
+class BackendList(p.BackendListParams, Request[p.BackendListResult]):
+    """The backend processes on this backend's store: host, pid, heartbeat, sessions held."""
+
+    method = "backend.list"
+
+
 # Scheduled prompts (a prompt submitted later: creating one needs what submitting does).
 
 
@@ -292,6 +298,8 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(Shutdown, "admin"),
     # The backend as a whole, not a session: its operator's, like config.get.
     MethodSpec(BackendStats, "admin"),
+    # Hosts and pids of every backend on the store: operational, like backend.stats.
+    MethodSpec(BackendList, "admin"),
     # A lone surrogate in a schedule's or a notebook's text is refused (-32602, PROTOCOL
     # section 13), never stored as U+FFFD: only a prompt's text is cleaned.
     MethodSpec(ScheduleCreate, "submit"),

@@ -1,6 +1,7 @@
 """The loop watch: how late the backend's event loop wakes, i.e. how long something blocked it;
 and the GC watch: how long the cyclic garbage collector's older-generation passes stopped every
-thread.
+thread.  `backend.stats` reports both, the store writer's lock holds, and the fleet counters
+(backend/store/fenced.py: takeovers and fenced writes between backends on one store).
 
 A task sleeps `interval_s` at a time and records how much later than due it woke: a
 callback that holds the loop for 30 ms delays the next wake-up by up to 30 ms.  It ticks
@@ -25,6 +26,7 @@ from typing import Any
 
 from backend import wire
 from backend.store.db import Hold
+from backend.store import fenced
 from shared import protocol as p
 from shared.durations import Durations
 from shared.protocol import GcPause, LagSample
@@ -89,7 +91,8 @@ class GcWatch:
 
 
 class BackendStats:
-    """`backend.stats`: the loop's lag, the store writer's lock holds and the GC's pauses."""
+    """`backend.stats`: the loop's lag, the store writer's lock holds, the GC's pauses and the
+    fleet counters."""
 
     def __init__(self, loop_watch: LoopWatch, gc_watch: GcWatch, holds: Durations[Hold]) -> None:
         self.loop_watch = loop_watch
@@ -115,6 +118,8 @@ class BackendStats:
                 count=pauses.count, max_ms=pauses.max_ms, mean_ms=pauses.mean_ms, over=_over(pauses),
                 slowest=pauses.slowest(), recent=pauses.recent(recent),
             ),
+            fleet=p.FleetStats(takeovers=fenced.COUNTS.takeovers,
+                               fenced_writes=fenced.COUNTS.fenced_writes),
         )
 
 

@@ -68,6 +68,9 @@ class Methods:
     async def backend_stats(self, conn: Connection, params: p.BackendStatsParams) -> p.BackendStatsResult:
         return self.svc.stats.report(params.recent)
 
+    async def backend_list(self, conn: Connection, params: p.BackendListParams) -> p.BackendListResult:
+        return await self.svc.fleet.listing(params.all)
+
     # --- sessions ---------------------------------------------------------------
 
     async def session_create(self, conn: Connection, params: p.SessionCreateParams) -> Reply:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backend.authority.compaction import Compaction
+from backend.authority.fleet import Fleet
 from backend.authority.queue import SessionAuthority
 from backend.authority.schedule_book import ScheduleBook
 from backend.authority.sessions import SessionService
@@ -39,3 +40,4 @@ class Services:
     sandbox: Sandbox  # what initialize reports of it
     procs: ProcessTable  # the tool calls' process groups, which may never loosen config
     stats: BackendStats
+    fleet: Fleet  # the backends on the store

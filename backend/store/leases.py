@@ -115,3 +115,11 @@ def release(tx: Tx, session_id: str, holder: Holder) -> None:
 
 def all_rows(tx: Tx) -> list[LeaseRecord]:
     return [LeaseRecord.from_row(r) for r in tx.all("SELECT * FROM turn_leases")]
+
+
+def held_by_epoch(tx: Tx, now: float) -> dict[int, int]:
+    """How many sessions each backend epoch holds an unexpired turn lease on now (epochs
+    that hold none are left out)."""
+    rows = tx.all("SELECT epoch, COUNT(*) AS n FROM turn_leases WHERE expires_at > ? "
+                  "GROUP BY epoch", (now,))
+    return {int(r["epoch"]): int(r["n"]) for r in rows}

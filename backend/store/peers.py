@@ -10,28 +10,48 @@ admissions name.
 
 Times here are the database server's clock (`clock_timestamp()`), not each host's, so
 hosts whose clocks disagree by seconds still agree on who is silent.
+
+`listing` and `PeerRecord.state` are what backend.list shows of each row (live, silent,
+declared dead, stopped); `me` is this process as a row, for the SQLite store, which has one
+backend and no table.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 
-from backend.store.db import POSTGRESQL, Row, Tx
+from backend.store.db import POSTGRESQL, Tx
 from backend.store.leases import Holder, provably_dead
-from backend.store.records import Record, record
+from backend.store.records import Record
+from shared.literals import BackendState
 
 DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION"
+COLUMNS = "epoch, host, pid, started_at, heartbeat_at, stopped, dead_at"
 
 
 class PeerRecord(Record, frozen=True):
+    """A backends row, without its process identity (pid_start, boot_token)."""
+
     epoch: int
     host: str
     pid: int
+    started_at: float  # epoch seconds on the database server's clock, as every time here
     heartbeat_at: float
+    stopped: bool
+    dead_at: float | None
 
-    @classmethod
-    def from_row(cls, r: Row) -> PeerRecord:
-        return record(cls, r)
+    def state(self, now: float, dead_after_s: float) -> BackendState:
+        """What the row says of its process at `now`: `stopped` (it said so itself), `dead`
+        (a peer declared it), `silent` (no heartbeat for over `dead_after_s`: it is declared
+        dead at a live peer's next beat), else `live`."""
+        if self.stopped:
+            return "stopped"
+        if self.dead_at is not None:
+            return "dead"
+        if now - self.heartbeat_at > dead_after_s:
+            return "silent"
+        return "live"
 
 
 def now(tx: Tx) -> float:
@@ -81,7 +101,7 @@ def declare_dead(tx: Tx, epoch: int, my_last_beat: float, dead_after: float) -> 
     peer's last), or that is provably dead (on this host, its process gone); returns those
     declared by this call.  Silence this backend shared (the database was down for all)
     proves nothing: nobody is declared dead for it."""
-    rows = tx.all("SELECT epoch, host, pid, pid_start, boot_token, heartbeat_at FROM backends "
+    rows = tx.all(f"SELECT {COLUMNS}, pid_start, boot_token FROM backends "
                   "WHERE stopped = 0 AND dead_at IS NULL AND epoch <> ?", (epoch,))
     declared = []
     for r in rows:
@@ -112,10 +132,27 @@ def by_epoch(tx: Tx, epochs: list[int]) -> dict[int, PeerRecord]:
         return {}
     marks = ", ".join("?" for _ in epochs)
     return {int(r["epoch"]): PeerRecord.from_row(r) for r in tx.all(
-        f"SELECT epoch, host, pid, heartbeat_at FROM backends WHERE epoch IN ({marks})",
+        f"SELECT {COLUMNS} FROM backends WHERE epoch IN ({marks})",
         tuple(epochs))}
 
 
 def forget_old(tx: Tx, keep_s: float) -> None:
     """Drops rows of backends gone for longer than `keep_s` (they are history only)."""
     tx.execute(f"DELETE FROM backends WHERE heartbeat_at < {DB_NOW} - ?", (keep_s,))
+
+
+def listing(tx: Tx, since: float | None, epoch: int) -> list[PeerRecord]:
+    """The backends heard from at `since` or later (None: every row still kept), and always
+    `epoch`'s own row, in no particular order."""
+    sql = f"SELECT {COLUMNS} FROM backends"
+    if since is None:
+        return PeerRecord.from_rows(tx.all(sql))
+    return PeerRecord.from_rows(tx.all(sql + " WHERE heartbeat_at >= ? OR epoch = ?",
+                                       (since, epoch)))
+
+
+def me(epoch: int, started_at: float, now: float) -> PeerRecord:
+    """This process as its row would read at `now` (its heartbeat: now), for a store without
+    the table: SQLite has one backend, the one asking."""
+    return PeerRecord(epoch=epoch, host=socket.gethostname(), pid=os.getpid(),
+                      started_at=started_at, heartbeat_at=now, stopped=False, dead_at=None)

@@ -3,7 +3,7 @@
 The backend decodes params with these types and encodes results and events
 from them; the client uses the same types; `shared/schema.py` derives the
 shipped JSON Schema from them.  The types live in one module per domain
-(base, sessions, turns, tools, approvals, connection, admin, mcp, stats, memory,
+(base, sessions, turns, tools, approvals, connection, admin, mcp, stats, backends, memory,
 schedules, doors); the events table is `shared/protocol/events.py`.  This package
 re-exports every name, so `from shared.protocol import X` reads any of them.
 Adding a method means adding its params and result in its domain's module and its
@@ -41,6 +41,13 @@ from shared.protocol.approvals import (
     RuleDeleteParams,
     RulesResult,
 )
+from shared.protocol.backends import (
+    RECENT_S,
+    BackendListParams,
+    BackendListResult,
+    BackendSummary,
+    StoreKind,
+)
 from shared.protocol.base import (
     ALL_SCOPES,
     CWD_MAX,
@@ -52,6 +59,7 @@ from shared.protocol.base import (
     AdmissionOutcome,
     AdmissionStatus,
     ApprovalStatus,
+    BackendState,
     DecidedBy,
     Decision,
     DeletedResult,
@@ -170,6 +178,7 @@ from shared.protocol.stats import (
     STATS_RECENT_MAX,
     BackendStatsParams,
     BackendStatsResult,
+    FleetStats,
     GcPause,
     GcStats,
     HoldSample,
@@ -228,6 +237,7 @@ __all__ = [
     "MODEL_MAX",
     "OUTPUT_PREVIEW_CHARS",
     "PROTOCOL_VERSION",
+    "RECENT_S",
     "SCHEDULE_EVENTS",
     "SCHEDULE_TEXT_MAX",
     "SESSION_EVENTS",
@@ -255,8 +265,12 @@ __all__ = [
     "ApprovalStatus",
     "ApprovalsResult",
     "Attachment",
+    "BackendListParams",
+    "BackendListResult",
+    "BackendState",
     "BackendStatsParams",
     "BackendStatsResult",
+    "BackendSummary",
     "Capabilities",
     "ClientInfo",
     "CompressResult",
@@ -278,6 +292,7 @@ __all__ = [
     "EventSpec",
     "EventsResult",
     "EventsSinceParams",
+    "FleetStats",
     "Folder",
     "GcPause",
     "GcStats",
@@ -364,6 +379,7 @@ __all__ = [
     "SessionUpdateParams",
     "SessionUpdated",
     "SessionUsageResult",
+    "StoreKind",
     "TextDelta",
     "Threshold",
     "Title",

@@ -12,6 +12,7 @@ from shared.literals import SNIPPET_MAX as SNIPPET_MAX
 from shared.literals import AdmissionOutcome as AdmissionOutcome
 from shared.literals import AdmissionStatus as AdmissionStatus
 from shared.literals import ApprovalStatus as ApprovalStatus
+from shared.literals import BackendState as BackendState
 from shared.literals import DecidedBy as DecidedBy
 from shared.literals import Decision as Decision
 from shared.literals import MissedPolicy as MissedPolicy

@@ -1,4 +1,5 @@
-"""backend.stats: event-loop lag, the store writer's lock holds and garbage-collector pauses."""
+"""backend.stats: event-loop lag, the store writer's lock holds, garbage-collector pauses, and
+what happened between backends sharing one store."""
 
 from __future__ import annotations
 
@@ -78,6 +79,14 @@ class GcStats(msgspec.Struct, kw_only=True):
     recent: list[GcPause]  # the latest `recent` asked for, oldest first
 
 
+class FleetStats(msgspec.Struct, kw_only=True):
+    """Addition: this backend's count, since it started, of what happened between the backends
+    sharing its store (always 0 on SQLite)."""
+
+    takeovers: int = 0  # another holder's turns it ended `unknown`, freeing their sessions
+    fenced_writes: int = 0  # writes of its own turns refused: their lease named another holder
+
+
 class BackendStatsResult(msgspec.Struct, kw_only=True):
     """Since the backend started: event-loop lag and the store writer's lock holds."""
 
@@ -86,3 +95,4 @@ class BackendStatsResult(msgspec.Struct, kw_only=True):
     loop: LoopStats
     writer: WriterStats
     gc: GcStats  # generations 1 and 2 only
+    fleet: FleetStats = msgspec.field(default_factory=FleetStats)  # addition

@@ -1,13 +1,15 @@
-"""`backend.stats` on a real backend: what it measured of itself, and who may ask."""
+"""`backend.stats` on a real backend: what it measured of itself, its fleet counters, and who may
+ask."""
 
 from __future__ import annotations
 
 import time
 
+import msgspec
 import pytest
 
 from shared.errors import ErrorCode
-from shared.protocol import STATS_RECENT_MAX
+from shared.protocol import STATS_RECENT_MAX, BackendStatsResult, FleetStats
 from tests.fakes.openai_server import FakeOpenAI
 
 from .wire import Connect, RpcError, create_session, run_turn
@@ -44,3 +46,11 @@ async def test_stats_need_admin_and_bound_recent(connect: Connect) -> None:
     with pytest.raises(RpcError) as caught:
         await owner.call("backend.stats", {"recent": STATS_RECENT_MAX + 1})
     assert caught.value.code == ErrorCode.INVALID_PARAMS
+
+
+async def test_stats_carry_the_fleet_counters(connect: Connect) -> None:
+    """Takeovers and fenced writes between backends on one store (none on a lone backend)."""
+    owner = await connect()
+    stats = await owner.call("backend.stats", {})
+    assert stats["fleet"] == {"takeovers": 0, "fenced_writes": 0}
+    assert msgspec.convert(stats, BackendStatsResult).fleet == FleetStats()

@@ -349,7 +349,8 @@ def test_no_event_name_is_passed_as_a_string() -> None:
 
 
 # The wire contract is split by domain (shared/protocol/: sessions, turns, approvals, ...);
-# no part grows back into the 1,000-line module it was.
+# no part grows back into the 1,000-line module it was.  The package's __init__.py is not a
+# part: it is the re-export list, a line per name, and grows with the names, not with code.
 PROTOCOL_PART_MAX = 400
 
 
@@ -357,7 +358,8 @@ def test_the_protocol_is_split_into_small_parts() -> None:
     assert not (ROOT / "shared" / "protocol.py").exists(), "shared.protocol is a package"
     big = [f"{path.relative_to(ROOT)}: {n} lines"
            for path in sorted((ROOT / "shared" / "protocol").glob("*.py"))
-           if (n := len(path.read_text(encoding="utf-8").splitlines())) > PROTOCOL_PART_MAX]
+           if path.name != "__init__.py"
+           and (n := len(path.read_text(encoding="utf-8").splitlines())) > PROTOCOL_PART_MAX]
     assert not big, f"parts of shared/protocol/ over {PROTOCOL_PART_MAX} lines; split by domain:\n  " \
         + "\n  ".join(big)
 

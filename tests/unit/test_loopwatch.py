@@ -1,4 +1,5 @@
-"""backend/server/loopwatch.py: a call that blocks the loop shows up as lag."""
+"""backend/server/loopwatch.py: a call that blocks the loop shows up as lag; backend.stats
+reports the fleet counters."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import asyncio
 import gc
 import time
 
-from backend.server.loopwatch import IDLE_INTERVAL_S, GcWatch, LoopWatch
+import pytest
+
+from backend.server.loopwatch import IDLE_INTERVAL_S, BackendStats, GcWatch, LoopWatch
+from backend.store import fenced
+from shared.durations import Durations
 
 BLOCK_S = 0.1
 TICK_S = 0.02
@@ -57,3 +62,10 @@ def test_the_gc_watch_times_older_generation_passes_only() -> None:
     assert pause.generation == 2
     assert pause.collected >= 1
     assert pause.ms >= 0
+
+
+def test_backend_stats_report_the_fleet_counters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """backend.stats reads the counters the turn's fencing and the takeover keep."""
+    monkeypatch.setattr(fenced, "COUNTS", fenced.FleetCounts(takeovers=2, fenced_writes=5))
+    report = BackendStats(LoopWatch(), GcWatch(), Durations()).report(0)
+    assert (report.fleet.takeovers, report.fleet.fenced_writes) == (2, 5)
