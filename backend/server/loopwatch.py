@@ -25,8 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from backend import wire
-from backend.store.db import Hold
 from backend.store import fenced
+from backend.store.db import Hold
 from shared import protocol as p
 from shared.durations import Durations
 from shared.protocol import GcPause, LagSample
