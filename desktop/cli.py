@@ -1,5 +1,6 @@
 """The `turnkey` command line: chat, list sessions, store keys, test providers, manage MCP
-tool servers and scheduled prompts, run the backend, copy its sessions into PostgreSQL.
+tool servers and scheduled prompts, run the backend, list the backends on its store, copy its
+sessions into PostgreSQL.
 
 Start-up is on the clock here: a command that needs the backend starts it
 (when none runs) before importing the client stack (asyncio, websockets,
@@ -23,6 +24,9 @@ from shared.paths import default_data_dir
 
 if TYPE_CHECKING:  # parsed only when --remote is given: see the module's docstring
     from shared.remote import RemoteTarget
+
+# The commands --remote (or $TURNKEY_REMOTE) points at another computer's backend; None: the app.
+REMOTE_COMMANDS = (None, "app", "chat", "sessions", "backends")
 
 
 def read_secret(name: str) -> str:
@@ -80,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="data folder (default: $TURNKEY_HOME or the platform's data dir)")
     parser.add_argument("--remote", default=None, metavar="STRING",
-                        help="the app, chat and sessions: use the backend a connection string names "
+                        help="the app, chat, sessions and backends: use the backend a connection "
+                             "string names "
                              "(from `turnkey token create` on its computer) instead of this "
                              "computer's; default $TURNKEY_REMOTE")
     parser.add_argument("--smoke", action="store_true",
@@ -107,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("serve_args", nargs=argparse.REMAINDER,
                    help="serve only: the backend's own options (--data-dir, --host, --port, "
                         "--listen HOST:PORT, --tls-cert F, --tls-key F)")
+    bs = sub.add_parser("backends", help="the backend processes on the store (several share a "
+                                         "PostgreSQL store): host, pid, state, heartbeat, "
+                                         "sessions held; needs an admin token")
+    bs.add_argument("--json", action="store_true", help="print backend.list's answer as JSON")
+    bs.add_argument("--all", action="store_true",
+                    help="also backends that stopped or died more than a day ago")
     k = sub.add_parser("secret", help="store an API key (in the keyring where one works)")
     k_sub = k.add_subparsers(dest="action", required=True)
     k_set = k_sub.add_parser("set", help="store NAME's value, read from stdin (asked for on a terminal)")
@@ -283,8 +294,8 @@ def _remote(args: argparse.Namespace) -> RemoteTarget | str | None:
     text = args.remote if args.remote is not None else os.environ.get("TURNKEY_REMOTE", "")
     if not text:
         return None
-    if args.command not in (None, "app", "chat", "sessions"):
-        return f"--remote works with the app, chat and sessions, not {args.command}"
+    if args.command not in REMOTE_COMMANDS:
+        return f"--remote works with the app, chat, sessions and backends, not {args.command}"
     from shared.remote import BadConnectionString, parse
 
     try:
@@ -294,20 +305,26 @@ def _remote(args: argparse.Namespace) -> RemoteTarget | str | None:
 
 
 def _remote_command(args: argparse.Namespace, data_dir: Path, remote: RemoteTarget) -> int:
-    """chat and sessions against a backend on another computer: nothing starts here, and a
-    new session's folder is the remote backend's default unless --cwd names one there."""
+    """chat, sessions and backends against a backend on another computer: nothing starts
+    here, and a new session's folder is the remote backend's default unless --cwd names one
+    there."""
     from desktop import commands
 
     route = commands.Route(data_dir, remote=remote)
     if args.command == "sessions":
         return _end(_run(commands.sessions(route, args.limit)))
+    if args.command == "backends":
+        from desktop import fleet_commands
+
+        return _end(_run(fleet_commands.run(route, args)))
     return _end(_run(commands.chat(route, args.session, args.text, args.cwd, steer=args.steer)))
 
 
 def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
-    """chat, sessions, secret set, provider test, mcp, memory: each a client of the backend."""
+    """chat, sessions, backends, secret set, provider test, mcp, memory: each a client of the
+    backend."""
     value = ""
-    remote = _remote(args) if args.command in ("chat", "sessions") or args.remote else None
+    remote = _remote(args) if args.command in REMOTE_COMMANDS or args.remote else None
     if isinstance(remote, str):
         print(f"turnkey: {remote}", file=sys.stderr)
         return 2
@@ -367,6 +384,10 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
         from desktop import schedule_commands
 
         return _end(_run(schedule_commands.run(route, args)))
+    if args.command == "backends":
+        from desktop import fleet_commands
+
+        return _end(_run(fleet_commands.run(route, args)))
     return _end(_run(commands.provider_test(route, args.name)))
 
 

@@ -264,6 +264,35 @@ def test_the_cli_pairs_and_chats_remotely(
     assert json.loads((tls_backend.data_dir / "backend.json").read_text())["port"] == target.port
 
 
+def test_the_cli_lists_a_remote_backends_store_with_an_admin_token_only(
+    tls_backend: TlsBackend, tmp_path: Path,
+) -> None:
+    """`turnkey --remote STRING backends` from another computer: the remote backend answers
+    for its store; a pairing without `admin` is told which scope it lacks."""
+    env = tls_backend.env()
+    here = [sys.executable, "-m", "desktop.cli", "--data-dir", str(tls_backend.data_dir)]
+    elsewhere = tmp_path / "laptop"
+    there = [sys.executable, "-m", "desktop.cli", "--data-dir", str(elsewhere)]
+    env_there = {**env, "TURNKEY_HOME": str(elsewhere), "TURNKEY_REMOTE": ""}
+    strings = {}
+    for scopes in ("read,submit,approve", "read,admin"):
+        made = subprocess.run([*here, "token", "create", "--scopes", scopes, "--label", scopes],
+                              env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert made.returncode == 0, made.stderr
+        strings[scopes] = made.stdout.strip()
+
+    listed = subprocess.run([*there, "--remote", strings["read,admin"], "backends", "--json"],
+                            env=env_there, capture_output=True, text=True, timeout=60, check=False)
+    assert listed.returncode == 0, listed.stderr
+    [answered] = json.loads(listed.stdout)["backends"]
+    assert (answered["pid"], answered["this"]) == (tls_backend.pid, True)
+    refused = subprocess.run([*there, "--remote", strings["read,submit,approve"], "backends"],
+                             env=env_there, capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == "turnkey: forbidden: this token lacks the 'admin' scope"
+    assert not (elsewhere / "backend.json").exists(), "no backend was started on the laptop"
+
+
 def test_every_address_serves_tls_and_this_computer_still_connects(
     tmp_path: Path, fake_provider: FakeOpenAI, store: Stores,
 ) -> None:
@@ -373,7 +402,7 @@ def test_the_cli_says_what_is_wrong_with_a_remote_before_connecting(tmp_path: Pa
 
     other = run("--remote", f"turnkey://192.0.2.9:1?token=t&fp={fp}", "memory", "show")
     assert other.returncode == 2
-    assert "--remote works with the app, chat and sessions, not memory" in other.stderr
+    assert "--remote works with the app, chat, sessions and backends, not memory" in other.stderr
     clear = run("--remote", "turnkey://192.0.2.9:1?token=t", "sessions")
     assert clear.returncode == 2
     assert "must use TLS" in clear.stderr
