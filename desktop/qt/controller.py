@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, QObject, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
@@ -36,6 +36,9 @@ from shared.client import Incoming
 from shared.mcp_names import shown_name, shown_summary
 from shared.methods import ApprovalRespond, SessionList
 from shared.remote import RemoteTarget
+
+if TYPE_CHECKING:  # loaded when first opened
+    from desktop.qt.fleet import FleetDialog
 
 log = logging.getLogger("desktop")
 LAYOUT = "desktop.json"
@@ -78,6 +81,7 @@ class Controller(QObject):
         self.link.failed.connect(self.main.show_message)
         self.settings: QWidget | None = None
         self.schedules: QWidget | None = None
+        self.fleet_views: dict[str, FleetDialog] = {}  # a backend's key -> its Backends view
         self.remote_dialog: RemoteDialog | None = None
         # Sessions a schedule's firing started a turn in: their next finish says "scheduled".
         self.scheduled: dict[str, str] = {}
@@ -266,6 +270,8 @@ class Controller(QObject):
             self.open_remote()
         elif action == "forget" and session_id:  # (here: a backend's key)
             self.forget_remote(session_id)
+        elif action == "backends":  # a header's backend key, else the window's session, if any
+            self.open_backends(self.backends.link(session_id) or self._backend_for(session_id))
         elif action == "pop_out" and session_id:
             self.open_session(session_id, new_window=True)
         elif action == "open_window" and session_id:
@@ -333,6 +339,10 @@ class Controller(QObject):
 
     def _backend_removed(self, link: Link) -> None:
         """Its windows close (they spoke to a connection that is gone)."""
+        view = self.fleet_views.pop(link.key, None)
+        if view is not None:
+            view.close()
+            view.deleteLater()
         for win in list(self.windows):
             if win.current is not None and win.current.link is link:
                 win.close()
@@ -403,6 +413,24 @@ class Controller(QObject):
             self.settings.show_tab(page)
         self.settings.show()
         self.settings.raise_()
+
+    def open_backends(self, link: Link | None = None) -> FleetDialog:
+        """The Backends view of `link`'s store (default: this computer's backend), one per
+        backend, brought forward when open."""
+        from desktop.qt.fleet import FleetDialog
+
+        link = link or self.link
+        view = self.fleet_views.get(link.key)
+        if view is None:
+            view = self.fleet_views[link.key] = FleetDialog(link, self.main)
+        view.show()
+        view.raise_()
+        view.activateWindow()
+        return view
+
+    def _backend_for(self, session_id: str) -> Link:
+        """A window's backend: its session's, else the sidebar's selected section's."""
+        return self.link_of(session_id) if session_id else self.main.sidebar.selected_backend()
 
     def open_schedules(self) -> None:
         from desktop.qt.schedules import SchedulesDialog

@@ -55,6 +55,7 @@ APP_ACTIONS: tuple[tuple[str, str, QKeySequence.StandardKey | str | None], ...] 
     ("settings", "&Settings…", "Ctrl+,"),  # (the platform's StandardKey may be empty)
     ("schedules", "Sc&heduled prompts…", None),
     ("remote", "Connect to a &remote backend…", None),
+    ("backends", "&Backends on the store…", None),
     ("quit", "&Quit", "Ctrl+Q"),
     ("pop_out", "Open in new &window", "Ctrl+Shift+O"),
     ("delete", "&Delete session…", None),
@@ -222,6 +223,8 @@ class Window(QMainWindow):
         self.view_menu = view_menu
         view_menu.addAction(a["sessions"])
         view_menu.addAction(self.latest_action)
+        view_menu.addSeparator()
+        view_menu.addAction(a["backends"])
         session_menu = menus.addMenu("&Session")
         for item in (self.rename_action, self.stop_action, a["pop_out"], None, a["delete"]):
             session_menu.addSeparator() if item is None else session_menu.addAction(item)
@@ -335,6 +338,7 @@ class MainWindow(Window):
         self.sidebar.new_requested.connect(self.new_session)
         self.sidebar.new_on_requested.connect(self._new_on)
         self.sidebar.forget_requested.connect(lambda key: emit(self.requested, "forget", key))
+        self.sidebar.backends_requested.connect(lambda key: emit(self.requested, "backends", key))
         self.sidebar.settings_requested.connect(lambda: emit(self.requested, "settings", ""))
         self.sidebar.schedules_requested.connect(lambda: emit(self.requested, "schedules", ""))
         self.sidebar.message.connect(lambda m: self.show_message(m))

@@ -591,6 +591,7 @@ class Sidebar(QWidget):
     message = Signal(str)  # something went wrong: the window says it
     new_on_requested = Signal(str)  # a backend's key: a new session there (its header's menu)
     forget_requested = Signal(str)  # a remote backend's key: remove its pairing (asked first)
+    backends_requested = Signal(str)  # a backend's key: the Backends view of its store
 
     def __init__(self, link: Link) -> None:
         super().__init__()
@@ -786,8 +787,8 @@ class Sidebar(QWidget):
         return section.link if section is not None else self.link
 
     def _context_menu(self, pos: QPoint) -> None:
-        """A session's actions, or on a backend's header: a new session there, and (for a
-        remote one) removing its pairing."""
+        """A session's actions, or on a backend's header: a new session there, the backends on
+        its store, and (for a remote one) removing its pairing."""
         index = self.list.indexAt(pos)
         menu = QMenu(self.list)
         if index.isValid() and index.data(KIND) == "session":
@@ -801,6 +802,8 @@ class Sidebar(QWidget):
             link, name = section.link, section.link.title
             new = menu.addAction(f"New session on {name}…")
             new.triggered.connect(lambda _=False: emit(self.new_on_requested, link.key))
+            store = menu.addAction(f"Backends on {name}'s store…")
+            store.triggered.connect(lambda _=False: emit(self.backends_requested, link.key))
             if section is not self.sections[0]:
                 forget = menu.addAction(f"Remove {name}…")
                 forget.triggered.connect(lambda _=False: emit(self.forget_requested, link.key))
