@@ -187,6 +187,8 @@ class Controller(QObject):
             try:
                 for win in list(self.windows):
                     win.close()
+                for view in self.fleet_views.values():
+                    view.close()  # its timer stops asking
                 self.main.close()
                 await settle()  # the windows' unsubscribes go out before the connection closes
                 await self.notifier.stop()  # the notice above goes out; approvals' buttons go

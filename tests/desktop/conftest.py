@@ -105,6 +105,8 @@ def make_controller(qloop: asyncio.AbstractEventLoop, qtbot: Any, desk_backend: 
     for ctl in made:
         for win in list(ctl.windows):
             win.close()
+        for view in ctl.fleet_views.values():
+            view.close()  # a Backends view left open would go on asking every 2 s
         ctl.main.close()
         drive(qtbot, settle())
         drive(qtbot, ctl.notifier.stop())

@@ -129,6 +129,8 @@ def test_two_backends_on_postgresql_and_one_falls_silent(
         assert "over 3 s" in item(view, 1).toolTip(3) or gone[1][3] == "dead"
         assert view.summary_label.text().startswith("PostgreSQL store: 1 live of 2")
     finally:
+        for view in ctl.fleet_views.values():
+            view.close()
         ctl.main.close()
         drive(qtbot, settle())
         drive(qtbot, ctl.notifier.stop())
