@@ -42,6 +42,8 @@ def test_the_table_marks_the_backend_that_answered_and_json_is_backend_list(
         for other, listed in zip(others, rows[1:], strict=True):
             assert listed[:3] == [socket.gethostname(), str(other.pid), "live"], shown.stdout
         assert "* the backend that answered" in shown.stdout
+        assert ("this backend since it started: 0 turns taken over from others, 0 writes of "
+                "its own refused after a takeover") in shown.stdout
         assert ("PostgreSQL store: 2 live of 2" if a.on_postgres else "SQLite store") in shown.stdout
 
         as_json = cli(a, "backends", "--json")

@@ -151,6 +151,7 @@ async def test_a_backend_paused_past_its_peers_patience_writes_nothing_when_it_w
     notes = [r for r in before[1] if r["note_kind"] == "recovered"]
     assert len(notes) == 1
     assert "stopped answering" in notes[0]["content"], notes
+    assert (await rb.call("backend.stats", {}))["fleet"]["takeovers"] == 1
 
     a.resume()
     release.set()

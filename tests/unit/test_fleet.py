@@ -24,7 +24,7 @@ async def test_on_sqlite_the_listing_is_this_backend_with_its_leases(db: Databas
     await db.write(take)
     config = Config()
     result = await Fleet(db, 3, lambda: config, started_at=now - 42).listing()
-    assert (result.store, result.dead_after_s) == ("sqlite", 8)
+    assert (result.store, result.dead_after_s) == ("sqlite", config.lease.dead_after_s)
     [me] = result.backends
     assert (me.epoch, me.host, me.this, me.state) == (3, socket.gethostname(), True, "live")
     assert me.sessions_held == 1
