@@ -118,6 +118,51 @@ async def connect(backend: Backend) -> AsyncIterator[Connect]:
                 rpc.abort()
 
 
+# --- two backends on one PostgreSQL database --------------------------------------------------
+
+# Short leases, so a dead peer is noticed within seconds.
+PEER_CONFIG = 'idle_exit_minutes = 0\n[lease]\nttl_s = 3\nrefresh_s = 1\n'
+
+
+@pytest.fixture
+def shared_dsn(pg_server: PgServer) -> Iterator[str]:
+    name = pg_server.create_database()
+    yield pg_server.dsn(name)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture
+def fakes() -> Iterator[tuple[FakeOpenAI, FakeOpenAI]]:
+    """One model server per backend of `pair`: which backend ran a turn is which server it
+    asked."""
+    a, b = FakeOpenAI(), FakeOpenAI()
+    yield a, b
+    a.close()
+    b.close()
+    assert a.errors == []
+    assert b.errors == []
+
+
+@pytest.fixture
+def pair(tmp_path: Path, shared_dsn: str,
+         fakes: tuple[FakeOpenAI, FakeOpenAI]) -> Iterator[tuple[Backend, Backend]]:
+    """Two started backend processes sharing one fresh PostgreSQL database, each with its own
+    data folder and model server (`fakes`); any error either logs fails the test."""
+    made = [Backend(tmp_path / f"peer{i}", fake.base_url, PEER_CONFIG, store=shared_dsn)
+            for i, fake in enumerate(fakes)]
+    try:
+        for backend in made:
+            backend.start()
+        yield made[0], made[1]
+    finally:
+        errors: list[str] = []
+        for backend in made:
+            backend.close()
+            print(backend.stderr_tail())
+            errors += backend.logged_errors()
+        assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
+
+
 # --- the Matrix homeserver ------------------------------------------------------------------
 
 

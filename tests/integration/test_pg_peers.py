@@ -4,7 +4,7 @@ Every admission runs exactly once, two turns of one session never overlap, event
 turn run by one backend reach the other's clients (NOTIFY, replayed from the table), an
 interrupt sent to one backend stops the turn the other runs, and kill -9 of a backend
 mid-turn leaves that turn `unknown` while the other takes over the session's queue once
-the lease's TTL has run out.
+the lease's TTL has run out.  The two backends are the `pair` fixture (conftest.py).
 """
 
 from __future__ import annotations
@@ -13,54 +13,11 @@ import asyncio
 import itertools
 import threading
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Recorded, Reply
-from tests.pg_server import PgServer
 
 from .backend_proc import Backend
 from .wire import Rpc, create_session, get_receipt, submit, wait_complete, wait_receipt_status
-
-TTL = 'idle_exit_minutes = 0\n[lease]\nttl_s = 3\nrefresh_s = 1\n'
-
-
-@pytest.fixture
-def shared_dsn(pg_server: PgServer) -> Iterator[str]:
-    name = pg_server.create_database()
-    yield pg_server.dsn(name)
-    pg_server.drop_database(name)
-
-
-@pytest.fixture
-def fakes() -> Iterator[tuple[FakeOpenAI, FakeOpenAI]]:
-    """One model server per backend: which backend ran a turn is which server it asked."""
-    a, b = FakeOpenAI(), FakeOpenAI()
-    yield a, b
-    a.close()
-    b.close()
-    assert a.errors == []
-    assert b.errors == []
-
-
-@pytest.fixture
-def pair(tmp_path: Path, shared_dsn: str,
-         fakes: tuple[FakeOpenAI, FakeOpenAI]) -> Iterator[tuple[Backend, Backend]]:
-    made = [Backend(tmp_path / f"peer{i}", fake.base_url, TTL, store=shared_dsn)
-            for i, fake in enumerate(fakes)]
-    try:
-        for backend in made:
-            backend.start()
-        yield made[0], made[1]
-    finally:
-        errors: list[str] = []
-        for backend in made:
-            backend.close()
-            print(backend.stderr_tail())
-            errors += backend.logged_errors()
-        assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
 
 
 async def _open(backend: Backend, name: str) -> Rpc:
