@@ -13,9 +13,15 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def rfc3339(seconds: float) -> str:
-    """A time kept as seconds since the epoch, written as `now` writes the current time."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+def stamp(epoch_s: float) -> str:
+    """An instant (seconds since the epoch) written as `now` writes one: one fixed format, so
+    two such stamps compare as text in time order."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def instant(text: str) -> float:
+    """Seconds since the epoch of an RFC 3339 stamp (`now`'s, or any with an offset)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 _last = [0, 0]  # the ms clock and the 48-bit tail of the latest id made in this process

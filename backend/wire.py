@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from backend.ids import message_id, now, rfc3339
+from backend.ids import message_id, now, stamp
 from backend.store import events as log
 from backend.store.admissions import ReceiptRecord
 from backend.store.approvals import ApprovalRecord, RuleRecord
@@ -177,10 +177,10 @@ def peer(r: PeerRecord, now: float, dead_after_s: float, sessions_held: int,
          this: bool) -> p.BackendSummary:
     """A backends row as backend.list shows it at `now` (the answering backend's clock)."""
     return p.BackendSummary(
-        epoch=r.epoch, host=r.host, pid=r.pid, started_at=rfc3339(r.started_at),
-        heartbeat_at=rfc3339(r.heartbeat_at), heartbeat_age_s=max(0.0, now - r.heartbeat_at),
+        epoch=r.epoch, host=r.host, pid=r.pid, started_at=stamp(r.started_at),
+        heartbeat_at=stamp(r.heartbeat_at), heartbeat_age_s=max(0.0, now - r.heartbeat_at),
         state=r.state(now, dead_after_s),
-        dead_at=rfc3339(r.dead_at) if r.dead_at is not None else None,
+        dead_at=stamp(r.dead_at) if r.dead_at is not None else None,
         sessions_held=sessions_held, this=this,
     )
 

@@ -388,8 +388,16 @@ def _m012(conn: sqlite3.Connection) -> None:
     ) WITHOUT ROWID""")
 
 
+def _m013(conn: sqlite3.Connection) -> None:
+    # A token may expire (token.create's expires_in_s): the instant, as RFC 3339 UTC text like
+    # created_at, compared as text (one fixed format, so text order is time order).  Null:
+    # it never expires, as every token minted before this did not.
+    conn.execute("ALTER TABLE tokens ADD COLUMN expires_at TEXT")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010, _m011, _m012,
+    _m013,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -5,8 +5,9 @@ kept as epoch seconds are DOUBLE PRECISION, row ids are identities).  What only 
 has is written here, apart: full-text search is a generated `tsvector` column with a GIN
 index (instead of FTS5), accents folded by `unaccent`, and the message counter is kept by a
 plpgsql trigger.  Its own version line started at 1 with the SQLite file's version 11;
-version 2 is the SQLite file's 12 (`SQLITE_EQUIVALENT`).  A later change to the layout
-changes the declaration and adds a step here and a migration to store/migrations.py.
+version 2 is the SQLite file's 12, version 4 its 13 (`SQLITE_EQUIVALENT`; version 3 added
+a column only this store has).  A later change to the layout changes the declaration and
+adds a step here and a migration to store/migrations.py.
 
 `backends` is this store's own (declared `only` on PostgreSQL): one row per running backend
 process (its epoch), with a heartbeat, so a backend on another host can tell a live peer's
@@ -86,9 +87,12 @@ STEPS: tuple[tuple[str, ...], ...] = (
     # A peer whose heartbeat stopped is declared dead, for everyone, at once (store/peers.py).
     # Step 1 creates `backends` from today's declaration, so a blank database has it already.
     ("ALTER TABLE backends ADD COLUMN IF NOT EXISTS dead_at DOUBLE PRECISION",),
+    # A token's expiry: the SQLite file's version 13.  Step 1 is today's declaration, so a
+    # blank database has the column already.
+    ("ALTER TABLE tokens ADD COLUMN IF NOT EXISTS expires_at TEXT",),
 )
 SCHEMA_VERSION = len(STEPS)
-SQLITE_EQUIVALENT = 12  # the SQLite file's version this schema's tables match
+SQLITE_EQUIVALENT = 13  # the SQLite file's version this schema's tables match
 
 
 def migrate(conn: Any, name: str = "this database") -> int:

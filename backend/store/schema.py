@@ -185,6 +185,7 @@ TABLES: tuple[Table, ...] = (
         Column("token_id", TEXT), _nn("token_hash", TEXT, unique=True), _nn("scopes", TEXT),
         _nn("label", TEXT), _nn("created_at", TEXT), _counter("revoked", INT),
         Column("revoked_at", TEXT),
+        Column("expires_at", TEXT),  # null: it never expires (migration 13)
     ), key=("token_id",)),
     Table("compacted_ranges", (
         _nn("session_id", TEXT, ref=_SESSION), _nn("after_id", BIG), _nn("before_id", BIG),

@@ -31,3 +31,13 @@ def test_a_full_tail_moves_on_to_the_next_millisecond(monkeypatch: pytest.Monkey
     after = ids.new_id("x")
     assert int(after[2:14], 16) == ms + 1
     assert after > f"x_{ms:012x}{(1 << 48) - 1:012x}"
+
+
+def test_stamps_sort_as_text_in_time_order_and_read_back() -> None:
+    """Token expiry is compared as text, in SQL and in Python: one fixed format."""
+    times = [0.0, 1.0, 1.001, 59.999, 1e9, 1e9 + 0.001, 4e9]
+    stamps = [ids.stamp(t) for t in times]
+    assert stamps == sorted(stamps)
+    assert len(set(stamps)) == len(stamps)
+    assert {len(s) for s in stamps} == {len(ids.now())}
+    assert all(abs(ids.instant(s) - t) < 0.001 for s, t in zip(stamps, times, strict=True))

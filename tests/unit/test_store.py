@@ -66,6 +66,21 @@ def test_version_six_database_marks_only_unused_default_titles_untitled(tmp_path
     assert titled == {"fresh": 0, "used": 1, "named": 1}, "a prompt already sent settled the title"
 
 
+def test_version_twelve_tokens_keep_their_rows_and_never_expire(tmp_path: Path) -> None:
+    from backend.store.migrations import MIGRATIONS
+
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)")
+    for version, step in enumerate(MIGRATIONS[:12], start=1):
+        step(conn)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, 'then')", (version,))
+    conn.execute("INSERT INTO tokens (token_id, token_hash, scopes, label, created_at) "
+                 "VALUES ('tok_1', 'h', '[\"read\"]', 'laptop', 'x')")
+    assert migrate(conn) == SCHEMA_VERSION
+    rows = conn.execute("SELECT token_id, scopes, expires_at FROM tokens").fetchall()
+    assert rows == [("tok_1", '["read"]', None)]
+
+
 def _count(conn: sqlite3.Connection, sid: str) -> int:
     return int(conn.execute(
         "SELECT message_count FROM sessions WHERE session_id = ?", (sid,)).fetchone()[0])

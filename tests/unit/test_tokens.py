@@ -33,7 +33,7 @@ def test_a_blank_database_gets_the_tokens_table(tmp_path: Path) -> None:
     migrate(conn)
     cols = {r[1] for r in conn.execute("PRAGMA table_info(tokens)")}
     assert cols == {"token_id", "token_hash", "scopes", "label", "created_at", "revoked",
-                    "revoked_at"}
+                    "revoked_at", "expires_at"}
 
 
 async def test_a_minted_token_names_its_principal_and_only_its_hash_is_stored(
