@@ -32,7 +32,7 @@ from backend.authority.recovery import recover
 from backend.authority.schedule_book import ScheduleBook
 from backend.authority.schedules import Scheduler
 from backend.authority.sessions import SessionService
-from backend.authority.takeover import Takeover, interrupt_anywhere
+from backend.authority.takeover import INTERRUPT, Takeover, interrupt_anywhere
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
 from backend.doors.manager import Doors
@@ -57,6 +57,7 @@ from backend.server.tls import TlsFiles, self_signed, server_context
 from backend.server.tls import fingerprint as cert_fingerprint
 from backend.store import admissions, peers, runtime, schedules
 from backend.store.db import POSTGRESQL, Database, SqliteDatabase, Tx
+from backend.store.signals import Signals
 from backend.tools import memory, registry, sandbox
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
@@ -157,7 +158,10 @@ class Backend:
         if self.db.dialect == POSTGRESQL:
             self.takeover = Takeover(self.db, self.authority, self.epoch,
                                      lambda: self.config.config, self._declared_dead)
-            self.db.on_signal = self.takeover.on_signal
+            # Other backends' signals, by kind.
+            signals = Signals()
+            signals.on(INTERRUPT, self.takeover.on_signal)
+            self.db.on_signal = signals
         token = secrets.token_urlsafe(32)
         auth = Authenticator(self.db, token)
         methods = Methods(self._services(authority, compressor, approvals, checkpoints, auth,

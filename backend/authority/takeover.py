@@ -13,7 +13,8 @@ exactly-once however many backends look at once: a claim is one serializable
 transaction on the session's locked row (store/admissions.lock_queue).
 
 Other backends' requests (an interrupt for a turn that runs there) arrive as store
-signals (store/pg.py `signal`, `on_signal`).
+signals of kind INTERRUPT (store/pg.py `signal`), which store/signals.py hands to
+`on_signal`.
 """
 
 from __future__ import annotations
