@@ -46,7 +46,7 @@ from backend.providers.registry import Providers
 from backend.providers.service import ProviderService
 from backend.secrets import Secrets
 from backend.server import discovery
-from backend.server.auth import Authenticator
+from backend.server.auth import TOKEN_SIGNAL, Authenticator
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
 from backend.server.listener import Listener
@@ -155,20 +155,21 @@ class Backend:
         # The store's reports of changed sessions and schedules become their broadcasts here.
         self.db.publisher = wire.announcing(_both(self.hub.publish, children.observe,
                                                   approvals.observe, self.doors.observe))
+        token = secrets.token_urlsafe(32)
+        auth = Authenticator(self.db, token)
         if self.db.dialect == POSTGRESQL:
             self.takeover = Takeover(self.db, self.authority, self.epoch,
                                      lambda: self.config.config, self._declared_dead)
-            # Other backends' signals, by kind.
+            # Other backends' signals, by kind: an interrupt, a token to read again.
             signals = Signals()
             signals.on(INTERRUPT, self.takeover.on_signal)
+            signals.on(TOKEN_SIGNAL, auth.on_signal)
             self.db.on_signal = signals
-        token = secrets.token_urlsafe(32)
-        auth = Authenticator(self.db, token)
         methods = Methods(self._services(authority, compressor, approvals, checkpoints, auth,
                                          procs, box, runner.default_model),
                           self.hub, self.epoch, self.request_stop_soon)
         self.listener = Listener(
-            Dispatcher(methods), self.hub, auth, lambda: self.config.config.allowed_origins,
+            Dispatcher(methods, auth), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,
         )
         context, fingerprint = self._tls_context()

@@ -8,6 +8,7 @@
     │   ├── InvalidParams        -32602 (data.field)
     │   ├── NotInitialized       -32002
     │   ├── Forbidden            -32003
+    │   │   └── TokenEnded       its token was revoked, expired or rescoped: then 1008
     │   ├── NotFound             -32004 (data.kind)
     │   ├── SessionBusy          -32009
     │   ├── AdmissionConflict    -32010
@@ -27,6 +28,7 @@ are raised, so the layers above see only these.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from shared.errors import ErrorCode
@@ -71,6 +73,16 @@ class NotInitialized(CallerError):
 
 class Forbidden(CallerError):
     code = ErrorCode.FORBIDDEN
+
+
+class TokenEnded(Forbidden):
+    """The connection's token no longer is what it was when the connection opened (revoked,
+    expired, or given other scopes): the call is refused, and once the refusal is queued
+    `close` closes the token's stale connections (this one included) with 1008."""
+
+    def __init__(self, message: str, close: Callable[[], None]) -> None:
+        super().__init__(message)
+        self.close = close
 
 
 class NotFound(CallerError):

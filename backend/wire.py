@@ -156,7 +156,8 @@ def rule(r: RuleRecord) -> p.Rule:
 
 def token(r: TokenRecord) -> p.TokenInfo:
     return p.TokenInfo(token_id=r.token_id, label=r.label, scopes=list(r.scopes),
-                       created_at=r.created_at, revoked=r.revoked, revoked_at=r.revoked_at)
+                       created_at=r.created_at, revoked=r.revoked, revoked_at=r.revoked_at,
+                       expires_at=r.expires_at)
 
 
 def schedule(r: ScheduleRecord) -> p.Schedule:

@@ -13,7 +13,7 @@ class ErrorCode(IntEnum):
     INVALID_PARAMS = -32602  # data.field names the bad parameter
     INTERNAL = -32603  # our bug, or the store could not commit; data.error_id is in the log
     NOT_INITIALIZED = -32002  # call `initialize` first
-    FORBIDDEN = -32003  # the token lacks the method's scope (or it is owner-only)
+    FORBIDDEN = -32003  # the token lacks the scope (or it is owner-only), or was revoked/expired/rescoped
     NOT_FOUND = -32004  # data.kind: "session", "admission", "approval", ...
     SESSION_BUSY = -32009  # the session has work; pass force, or wait
     ADMISSION_CONFLICT = -32010  # a request_id reused with different input
@@ -25,6 +25,6 @@ class CloseCode(IntEnum):
     """Why the backend closed a WebSocket."""
 
     UNSUPPORTED_DATA = 1003  # a binary frame
-    POLICY_VIOLATION = 1008  # the connection's token was revoked
+    POLICY_VIOLATION = 1008  # the connection's token was revoked, expired or rescoped
     INTERNAL = 1011
     TRY_AGAIN_LATER = 1013  # the client fell too far behind; reconnect and replay

@@ -186,6 +186,10 @@ class TokenList(p.NoParams, Request[p.TokensResult]):
     method = "token.list"
 
 
+class TokenUpdate(p.TokenUpdateParams, Request[p.TokenResult]):
+    method = "token.update"
+
+
 class Shutdown(p.NoParams, Request[p.EmptyResult]):
     method = "shutdown"
 
@@ -295,6 +299,8 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(TokenCreate, "admin", owner_only=True),
     MethodSpec(TokenRevoke, "admin"),
     MethodSpec(TokenList, "admin"),
+    # Widening a token is minting power: owner only, like token.create.
+    MethodSpec(TokenUpdate, "admin", owner_only=True),
     MethodSpec(Shutdown, "admin"),
     # The backend as a whole, not a session: its operator's, like config.get.
     MethodSpec(BackendStats, "admin"),

@@ -8,14 +8,15 @@ replay from its last seq.  Dropping frees it at once: the outbox is emptied,
 and since a close frame cannot reach a peer that does not read (websockets'
 close waits for the write buffer to drain, and so does its keepalive), the TCP
 connection is aborted unless the close handshake ends within `CLOSE_GRACE_S`.
-A connection whose token is revoked takes no more frames and closes with
-1008 once the frames already queued are sent.
+A connection whose token is revoked, expires or gets other scopes takes no more frames and
+closes with 1008 once the frames already queued are sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,10 +40,12 @@ CLOSE_GRACE_S = 2.0
 
 @dataclass(frozen=True)
 class Principal:
-    """Who the token says the caller is; nothing in a request can change it."""
+    """Who the token says the caller is; nothing in a request can change it.  `expires_at`:
+    when the token stops working, an `ids.now` stamp (None: never)."""
 
     token_id: str
     scopes: frozenset[Scope]
+    expires_at: str | None = None
 
     @property
     def owner(self) -> bool:
@@ -76,6 +79,9 @@ class Connection:
         self._closer: asyncio.Task[None] | None = None  # a drop's close, held while it runs
         self.closed = False
         self.revoked = False
+        # When its principal was last found current (monotonic): at the handshake's lookup,
+        # then at each call's check (dispatch.py).
+        self.checked_at = time.monotonic()
 
     def start(self) -> None:
         self._sender = asyncio.create_task(self._send_loop(), name="rpc-sender")
@@ -89,13 +95,14 @@ class Connection:
     def can_read(self) -> bool:
         return self.initialized and not self.revoked and "read" in self.principal.scopes
 
-    def revoke(self) -> None:
-        """Its token was revoked: no more frames; what is queued (the response to the call
-        that revoked it, when it revoked its own token) goes out, then a 1008 close."""
+    def revoke(self, reason: str = "token revoked") -> None:
+        """Its token was revoked, expired or given other scopes: no more frames; what is
+        queued (the response to the call that revoked it, when it revoked its own token; the
+        refusal of a call that found it changed) goes out, then a 1008 close."""
         self.revoked = True
         if not self.closed:
             self.closed = True
-            self._outbox.put_nowait(_Close(REVOKED, "token revoked"))
+            self._outbox.put_nowait(_Close(REVOKED, reason))
 
     # --- subscriptions ------------------------------------------------------------
 

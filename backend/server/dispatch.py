@@ -1,5 +1,9 @@
-"""Dispatch of one frame: initialize-first, scope (and owner-only) before params, typed params,
-error mapping.
+"""Dispatch of one frame: initialize-first, the token still current, scope (and owner-only)
+before params, typed params, error mapping.
+
+A call whose connection's token was revoked, expired or given other scopes since the
+connection opened is refused (-32003) and never runs; the connection then closes with 1008
+after that refusal (`Authenticator.check`, `TokenEnded`).
 
 Params a method marks secret (`secret.set`'s value) never reach a log line or
 an error frame: every error of such a call is redacted here, at the one place
@@ -9,6 +13,7 @@ errors are logged and sent.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from typing import Any
 
@@ -19,9 +24,11 @@ from backend.errors import (
     InvalidRequest,
     MethodNotFound,
     NotInitialized,
+    TokenEnded,
     TurnkeyError,
 )
 from backend.server import rpc
+from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Reply
 from backend.server.methods import Methods
 from shared import logs
@@ -32,8 +39,9 @@ log = logging.getLogger("rpc")
 
 
 class Dispatcher:
-    def __init__(self, methods: Methods) -> None:
+    def __init__(self, methods: Methods, tokens: Authenticator) -> None:
         self.methods = methods
+        self.tokens = tokens
 
     async def handle(self, conn: Connection, text: str) -> None:
         try:
@@ -54,6 +62,8 @@ class Dispatcher:
             _bound_error(exc)
             log.info("%s -> %d %s", shown(request.method), exc.code, exc.message)
             frame = rpc.failure(request.id, exc)
+            if isinstance(exc, TokenEnded):
+                after = exc.close  # the refusal is queued first, then the 1008 close
         except TurnkeyError as exc:
             # The environment's fault (disk, load): logged with an id the user can quote.
             _redact_error(exc, hidden)
@@ -93,6 +103,10 @@ class Dispatcher:
             raise MethodNotFound(f"method {shown(request.method)!r} not found")
         if conn.revoked:
             raise Forbidden("forbidden: this connection's token was revoked")
+        # Scopes come from the token as it is now, never from params: on a shared store
+        # another backend may have revoked or rescoped it unheard of (a lost signal).
+        await self.tokens.check(conn.principal)
+        conn.checked_at = time.monotonic()
         if spec.scope is not None and spec.scope not in conn.principal.scopes:
             raise Forbidden(f"forbidden: this token lacks the {spec.scope!r} scope")
         if spec.owner_only and not conn.principal.owner:

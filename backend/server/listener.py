@@ -1,10 +1,13 @@
-"""The WebSocket listener: HTTP-level auth (Origin, bearer token) and each connection's read loop."""
+"""The WebSocket listener: HTTP-level auth (Origin, bearer token), each connection's read loop,
+and closing the connections of a token that was revoked, expired or given other scopes."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
+import time
 import weakref
 from collections.abc import Callable
 from http import HTTPStatus
@@ -14,10 +17,12 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from backend.errors import TurnkeyError
+from backend.ids import instant
 from backend.server.auth import Authenticator
 from backend.server.connection import CLOSE_GRACE_S, Connection, Principal
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
+from shared import logs
 from shared.errors import CloseCode
 
 log = logging.getLogger("rpc")
@@ -25,6 +30,7 @@ log = logging.getLogger("rpc")
 PING_INTERVAL_S = 20
 PING_TIMEOUT_S = 40  # with the interval: a client silent past ~60 s is dropped
 MAX_IN_FLIGHT = 64  # requests one connection may have running at once
+RECHECK_S = 5.0  # on a shared store: how often the open connections' tokens are read again
 
 
 class Listener:
@@ -39,11 +45,17 @@ class Listener:
         self._max_frame = max_frame_bytes
         self._server: Server | None = None
         self.connections: set[Connection] = set()
-        # Who each accepted upgrade is, from the handshake until its handler takes it over.
-        self._accepted: weakref.WeakKeyDictionary[ServerConnection, Principal] = (
+        # Who each accepted upgrade is, from the handshake until its handler takes it over,
+        # with the count of token changes heard when its token was looked up.
+        self._accepted: weakref.WeakKeyDictionary[ServerConnection, tuple[Principal, int]] = (
             weakref.WeakKeyDictionary())
-        self._revoked: set[str] = set()  # token ids revoked while this process runs
-        auth.on_revoke(self._token_revoked)
+        # Each token changed while this process runs: its principal now (None: it names
+        # nobody) and the count of changes heard when it was told.
+        self._changes = 0
+        self._latest: dict[str, tuple[Principal | None, int]] = {}
+        self._expiries: dict[Connection, asyncio.TimerHandle] = {}
+        self._rechecking: asyncio.Task[None] | None = None
+        auth.on_change(self._token_changed)
 
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
         """Listens (wss when `tls` is given); returns the port bound."""
@@ -57,9 +69,15 @@ class Listener:
         )
         sock = next(iter(self._server.sockets))
         bound: int = sock.getsockname()[1]
+        if self.auth.shared:
+            self._rechecking = asyncio.create_task(self._recheck(), name="token-recheck")
         return bound
 
     async def stop(self) -> None:
+        if self._rechecking is not None:
+            self._rechecking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rechecking
         if self._server is None:
             return
         self._server.close(close_connections=True)
@@ -80,6 +98,7 @@ class Listener:
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         principal = None
+        heard = self._changes
         if scheme.lower() == "bearer":
             try:
                 principal = await self.auth.identify(token)
@@ -90,26 +109,71 @@ class Listener:
             return ws.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token\n")
         if request.path.split("?")[0] != "/rpc":
             return ws.respond(HTTPStatus.NOT_FOUND, "the endpoint is /rpc\n")
-        self._accepted[ws] = principal
+        self._accepted[ws] = (principal, heard)
         return None
 
-    def _token_revoked(self, token_id: str) -> None:
-        self._revoked.add(token_id)
+    # --- a token's end: its connections close ------------------------------------------
+
+    def _token_changed(self, token_id: str, current: Principal | None) -> None:
+        """Closes this process's connections of the token whose principal is not `current`."""
+        self._changes += 1
+        self._latest[token_id] = (current, self._changes)
+        reason = "token revoked or expired" if current is None else "token's scopes changed"
         for conn in list(self.connections):
-            if conn.principal.token_id == token_id:
-                conn.revoke()
+            if conn.principal.token_id == token_id and conn.principal != current:
+                conn.revoke(reason)
+
+    def _changed_since(self, principal: Principal, heard: int) -> bool:
+        """Whether a change of its token was heard after it was looked up, that the
+        connection holding it must close for (the change missed that connection)."""
+        latest = self._latest.get(principal.token_id)
+        return latest is not None and latest[1] > heard and latest[0] != principal
+
+    def _expire_at(self, conn: Connection) -> None:
+        """Closes the connection when its token expires: every backend does so for its own
+        connections, from the token's row, with no signal."""
+        expires_at = conn.principal.expires_at
+        if expires_at is None:
+            return
+        delay = max(0.0, instant(expires_at) - time.time())
+        self._expiries[conn] = asyncio.get_running_loop().call_later(
+            delay, conn.revoke, "token expired")
+
+    async def _recheck(self) -> None:
+        """On a shared store, every RECHECK_S, reads the tokens of the open connections that
+        made no call for that long (a call checks its own): a connection whose token changed
+        closes even if the signal was lost and it makes no call (one that only reads
+        events)."""
+        while True:
+            await asyncio.sleep(RECHECK_S)
+            started = time.monotonic()
+            idle = [conn for conn in list(self.connections)
+                    if not conn.closed and started - conn.checked_at >= RECHECK_S]
+            try:
+                await self.auth.stale(conn.principal for conn in idle)
+            except TurnkeyError as exc:
+                log.warning("could not look at the open connections' tokens: %s", exc.message)
+                continue
+            except Exception:  # our bug: logged, and the next look still happens
+                logs.internal(log, "looking at the open connections' tokens failed")
+                continue
+            for conn in idle:  # those still open hold a current principal
+                conn.checked_at = max(conn.checked_at, started)
+
+    # --- a connection -----------------------------------------------------------------
 
     async def _handle(self, ws: ServerConnection) -> None:
-        principal = self._accepted.pop(ws, None)
-        if principal is None:  # every upgrade passes _authorize first
+        accepted = self._accepted.pop(ws, None)
+        if accepted is None:  # every upgrade passes _authorize first
             await ws.close(CloseCode.INTERNAL, "no principal")
             return
+        principal, heard = accepted
         conn = Connection(ws, principal)
         conn.start()
         self.connections.add(conn)
-        # Revoked between the handshake's lookup and now: the revocation missed this one.
-        if principal.token_id in self._revoked:
-            conn.revoke()
+        self._expire_at(conn)
+        if self._changed_since(principal, heard):
+            conn.revoke("token revoked or changed")
         self.hub.attach(conn)
         slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         tasks: set[asyncio.Task[None]] = set()
@@ -131,6 +195,9 @@ class Listener:
         finally:
             self.hub.detach(conn)
             self.connections.discard(conn)
+            expiry = self._expiries.pop(conn, None)
+            if expiry is not None:
+                expiry.cancel()
             if tasks:
                 await asyncio.wait(tasks)
             await conn.stop()

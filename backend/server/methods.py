@@ -55,6 +55,7 @@ class Methods:
             principal=p.Principal(
                 token_id=conn.principal.token_id,
                 scopes=[s for s in p.ALL_SCOPES if s in conn.principal.scopes],
+                expires_at=conn.principal.expires_at,
             ),
             capabilities=p.Capabilities(
                 methods=sorted(METHODS), events=sorted(p.EVENTS),
@@ -224,10 +225,17 @@ class Methods:
         await self.svc.tokens.revoke(params.token_id)
         # Open connections of the token close after this response is queued, so a connection
         # revoking its own token still gets the answer.
-        return Reply(p.EmptyResult(), after=lambda: self.svc.tokens.revoked(params.token_id))
+        return Reply(p.EmptyResult(),
+                     after=lambda: self.svc.tokens.changed(params.token_id, None))
 
     async def token_list(self, conn: Connection, params: p.NoParams) -> p.TokensResult:
         return p.TokensResult(tokens=await self.svc.tokens.listing())
+
+    async def token_update(self, conn: Connection, params: p.TokenUpdateParams) -> Reply:
+        info, current = await self.svc.tokens.update(params)
+        # Its connections that hold the old scopes close once this response is queued.
+        return Reply(p.TokenResult(token=info),
+                     after=lambda: self.svc.tokens.changed(params.token_id, current))
 
     # --- secrets and providers ---------------------------------------------------
 

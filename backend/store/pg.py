@@ -21,8 +21,8 @@ thread (one hop per transaction, like aiosqlite), so the store's code exists onc
   a gap (a missed notification, a lost listening connection) is filled by reading from
   the last seq seen, so nothing is lost or doubled.
 - **Signals.**  `signal()` sends a small request to every other backend on the same
-  channel (an interrupt for a turn another backend runs), which each hands to its
-  `on_signal` (store/signals.py routes them by kind).
+  channel (an interrupt for a turn another backend runs, a token to read again), which
+  each hands to its `on_signal` (store/signals.py routes them by kind).
 """
 
 from __future__ import annotations

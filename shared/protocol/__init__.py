@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from shared.protocol.admin import (
     MAX_TOKEN_LABEL,
+    MAX_TOKEN_LIFETIME_S,
     ConfigSetParams,
     ProviderFailure,
     ProviderTestParams,
@@ -25,7 +26,9 @@ from shared.protocol.admin import (
     TokenCreateResult,
     TokenIdParams,
     TokenInfo,
+    TokenResult,
     TokensResult,
+    TokenUpdateParams,
 )
 from shared.protocol.approvals import (
     APPROVAL_EVENTS,
@@ -232,6 +235,7 @@ __all__ = [
     "ID_MAX",
     "MAX_SEARCH_QUERY",
     "MAX_TOKEN_LABEL",
+    "MAX_TOKEN_LIFETIME_S",
     "MCP_EVENTS",
     "MEMORY_EVENTS",
     "MODEL_MAX",
@@ -387,6 +391,8 @@ __all__ = [
     "TokenCreateResult",
     "TokenIdParams",
     "TokenInfo",
+    "TokenResult",
+    "TokenUpdateParams",
     "TokensResult",
     "ToolCall",
     "ToolComplete",

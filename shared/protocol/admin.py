@@ -40,18 +40,33 @@ class ProviderTestParams(Params):
 
 
 MAX_TOKEN_LABEL = 100
+MAX_TOKEN_LIFETIME_S = 10 * 365 * 24 * 3600  # ten years; longer: leave expires_in_s out
+
+Scopes = Annotated[list[Scope], msgspec.Meta(min_length=1)]
 
 
 class TokenCreateParams(Params):
     """`scopes`: a non-empty subset of the four (repeats are ignored); `label`: a name for
-    people, 1-100 characters, trimmed of surrounding whitespace."""
+    people, 1-100 characters, trimmed of surrounding whitespace.  `expires_in_s` (an
+    addition): the token stops working that many seconds from now (1 to ten years); left
+    out, it works until revoked."""
 
-    scopes: Annotated[list[Scope], msgspec.Meta(min_length=1)]
+    scopes: Scopes
     label: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TOKEN_LABEL)]
+    expires_in_s: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKEN_LIFETIME_S)] | None = None
 
 
 class TokenIdParams(Params):
     token_id: str
+
+
+class TokenUpdateParams(Params):
+    """`scopes`: the token's scopes from now on, a non-empty subset of the four (repeats are
+    ignored).  Its open connections close (1008), on every backend: they reconnect with
+    these."""
+
+    token_id: str
+    scopes: Scopes
 
 
 class SecretSetResult(Wire):
@@ -78,16 +93,20 @@ class ProviderTestResult(Wire):
 
 
 class TokenCreateResult(Wire):
-    """`token` is the secret: it is in this result and nowhere else (only its hash is kept)."""
+    """`token` is the secret: it is in this result and nowhere else (only its hash is kept).
+    `expires_at` (an addition): when it stops working; absent when it never expires."""
 
     token_id: str
     token: str
     scopes: list[Scope]
     label: str
+    expires_at: str | None = None
 
 
-class TokenInfo(msgspec.Struct, kw_only=True):
-    """One minted token as `token.list` shows it: never the secret or its hash."""
+class TokenInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One minted token as `token.list` shows it: never the secret or its hash.
+    `expires_at` (an addition) is absent when it never expires; a token past it is expired
+    (it names nobody), whatever `revoked` says."""
 
     token_id: str
     label: str
@@ -95,7 +114,14 @@ class TokenInfo(msgspec.Struct, kw_only=True):
     created_at: str
     revoked: bool
     revoked_at: str | None
+    expires_at: str | None = None
 
 
 class TokensResult(Wire):
     tokens: list[TokenInfo]
+
+
+class TokenResult(Wire):
+    """One token as it is now (`token.update`): `token` is its TokenInfo, never the secret."""
+
+    token: TokenInfo

@@ -20,8 +20,12 @@ class ServerInfo(Wire):
 
 
 class Principal(Wire):
+    """`expires_at` (an addition): when the token stops working; absent when it never
+    expires (the owner's token never does)."""
+
     token_id: str
     scopes: list[Scope]
+    expires_at: str | None = None
 
 
 class InitializeParams(Params):

@@ -271,3 +271,82 @@ async def test_tokens_survive_a_restart(backend: Backend, connect: Connect) -> N
                                               "scopes": ["read", "approve"]}
     owner = await connect(name="owner again")
     assert (await owner.call("token.list", {}))["tokens"] == listed
+
+
+async def test_new_scopes_close_the_old_connections_and_apply_on_reconnecting(
+    backend: Backend, connect: Connect
+) -> None:
+    owner = await connect(name="owner")
+    made = await mint(owner, ["read", "submit"], "narrowed")
+    held = await connect(token=made["token"], name="held")
+    admin = await connect(token=(await mint(owner, ["admin"], "admin"))["token"], name="admin")
+
+    same = await owner.call("token.update", {"token_id": made["token_id"],
+                                             "scopes": ["submit", "read"]})
+    assert same["token"]["scopes"] == ["read", "submit"]
+    assert (await held.call("session.list", {}))["sessions"] == [], "the same scopes: kept"
+    refused_admin = await error_of(admin, "token.update", {"token_id": made["token_id"],
+                                                           "scopes": ["read", "admin"]})
+    assert refused_admin.code == FORBIDDEN
+    assert "owner" in refused_admin.message
+
+    changed = await owner.call("token.update", {"token_id": made["token_id"], "scopes": ["read"]})
+    assert set(changed["token"]) == {"token_id", "label", "scopes", "created_at", "revoked",
+                                     "revoked_at"}, "as token.list shows it; never the secret"
+    assert changed["token"]["scopes"] == ["read"]
+    assert await held.wait_closed() == 1008
+    again = await connect(token=made["token"], name="again")
+    assert again.init_result["principal"] == {"token_id": made["token_id"], "scopes": ["read"]}
+    await assert_allowed_only(again, {"read"})
+    listed = (await owner.call("token.list", {}))["tokens"]
+    assert [t["scopes"] for t in listed if t["token_id"] == made["token_id"]] == [["read"]]
+
+
+async def test_token_update_params_are_checked(backend: Backend, connect: Connect) -> None:
+    owner = await connect()
+    made = await mint(owner, ["read"])
+    cases: list[tuple[dict[str, Any], int, str]] = [
+        ({"token_id": made["token_id"], "scopes": []}, -32602, "scopes"),
+        ({"token_id": made["token_id"], "scopes": ["root"]}, -32602, "scopes.0"),
+        ({"token_id": made["token_id"]}, -32602, "scopes"),
+        ({"scopes": ["read"]}, -32602, "token_id"),
+        ({"token_id": made["token_id"], "scopes": ["read"], "label": "x"}, -32602, "label"),
+        ({"token_id": "owner", "scopes": ["read"]}, -32602, "token_id"),
+    ]
+    for params, code, field in cases:
+        error = await error_of(owner, "token.update", params)
+        assert (error.code, error.data.get("field")) == (code, field), f"{params}: {error}"
+    missing = await error_of(owner, "token.update", {"token_id": "tok_nope", "scopes": ["read"]})
+    assert (missing.code, missing.data.get("kind")) == (-32004, "token")
+    await owner.call("token.revoke", {"token_id": made["token_id"]})
+    gone = await error_of(owner, "token.update", {"token_id": made["token_id"],
+                                                  "scopes": ["admin"]})
+    assert (gone.code, gone.data.get("field")) == (-32602, "token_id")
+    assert "revoked" in gone.message
+    assert "token.create" in gone.message
+
+
+async def test_an_expiring_token_closes_its_connections_and_connects_no_more(
+    backend: Backend, connect: Connect
+) -> None:
+    owner = await connect(name="owner")
+    for bad in (0, -1, 2.5, "60", 10 * 365 * 24 * 3600 + 1):
+        error = await error_of(owner, "token.create", {"scopes": ["read"], "label": "x",
+                                                       "expires_in_s": bad})
+        assert (error.code, error.data.get("field")) == (-32602, "expires_in_s"), f"{bad}: {error}"
+    made = await mint(owner, ["read"], "brief")
+    assert "expires_at" not in made, "no expiry asked: none"
+    brief = await owner.call("token.create", {"scopes": ["read"], "label": "brief",
+                                              "expires_in_s": 2})
+    listed = {t["token_id"]: t for t in (await owner.call("token.list", {}))["tokens"]}
+    assert listed[brief["token_id"]]["expires_at"] == brief["expires_at"]
+    assert "expires_at" not in listed[made["token_id"]]
+
+    held = await connect(token=brief["token"], name="held")
+    assert held.init_result["principal"]["expires_at"] == brief["expires_at"]
+    assert (await held.call("session.list", {}))["sessions"] == []
+    assert await held.wait_closed() == 1008
+    assert await refused(backend, brief["token"]) == 401
+    still = await connect(token=made["token"], name="still")
+    assert (await still.call("session.list", {}))["sessions"] == []
+

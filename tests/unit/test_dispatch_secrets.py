@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 from backend.errors import InvalidParams, StoreUnavailable
+from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Principal
 from backend.server.dispatch import Dispatcher
 from backend.server.methods import Methods
+from backend.store.db import SqliteDatabase
 from shared.protocol import ALL_SCOPES
 
 KEY = "sk-test-DISPATCH-0123456789abcdef"
@@ -40,7 +43,9 @@ class StubMethods:
 
 async def _call(error: Exception, value: str = KEY + "\n") -> dict[str, Any]:
     conn = StubConnection()
-    dispatcher = Dispatcher(cast(Methods, StubMethods(error)))
+    # A store never opened: the owner's calls read no token.
+    tokens = Authenticator(SqliteDatabase(Path("never-opened.db")), "owner-token")
+    dispatcher = Dispatcher(cast(Methods, StubMethods(error)), tokens)
     frame = {"jsonrpc": "2.0", "id": 1, "method": "secret.set",
              "params": {"name": "main", "value": value}}
     await dispatcher.handle(cast(Connection, conn), json.dumps(frame))

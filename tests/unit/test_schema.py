@@ -81,9 +81,10 @@ def test_every_method_but_initialize_needs_a_scope() -> None:
     unscoped = [name for name, spec in METHODS.items() if spec.scope is None]
     assert unscoped == ["initialize"], "a method without a scope is open to every token"
     owner_only = [name for name, spec in METHODS.items() if spec.owner_only]
-    assert owner_only == ["token.create"]
+    assert owner_only == ["token.create", "token.update"], "minting and widening tokens"
     built = schema.build()["methods"]
     assert built["token.create"]["owner_only"] is True
+    assert built["token.update"]["owner_only"] is True
     assert "owner_only" not in built["token.revoke"]
 
 
