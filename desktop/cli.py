@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import getpass
+import math
 import os
 import subprocess
 import sys
@@ -166,8 +167,30 @@ def _mcp_parser(sub: Any) -> None:
     m_test.add_argument("name")
 
 
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_s(text: str) -> int:
+    """A lifetime as people write it: seconds (`90`) or a number and a unit (`30m`, `2h`,
+    `7d`, `1.5h`), as whole seconds; an argparse type."""
+    word = text.strip().lower()
+    unit = DURATION_UNITS.get(word[-1:], 0)
+    number = word[:-1] if unit else word
+    unit = unit or 1
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 1):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a lifetime: write seconds or a number with s, m, h or d "
+            "(90, 30m, 2h, 7d), at least one second")
+    return round(seconds)
+
+
 def _token_parser(sub: Any) -> None:
-    t = sub.add_parser("token", help="pair another computer: create, list or revoke its tokens")
+    t = sub.add_parser("token", help="pair another computer: create, list, rescope or revoke "
+                                     "its tokens")
     t_sub = t.add_subparsers(dest="action", required=True)
     create = t_sub.add_parser("create", help="mint a token and print its connection string "
                                              "(shown only once)")
@@ -175,12 +198,20 @@ def _token_parser(sub: Any) -> None:
                         help="comma-separated, from read, submit, approve, admin "
                              "(e.g. read,submit,approve)")
     create.add_argument("--label", required=True, help="a name for people, e.g. laptop")
+    create.add_argument("--expires-in", type=duration_s, default=None, metavar="DURATION",
+                        help="the token stops working after this long: seconds, or 30m, 2h, "
+                             "7d (default: until revoked)")
     create.add_argument("--host", default=None,
                         help="the name or address the other computer reaches this one at "
                              "(default: where the backend listens)")
     create.add_argument("--port", type=int, default=None,
                         help="the port it reaches (default: the backend's own)")
-    t_sub.add_parser("list", help="every token: its scopes, label and whether it is revoked")
+    t_sub.add_parser("list", help="every token: its scopes, label, and whether it is revoked "
+                                  "or expires")
+    scopes = t_sub.add_parser("scopes", help="give a token other scopes; its connections close "
+                                             "at once and reconnect with them")
+    scopes.add_argument("token_id")
+    scopes.add_argument("scopes", help="comma-separated, from read, submit, approve, admin")
     revoke = t_sub.add_parser("revoke", help="revoke a token; its connections close at once")
     revoke.add_argument("token_id")
 

@@ -1,4 +1,4 @@
-"""`turnkey token create|list|revoke`: pairing another computer with this backend.
+"""`turnkey token create|list|scopes|revoke`: pairing another computer with this backend.
 
 `create` mints a scoped token (the `token.create` method, owner only, so it talks to the
 folder's own backend) and prints it as a connection string, the one thing a person copies
@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
+from typing import Any
 
 from desktop.commands import connected
 from shared import protocol as p
 from shared.client import Client
 from shared.launcher import BackendInfo
-from shared.methods import TokenCreate, TokenList, TokenRevoke
+from shared.methods import TokenCreate, TokenList, TokenRevoke, TokenUpdate
 from shared.remote import RemoteTarget, is_loopback
 
 WILDCARDS = ("", "0.0.0.0", "::")
@@ -37,7 +39,19 @@ async def run(client: Client, args: argparse.Namespace) -> int:
         await client.call(TokenRevoke(token_id=args.token_id))
         print(f"revoked {args.token_id}; its open connections are closed")
         return 0
+    if args.action == "scopes":
+        changed = await client.call(TokenUpdate(token_id=args.token_id,
+                                                scopes=_scopes(args.scopes)))
+        print(f"{changed.token.token_id} now has {', '.join(changed.token.scopes)}; its open "
+              "connections are closed and reconnect with these")
+        return 0
     return await _create(client, args)
+
+
+def _scopes(text: str) -> list[Any]:
+    """The comma-separated scopes as given, unchecked: the backend checks each (-32602 names
+    a bad one)."""
+    return [s.strip() for s in text.split(",") if s.strip()]
 
 
 async def _create(client: Client, args: argparse.Namespace) -> int:
@@ -55,12 +69,13 @@ async def _create(client: Client, args: argparse.Namespace) -> int:
               "reaches; to pair another one, run it with `turnkey backend serve --listen "
               "HOST:PORT` (TLS)", file=sys.stderr)
         return 2
-    scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
-    made = await client.call(TokenCreate(scopes=scopes, label=args.label))  # the backend checks each scope
+    made = await client.call(TokenCreate(scopes=_scopes(args.scopes), label=args.label,
+                                         expires_in_s=args.expires_in))
     target = RemoteTarget(host, args.port or info.port, made.token, info.tls_fingerprint)
     print(target.connection_string())
-    print(f"token {made.token_id} ({', '.join(made.scopes)}) for {made.label!r}: the string above "
-          "is shown only now; revoke it with `turnkey token revoke "
+    until = f", until {_shown(made.expires_at)}" if made.expires_at else ""
+    print(f"token {made.token_id} ({', '.join(made.scopes)}) for {made.label!r}{until}: the "
+          "string above is shown only now; revoke it with `turnkey token revoke "
           f"{made.token_id}`", file=sys.stderr)
     return 0
 
@@ -70,6 +85,24 @@ def _print_list(result: p.TokensResult) -> int:
         print("no tokens (pair a computer: turnkey token create --scopes read,submit --label NAME)")
         return 0
     for t in result.tokens:
-        state = f"revoked {t.revoked_at[:19]}" if t.revoked and t.revoked_at else "active"
-        print(f"{t.token_id}  {state:<27} {','.join(t.scopes):<28} {t.label}")
+        print(f"{t.token_id}  {state(t):<27} {','.join(t.scopes):<28} {t.label}")
     return 0
+
+
+def state(token: p.TokenInfo, at: datetime | None = None) -> str:
+    """A token's state in `list`: revoked (when), expired (when), expiring (when) or active."""
+    if token.revoked:
+        return f"revoked {_shown(token.revoked_at)}" if token.revoked_at else "revoked"
+    if token.expires_at is None:
+        return "active"
+    expired = _instant(token.expires_at) <= (at or datetime.now(UTC))
+    return f"{'expired' if expired else 'expires'} {_shown(token.expires_at)}"
+
+
+def _instant(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def _shown(stamp: str) -> str:
+    """An RFC 3339 UTC stamp to the second, as the list shows it (UTC)."""
+    return stamp[:19]

@@ -4,12 +4,15 @@ token's scopes, revocation closing open connections, secrets kept off the disk, 
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from websockets.exceptions import InvalidStatus
 
+from backend.ids import instant
 from shared.errors import ErrorCode
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -350,3 +353,36 @@ async def test_an_expiring_token_closes_its_connections_and_connects_no_more(
     still = await connect(token=made["token"], name="still")
     assert (await still.call("session.list", {}))["sessions"] == []
 
+
+def test_the_cli_mints_an_expiring_token_lists_it_and_changes_its_scopes(
+    backend: Backend,
+) -> None:
+    def turnkey(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "desktop.cli", "--data-dir",
+                               str(backend.data_dir), "token", *args], env=backend.env(),
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    wrong = turnkey("create", "--scopes", "read", "--label", "x", "--expires-in", "2 weeks")
+    assert wrong.returncode == 2
+    assert "30m, 2h, 7d" in wrong.stderr
+    made = turnkey("create", "--scopes", "read,submit", "--label", "laptop", "--expires-in", "2h")
+    assert made.returncode == 0, made.stderr
+    assert ", until 20" in made.stderr
+    token_id = made.stderr.split()[1]
+    assert token_id.startswith("tok_"), made.stderr
+    [row] = backend.query("SELECT expires_at, created_at FROM tokens WHERE token_id = ?",
+                          (token_id,))
+    lifetime = instant(row["expires_at"]) - instant(row["created_at"])
+    assert 7199 <= lifetime <= 7201, row
+
+    narrowed = turnkey("scopes", token_id, "read")
+    assert narrowed.returncode == 0, narrowed.stderr
+    assert f"{token_id} now has read" in narrowed.stdout
+    listed = turnkey("list")
+    assert listed.returncode == 0, listed.stderr
+    [line] = [x for x in listed.stdout.splitlines() if x.startswith(token_id)]
+    assert f"expires {row['expires_at'][:19]}" in line
+    assert line.split()[3] == "read", line
+    bad = turnkey("scopes", token_id, "read,root")
+    assert bad.returncode == 1
+    assert "scopes" in bad.stderr
