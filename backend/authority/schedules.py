@@ -31,7 +31,7 @@ from backend.authority import timing
 from backend.authority.payload import Payload
 from backend.authority.queue import RETRY_FIRST_S, RETRY_MAX_S, SessionAuthority, admit
 from backend.errors import InvalidParams, StoreUnavailable
-from backend.ids import new_id
+from backend.ids import new_id, stamp
 from backend.store import admissions, compression, schedules, sessions, tokens
 from backend.store.db import Database, Tx
 from backend.store.schedules import ScheduleRecord
@@ -99,7 +99,7 @@ def fire_due(
         # Fired already (by another process, or before a crash): only move on.
         schedules.update(tx, schedule_id, {"next_fire_at": next_at})
         return None
-    target = _revoked(tx, row) or _target(tx, row, default_model)
+    target = _revoked(tx, row, stamp(now.timestamp())) or _target(tx, row, default_model)
     if isinstance(target, _Stopped):
         _stop(tx, schedule_id, target)
         return None
@@ -130,13 +130,22 @@ def _stop(tx: Tx, schedule_id: str, why: _Stopped) -> None:
     log.warning("schedule %s disabled: %s", schedule_id, why.reason)
 
 
-def _revoked(tx: Tx, row: ScheduleRecord) -> _Stopped | None:
-    """A schedule made with a minted token submits no more once that token is revoked or
-    has lost `submit`: revoking a token must stop what it set going.  (The owner's principal
-    is no minted token: it is not in the table.)"""
+def _revoked(tx: Tx, row: ScheduleRecord, at: str) -> _Stopped | None:
+    """A schedule made with a minted token submits no more once that token is revoked, has
+    expired (by `at`, the firing's time as an `ids.now` stamp) or has lost `submit`
+    (token.update): ending a token must stop what it set going.  (The owner's principal is
+    no minted token: it is not in the table.)"""
     made_by = tokens.get(tx, row.principal)
-    if made_by is not None and (made_by.revoked or "submit" not in made_by.scopes):
+    if made_by is None:
+        return None
+    if made_by.revoked:
         return _Stopped("the token that created it was revoked; create it again to keep it")
+    if not made_by.live(at):
+        return _Stopped(f"the token that created it expired at {made_by.expires_at}; create "
+                        "it again to keep it")
+    if "submit" not in made_by.scopes:
+        return _Stopped("the token that created it no longer has the submit scope; create it "
+                        "again to keep it")
     return None
 
 

@@ -350,6 +350,25 @@ async def test_a_revoked_tokens_schedule_does_not_fire(connect: Connect) -> None
     assert await _admissions(owner, sid) == []
 
 
+@pytest.mark.parametrize("ending", ["scopes", "expiry"])
+async def test_a_token_that_lost_submit_or_expired_fires_its_schedule_no_more(
+    connect: Connect, ending: str,
+) -> None:
+    owner = await connect()
+    lifetime = {"expires_in_s": 2} if ending == "expiry" else {}
+    minted = await owner.call("token.create", {"label": "script", "scopes": ["read", "submit"],
+                                               **lifetime})
+    script = await connect(token=minted["token"], name="script")
+    sid = await create_session(script)
+    sched = await _create(script, session_id=sid, text="from a script", at=_soon(4), timezone="UTC")
+    if ending == "scopes":
+        await owner.call("token.update", {"token_id": minted["token_id"], "scopes": ["read"]})
+    after = await _wait_for(owner, sched["schedule_id"], lambda s: not s["enabled"])
+    reason = after["disabled_reason"]
+    assert ("submit scope" if ending == "scopes" else "expired at") in reason, reason
+    assert await _admissions(owner, sid) == []
+
+
 # --- a store that cannot write -------------------------------------------------------------------
 
 SCHEDULER_WAITS = "scheduler: cannot fire schedules"  # the backend's stderr line
