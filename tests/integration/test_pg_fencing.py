@@ -36,29 +36,13 @@ SETTINGS = "idle_exit_minutes = 0\n"  # everything else as shipped
 
 
 @pytest.fixture
-def dsn(pg_server: PgServer) -> Iterator[str]:
-    name = pg_server.create_database()
-    yield pg_server.dsn(name)
-    pg_server.drop_database(name)
-
-
-@pytest.fixture
-def models() -> Iterator[tuple[FakeOpenAI, FakeOpenAI]]:
-    """One model server per backend: which backend ran a turn is which server it asked."""
-    a, b = FakeOpenAI(), FakeOpenAI()
-    yield a, b
-    a.close()
-    b.close()
-    assert a.errors == []
-    assert b.errors == []
-
-
-@pytest.fixture
-def hosts(tmp_path: Path, dsn: str,
-          models: tuple[FakeOpenAI, FakeOpenAI]) -> Iterator[tuple[Backend, Backend]]:
-    made = [Backend(tmp_path / f"host{i}", fake.base_url, SETTINGS, store=dsn,
+def hosts(tmp_path: Path, shared_dsn: str,
+          fakes: tuple[FakeOpenAI, FakeOpenAI]) -> Iterator[tuple[Backend, Backend]]:
+    """`pair` (conftest), but each backend in a pid namespace of its own and with the
+    shipped lease and heartbeat settings."""
+    made = [Backend(tmp_path / f"host{i}", fake.base_url, SETTINGS, store=shared_dsn,
                     own_pid_namespace=True)
-            for i, fake in enumerate(models)]
+            for i, fake in enumerate(fakes)]
     try:
         for backend in made:
             backend.start()
@@ -118,7 +102,7 @@ async def _taken_over(b: Backend, admission_id: str, since: float) -> float:
 
 @pytest.mark.parametrize("where", ["answering", "running a tool", "waiting for approval"])
 async def test_a_backend_paused_past_its_peers_patience_writes_nothing_when_it_wakes(
-    hosts: tuple[Backend, Backend], models: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path,
+    hosts: tuple[Backend, Backend], fakes: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path,
     where: str,
 ) -> None:
     a, b = hosts
@@ -126,15 +110,15 @@ async def test_a_backend_paused_past_its_peers_patience_writes_nothing_when_it_w
     folder = tmp_path / "work"
     (folder / "victim").mkdir(parents=True)
     if where == "answering":
-        models[0].script(Reply(deltas=["first ", "after waking"], hang_after=1, release=release))
+        fakes[0].script(Reply(deltas=["first ", "after waking"], hang_after=1, release=release))
     elif where == "running a tool":
         # The command is another process: it goes on while the backend is stopped, and
         # its result comes back to a backend that no longer holds the session.
-        models[0].script(Reply.calls(terminal("sleep 4; echo finished > done.txt")))
+        fakes[0].script(Reply.calls(terminal("sleep 4; echo finished > done.txt")))
     else:
-        models[0].script(Reply.calls(terminal("rm -rf victim")))
-    models[0].default = Reply(deltas=["never asked"])
-    models[1].default = Reply(deltas=["moved on"])
+        fakes[0].script(Reply.calls(terminal("rm -rf victim")))
+    fakes[0].default = Reply(deltas=["never asked"])
+    fakes[1].default = Reply(deltas=["moved on"])
     ra, rb = await _open(a, "client-a"), await _open(b, "client-b")
     sid = await create_session(ra, cwd=str(folder))
     first = await submit(ra, sid, "started on A")
@@ -162,7 +146,7 @@ async def test_a_backend_paused_past_its_peers_patience_writes_nothing_when_it_w
     assert snapshot(b, sid) == before, "the woken backend wrote into the session it lost"
     assert "declared it dead" in log_of(a)
     assert (folder / "victim").is_dir(), "a command nobody approved ran"
-    assert [r.last_user_text for r in models[0].snapshot()] == ["started on A"]
+    assert [r.last_user_text for r in fakes[0].snapshot()] == ["started on A"]
 
     # The session moved on: B takes the next prompt (which settles the lost one).
     nxt = await submit(rb, sid, "next")
@@ -174,11 +158,11 @@ async def test_a_backend_paused_past_its_peers_patience_writes_nothing_when_it_w
 
 
 async def test_a_killed_backends_session_takes_a_new_prompt_within_15_s_with_the_defaults(
-    hosts: tuple[Backend, Backend], models: tuple[FakeOpenAI, FakeOpenAI],
+    hosts: tuple[Backend, Backend], fakes: tuple[FakeOpenAI, FakeOpenAI],
 ) -> None:
     a, b = hosts
-    models[0].default = Reply(deltas=["half an ans", "wer"], hang_after=1)  # hangs until cut
-    models[1].default = Reply(deltas=["done on B"])
+    fakes[0].default = Reply(deltas=["half an ans", "wer"], hang_after=1)  # hangs until cut
+    fakes[1].default = Reply(deltas=["done on B"])
     rb = await _open(b, "client-b")
     for round_ in range(3):
         ra = await _open(a, f"client-a{round_}")
@@ -207,13 +191,13 @@ SOAK_SESSIONS = 4
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 async def test_kill9_soak_two_backends_nothing_lost_doubled_or_overlapping(
-    hosts: tuple[Backend, Backend], models: tuple[FakeOpenAI, FakeOpenAI],
+    hosts: tuple[Backend, Backend], fakes: tuple[FakeOpenAI, FakeOpenAI],
 ) -> None:
     """Prompts flow through both backends while one of them, in turn, is killed mid-turn 30
     times and started again at once: every acknowledged prompt is settled, none ran twice,
     no two turns of a session overlapped, every lost turn ended `unknown` (then
     `interrupted` when the person moved on) within 15 s of the kill, and no seq is missing."""
-    for fake in models:
+    for fake in fakes:
         fake.default = Reply(deltas=["part ", "rest"], delay=0.1)
     rb = await _open(hosts[1], "setup")
     sessions = [await create_session(rb) for _ in range(SOAK_SESSIONS)]
@@ -292,7 +276,7 @@ async def test_kill9_soak_two_backends_nothing_lost_doubled_or_overlapping(
         "SELECT admission_id, session_id, status, outcome, final_text FROM admissions")}
     assert set(acked) <= set(rows), "an acknowledged prompt was lost"
     asked: dict[str, int] = {}
-    for fake in models:
+    for fake in fakes:
         for r in fake.snapshot():
             asked[r.last_user_text] = asked.get(r.last_user_text, 0) + 1
     twice = {t: n for t, n in asked.items() if n > 1}
@@ -306,7 +290,7 @@ async def test_kill9_soak_two_backends_nothing_lost_doubled_or_overlapping(
             assert asked.get(text) == 1, (text, row)
             assert row["final_text"] == "part rest"
     for sid in sessions:
-        _assert_no_overlap(models, kills, sid)
+        _assert_no_overlap(fakes, kills, sid)
         seqs = [r["seq"] for r in b.query(
             "SELECT seq FROM events WHERE session_id = ? ORDER BY seq", (sid,))]
         assert seqs == list(range(1, len(seqs) + 1)), f"a seq gap in {sid}"
@@ -322,12 +306,12 @@ def _none_started(backend: Backend, admission_ids: list[str]) -> bool:
                              f"admission_id IN ({marks})", tuple(admission_ids))
 
 
-def _assert_no_overlap(models: tuple[FakeOpenAI, FakeOpenAI], kills: list[tuple[int, float]],
+def _assert_no_overlap(fakes: tuple[FakeOpenAI, FakeOpenAI], kills: list[tuple[int, float]],
                        sid: str) -> None:
     """No two model calls of the session's turns ran at once.  A call cut off by a kill
     ended, at the latest, when its backend died."""
     spans = []
-    for index, fake in enumerate(models):
+    for index, fake in enumerate(fakes):
         for r in fake.snapshot():
             if not r.last_user_text.endswith(sid[-8:]):
                 continue
@@ -342,19 +326,19 @@ def _assert_no_overlap(models: tuple[FakeOpenAI, FakeOpenAI], kills: list[tuple[
 
 
 async def test_turnkey_chat_says_its_turn_was_lost_and_the_session_moves_on(
-    hosts: tuple[Backend, Backend], models: tuple[FakeOpenAI, FakeOpenAI],
+    hosts: tuple[Backend, Backend], fakes: tuple[FakeOpenAI, FakeOpenAI],
 ) -> None:
     """`turnkey chat` on the backend that dies: it reconnects to that backend started again,
     and says what happened to its turn (the stored note) instead of waiting forever; the
     session then takes the next prompt through the other backend."""
     a, b = hosts
-    models[0].default = Reply(deltas=["half an ans", "wer"], hang_after=1)
-    models[1].default = Reply(deltas=["moved on"])
+    fakes[0].default = Reply(deltas=["half an ans", "wer"], hang_after=1)
+    fakes[1].default = Reply(deltas=["moved on"])
     cli = [sys.executable, "-m", "desktop.cli", "--data-dir", str(a.data_dir)]
     chat = await asyncio.create_subprocess_exec(
         *cli, "chat", "what happened?", env=a.env(), stdout=PIPE, stderr=PIPE)
     try:
-        await wait_for(models[0].snapshot, 30, "the turn reached A's model")
+        await wait_for(fakes[0].snapshot, 30, "the turn reached A's model")
         [row] = b.query("SELECT session_id, admission_id FROM admissions")
         a.kill9()
         await asyncio.to_thread(a.start)  # the same host comes back, a new process
@@ -385,17 +369,17 @@ def own_pg() -> Iterator[PgServer]:
 
 
 async def test_a_postgresql_restart_mid_turn_loses_nothing_and_declares_nobody_dead(
-    own_pg: PgServer, tmp_path: Path, models: tuple[FakeOpenAI, FakeOpenAI],
+    own_pg: PgServer, tmp_path: Path, fakes: tuple[FakeOpenAI, FakeOpenAI],
 ) -> None:
     """The database goes away for longer than dead_after_s while a turn runs: both backends
     were silent together, so neither is declared dead; the turn completes once the database
     is back, and both backends take prompts again."""
     dsn = own_pg.dsn(own_pg.create_database())
     a, b = (Backend(tmp_path / f"host{i}", fake.base_url, SETTINGS, store=dsn,
-                    own_pid_namespace=True) for i, fake in enumerate(models))
+                    own_pid_namespace=True) for i, fake in enumerate(fakes))
     release = threading.Event()
-    models[0].script(Reply(deltas=["before ", "after"], hang_after=1, release=release))
-    models[0].default = models[1].default = Reply(deltas=["fine"])
+    fakes[0].script(Reply(deltas=["before ", "after"], hang_after=1, release=release))
+    fakes[0].default = fakes[1].default = Reply(deltas=["fine"])
     try:
         a.start()
         b.start()
@@ -419,7 +403,7 @@ async def test_a_postgresql_restart_mid_turn_loses_nothing_and_declares_nobody_d
         other = await create_session(ra)
         last = await submit(ra, other, "through A")
         assert (await wait_complete(ra, last["admission_id"], timeout=30))["data"]["text"] == "fine"
-        asked = [r.last_user_text for fake in models for r in fake.snapshot()]
+        asked = [r.last_user_text for fake in fakes for r in fake.snapshot()]
         assert sorted(asked) == ["across the restart", "through A", "through B"]
         for session in (sid, other):
             seqs = [r["seq"] for r in b.query(
