@@ -23,7 +23,7 @@ from shared.methods import PromptSubmit, SessionCreate, TurnInterrupt
 from tests.desktop.conftest import drive
 from tests.desktop.test_remote_backend import pairing
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.integration.backend_proc import Backend
+from tests.integration.backend_proc import Backend, running
 from tests.integration.tls_backend import TlsBackend, outside_address, start_tls_backend
 from tests.pg_server import PgServer
 
@@ -88,19 +88,13 @@ def pg() -> Iterator[PgServer]:
 def pg_desk(tmp_path: Path, pg: PgServer, fake_provider: FakeOpenAI) -> Iterator[tuple[Backend, Backend]]:
     """Two backends on one fresh PostgreSQL database: the app's (A) and a peer (B)."""
     name = pg.create_database()
-    made = [Backend(tmp_path / folder, fake_provider.base_url, PEERS, store=pg.dsn(name),
-                    extra_env={"TURNKEY_NO_KEYRING": "1"}) for folder in ("data", "peer")]
+    a, b = (Backend(tmp_path / folder, fake_provider.base_url, PEERS, store=pg.dsn(name),
+                    extra_env={"TURNKEY_NO_KEYRING": "1"}) for folder in ("data", "peer"))
     try:
-        for backend in made:
-            backend.start()
-        yield made[0], made[1]
+        with running(a, b):
+            yield a, b
     finally:
-        errors: list[str] = []
-        for backend in made:
-            backend.close()
-            errors += backend.logged_errors()
         pg.drop_database(name)
-        assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
 
 
 def test_two_backends_on_postgresql_and_one_falls_silent(

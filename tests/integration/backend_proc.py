@@ -12,7 +12,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +267,23 @@ class Backend:
         except FileNotFoundError:
             return "(no stderr file)"
         return f"--- backend stderr ({self.stderr_path}) ---\n{text[-chars:]}"
+
+
+@contextmanager
+def running(*made: Backend) -> Iterator[tuple[Backend, ...]]:
+    """Starts the backends and yields them; then kills each (a stopped one too) and fails
+    if any logged an error."""
+    try:
+        for backend in made:
+            backend.start()
+        yield made
+    finally:
+        errors: list[str] = []
+        for backend in made:
+            backend.close()
+            print(backend.stderr_tail(3000))
+            errors += backend.logged_errors()
+        assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
 
 
 def _only_child(pid: int) -> int:

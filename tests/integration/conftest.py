@@ -17,7 +17,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.matrix_server import MatrixServer
 from tests.pg_server import PgServer
 
-from .backend_proc import Backend, BackendFactory, Stores
+from .backend_proc import Backend, BackendFactory, Stores, running
 from .wire import Connect, Rpc
 
 STORES = ("sqlite", "pg")
@@ -148,19 +148,10 @@ def pair(tmp_path: Path, shared_dsn: str,
          fakes: tuple[FakeOpenAI, FakeOpenAI]) -> Iterator[tuple[Backend, Backend]]:
     """Two started backend processes sharing one fresh PostgreSQL database, each with its own
     data folder and model server (`fakes`); any error either logs fails the test."""
-    made = [Backend(tmp_path / f"peer{i}", fake.base_url, PEER_CONFIG, store=shared_dsn)
-            for i, fake in enumerate(fakes)]
-    try:
-        for backend in made:
-            backend.start()
-        yield made[0], made[1]
-    finally:
-        errors: list[str] = []
-        for backend in made:
-            backend.close()
-            print(backend.stderr_tail())
-            errors += backend.logged_errors()
-        assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
+    a, b = (Backend(tmp_path / f"peer{i}", fake.base_url, PEER_CONFIG, store=shared_dsn)
+            for i, fake in enumerate(fakes))
+    with running(a, b):
+        yield a, b
 
 
 # --- the Matrix homeserver ------------------------------------------------------------------

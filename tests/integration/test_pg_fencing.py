@@ -11,7 +11,6 @@ with -9 is taken over within 15 s, and the session takes the next prompt.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import sys
@@ -28,7 +27,7 @@ from backend.app import EXIT_DECLARED_DEAD
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.pg_server import PgServer
 
-from .backend_proc import Backend
+from .backend_proc import Backend, running
 from .wire import Rpc, create_session, is_event, submit, terminal, wait_complete
 
 FAILOVER_S = 15.0  # the issue's promise, with the default settings (6 s silence, 2 s beats)
@@ -40,23 +39,10 @@ def hosts(tmp_path: Path, shared_dsn: str,
           fakes: tuple[FakeOpenAI, FakeOpenAI]) -> Iterator[tuple[Backend, Backend]]:
     """`pair` (conftest), but each backend in a pid namespace of its own and with the
     shipped lease and heartbeat settings."""
-    made = [Backend(tmp_path / f"host{i}", fake.base_url, SETTINGS, store=shared_dsn,
-                    own_pid_namespace=True)
-            for i, fake in enumerate(fakes)]
-    try:
-        for backend in made:
-            backend.start()
-        yield made[0], made[1]
-    finally:
-        errors: list[str] = []
-        for backend in made:
-            if backend.alive():
-                with contextlib.suppress(ProcessLookupError):
-                    backend.resume()
-            backend.close()
-            print(backend.stderr_tail(3000))
-            errors += backend.logged_errors()
-        assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
+    a, b = (Backend(tmp_path / f"host{i}", fake.base_url, SETTINGS, store=shared_dsn,
+                    own_pid_namespace=True) for i, fake in enumerate(fakes))
+    with running(a, b):  # a paused one is killed all the same
+        yield a, b
 
 
 async def _open(backend: Backend, name: str) -> Rpc:
@@ -380,9 +366,7 @@ async def test_a_postgresql_restart_mid_turn_loses_nothing_and_declares_nobody_d
     release = threading.Event()
     fakes[0].script(Reply(deltas=["before ", "after"], hang_after=1, release=release))
     fakes[0].default = fakes[1].default = Reply(deltas=["fine"])
-    try:
-        a.start()
-        b.start()
+    with running(a, b):
         ra, rb = await _open(a, "client-a"), await _open(b, "client-b")
         sid = await create_session(ra)
         first = await submit(ra, sid, "across the restart")
@@ -411,10 +395,3 @@ async def test_a_postgresql_restart_mid_turn_loses_nothing_and_declares_nobody_d
             assert seqs == list(range(1, len(seqs) + 1))
         await ra.close()
         await rb.close()
-    finally:
-        errors: list[str] = []
-        for backend in (a, b):
-            backend.close()
-            print(backend.stderr_tail(3000))
-            errors += backend.logged_errors()
-    assert not errors, "a backend logged errors:\n" + "\n".join(errors[:20])
