@@ -161,3 +161,67 @@ def test_a_headers_menu_opens_its_stores_view_and_a_token_without_admin_is_told(
     qtbot.waitUntil(lambda: "admin scope" in view.status_label.text(), timeout=WAIT_MS)
     assert "read, submit, approve" in view.status_label.text()
     assert rows(view) == [], "nothing asked, nothing shown"
+
+
+def test_a_turn_lost_with_its_backend_shows_why_and_the_session_moves_on(
+    qloop: asyncio.AbstractEventLoop, qtbot: Any, pg_desk: tuple[Backend, Backend],
+    fake_provider: FakeOpenAI,
+) -> None:
+    """The app (on A) watches a session whose turn runs on B; B is killed: the window shows
+    the lost turn, what was streamed marked unknown and the note naming B, without a
+    restart, and the next prompt sent in the window runs."""
+    from desktop.qt.aio import settle
+    from desktop.qt.controller import Controller
+    from desktop.state.transcript import AssistantItem, NoteItem
+    from tests.integration.wire import Rpc
+
+    a, b = pg_desk
+    fake_provider.default = Reply(deltas=["half an ans", "wer"], hang_after=1)
+    ctl = Controller(a.data_dir, restart_after_s=None)
+    ctl.exit_app = lambda: None
+    ctl.start(restore=False)
+    try:
+        qtbot.waitUntil(lambda: ctl.link.current == "connected", timeout=15_000)
+        sid = drive(qtbot, ctl.link.call(SessionCreate(title="on B"))).session.session_id
+        win = ctl.open_session(sid)
+        qtbot.waitUntil(lambda: win.conversation.state.loaded, timeout=10_000)
+
+        async def submit_on_b() -> None:
+            rpc = await Rpc.open(b.port, b.token, name="b")
+            await rpc.call("prompt.submit", {"session_id": sid, "request_id": "r1", "text": "go"})
+            await rpc.close()
+
+        drive(qtbot, submit_on_b())
+        qtbot.waitUntil(lambda: win.conversation.state.status == "running", timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: any(  # B's stream, live through A
+            isinstance(it, AssistantItem) and it.text == "half an ans"
+            for it in win.conversation.state.transcript.items), timeout=WAIT_MS)
+        b.kill9()
+        qtbot.waitUntil(lambda: any(isinstance(it, NoteItem) and it.kind == "recovered"
+                                    for it in win.conversation.state.transcript.items),
+                        timeout=WAIT_MS)
+        items = win.conversation.state.transcript.items
+        [note] = [it for it in items if isinstance(it, NoteItem)]
+        assert "This turn was lost" in note.text
+        assert f"pid {b.pid}" in note.text
+        assert [it.text for it in items if isinstance(it, AssistantItem)] == ["half an ans"]
+        assert win.conversation.state.status == "unknown"
+
+        fake_provider.default = Reply(deltas=["moved on"])
+        win.conversation.composer.setPlainText("again")
+        win.conversation.send()
+        qtbot.waitUntil(lambda: _idle_with(win, "moved on"), timeout=WAIT_MS)
+        win.close()
+    finally:
+        ctl.main.close()
+        drive(qtbot, settle())
+        drive(qtbot, ctl.notifier.stop())
+        drive(qtbot, ctl.link.close())
+
+
+def _idle_with(win: Any, text: str) -> bool:
+    from desktop.state.transcript import AssistantItem
+
+    state = win.conversation.state
+    return bool(state.status == "idle" and any(
+        isinstance(it, AssistantItem) and it.text == text for it in state.transcript.items))
