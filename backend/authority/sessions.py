@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from backend.authority.queue import SessionAuthority
 from backend.authority.takeover import interrupt_anywhere
 from backend.errors import InvalidParams, NotFound, SessionBusy
 from backend.ids import message_rowid, new_id
-from backend.store import admissions, approvals, events, messages, sessions, usage
+from backend.store import admissions, approvals, events, leases, messages, sessions, usage
 from backend.store.db import Database, Tx
 from backend.tools.checkpoints import Checkpoints
 from shared import protocol as p
@@ -220,10 +221,18 @@ class SessionService:
         in the snapshot's transaction, so it matches `latest_seq`: a window opened mid-stream
         shows it and appends the deltas that follow)."""
         turn = self.authority.running(session_id)
-        if turn is None:
-            return None
-        return p.ActiveTurn(turn_id=turn.turn_id, admission_id=turn.admission_id,
-                            text=events.turn_text(tx, session_id, turn.turn_id))
+        if turn is not None:
+            turn_id, admission_id = turn.turn_id, turn.admission_id
+        else:  # on a shared store, maybe another backend's: the lease names it
+            lease = leases.current(tx, session_id)
+            if lease is None or lease.expires_at <= time.time():
+                return None
+            rows = admissions.started_of_turn(tx, session_id, lease.holder.turn_id)
+            if not rows:
+                return None
+            turn_id, admission_id = lease.holder.turn_id, rows[0].admission_id
+        return p.ActiveTurn(turn_id=turn_id, admission_id=admission_id,
+                            text=events.turn_text(tx, session_id, turn_id))
 
     # --- admissions and approvals, read ---------------------------------------------
 

@@ -66,6 +66,28 @@ async def test_two_backends_run_every_admission_once_and_never_overlap_a_session
     await rb.close()
 
 
+async def test_a_window_opened_on_one_backend_shows_what_the_others_turn_streamed_so_far(
+    pair: tuple[Backend, Backend], fakes: tuple[FakeOpenAI, FakeOpenAI],
+) -> None:
+    """session.resume through B of a session whose turn runs on A names that turn and the
+    text it streamed so far, so a window opened mid-stream shows it and appends the rest."""
+    a, b = pair
+    release = threading.Event()
+    fakes[0].default = Reply(deltas=["so far ", "and the rest"], hang_after=1, release=release)
+    ra, rb = await _open(a, "client-a"), await _open(b, "client-b")
+    sid = await create_session(ra)
+    receipt = await submit(ra, sid, "long job")
+    await ra.wait_event(lambda e: e.get("type") == "message.delta", 30)
+    resumed = await rb.call("session.resume", {"session_id": sid})
+    assert resumed["active_turn"]["admission_id"] == receipt["admission_id"]
+    assert resumed["active_turn"]["text"] == "so far "
+    release.set()
+    await wait_complete(ra, receipt["admission_id"], timeout=30)
+    assert (await rb.call("session.resume", {"session_id": sid})).get("active_turn") is None
+    await ra.close()
+    await rb.close()
+
+
 async def test_an_interrupt_sent_to_one_backend_stops_the_turn_the_other_runs(
     pair: tuple[Backend, Backend], fakes: tuple[FakeOpenAI, FakeOpenAI],
 ) -> None:
