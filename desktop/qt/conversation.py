@@ -85,15 +85,15 @@ RUNNING_HINT = "Steer the running turn (Alt+Enter) or queue a message for after 
 
 
 class Composer(QPlainTextEdit):
-    """Enter sends, Shift+Enter is a newline, Esc interrupts.  Two lines high when empty, it
-    grows with what is typed up to MAX_LINES, then scrolls."""
+    """Enter sends, Shift+Enter is a newline (Esc, which stops the turn, is the window's: see
+    `Window.stop_action`).  Two lines high when empty, it grows with what is typed up to
+    MAX_LINES, then scrolls."""
 
     MIN_LINES = 2
     MAX_LINES = 10
 
     send = Signal()
     steer = Signal()
-    interrupt = Signal()
 
     def __init__(self) -> None:
         super().__init__()
@@ -121,9 +121,6 @@ class Composer(QPlainTextEdit):
         if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
                 and not e.modifiers() & Qt.KeyboardModifier.ShiftModifier:
             emit(self.steer if e.modifiers() & Qt.KeyboardModifier.AltModifier else self.send)
-            return
-        if e.key() == Qt.Key.Key_Escape:
-            emit(self.interrupt)
             return
         super().keyPressEvent(e)
 
@@ -384,7 +381,6 @@ class Conversation(QWidget):
         self.composer.setAccessibleDescription(
             "Your message to Turnkey: Enter sends, Shift+Enter starts a new line, Esc stops the turn")
         self.composer.send.connect(self.send)
-        self.composer.interrupt.connect(self.interrupt)
         self.follower = Follower(self.view, self.composer)
         self.send_button = QPushButton("Send")
         self.send_button.setProperty("primary", True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from PySide6.QtCore import QPoint, Qt, QUrl, Signal
+from PySide6.QtCore import QEvent, QPoint, Qt, QUrl, Signal
 from PySide6.QtGui import (
     QContextMenuEvent,
     QImage,
@@ -112,6 +112,14 @@ class Reader(QTextBrowser):
 
     def loadResource(self, type: int, name: QUrl | str) -> Any:
         return refuse(type)
+
+    def event(self, e: QEvent) -> bool:
+        # Esc here goes back to the list: claimed before the window's Esc (Stop) sees it.
+        if e.type() == QEvent.Type.ShortcutOverride and isinstance(e, QKeyEvent) \
+                and e.key() == Qt.Key.Key_Escape:
+            e.accept()
+            return True
+        return super().event(e)
 
     def keyPressEvent(self, e: QKeyEvent) -> None:
         if e.matches(QKeySequence.StandardKey.Copy):

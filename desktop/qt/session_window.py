@@ -208,6 +208,11 @@ class Window(QMainWindow):
         close.triggered.connect(lambda _=False: self.close())
         self.rename_action = self._local("&Rename…", "F2", lambda c: c.rename())
         self.stop_action = self._local("S&top the running turn", "Ctrl+.", lambda c: c.interrupt())
+        # Esc too, wherever the focus is in the window (the key reached for in a panic).  A popup,
+        # a dialog or the message reader keeps its own Esc: the window's shortcuts do not reach
+        # them.  Enabled only while a turn runs (see _enable), so an idle window's Esc is left
+        # to the widget with the focus.
+        self.stop_action.setShortcuts([QKeySequence("Ctrl+."), QKeySequence("Esc")])
         self.composer_action = self._local("Go to the &message box", "Ctrl+L",
                                            lambda c: c.focus_composer())
         self.latest_action = self._local("Jump to &latest", "Ctrl+End", lambda c: c.follower.jump())
@@ -256,6 +261,12 @@ class Window(QMainWindow):
             action.setEnabled(has)
         for name in SESSION_ACTIONS:
             self.app_actions[name].setEnabled(has)
+        self.stop_action.setEnabled(self.current is not None and self.current.state.busy)
+
+    def _changed(self) -> None:
+        """The conversation shown changed (its title, its status): the title and Stop follow."""
+        self._title()
+        self._enable()
 
     def app_title(self) -> str:
         """"Turnkey", or "Turnkey on build-box" while the session shown (else the window's
@@ -294,7 +305,7 @@ class SessionWindow(Window):
     def __init__(self, link: Link, session_id: str) -> None:
         super().__init__(link)
         self.current = Conversation(link, session_id)
-        self.current.changed.connect(self._title)
+        self.current.changed.connect(self._changed)
         self.current.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
         self.setCentralWidget(self.current)
         self._menus(main=False)
@@ -450,7 +461,7 @@ class MainWindow(Window):
                 c.close_conversation()
                 c.deleteLater()
             c = Conversation(link, session_id, at_message or None)
-            c.changed.connect(self._title)
+            c.changed.connect(self._changed)
             c.moved.connect(lambda _old, new: self.sidebar.mark_current(new))
             c.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
             self.current = c
