@@ -34,7 +34,7 @@ from desktop.qt.tray import Notifier, window_icon
 from shared import protocol as p
 from shared.client import Incoming
 from shared.mcp_names import shown_name, shown_summary
-from shared.methods import ApprovalRespond, SessionList
+from shared.methods import ApprovalList, ApprovalRespond, SessionList
 from shared.remote import RemoteTarget
 
 if TYPE_CHECKING:  # loaded when first opened
@@ -145,10 +145,22 @@ class Controller(QObject):
         if current:
             self.main.show_session(current, link=self.link)
         self._reopen_windows(self.link, reopen)
+        await self._show_waiting(self.link)
         for link in self.backends.remotes:
             if link.current == "connected":
                 self._reopen_windows(link, self._reopen.pop(link.key, []))
         emit(self.ready)
+
+    async def _show_waiting(self, link: Link) -> None:
+        """An approval waits (asked while the app was closed, or while no window showed its
+        session): the main window shows the session that asked last, instead of the start
+        page, unless the saved layout already shows it somewhere."""
+        waiting = (await link.call(ApprovalList())).approvals
+        if not waiting or self.main.current is not None:
+            return
+        latest = max(waiting, key=lambda approval: approval.created_at)
+        if all(win.session_id != latest.session_id for win in self.windows):
+            self.main.show_session(latest.session_id, link=link)
 
     def _reopen_windows(self, link: Link, entries: list[dict[str, Any]]) -> None:
         """The saved layout's windows of one backend, now that it is connected."""

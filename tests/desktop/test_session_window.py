@@ -12,7 +12,7 @@ from desktop.qt.controller import Controller
 from desktop.qt.session_window import Window
 from desktop.qt.transcript_view import tool_html
 from desktop.state.transcript import AssistantItem, Item, ToolItem, UserItem
-from shared.methods import SessionCreate
+from shared.methods import PromptSubmit, SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.backend_proc import Backend
 
@@ -250,6 +250,40 @@ def test_quit_right_after_opening_a_window_keeps_it_in_the_saved_layout(
     qtbot.waitUntil(lambda: len(again.windows) == 1 and again.windows[0].conversation.state.loaded,
                     timeout=15_000)
     assert again.windows[0].session_id == sid
+
+
+def ask_approval(qtbot: Any, controller: Controller, fake: FakeOpenAI, folder: Path, name: str) -> str:
+    """A session whose turn waits for the person's approval (`rm -rf` asks in smart mode),
+    sent from elsewhere: no window shows it."""
+    sid = new_session(qtbot, controller, folder)
+    fake.routes[f"clean up {name}"] = Reply.calls(
+        {"name": "terminal", "arguments": {"command": f"rm -rf {folder}/{name}"}})
+    drive(qtbot, controller.link.call(PromptSubmit(session_id=sid, request_id=f"ask-{name}",
+                                                   text=f"clean up {name}")))
+    qtbot.waitUntil(lambda: controller.statuses.get(sid) == "waiting_approval", timeout=15_000)
+    return sid
+
+
+def test_relaunching_while_an_approval_waits_shows_the_session_that_needs_the_person(
+    qtbot: Any, make_controller: Any, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    first = make_controller()
+    new_session(qtbot, first)  # another session, with nothing to decide
+    older = ask_approval(qtbot, first, fake_provider, tmp_path, "old")
+    latest = ask_approval(qtbot, first, fake_provider, tmp_path, "new")
+    assert first.main.current is None  # (the app shows the start page)
+    first.quit()
+    qtbot.waitUntil(lambda: first.link.client.state == "closed", timeout=10_000)
+    again = make_controller(restore=True)
+    qtbot.waitUntil(lambda: again.main.current is not None, timeout=10_000)
+    assert again.main.session_id == latest, "the session asking most recently, not the start page"
+    assert again.main.session_id != older
+    conv = again.main.conversation
+    qtbot.waitUntil(lambda: len(conv.cards) == 1, timeout=10_000)
+    card = next(iter(conv.cards.values()))
+    assert f"rm -rf {tmp_path}/new" in card.approval.summary
+    assert again.main.stack.currentWidget() is conv
+    assert not again.windows
 
 
 def test_a_retry_shows_a_countdown_and_a_crashed_tool_shows_its_outcome_as_unknown(
