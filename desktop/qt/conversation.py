@@ -765,6 +765,7 @@ class Conversation(QWidget):
     def answer(self, approval_id: str, decision: p.Decision) -> None:
         card = self.cards.get(approval_id)
         if card is not None:
+            self._let_go(card)  # (its buttons are disabled now, the card goes soon)
             card.busy(True)
 
         async def go() -> None:
@@ -793,6 +794,14 @@ class Conversation(QWidget):
         card = self.cards.get(approval_id)
         if card is not None:
             card.buttons["once"].setFocus()
+
+    def _let_go(self, going: QWidget) -> None:
+        """A card or a queued row that goes (answered, cancelled, started): the focus it holds
+        goes to the message box, so the person types on; left to Qt, it would move along the
+        window's focus chain to its first control (the sidebar's New session button)."""
+        focused = self.window().focusWidget()
+        if focused is not None and going.isAncestorOf(focused):
+            self.composer.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def focus_composer(self) -> None:
         self.composer.setFocus(Qt.FocusReason.ActiveWindowFocusReason)
@@ -885,6 +894,7 @@ class Conversation(QWidget):
             self.notice.hide()
         for aid in [a for a in self.cards if a not in s.approvals]:
             card = self.cards.pop(aid)
+            self._let_go(card)
             self.approvals_box.removeWidget(card)
             card.deleteLater()
         for aid, approval in s.approvals.items():
@@ -894,6 +904,7 @@ class Conversation(QWidget):
                 self.approvals_box.addWidget(card)
         for adm in [a for a in self.queue_rows if a not in s.queue]:
             row = self.queue_rows.pop(adm)
+            self._let_go(row)
             self.queue_box.removeWidget(row)
             row.deleteLater()
         for adm, receipt in s.queue.items():

@@ -3,16 +3,20 @@ session window (desktop/qt/follow.py), against a real backend and the fake model
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 from desktop.qt.controller import Controller
 from desktop.qt.session_window import Window
 from desktop.state.transcript import AssistantItem, ToolItem, UserItem
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
+from .test_keyboard import active
 from .test_session_window import new_session, open_window, texts, turn_done, type_and_send
 
 LONG = "".join(f"Line {i} of a long answer that needs several rows to show.\n\n" for i in range(60))
@@ -154,3 +158,57 @@ def test_the_message_box_grows_with_its_text_up_to_a_limit(qtbot: Any) -> None:
     assert box.verticalScrollBar().maximum() > 0
     box.clear()
     assert box.height() == empty, "sending shrinks it back"
+
+
+def answer_from_the_keyboard(qtbot: Any, win: Window, fake: FakeOpenAI, folder: Path,
+                             decision: str) -> None:
+    """A turn asks for an approval; Space on the card's button answers it (the person went to
+    the card with Tab); the turn then ends."""
+    n = len(texts(win, UserItem)) + 1
+    fake.script(Reply.calls({"name": "terminal", "arguments": {"command": f"rm -rf {folder}/v{n}"}}),
+                Reply(deltas=[f"Answered {n}."]))
+    type_and_send(qtbot, win, f"clean up {n}")
+    qtbot.waitUntil(lambda: len(win.conversation.cards) == 1, timeout=15_000)
+    button = next(iter(win.conversation.cards.values())).buttons[decision]
+    button.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is button, timeout=2_000)
+    qtbot.keyClick(button, Qt.Key.Key_Space)  # Allow once, or Deny
+    qtbot.waitUntil(lambda: turn_done(win, n) and not win.conversation.cards, timeout=20_000)
+    qtbot.wait(100)  # (the card's deletion is done)
+
+
+@pytest.mark.parametrize("decision", ["once", "deny"])
+def test_after_allow_or_deny_the_focus_goes_back_to_the_message_box(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path, decision: str
+) -> None:
+    sid = new_session(qtbot, controller, tmp_path)
+    for win in (open_window(qtbot, controller, sid),  # beside the sidebar, then popped out
+                open_window(qtbot, controller, sid, new_window=True)):
+        active(qtbot, win)
+        answer_from_the_keyboard(qtbot, win, fake_provider, tmp_path, decision)
+        assert QApplication.focusWidget() is win.conversation.composer, \
+            f"the focus went to {QApplication.focusWidget()!r}"
+
+
+def test_after_a_queued_message_is_cancelled_the_focus_goes_back_to_the_message_box(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
+) -> None:
+    release = threading.Event()
+    fake_provider.script(Reply(deltas=["working", " on it"], hang_after=1, release=release))
+    sid = new_session(qtbot, controller)
+    win = open_window(qtbot, controller, sid, new_window=True)
+    conv = win.conversation
+    active(qtbot, win)
+    type_and_send(qtbot, win, "a long job")
+    qtbot.waitUntil(lambda: conv.state.status == "running", timeout=15_000)
+    type_and_send(qtbot, win, "then this")
+    qtbot.waitUntil(lambda: len(conv.queue_rows) == 1, timeout=10_000)
+    cancel = next(iter(conv.queue_rows.values())).cancel
+    cancel.setFocus(Qt.FocusReason.MouseFocusReason)  # as a click gives it
+    cancel.click()
+    qtbot.waitUntil(lambda: not conv.queue_rows, timeout=10_000)
+    qtbot.wait(100)  # (the row's deletion is done)
+    assert QApplication.focusWidget() is conv.composer, f"the focus went to {QApplication.focusWidget()!r}"
+    conv.interrupt()
+    qtbot.waitUntil(lambda: not conv.state.busy, timeout=15_000)
+    release.set()
