@@ -6,6 +6,8 @@ import ctypes
 import sys
 from typing import Any
 
+from PySide6.QtWidgets import QPlainTextEdit
+
 
 def keep_none_alive() -> None:
     """PySide6 6.12 returns `None` from every wrapped C++ `void` method (`setText`, `update`,
@@ -39,3 +41,16 @@ def emit(signal: Any, *args: Any) -> None:
     result = signal.emit(*args)
     if isinstance(result, bool):
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(result))
+
+
+def set_placeholder(edit: QPlainTextEdit, text: str) -> None:
+    """Sets an editor's placeholder text, and shows it.
+
+    Qt 6.12's `QPlainTextEdit.setPlaceholderText` repaints only when the placeholder appears
+    or goes (`updatePlaceholderVisibility`), so a new text over an empty box stays unseen,
+    the old one on the screen, until something else repaints it: the message box went on
+    saying "Steer the running turn…" after the turn had ended.
+    tests/desktop/test_compat.py fails when a release repaints it itself.
+    """
+    edit.setPlaceholderText(text)
+    edit.viewport().update()

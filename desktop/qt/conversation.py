@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from desktop.qt import theme
 from desktop.qt.aio import spawn
-from desktop.qt.compat import emit
+from desktop.qt.compat import emit, set_placeholder
 from desktop.qt.doors import DoorWatch
 from desktop.qt.follow import Follower
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
@@ -885,7 +885,7 @@ class Conversation(QWidget):
             self.send_button.setToolTip("Send after the running turn (Enter)" if running else "")
             theme.restyle(self.send_button, primary=not running)
             theme.restyle(self.steer_button, primary=running)
-            self.composer.setPlaceholderText(RUNNING_HINT if running else IDLE_HINT)
+            set_placeholder(self.composer, RUNNING_HINT if running else IDLE_HINT)
         self._refresh_turn()
         if s.notice is not None:
             self.notice.setText(s.notice.render(time.monotonic()))

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication, QWidget
 
 from desktop.qt.controller import Controller
 from desktop.qt.session_window import Window
@@ -212,3 +213,42 @@ def test_after_a_queued_message_is_cancelled_the_focus_goes_back_to_the_message_
     conv.interrupt()
     qtbot.waitUntil(lambda: not conv.state.busy, timeout=15_000)
     release.set()
+
+
+def on_screen(widget: QWidget) -> QImage:
+    """What the screen shows of `widget` now: its window's pixels as last painted (a grab of
+    the widget itself would paint it afresh)."""
+    win = widget.window()
+    shot = win.screen().grabWindow(win.winId())
+    return shot.copy(QRect(widget.mapTo(win, QPoint(0, 0)), widget.size())).toImage() \
+        .convertToFormat(QImage.Format.Format_RGB32)
+
+
+def painted(widget: QWidget) -> QImage:
+    """What `widget` looks like painted now."""
+    return widget.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+
+
+def test_the_message_box_says_steer_only_while_a_turn_runs(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
+) -> None:
+    from desktop.qt.conversation import IDLE_HINT, RUNNING_HINT
+
+    sid = new_session(qtbot, controller)
+    win = open_window(qtbot, controller, sid)  # (wide: the message box keeps its size)
+    qtbot.waitExposed(win)
+    conv = win.conversation
+    box = conv.composer.viewport()
+    assert conv.composer.placeholderText() == IDLE_HINT
+    fake_provider.script(Reply(deltas=["one ", "two ", "three"], delay=0.3))
+    type_and_send(qtbot, win, "count")
+    conv.view.setFocus()  # (no blinking cursor in the pictures)
+    qtbot.waitUntil(lambda: conv.composer.placeholderText() == RUNNING_HINT, timeout=10_000)
+    box.update()  # (painted while the turn runs, whatever else had it painted)
+    qtbot.waitUntil(lambda: on_screen(box) == painted(box), timeout=5_000)
+    steering = on_screen(box)
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
+    qtbot.wait(200)  # (a refresh due is done, and painted)
+    assert conv.composer.placeholderText() == IDLE_HINT
+    assert on_screen(box) != steering, "the screen still shows the running turn's hint"
+    assert on_screen(box) == painted(box)
