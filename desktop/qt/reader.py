@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from PySide6.QtCore import QEvent, QPoint, Qt, QUrl, Signal
+from PySide6.QtCore import QPoint, Qt, QUrl, Signal
 from PySide6.QtGui import (
     QContextMenuEvent,
     QImage,
@@ -70,7 +70,7 @@ class Reader(QTextBrowser):
     anchor = Signal(QUrl)  # a link was clicked (never followed here)
     copy_asked = Signal()  # Ctrl+C
     menu_asked = Signal(QPoint)  # a context menu, at this global position
-    leave = Signal()  # Esc: back to the list
+    leave = Signal()  # Esc: back to the list (while a turn runs, Esc is the window's Stop)
 
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
@@ -112,14 +112,6 @@ class Reader(QTextBrowser):
 
     def loadResource(self, type: int, name: QUrl | str) -> Any:
         return refuse(type)
-
-    def event(self, e: QEvent) -> bool:
-        # Esc here goes back to the list: claimed before the window's Esc (Stop) sees it.
-        if e.type() == QEvent.Type.ShortcutOverride and isinstance(e, QKeyEvent) \
-                and e.key() == Qt.Key.Key_Escape:
-            e.accept()
-            return True
-        return super().event(e)
 
     def keyPressEvent(self, e: QKeyEvent) -> None:
         if e.matches(QKeySequence.StandardKey.Copy):

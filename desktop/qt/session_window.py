@@ -208,10 +208,11 @@ class Window(QMainWindow):
         close.triggered.connect(lambda _=False: self.close())
         self.rename_action = self._local("&Rename…", "F2", lambda c: c.rename())
         self.stop_action = self._local("S&top the running turn", "Ctrl+.", lambda c: c.interrupt())
-        # Esc too, wherever the focus is in the window (the key reached for in a panic).  A popup,
-        # a dialog or the message reader keeps its own Esc: the window's shortcuts do not reach
-        # them.  Enabled only while a turn runs (see _enable), so an idle window's Esc is left
-        # to the widget with the focus.
+        # Esc too, wherever the focus is in the window (the key reached for in a panic).  A popup
+        # or a dialog keeps its own Esc: the window's shortcuts do not reach them.  Enabled only
+        # while a turn runs (see _enable), so an idle window's Esc is left to the widget with the
+        # focus; the message reader's (back to the list) waits for that too, since a click on
+        # the streaming answer opens its reader.
         self.stop_action.setShortcuts([QKeySequence("Ctrl+."), QKeySequence("Esc")])
         self.composer_action = self._local("Go to the &message box", "Ctrl+L",
                                            lambda c: c.focus_composer())

@@ -1,5 +1,6 @@
 """Esc, the key a person reaches for in a panic, stops the running turn from wherever the
-focus is in a window that shows a conversation; popups and dialogs keep their own Esc."""
+focus is in a window that shows a conversation; popups and dialogs keep their own Esc, and
+with no turn running every widget keeps its own (the message reader goes back to the list)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from desktop.qt.controller import Controller
 from desktop.qt.conversation import Conversation
 from desktop.qt.palette import CommandPalette
 from desktop.qt.session_window import Window
-from desktop.state.transcript import NoteItem
+from desktop.state.transcript import AssistantItem, NoteItem
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .test_keyboard import active
@@ -62,12 +63,25 @@ def esc_stops(qtbot: Any, fake: FakeOpenAI, win: Window, where: str,
                         timeout=2_000)
     now = QApplication.focusWidget() or win  # (no focus widget: keys go to the window)
     assert now.window() is win, f"{where}: the focus left the window, to {now!r}"
+    shown = repr(now)  # (now, while it exists: Esc may close it)
     qtbot.keyClick(now, Qt.Key.Key_Escape)
     try:
         qtbot.waitUntil(lambda: stopped(conv) == before + 1, timeout=10_000)
     except Exception as exc:
-        raise AssertionError(f"Esc with the focus on {where} ({now!r}) did not stop the turn") from exc
-    qtbot.waitUntil(lambda: not conv.state.busy, timeout=15_000)
+        raise AssertionError(f"Esc with the focus on {where} ({shown}) did not stop the turn") from exc
+    qtbot.waitUntil(lambda: not conv.state.busy and not conv.stop_button.isEnabled(), timeout=15_000)
+
+
+def click_the_answer(qtbot: Any, conv: Conversation) -> QWidget | None:
+    """A click on the streaming answer: it opens for reading (text selectable), the focus in
+    its reader (None: the focus stays where the click put it)."""
+    rows = conv.state.transcript.items
+    row = max(i for i, it in enumerate(rows) if isinstance(it, AssistantItem))
+    rect = conv.view.visualRect(conv.model.index(row, 0))
+    qtbot.mouseClick(conv.view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.waitUntil(lambda: conv.view.reader() is not None
+                    and QApplication.focusWidget() is conv.view.reader(), timeout=2_000)
+    return None
 
 
 def esc_everywhere(qtbot: Any, fake: FakeOpenAI, win: Window) -> None:
@@ -75,6 +89,7 @@ def esc_everywhere(qtbot: Any, fake: FakeOpenAI, win: Window) -> None:
     active(qtbot, win)
     esc_stops(qtbot, fake, win, "the message box", lambda: conv.composer)
     esc_stops(qtbot, fake, win, "the transcript", lambda: conv.view)
+    esc_stops(qtbot, fake, win, "an answer clicked (its reader)", lambda: click_the_answer(qtbot, conv))
     esc_stops(qtbot, fake, win, "the Stop button", lambda: conv.stop_button)
     esc_stops(qtbot, fake, win, "the model box", lambda: conv.model_box)
     # A message queued behind the running turn: Esc on its Cancel button stops the turn (the
@@ -122,7 +137,7 @@ def test_esc_stops_the_turn_from_anywhere_in_a_session_window(
 
 
 @pytest.mark.usefixtures("hanging")
-def test_esc_closes_the_palette_and_the_reader_without_stopping_the_turn(
+def test_esc_closes_the_palette_first_and_leaves_the_reader_once_nothing_runs(
     qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
 ) -> None:
     sid = new_session(qtbot, controller)
@@ -131,6 +146,7 @@ def test_esc_closes_the_palette_and_the_reader_without_stopping_the_turn(
     qtbot.waitExposed(win)
     active(qtbot, win)
     run_turn(qtbot, fake_provider, conv)
+    # The command palette (a dialog over the window): Esc closes it, and only that.
     [opener] = [a for a in win.actions() if a.property("palette_opener")]
     opener.trigger()
     found = win.property("commandPalette")
@@ -138,19 +154,21 @@ def test_esc_closes_the_palette_and_the_reader_without_stopping_the_turn(
     active(qtbot, found)
     qtbot.keyClick(found.query, Qt.Key.Key_Escape)
     qtbot.waitUntil(lambda: not found.isVisible(), timeout=5_000)
-    # The reader over a message: Esc goes back to the list.
-    qtbot.waitUntil(lambda: conv.model.rowCount() > 0, timeout=5_000)
-    active(qtbot, win)
-    reader = conv.view.open_reader(conv.model.index(0, 0))
-    assert reader is not None
-    reader.setFocus()
-    qtbot.keyClick(reader, Qt.Key.Key_Escape)
-    assert conv.view.reader() is None
     qtbot.wait(500)
-    assert conv.state.status == "running", "Esc only closed them"
+    assert conv.state.status == "running", "Esc only closed the palette"
     assert stopped(conv) == 0
-    # The next Esc, with nothing over the conversation, stops the turn.
-    esc_stops(qtbot, fake_provider, win, "the transcript, after the reader", lambda: None)
+    # A click on the answer opens its reader (the focus in it): Esc stops the turn there too,
+    # and once nothing runs, Esc in the reader goes back to the list.
+    active(qtbot, win)
+    esc_stops(qtbot, fake_provider, win, "an answer clicked (its reader)",
+              lambda: click_the_answer(qtbot, conv))
+    qtbot.waitUntil(lambda: all(not it.key.startswith(("stream:", "prompt:"))
+                                for it in conv.state.transcript.items), timeout=10_000)
+    click_the_answer(qtbot, conv)
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Escape)
+    assert conv.view.reader() is None
+    assert conv.view.hasFocus()
+    assert stopped(conv) == 1
 
 
 def test_esc_without_a_running_turn_stops_nothing(
