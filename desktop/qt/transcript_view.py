@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import html
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -482,6 +484,18 @@ class TranscriptView(QListView):
         doc.size()  # (layout is lazy: now its lines exist)
         return doc
 
+    @contextmanager
+    def _unscrolled(self) -> Iterator[None]:
+        """Qt's own handling of a press (or a current row set) without its scrolling: a view
+        scrolls the pressed row into sight, at once or when a double click can no longer come,
+        which for a row taller than the view jumps to its top and loses the reader's place."""
+        auto = self.hasAutoScroll()
+        self.setAutoScroll(False)
+        try:
+            yield
+        finally:
+            self.setAutoScroll(auto)
+
     # --- the reader ----------------------------------------------------------------------
 
     def open_reader(self, index: Index) -> Reader | None:
@@ -624,7 +638,8 @@ class TranscriptView(QListView):
     # --- events --------------------------------------------------------------------------
 
     def mousePressEvent(self, e: QMouseEvent) -> None:
-        super().mousePressEvent(e)
+        with self._unscrolled():
+            super().mousePressEvent(e)
         if e.button() != Qt.MouseButton.LeftButton:
             return
         reader = self.open_reader(self.indexAt(e.position().toPoint()))
@@ -674,7 +689,8 @@ class TranscriptView(QListView):
     def contextMenuEvent(self, e: QContextMenuEvent) -> None:
         index = self.indexAt(e.pos())
         if index.isValid():
-            self.setCurrentIndex(index)
+            with self._unscrolled():
+                self.setCurrentIndex(index)
             self._show_menu(index, e.globalPos())
 
     def changeEvent(self, e: QEvent) -> None:

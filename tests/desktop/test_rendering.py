@@ -91,8 +91,8 @@ class Shown:
         return origin + QPoint(int(x) + 1, int(top))
 
 
-@pytest.fixture
-def shown(qtbot: Any) -> Shown:
+def show_transcript(qtbot: Any) -> Shown:
+    """A transcript view on its own, shown offscreen (760 by 900)."""
     transcript = Transcript()
     model = TranscriptModel(transcript)
     view = make_view(model)
@@ -101,6 +101,11 @@ def shown(qtbot: Any) -> Shown:
     view.show()
     qtbot.waitExposed(view)
     return Shown(transcript, model, view)
+
+
+@pytest.fixture
+def shown(qtbot: Any) -> Shown:
+    return show_transcript(qtbot)
 
 
 def colours(html: str) -> set[str]:
