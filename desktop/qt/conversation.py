@@ -39,6 +39,7 @@ from desktop.qt.doors import DoorWatch
 from desktop.qt.follow import Follower
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
 from desktop.state import doors as door_words
+from desktop.state.copying import quoted
 from desktop.state.delegation import unnamed_children
 from desktop.state.session import SessionState
 from desktop.state.sessions import status_label
@@ -340,7 +341,8 @@ class Conversation(QWidget):
         self.view.setAccessibleName("Conversation")
         self.view.setAccessibleDescription(
             "The messages and tool calls of this session; click a tool call to show its output, "
-            "a message to select and copy from it. Typing here goes to the message box")
+            "drag over text to select it, Enter on a message to read it with the keyboard. "
+            "Typing here goes to the message box")
         self.view.clicked.connect(self._clicked)
         self.view.quote_requested.connect(self.quote)
         self.view.open_session_requested.connect(lambda sid: emit(self.open_requested, sid))
@@ -814,12 +816,11 @@ class Conversation(QWidget):
 
     def quote(self, text: str) -> None:
         """Quote in reply: `text` as "> " lines at the end of the message box, which takes focus."""
-        quoted = "\n".join(f"> {line}".rstrip() for line in text.strip("\n").splitlines())
         before = self.composer.toPlainText()
         newlines = len(before) - len(before.rstrip("\n"))
         gap = "\n" * max(0, 2 - newlines) if before.strip() else ""  # a blank line after what is there
         self.composer.moveCursor(QTextCursor.MoveOperation.End)
-        self.composer.insertPlainText(f"{gap}{quoted}\n\n")
+        self.composer.insertPlainText(f"{gap}{quoted(text)}\n\n")
         self.composer.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _measure(self) -> None:

@@ -1,8 +1,9 @@
 """A message opened for reading: a read-only QTextBrowser over its transcript row, text selectable.
 
-The transcript paints its rows (cheap, virtualized); the row the reader chose gets one of
-these on top, showing the same HTML at the same place, so the text can be selected with the
-mouse or the keyboard and its links clicked.  What a click, Ctrl+C or the context menu means
+The transcript paints its rows (cheap, virtualized) and selects text in them with the mouse
+itself (`drag_select.py`); the row opened with Enter gets one of these on top, showing the
+same HTML at the same place, so the text can be selected with the keyboard (or the mouse,
+within it) and its links reached with Tab.  What a click, Ctrl+C or the context menu means
 is the transcript view's business: the reader only reports them.
 
 Nothing the model wrote may load anything.  Rendering escapes its markup (no `<img>` is ever

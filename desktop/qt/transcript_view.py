@@ -7,8 +7,11 @@ a streaming message re-lays out only itself.  Its HTML comes from `markdown.py` 
 assistant's messages (rendered once per version), from `user_html` for the user's (plain
 text as typed, a long paste collapsed), and from `tool_html` for tool cards.
 
-Painted rows are pictures: to select text in one, clicking it (or Enter) opens a `Reader`
-over that row only, a read-only text browser showing the same document in the same place.
+Painted rows are pictures, and the view selects in them itself: a drag selects from the press to
+the pointer across as many rows as it spans (`copying.Selection`: a row and a character offset at
+each end, measured in the rows' documents), the delegate paints the selected part of each row, and
+Ctrl+C copies it.  A click never scrolls the view.  For the keyboard, Enter opens a `Reader` over
+the current row, a read-only text browser showing the same document in the same place.
 """
 
 from __future__ import annotations
@@ -36,20 +39,23 @@ from PySide6.QtCore import (
     Signal,
 )
 from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
     QColor,
     QContextMenuEvent,
     QDesktopServices,
     QFontDatabase,
     QGuiApplication,
+    QKeyEvent,
     QKeySequence,
     QMouseEvent,
     QPainter,
     QPalette,
     QShortcut,
+    QTextCharFormat,
+    QTextCursor,
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QApplication,
     QListView,
     QMenu,
     QStyle,
@@ -60,10 +66,20 @@ from PySide6.QtWidgets import (
 
 from desktop.qt import delegate_card, markdown, theme
 from desktop.qt.compat import emit
+from desktop.qt.drag_select import DragSelect
 from desktop.qt.reader import Reader, SafeDocument
+from desktop.state.copying import exchange_markdown, exchange_rows
 from desktop.state.delegation import is_delegate
 from desktop.state.sessions import local_time
-from desktop.state.transcript import AssistantItem, Item, NoteItem, ToolItem, Transcript, UserItem
+from desktop.state.transcript import (
+    TOOL_STATUS_WORDS,
+    AssistantItem,
+    Item,
+    NoteItem,
+    ToolItem,
+    Transcript,
+    UserItem,
+)
 from shared.mcp_names import shown_name, shown_summary
 
 ITEM_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -80,18 +96,19 @@ LONG_CHARS = 4_000
 PREVIEW_LINES = 12
 PREVIEW_CHARS = 1_500
 COPIED_MS = 1_500  # a code block's link says "Copied" this long
-# A tool call's status: its words and the theme colour (a `theme.Colors` field) they take.
-STATUS_TEXT = {
-    "pending": ("queued", "muted"),
-    "running": ("running", "accent"),
-    "waiting_approval": ("needs approval", "warning"),
-    "ok": ("done", "success"),
-    "error": ("error", "danger"),
-    "denied": ("denied", "danger"),
-    "skipped": ("skipped", "muted"),
-    "interrupted": ("interrupted", "warning"),
-    "unknown": ("outcome unknown", "warning"),
+# A tool call's status: the theme colour (a `theme.Colors` field) its words take.
+STATUS_TONE = {
+    "pending": "muted",
+    "running": "accent",
+    "waiting_approval": "warning",
+    "ok": "success",
+    "error": "danger",
+    "denied": "danger",
+    "skipped": "muted",
+    "interrupted": "warning",
+    "unknown": "warning",
 }
+STATUS_TEXT = {status: (TOOL_STATUS_WORDS[status], color) for status, color in STATUS_TONE.items()}
 NOTE_LABELS = {"summary": "Summary of earlier messages", "continued": "Continued in a new session",
                "recovered": "Outcome unknown", "notice": "Note"}
 NOTE_COLOR = {"failed": "danger", "interrupted": "warning", "recovered": "warning", "summary": "muted",
@@ -330,14 +347,31 @@ class TranscriptDelegate(QStyledItemDelegate):
         left = frame.left() + (0 if isinstance(item, AssistantItem) else inner)
         return QRect(left, frame.top() + inner, int(doc.textWidth()), int(doc.size().height()) + 1)
 
-    def anchor_at(self, index: Index, pos: QPoint) -> str:
-        """The link under `pos` (viewport coordinates) in a painted row, or ""."""
+    def placed(self, index: Index) -> tuple[SafeDocument, QRect] | None:
+        """The row's document, laid out, and where it is drawn (viewport coordinates)."""
         item = index.data(ITEM_ROLE)
         if item is None:
-            return ""
+            return None
         doc = self.document(item, self.content_width(item))
-        rect = self.text_rect(item, self.view.visualRect(index), doc)
+        return doc, self.text_rect(item, self.view.visualRect(index), doc)
+
+    def anchor_at(self, index: Index, pos: QPoint) -> str:
+        """The link under `pos` (viewport coordinates) in a painted row, or ""."""
+        found = self.placed(index)
+        if found is None:
+            return ""
+        doc, rect = found
         return str(doc.documentLayout().anchorAt(QPointF(pos - rect.topLeft())))
+
+    def offset_at(self, index: Index, pos: QPoint) -> int:
+        """The offset of the character boundary nearest `pos` (viewport coordinates) in the row's
+        text: above or beside the text, the nearest line's."""
+        found = self.placed(index)
+        if found is None:
+            return 0
+        doc, rect = found
+        hit = doc.documentLayout().hitTest(QPointF(pos - rect.topLeft()), Qt.HitTestAccuracy.FuzzyHit)
+        return max(0, hit)
 
     def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
         item = index.data(ITEM_ROLE)
@@ -393,8 +427,27 @@ class TranscriptDelegate(QStyledItemDelegate):
             painter.drawRoundedRect(QRectF(rect).adjusted(-2.5, -2.5, 2.5, 2.5), 8, 8)
         if not self.view.reading(index):  # (else the reader shows the text, over the row)
             painter.translate(self.text_rect(item, option.rect, doc).topLeft())
-            doc.drawContents(painter)
+            self._draw(painter, doc, self.view.selecting.part(index.row(), doc))
         painter.restore()
+
+    def _draw(self, painter: QPainter, doc: SafeDocument, part: tuple[int, int] | None) -> None:
+        """The document, its characters in `part` (if any) in the selection's colours."""
+        if part is None:
+            doc.drawContents(painter)
+            return
+        cursor = QTextCursor(doc)
+        cursor.setPosition(part[0])
+        cursor.setPosition(part[1], QTextCursor.MoveMode.KeepAnchor)
+        look = QTextCharFormat()
+        pal = self.view.palette()
+        look.setBackground(pal.color(QPalette.ColorRole.Highlight))
+        look.setForeground(pal.color(QPalette.ColorRole.HighlightedText))
+        chosen = QAbstractTextDocumentLayout.Selection()
+        chosen.cursor = cursor
+        chosen.format = look
+        context = QAbstractTextDocumentLayout.PaintContext()  # (as drawContents makes it)
+        context.selections = [chosen]
+        doc.documentLayout().draw(painter, context)
 
     # --- the reader ----------------------------------------------------------------------
 
@@ -427,10 +480,11 @@ class TranscriptDelegate(QStyledItemDelegate):
 
 
 class TranscriptView(QListView):
-    """The transcript's list.  Clicking a message (or Enter on it) opens it as a `Reader`, its
-    text selectable; the one reader closes when another row becomes current.  Ctrl+C copies the
+    """The transcript's list.  A drag selects text, across messages too; Ctrl+C copies the
     selection, or else the current item's whole text; a context menu offers Copy, Copy as
-    Markdown and Quote in reply.  Enter or Space also expands a tool card or a long message."""
+    Markdown (the message, or its whole exchange) and Quote in reply.  A click on a tool card
+    expands it; Enter or Space expands a card or a long message, or opens a message as a `Reader`
+    (the one reader closes when another row becomes current)."""
 
     quote_requested = Signal(str)  # "Quote in reply": the text to quote in the message box
     open_session_requested = Signal(str)  # a sub-agent's session to open (its card's Open)
@@ -450,11 +504,12 @@ class TranscriptView(QListView):
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setFrameShape(QListView.Shape.NoFrame)
         self.verticalScrollBar().setSingleStep(24)
-        self.setMouseTracking(True)  # links under the pointer show a hand
+        self.setMouseTracking(True)  # links under the pointer show a hand, text an I-beam
         self.expanded: set[str] = set()  # long user messages shown in full, by item key
         self.copied: tuple[str, int] | None = None  # (item key, code block) just copied
+        self.selecting = DragSelect(self)  # the text selected with the mouse
         self._reading: QPersistentModelIndex | None = None
-        self._held: Reader | None = None  # the reader a press opened, until its release
+        self._pressed_link = ""  # the link under a left press: a release on it follows it
         self._uncopy = QTimer(self, singleShot=True, interval=COPIED_MS)
         self._uncopy.timeout.connect(self._copied_done)
         for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space):
@@ -504,6 +559,7 @@ class TranscriptView(QListView):
             return None
         if not self.reading(index):
             self.close_reader()
+            self.selecting.clear()  # (one selection at a time: the reader's now)
             if self.currentIndex().row() != index.row():
                 self.setCurrentIndex(self.model().index(index.row(), 0))  # the reader is the current row's
             self.openPersistentEditor(index)
@@ -527,7 +583,7 @@ class TranscriptView(QListView):
 
     def adopt(self, reader: Reader) -> None:
         """Connects a reader the delegate just made."""
-        reader.anchor.connect(self._anchor)
+        reader.anchor.connect(self._reader_anchor)
         reader.copy_asked.connect(self.copy_current)
         reader.menu_asked.connect(self._reader_menu)
         reader.leave.connect(self._leave_reader)
@@ -565,17 +621,23 @@ class TranscriptView(QListView):
         if item.key not in self.expanded:
             self.scrollTo(self.model().index(index.row(), 0))  # (collapsed: keep it in sight)
 
-    def selected_text(self, index: Index) -> str:
-        reader = self.reader() if self.reading(index) else None
-        return reader.selected_text() if reader is not None else ""
+    def selected_text(self) -> str:
+        """The selection: the open reader's, else the transcript's ("" when there is none)."""
+        reader = self.reader()
+        return (reader.selected_text() if reader is not None else "") or self.selecting.text()
 
     def copy_current(self) -> None:
-        """Ctrl+C: the selected text of the open message, else the current item's whole text."""
-        index = self.currentIndex()
-        item = self.item(index)
-        text = self.selected_text(index) or (plain_text(item) if item is not None else "")
+        """Ctrl+C: the selected text, else the current item's whole text."""
+        item = self.item(self.currentIndex())
+        text = self.selected_text() or (plain_text(item) if item is not None else "")
         if text:
             QGuiApplication.clipboard().setText(text)
+
+    def exchange_markdown(self, index: Index) -> str:
+        """The exchange the row at `index` is part of, as markdown (see `copying`)."""
+        items = self.model().transcript.items
+        rows = exchange_rows(items, index.row())
+        return exchange_markdown(items[rows.start:rows.stop])
 
     def message_menu(self, index: Index) -> QMenu:
         """The context menu of the row at `index` (the caller shows it, then drops it)."""
@@ -583,16 +645,22 @@ class TranscriptView(QListView):
         menu = QMenu(self)
         if item is None:
             return menu
-        selected = self.selected_text(index)
+        clipboard = QGuiApplication.clipboard()
+        selected = self.selected_text()
         copy = menu.addAction("Copy selection\tCtrl+C" if selected else "Copy\tCtrl+C")
-        copy.triggered.connect(lambda: QGuiApplication.clipboard().setText(selected or plain_text(item)))
+        copy.triggered.connect(lambda: clipboard.setText(selected or plain_text(item)))
         if isinstance(item, ToolItem) and item.child_session_id:
             child = item.child_session_id
             opener = menu.addAction("Open sub-agent session")
             opener.triggered.connect(lambda: emit(self.open_session_requested, child))
         if isinstance(item, UserItem | AssistantItem | NoteItem):
             source = menu.addAction("Copy as Markdown")
-            source.triggered.connect(lambda: QGuiApplication.clipboard().setText(item.text))
+            source.triggered.connect(lambda: clipboard.setText(item.text))
+        exchange = self.exchange_markdown(index)
+        whole = menu.addAction("Copy exchange as Markdown")
+        whole.setToolTip("The prompt, its answers and tool calls, as markdown")
+        whole.triggered.connect(lambda: clipboard.setText(exchange))
+        if isinstance(item, UserItem | AssistantItem | NoteItem):
             quote = menu.addAction("Quote in reply")
             quote.triggered.connect(lambda: emit(self.quote_requested, selected or item.text))
         return menu
@@ -607,20 +675,25 @@ class TranscriptView(QListView):
         if self._reading is not None and self._reading.isValid():
             self._show_menu(self.model().index(self._reading.row(), 0), where)
 
-    def _anchor(self, url: QUrl) -> None:
-        """A link clicked in the reader: the app's own (Copy, Show all), or the model's."""
-        action = markdown.action_of(url.toString())
+    def _reader_anchor(self, url: QUrl) -> None:
+        if self._reading is not None and self._reading.isValid():
+            self.follow(self.model().index(self._reading.row(), 0), url.toString())
+
+    def follow(self, index: Index, href: str) -> None:
+        """A link clicked in a row (painted, or in its reader): the app's own (Copy, Show all,
+        a sub-agent's Open), or the model's (web and mail links only)."""
+        action = markdown.action_of(href)
         if action is None:
+            url = QUrl(href)
             if url.scheme() in ("http", "https", "mailto"):
                 emit(self.link_clicked, url)
             return
-        if self._reading is None or not self._reading.isValid():
-            return
-        index = self.model().index(self._reading.row(), 0)
         item = self.item(index)
         what, n = action
         if what == "expand":
             self.toggle_expanded(index)
+        elif href == delegate_card.OPEN_CHILD and isinstance(item, ToolItem) and item.child_session_id:
+            emit(self.open_session_requested, item.child_session_id)
         elif what == "copy" and item is not None:
             code = self.delegate.rendered(item, colored=False).code
             if n < len(code):
@@ -638,53 +711,67 @@ class TranscriptView(QListView):
     # --- events --------------------------------------------------------------------------
 
     def mousePressEvent(self, e: QMouseEvent) -> None:
+        if e.button() != Qt.MouseButton.LeftButton:
+            with self._unscrolled():
+                super().mousePressEvent(e)  # (the row becomes current; a selection stays)
+            return
+        self.close_reader()
         with self._unscrolled():
             super().mousePressEvent(e)
-        if e.button() != Qt.MouseButton.LeftButton:
-            return
-        reader = self.open_reader(self.indexAt(e.position().toPoint()))
-        if reader is not None:
-            # The press that opens a reader is its first: a drag selects from there.
-            reader.setFocus(Qt.FocusReason.MouseFocusReason)
-            self._held = reader
-            self._forward(reader, e)
+        pos = e.position().toPoint()
+        index = self.indexAt(pos)
+        self._pressed_link = self.delegate.anchor_at(index, pos) if index.isValid() else ""
+        self.selecting.press(pos)
+
+    def mouseDoubleClickEvent(self, e: QMouseEvent) -> None:
+        with self._unscrolled():
+            super().mouseDoubleClickEvent(e)
+        if e.button() == Qt.MouseButton.LeftButton:
+            self.selecting.word(e.position().toPoint())
 
     def mouseMoveEvent(self, e: QMouseEvent) -> None:
-        if self._held is not None and e.buttons() & Qt.MouseButton.LeftButton:
-            self._forward(self._held, e)
-            return
+        pos = e.position().toPoint()
+        if e.buttons() & Qt.MouseButton.LeftButton:
+            self.selecting.drag(pos)
+            return  # (not Qt's drag, which selects rows and scrolls to them)
         super().mouseMoveEvent(e)
-        index = self.indexAt(e.position().toPoint())
-        link = self.delegate.anchor_at(index, e.position().toPoint()) if index.isValid() else ""
-        if link:
+        index = self.indexAt(pos)
+        found = self.delegate.placed(index) if index.isValid() else None
+        message = isinstance(self.item(index), UserItem | AssistantItem | NoteItem)
+        if found is not None and self.delegate.anchor_at(index, pos):
             self.viewport().setCursor(Qt.CursorShape.PointingHandCursor)
+        elif found is not None and message and found[1].contains(pos):
+            self.viewport().setCursor(Qt.CursorShape.IBeamCursor)
         else:
             self.viewport().unsetCursor()
 
     def mouseReleaseEvent(self, e: QMouseEvent) -> None:
-        held, self._held = self._held, None
-        if e.button() == Qt.MouseButton.LeftButton and held is None and self._open_child_at(e):
-            return  # the card's Open link: not a click that expands the card
-        super().mouseReleaseEvent(e)
-        if held is not None and held is self.reader():
-            self._forward(held, e)
+        if e.button() != Qt.MouseButton.LeftButton:
+            super().mouseReleaseEvent(e)
+            return
+        pos = e.position().toPoint()
+        index = self.indexAt(pos)
+        link = self.delegate.anchor_at(index, pos) if index.isValid() else ""
+        selected = self.selecting.release()
+        follows = not selected and bool(link) and link == self._pressed_link
+        if selected or follows:
+            # A release that ends a selection or follows a link is not a click: the card under
+            # it stays as it is (Qt's own release still runs, its signals held).
+            self.blockSignals(True)
+            try:
+                super().mouseReleaseEvent(e)
+            finally:
+                self.blockSignals(False)
+        else:
+            super().mouseReleaseEvent(e)
+        if follows:
+            self.follow(index, link)
 
-    def _open_child_at(self, e: QMouseEvent) -> bool:
-        """Asks for the sub-agent's session when the release is on a card's Open link."""
-        index = self.indexAt(e.position().toPoint())
-        item = self.item(index)
-        if not isinstance(item, ToolItem) or not item.child_session_id:
-            return False
-        if self.delegate.anchor_at(index, e.position().toPoint()) != delegate_card.OPEN_CHILD:
-            return False
-        emit(self.open_session_requested, item.child_session_id)
-        return True
-
-    def _forward(self, reader: Reader, e: QMouseEvent) -> None:
-        target = reader.viewport()
-        pos = QPointF(target.mapFrom(self.viewport(), e.position().toPoint()))
-        QApplication.sendEvent(target, QMouseEvent(e.type(), pos, e.globalPosition(), e.button(),
-                                                   e.buttons(), e.modifiers()))
+    def keyPressEvent(self, e: QKeyEvent) -> None:
+        if e.matches(QKeySequence.StandardKey.Copy):
+            self.copy_current()  # (Qt's own would copy the current row's text, selection or not)
+            return
+        super().keyPressEvent(e)
 
     def contextMenuEvent(self, e: QContextMenuEvent) -> None:
         index = self.indexAt(e.pos())

@@ -26,6 +26,18 @@ from shared.client import Incoming
 PROGRESS_LINES = 400  # of live tool output, the last lines kept for the card
 PROGRESS_KEEP = 16_000  # and at most this many characters of them
 DONE_TOOL = frozenset({"ok", "error", "denied", "skipped", "interrupted", "unknown"})
+# A tool call's status in words: its card says them, and so does a copied exchange.
+TOOL_STATUS_WORDS = {
+    "pending": "queued",
+    "running": "running",
+    "waiting_approval": "needs approval",
+    "ok": "done",
+    "error": "error",
+    "denied": "denied",
+    "skipped": "skipped",
+    "interrupted": "interrupted",
+    "unknown": "outcome unknown",
+}
 
 _versions = itertools.count(1)
 

@@ -135,15 +135,12 @@ def test_a_long_paste_is_collapsed_and_its_link_or_enter_shows_all_of_it_and_les
     short_height = shown.view.visualRect(shown.model.index(0, 0)).height()
     assert short_height < 400
 
-    # A click on the link (it opens the message as a reader, whose link takes the click).
+    # A click on the link.
     where = shown.point(0, f"{ACTION}:expand")
     qtbot.mouseClick(shown.view.viewport(), Qt.MouseButton.LeftButton, pos=where)
     qtbot.waitUntil(lambda: shown.doc(0).toPlainText().endswith("Show less"))
     assert shown.doc(0).toPlainText().splitlines()[:300] == paste.splitlines()
     qtbot.waitUntil(lambda: shown.view.visualRect(shown.model.index(0, 0)).height() > 8 * short_height)
-    reader = shown.view.reader()
-    assert reader is not None
-    assert reader.toPlainText().endswith("Show less")
 
     # The keyboard: Enter (or Space) on the row toggles it.
     shown.view.close_reader()
@@ -226,30 +223,38 @@ def test_a_streaming_answer_never_shows_a_half_received_fence_or_code_span(shown
 # --- selecting and copying ---------------------------------------------------------------------
 
 
-def test_a_clicked_message_opens_as_a_reader_and_ctrl_c_copies_just_the_selection(
+def test_a_drag_selects_in_a_message_ctrl_c_copies_just_that_and_enter_opens_it_as_a_reader(
     shown: Shown, qtbot: Any,
 ) -> None:
     shown.load(user("m1", "why?"), assistant("m2", ANSWER))
     row = shown.row(AssistantItem)
     index = shown.model.index(row, 0)
+    # A drag on the painted row selects from the press on; Ctrl+C copies just that.
     start = shown.text_point(row, "slow part")
-    qtbot.mouseClick(shown.view.viewport(), Qt.MouseButton.LeftButton, pos=start)
-    reader = shown.view.reader()
-    assert isinstance(reader, Reader)
-    assert shown.view.reading(index)
-    assert reader.toPlainText() == shown.doc(row).toPlainText()
-    assert reader.geometry().topLeft() == shown.view.delegate.text_rect(
-        shown.transcript.items[row], shown.view.visualRect(index), shown.doc(row)).topLeft()
-
-    # A drag on the painted row selects from the press on (the press opened the reader).
-    shown.view.close_reader()
     end = shown.text_point(row, "; each pass")
     qtbot.mousePress(shown.view.viewport(), Qt.MouseButton.LeftButton, pos=start)
     qtbot.mouseMove(shown.view.viewport(), end)
     qtbot.mouseRelease(shown.view.viewport(), Qt.MouseButton.LeftButton, pos=end)
+    assert shown.view.selecting.text() == "slow part is the nested loop"
+    assert shown.view.reader() is None
+    qtbot.keyClick(shown.view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QApplication.clipboard().text() == "slow part is the nested loop"
+    # A click drops the selection: Ctrl+C copies the whole message, as written.
+    qtbot.mouseClick(shown.view.viewport(), Qt.MouseButton.LeftButton, pos=start)
+    assert shown.view.selecting.text() == ""
+    qtbot.keyClick(shown.view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QApplication.clipboard().text() == ANSWER
+
+    # Enter opens the message as a reader, over the row, for the keyboard.
+    shown.view.setFocus()
+    qtbot.keyClick(shown.view, Qt.Key.Key_Return)
     reader = shown.view.reader()
-    assert reader is not None
-    assert reader.selected_text() == "slow part is the nested loop"
+    assert isinstance(reader, Reader)
+    assert shown.view.reading(index)
+    assert reader.hasFocus()
+    assert reader.toPlainText() == shown.doc(row).toPlainText()
+    assert reader.geometry().topLeft() == shown.view.delegate.text_rect(
+        shown.transcript.items[row], shown.view.visualRect(index), shown.doc(row)).topLeft()
 
     # Keyboard selection, then Ctrl+C: just that.
     cursor = reader.textCursor()
@@ -297,12 +302,12 @@ def test_the_context_menu_copies_as_markdown_and_quotes(shown: Shown) -> None:
     index = shown.model.index(row, 0)
     menu = shown.view.message_menu(index)
     names = [a.text().split("\t")[0] for a in menu.actions()]
-    assert names == ["Copy", "Copy as Markdown", "Quote in reply"]
+    assert names == ["Copy", "Copy as Markdown", "Copy exchange as Markdown", "Quote in reply"]
     quoted: list[str] = []
     shown.view.quote_requested.connect(quoted.append)
     menu.actions()[1].trigger()
     assert QApplication.clipboard().text() == ANSWER
-    menu.actions()[2].trigger()
+    menu.actions()[3].trigger()
     assert quoted == [ANSWER]
     # With a selection in the reader, Copy and Quote take the selection.
     reader = shown.view.open_reader(index)
@@ -313,7 +318,7 @@ def test_the_context_menu_copies_as_markdown_and_quotes(shown: Shown) -> None:
     assert menu.actions()[0].text().startswith("Copy selection")
     menu.actions()[0].trigger()
     assert QApplication.clipboard().text() == "nested loop"
-    menu.actions()[2].trigger()
+    menu.actions()[3].trigger()
     assert quoted[-1] == "nested loop"
 
 
