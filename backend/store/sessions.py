@@ -432,7 +432,7 @@ def matches(tx: Tx, query: str, hits: list[SearchHit]) -> list[Match]:
         title = h.session.title
         rowid = h.message_rowid if h.message_rowid in found else None
         text, spans = found[rowid] if rowid is not None else snippets.render(
-            title, snippets.title_spans(title, query))
+            title, snippets.title_spans(title, query), markdown=False)
         out.append(Match(h.session.session_id, rowid, text, spans))
     return out
 

@@ -4,9 +4,11 @@ FTS5's snippet() marks the matched terms by inserting strings into the message t
 strings used here carry a fresh random nonce (`Markers`), and a message that contains the
 nonce is never parsed with it (the caller checks, see sessions.matches), so every marker
 found in snippet()'s output is one snippet() inserted.  `render` then turns the text and
-the marked spans into what a client gets: whitespace and control characters collapsed to
-one space, at most SNIPPET_MAX characters around the first match, and the spans as
-[start, end) code-point offsets into that text.
+the marked spans into what a client gets: a message's markdown syntax left out (a code
+fence's line, a heading's #s, bold's ** and code's backticks: a snippet shows words, and the
+message's are mostly markdown), whitespace and control characters collapsed to one space, at
+most SNIPPET_MAX characters with the first match in their middle, and the spans as [start,
+end) code-point offsets into that text.
 
 snippet() copies the text between marks with printf's `%.*s`, which stops at a NUL: in a
 message holding one, what follows the NUL up to the next mark is left out of the snippet.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import re
 import unicodedata
 from secrets import token_hex
@@ -26,8 +29,11 @@ from shared.literals import SNIPPET_MAX
 Span = tuple[int, int]
 
 ELLIPSIS = "\u2026"
-_LEAD = SNIPPET_MAX // 4  # characters kept before the first match when the text is cut
 _WORD_SLACK = 20  # how far a cut moves to fall between words
+# Markdown's syntax a snippet leaves out (never a marked word): a fence's line (its marker and
+# language), a heading's #s, ** and runs of backticks.
+_SYNTAX = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$|^[ \t]{0,3}#{1,6}(?=[ \t]|$)"
+                     r"|\*\*|`+", re.MULTILINE)
 _BLANK = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -117,9 +123,12 @@ def _fold_char(c: str) -> str:
 
 def render(
     text: str, spans: list[Span], cut_before: bool = False, cut_after: bool = False,
-    limit: int = SNIPPET_MAX,
+    limit: int = SNIPPET_MAX, markdown: bool = True,
 ) -> tuple[str, list[Span]]:
-    """The snippet a client shows, and `spans` moved into it (see the module doc)."""
+    """The snippet a client shows, and `spans` moved into it (see the module doc); `markdown`
+    False for a text that is not a message's (a title keeps its backticks)."""
+    if markdown:
+        text, spans = _unmark(text, spans)
     text, spans = _collapse(text, spans)
     if len(text) + cut_before + cut_after > limit:
         text, spans, cut_before, cut_after = _window(text, spans, limit, cut_before, cut_after)
@@ -129,6 +138,42 @@ def render(
     if cut_after:
         text += ELLIPSIS
     return text, spans
+
+
+def _unmark(text: str, spans: list[Span]) -> tuple[str, list[Span]]:
+    """`text` without markdown's syntax (`_SYNTAX`), except where a span is: a fence whose
+    language matched keeps the language."""
+    marked = sorted(spans)
+    starts = [s for s, _ in marked]
+    ends = list(itertools.accumulate((e for _, e in marked), max))  # the furthest end so far
+
+    def free(lo: int, hi: int) -> bool:
+        i = bisect.bisect_left(starts, hi) - 1  # the last span that starts before hi
+        return i < 0 or ends[i] <= lo
+
+    cuts: list[Span] = []
+    for m in _SYNTAX.finditer(text):
+        cut = m.span()
+        if m.group("fence") is not None and not free(*cut):
+            cut = (m.start(), m.end("fence"))
+        if free(*cut):
+            cuts.append(cut)
+    if not cuts:
+        return text, spans
+    kept: list[str] = []
+    removed = [0]  # characters removed before each cut's end
+    pos = 0
+    for lo, hi in cuts:
+        kept.append(text[pos:lo])
+        removed.append(removed[-1] + hi - lo)
+        pos = hi
+    kept.append(text[pos:])
+    cut_ends = [hi for _, hi in cuts]
+
+    def moved(p: int) -> int:
+        return p - removed[bisect.bisect_right(cut_ends, p)]
+
+    return "".join(kept), [(moved(s), moved(e)) for s, e in spans]
 
 
 def _collapse(text: str, spans: list[Span]) -> tuple[str, list[Span]]:
@@ -160,11 +205,13 @@ def _collapse(text: str, spans: list[Span]) -> tuple[str, list[Span]]:
 def _window(
     text: str, spans: list[Span], limit: int, cut_before: bool, cut_after: bool,
 ) -> tuple[str, list[Span], bool, bool]:
-    """A part of `text` from a little before the first span that fits in `limit` characters
-    with an ellipsis at each end that is cut (or was cut already)."""
-    first = spans[0][0] if spans else 0
+    """A part of `text` around the first span (in the middle of it, or from the span's start
+    when the span is longer) that fits in `limit` characters with an ellipsis at each end that
+    is cut (or was cut already)."""
+    first, first_end = spans[0] if spans else (0, 0)
     width = limit - 2
-    start = max(0, min(first - _LEAD, len(text) - width))
+    lead = max(0, (width - (first_end - first)) // 2)
+    start = max(0, min(first - lead, len(text) - width))
     if start == 0 and not cut_before:
         width += 1  # the front is the text's own: no ellipsis there
     elif start + width == len(text) and not cut_after:

@@ -52,10 +52,12 @@ class SearchMatch(Wire):
 
     `message_id`: the session's best-matching message (by bm25), or null when only the
     title matched; `snippet` is then the title.  `snippet` is plain text, never markup:
-    about a dozen words around the match, runs of whitespace and control characters made
-    one space, at most 160 characters (SNIPPET_MAX), `…` where it was cut.  `highlights`:
-    the matched words as [start, end) offsets into `snippet`, counted in Unicode code
-    points (as Python indexes a str, not UTF-16 units), ascending, not overlapping.
+    about a dozen words around the match, a message's markdown syntax left out (fence
+    lines, a heading's #s, ** and backticks), runs of whitespace and control characters
+    made one space, at most 160 characters (SNIPPET_MAX) with the first match in the
+    middle, `…` where it was cut.  `highlights`: the matched words as [start, end)
+    offsets into `snippet`, counted in Unicode code points (as Python indexes a str, not
+    UTF-16 units), ascending, not overlapping.
     """
 
     session_id: str

@@ -252,6 +252,41 @@ def test_a_long_message_gives_a_bounded_snippet_around_the_match(tx: Tx) -> None
     assert len(m.snippet.split()) <= 16
 
 
+def test_a_match_after_a_code_block_shows_in_words_without_markdown(tx: Tx) -> None:
+    code = "```python\n" + "".join(f"total += rows[{i}]  # add it\n" for i in range(80)) + "```\n\n"
+    text = f"# Slow loop\n\n{code}## Why\n\nThe **zebra** step re-reads `rows` on each pass.\n"
+    assert text.index("zebra") > 2000
+    session(tx, "s", "misc", text)
+    m = only(tx, "zebra")
+    assert marked(m) == ["zebra"]
+    assert "Why The zebra step re-reads rows on each" in m.snippet
+    assert "`" not in m.snippet
+    assert "**" not in m.snippet
+    assert "## Why" not in m.snippet
+    assert "# add it" in m.snippet, "a # inside a line is text"
+    # A fence's language that matched stays, marked; its backticks go.
+    m = only(tx, "python")
+    assert m.snippet.startswith("Slow loop python total += rows[0]")
+    assert marked(m) == ["python"]
+
+
+def test_a_long_text_is_cut_with_the_match_in_the_middle() -> None:
+    text = "```sh\n" + "make all && " * 200 + "\n```\n\nThen the **zebra** runs. " + "After that. " * 200
+    text, spans = snippets.render(text, snippets.word_spans(text, "zebra"))
+    assert (text[0], text[-1]) == ("…", "…")
+    assert len(text) <= SNIPPET_MAX
+    assert [text[s:e] for s, e in spans] == ["zebra"]
+    assert "`" not in text
+    assert "*" not in text
+    middle = (spans[0][0] + spans[0][1]) / 2
+    assert abs(middle - len(text) / 2) < 12, (middle, text)
+
+
+def test_a_title_keeps_its_backticks() -> None:
+    title = "Fix `load` in **bold**"
+    assert snippets.render(title, snippets.title_spans(title, "load"), markdown=False) == (title, [(5, 9)])
+
+
 def test_long_punctuation_between_words_is_cut(tx: Tx) -> None:
     text = "start " + "=" * 50_000 + " giraffe " + "-" * 50_000 + " end"
     session(tx, "s", "misc", text)
