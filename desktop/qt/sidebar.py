@@ -550,7 +550,9 @@ class SessionDelegate(QStyledItemDelegate):
     @staticmethod
     def _snippet(painter: QPainter, rect: QRect, font: QFont, match: p.SearchMatch,
                  c: theme.Colors) -> None:
-        """The snippet in muted text with its matched words in the accent colour, elided."""
+        """The snippet in muted text with its matched words in the accent colour, elided; when
+        the words before the first match would take more than a third of the line, they give
+        way to an ellipsis from the left, so the match shows."""
         bold = QFont(font)
         bold.setBold(True)
         text = " ".join(match.snippet.split("\n"))
@@ -563,6 +565,9 @@ class SessionDelegate(QStyledItemDelegate):
             spans.append((text[start:end], True))
             at = end
         spans.append((text[at:], False))
+        lead = QFontMetrics(font)
+        if len(spans) > 1 and lead.horizontalAdvance(spans[0][0]) > rect.width() // 3:
+            spans[0] = (lead.elidedText(spans[0][0], Qt.TextElideMode.ElideLeft, rect.width() // 3), False)
         x = rect.left()
         for part, hit in spans:
             if not part:

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QSystemTrayIcon
+from PySide6.QtCore import QRect, Qt
+from PySide6.QtGui import QColor, QFont, QImage, QPainter
+from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
+from desktop.qt import theme
 from desktop.qt.compat import emit
-from desktop.qt.sidebar import KIND
+from desktop.qt.sidebar import KIND, SessionDelegate
 from shared import protocol as p
 from shared.methods import ApprovalRespond, PromptSubmit, SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -95,6 +97,22 @@ def test_the_sidebar_follows_status_live_and_creates_renames_searches_and_delete
     qtbot.waitUntil(lambda: row_of(controller, sid) is None, timeout=10_000)
     qtbot.waitUntil(lambda: main.current is None, timeout=5_000)
     assert main.stack.currentWidget() is main.empty
+
+
+def test_a_snippet_shows_its_match_even_when_many_words_come_before_it(qapp: QApplication) -> None:
+    lead = "…return the total of every row in the table before the loop ends, then the"
+    snippet = f"{lead} zebra step re-reads the rows on each pass…"
+    start = snippet.index("zebra")
+    match = p.SearchMatch(session_id="s", message_id="m", snippet=snippet, highlights=[(start, start + 5)])
+    colors = theme.colors()
+    image = QImage(240, 20, QImage.Format.Format_RGB32)
+    image.fill(QColor(colors.surface))
+    painter = QPainter(image)
+    SessionDelegate._snippet(painter, QRect(0, 0, 240, 20), QFont(), match, colors)
+    painter.end()
+    accent = QColor(colors.accent).rgb()
+    assert any(image.pixel(x, y) == accent for x in range(240) for y in range(20)), \
+        "the matched word is drawn, in the accent colour"
 
 
 def approval_turn(fake_provider: FakeOpenAI, folder: Path) -> Path:
