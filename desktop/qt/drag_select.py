@@ -4,7 +4,7 @@ The rows are pictures (the delegate paints each from its document), so the view 
 itself: a press puts the selection's anchor at the character under the pointer, a drag moves its
 focus (`copying.Selection`), across as many rows as it spans; past the view's top or bottom edge
 the view scrolls on and the selection follows.  The delegate paints each row's part
-(`part`), Ctrl+C takes `text()`.  Offsets are positions in the rows' documents, so a row that
+(`pieces`), Ctrl+C takes `text()`.  Offsets are positions in the rows' documents, so a row that
 streams on or is laid out again keeps what was selected; rows added or removed above move it.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, QObject, QPoint, QTimer
-from PySide6.QtGui import QClipboard, QGuiApplication, QTextCursor
+from PySide6.QtGui import QClipboard, QGuiApplication, QTextBlock, QTextCursor
 
 from desktop.qt.reader import SafeDocument
 from desktop.state.copying import Selection, Spot, joined
@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 
 EDGE_MS = 40  # while a drag is past the view's top or bottom, it scrolls this often
 EDGE_STEP = 60  # px at most each time (less when the pointer is just past the edge)
+
+
+def _cell_of(block: QTextBlock) -> tuple[int, int, int] | None:
+    """The table cell a block is in (the innermost: a quote is a table too), or None."""
+    cursor = QTextCursor(block)
+    table = cursor.currentTable()
+    if table is None:
+        return None
+    cell = table.cellAt(cursor)
+    return table.firstPosition(), cell.row(), cell.column()
 
 
 class DragSelect(QObject):
@@ -51,9 +61,33 @@ class DragSelect(QObject):
     def clear(self) -> None:
         self.select(None)
 
-    def part(self, row: int, doc: SafeDocument) -> tuple[int, int] | None:
-        """The selected characters of the row painted from `doc`, if any."""
-        return self.selection.part(row, doc.characterCount() - 1) if self.selection else None
+    def pieces(self, row: int, doc: SafeDocument) -> list[QTextCursor]:
+        """The selected text of the row painted from `doc`, as cursors over it (none when
+        nothing of it is selected): one per stretch of text outside tables or inside one table
+        cell, because Qt widens a selection that crosses a table's edge to the whole table (a
+        drag from inside a code block on into the next paragraph would take all of the code)."""
+        part = self.selection.part(row, doc.characterCount() - 1) if self.selection else None
+        if part is None:
+            return []
+        start, end = part
+        stretches: list[tuple[int, int]] = []
+        block = doc.findBlock(start)
+        where = _cell_of(block)
+        last = block
+        while block.isValid() and block.position() < end:
+            here = _cell_of(block)
+            if here != where:
+                stretches.append((start, last.position() + last.length() - 1))
+                start, where = block.position(), here
+            last, block = block, block.next()
+        stretches.append((start, end))
+        cursors = []
+        for lo, hi in stretches:  # (an empty one too: the blank line after a table, in a copy)
+            cursor = QTextCursor(doc)
+            cursor.setPosition(lo)
+            cursor.setPosition(hi, QTextCursor.MoveMode.KeepAnchor)
+            cursors.append(cursor)
+        return cursors
 
     def text(self) -> str:
         """The selected text: each row's part as shown, in order, a blank line between two
@@ -67,17 +101,10 @@ class DragSelect(QObject):
             item, doc = self.view.item(index), self._doc(index)
             if item is None or doc is None:
                 continue
-            length = doc.characterCount() - 1
-            part = chosen.part(row, length)
-            if part is None:
-                continue
-            if isinstance(item, UserItem) and chosen.whole(row, length):
+            if isinstance(item, UserItem) and chosen.whole(row, doc.characterCount() - 1):
                 parts.append(item.text)  # as typed, all of it (a long one shows its start only)
                 continue
-            cursor = QTextCursor(doc)
-            cursor.setPosition(part[0])
-            cursor.setPosition(part[1], QTextCursor.MoveMode.KeepAnchor)
-            parts.append(cursor.selection().toPlainText())
+            parts.append("\n".join(c.selection().toPlainText() for c in self.pieces(row, doc)))
         return joined(parts)
 
     def _doc(self, index: QModelIndex) -> SafeDocument | None:

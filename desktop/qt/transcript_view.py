@@ -427,26 +427,27 @@ class TranscriptDelegate(QStyledItemDelegate):
             painter.drawRoundedRect(QRectF(rect).adjusted(-2.5, -2.5, 2.5, 2.5), 8, 8)
         if not self.view.reading(index):  # (else the reader shows the text, over the row)
             painter.translate(self.text_rect(item, option.rect, doc).topLeft())
-            self._draw(painter, doc, self.view.selecting.part(index.row(), doc))
+            self._draw(painter, doc, self.view.selecting.pieces(index.row(), doc))
         painter.restore()
 
-    def _draw(self, painter: QPainter, doc: SafeDocument, part: tuple[int, int] | None) -> None:
-        """The document, its characters in `part` (if any) in the selection's colours."""
-        if part is None:
+    def _draw(self, painter: QPainter, doc: SafeDocument, selected: list[QTextCursor]) -> None:
+        """The document, the text `selected` in it (if any) in the colours of selected text
+        (a text field's: the view's own selection colour is a row's, too close to a bubble's)."""
+        selected = [cursor for cursor in selected if cursor.hasSelection()]
+        if not selected:
             doc.drawContents(painter)
             return
-        cursor = QTextCursor(doc)
-        cursor.setPosition(part[0])
-        cursor.setPosition(part[1], QTextCursor.MoveMode.KeepAnchor)
         look = QTextCharFormat()
-        pal = self.view.palette()
-        look.setBackground(pal.color(QPalette.ColorRole.Highlight))
-        look.setForeground(pal.color(QPalette.ColorRole.HighlightedText))
-        chosen = QAbstractTextDocumentLayout.Selection()
-        chosen.cursor = cursor
-        chosen.format = look
+        look.setBackground(QColor(theme.tokens().primary))
+        look.setForeground(QColor(theme.tokens().on_accent))
+        chosen = []
+        for cursor in selected:
+            one = QAbstractTextDocumentLayout.Selection()
+            one.cursor = cursor
+            one.format = look
+            chosen.append(one)
         context = QAbstractTextDocumentLayout.PaintContext()  # (as drawContents makes it)
-        context.selections = [chosen]
+        context.selections = chosen
         doc.documentLayout().draw(painter, context)
 
     # --- the reader ----------------------------------------------------------------------

@@ -83,8 +83,10 @@ class Shown:
         assert not cursor.isNull(), text
         block = cursor.block()
         line = block.layout().lineForTextPosition(cursor.selectionStart() - block.position())
-        x = cast(tuple[float, int], line.cursorToX(cursor.selectionStart() - block.position()))[0]
-        top = doc.documentLayout().blockBoundingRect(block).top() + line.y() + line.height() / 2
+        bounds = doc.documentLayout().blockBoundingRect(block)  # (in a code block: inside its cell)
+        x = bounds.left() + cast(tuple[float, int], line.cursorToX(cursor.selectionStart()
+                                                                   - block.position()))[0]
+        top = bounds.top() + line.y() + line.height() / 2
         index = self.model.index(row, 0)
         item = self.transcript.items[row]
         origin = self.view.delegate.text_rect(item, self.view.visualRect(index), doc).topLeft()

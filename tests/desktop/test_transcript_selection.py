@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QPalette
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication
 
+from desktop.qt import theme
 from tests.unit.desktop.factories import assistant, call, tool, user
 
 from .test_rendering import ANSWER, Shown, show_transcript
@@ -59,7 +60,7 @@ def highlighted(shown: Shown, row: int) -> int:
     rect = shown.view.delegate.text_rect(shown.transcript.items[row], shown.view.visualRect(index),
                                          shown.doc(row))
     image = shown.view.viewport().grab(rect).toImage()
-    mark = shown.view.palette().color(QPalette.ColorRole.Highlight).rgb()
+    mark = QColor(theme.tokens().primary).rgb()
     return sum(1 for y in range(image.height()) for x in range(image.width())
                if image.pixel(x, y) == mark)
 
@@ -112,3 +113,13 @@ def test_copy_as_markdown_on_an_exchange_gives_the_prompt_answers_and_calls(show
     menu = shown.view.message_menu(shown.model.index(6, 0))
     next(a for a in menu.actions() if a.text() == "Copy exchange as Markdown").trigger()
     assert QApplication.clipboard().text() == "> Thanks\n\nYou're welcome.\n"
+
+
+def test_a_drag_from_inside_a_code_block_takes_the_code_from_there_on(shown: Shown, qtbot: Any) -> None:
+    shown.load(user("m1", "why?"), assistant("m2", ANSWER), user("m3", "Thanks, and the tests?"))
+    drag(shown, qtbot, shown.text_point(1, "for row in"), shown.text_point(2, "and the"))
+    shown.view.setFocus()
+    qtbot.keyClick(shown.view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QApplication.clipboard().text() == (
+        'for row in rows(path):\n        total += 1\n    return "done"\n\n'
+        "A quote stays a quote.\n\nRun pytest -k load to check.\n\nThanks, ")
