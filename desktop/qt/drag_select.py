@@ -26,14 +26,15 @@ EDGE_MS = 40  # while a drag is past the view's top or bottom, it scrolls this o
 EDGE_STEP = 60  # px at most each time (less when the pointer is just past the edge)
 
 
-def _cell_of(block: QTextBlock) -> tuple[int, int, int] | None:
-    """The table cell a block is in (the innermost: a quote is a table too), or None."""
+def _cell_of(block: QTextBlock) -> tuple[int, int] | None:
+    """The table cell a block is in (the innermost: a quote is a table too) as the positions
+    where its text starts and ends, or None."""
     cursor = QTextCursor(block)
     table = cursor.currentTable()
     if table is None:
         return None
     cell = table.cellAt(cursor)
-    return table.firstPosition(), cell.row(), cell.column()
+    return cell.firstCursorPosition().position(), cell.lastCursorPosition().position()
 
 
 class DragSelect(QObject):
@@ -79,6 +80,8 @@ class DragSelect(QObject):
             if here != where:
                 stretches.append((start, last.position() + last.length() - 1))
                 start, where = block.position(), here
+            if here is not None:  # (on to the cell's last block: a code block's lines are one cell)
+                block = doc.findBlock(here[1])
             last, block = block, block.next()
         stretches.append((start, end))
         cursors = []

@@ -426,16 +426,19 @@ class TranscriptDelegate(QStyledItemDelegate):
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawRoundedRect(QRectF(rect).adjusted(-2.5, -2.5, 2.5, 2.5), 8, 8)
         if not self.view.reading(index):  # (else the reader shows the text, over the row)
-            painter.translate(self.text_rect(item, option.rect, doc).topLeft())
-            self._draw(painter, doc, self.view.selecting.pieces(index.row(), doc))
+            at = self.text_rect(item, option.rect, doc).topLeft()
+            painter.translate(at)
+            seen = QRectF(self.view.viewport().rect().translated(-at))  # (of a long row, a part)
+            self._draw(painter, doc, seen, self.view.selecting.pieces(index.row(), doc))
         painter.restore()
 
-    def _draw(self, painter: QPainter, doc: SafeDocument, selected: list[QTextCursor]) -> None:
-        """The document, the text `selected` in it (if any) in the colours of selected text
-        (a text field's: the view's own selection colour is a row's, too close to a bubble's)."""
+    def _draw(self, painter: QPainter, doc: SafeDocument, seen: QRectF, selected: list[QTextCursor]) -> None:
+        """The part `seen` of the document, the text `selected` in it (if any) in the colours of
+        selected text (a text field's: the view's own selection colour is a row's, too close to
+        a bubble's)."""
         selected = [cursor for cursor in selected if cursor.hasSelection()]
         if not selected:
-            doc.drawContents(painter)
+            doc.drawContents(painter, seen)
             return
         look = QTextCharFormat()
         look.setBackground(QColor(theme.tokens().primary))
@@ -448,6 +451,8 @@ class TranscriptDelegate(QStyledItemDelegate):
             chosen.append(one)
         context = QAbstractTextDocumentLayout.PaintContext()  # (as drawContents makes it)
         context.selections = chosen
+        context.clip = seen
+        painter.setClipRect(seen)
         doc.documentLayout().draw(painter, context)
 
     # --- the reader ----------------------------------------------------------------------
