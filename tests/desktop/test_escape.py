@@ -73,12 +73,23 @@ def esc_stops(qtbot: Any, fake: FakeOpenAI, win: Window, where: str,
 
 
 def click_the_answer(qtbot: Any, conv: Conversation) -> QWidget | None:
-    """A click on the streaming answer: it opens for reading (text selectable), the focus in
-    its reader (None: the focus stays where the click put it)."""
+    """A click on the streaming answer (it starts a selection there): the focus on the
+    transcript."""
     rows = conv.state.transcript.items
     row = max(i for i, it in enumerate(rows) if isinstance(it, AssistantItem))
     rect = conv.view.visualRect(conv.model.index(row, 0))
     qtbot.mouseClick(conv.view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    return conv.view
+
+
+def read_the_answer(qtbot: Any, conv: Conversation) -> QWidget | None:
+    """Enter on the answer opens it for reading (text selectable), the focus in its reader
+    (None: the focus stays where it went)."""
+    rows = conv.state.transcript.items
+    row = max(i for i, it in enumerate(rows) if isinstance(it, AssistantItem))
+    conv.view.setFocus(Qt.FocusReason.OtherFocusReason)
+    conv.view.setCurrentIndex(conv.model.index(row, 0))
+    qtbot.keyClick(conv.view, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: conv.view.reader() is not None
                     and QApplication.focusWidget() is conv.view.reader(), timeout=2_000)
     return None
@@ -89,7 +100,8 @@ def esc_everywhere(qtbot: Any, fake: FakeOpenAI, win: Window) -> None:
     active(qtbot, win)
     esc_stops(qtbot, fake, win, "the message box", lambda: conv.composer)
     esc_stops(qtbot, fake, win, "the transcript", lambda: conv.view)
-    esc_stops(qtbot, fake, win, "an answer clicked (its reader)", lambda: click_the_answer(qtbot, conv))
+    esc_stops(qtbot, fake, win, "an answer clicked", lambda: click_the_answer(qtbot, conv))
+    esc_stops(qtbot, fake, win, "an answer's reader", lambda: read_the_answer(qtbot, conv))
     esc_stops(qtbot, fake, win, "the Stop button", lambda: conv.stop_button)
     esc_stops(qtbot, fake, win, "the model box", lambda: conv.model_box)
     # A message queued behind the running turn: Esc on its Cancel button stops the turn (the
@@ -157,14 +169,14 @@ def test_esc_closes_the_palette_first_and_leaves_the_reader_once_nothing_runs(
     qtbot.wait(500)
     assert conv.state.status == "running", "Esc only closed the palette"
     assert stopped(conv) == 0
-    # A click on the answer opens its reader (the focus in it): Esc stops the turn there too,
+    # Enter on the answer opens its reader (the focus in it): Esc stops the turn there too,
     # and once nothing runs, Esc in the reader goes back to the list.
     active(qtbot, win)
-    esc_stops(qtbot, fake_provider, win, "an answer clicked (its reader)",
-              lambda: click_the_answer(qtbot, conv))
+    esc_stops(qtbot, fake_provider, win, "an answer's reader",
+              lambda: read_the_answer(qtbot, conv))
     qtbot.waitUntil(lambda: all(not it.key.startswith(("stream:", "prompt:"))
                                 for it in conv.state.transcript.items), timeout=10_000)
-    click_the_answer(qtbot, conv)
+    read_the_answer(qtbot, conv)
     qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Escape)
     assert conv.view.reader() is None
     assert conv.view.hasFocus()
