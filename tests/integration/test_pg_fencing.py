@@ -219,8 +219,11 @@ async def test_kill9_soak_two_backends_nothing_lost_doubled_or_overlapping(
 
     clients = [asyncio.create_task(client(i)) for i in (0, 1)]
     try:
-        for cycle in range(SOAK_CYCLES):
-            index = cycle % 2
+        attempt = 0
+        while len(failovers) < SOAK_CYCLES:
+            attempt += 1
+            assert attempt <= 3 * SOAK_CYCLES, "the victims were seldom caught mid-turn"
+            cycle, index = len(failovers), attempt % 2
             victim, survivor = hosts[index], hosts[1 - index]
             epoch = victim.info["epoch"]
             await wait_for(functools.partial(_holds_a_lease, survivor, epoch), 30,
@@ -231,9 +234,11 @@ async def test_kill9_soak_two_backends_nothing_lost_doubled_or_overlapping(
             mine = {r["admission_id"] for r in survivor.query(
                 "SELECT admission_id FROM admissions WHERE status = 'started' "
                 "AND owner_epoch = ?", (epoch,))}
-            assert mine, f"cycle {cycle}: the victim held a lease but ran no turn"
-            lost |= mine
             restart = asyncio.create_task(asyncio.to_thread(victim.start))
+            if not mine:  # its turn ended between the look and the kill: not a mid-turn kill
+                await restart
+                continue
+            lost |= mine
             await wait_for(functools.partial(_none_started, survivor, sorted(mine)),
                            FAILOVER_S + 10, f"cycle {cycle}: the lost turns taken over")
             failovers.append(time.monotonic() - killed)
@@ -244,7 +249,8 @@ async def test_kill9_soak_two_backends_nothing_lost_doubled_or_overlapping(
         stop.set()
         for task in clients:
             task.cancel()
-    print(f"{len(acked)} prompts acknowledged, {len(lost)} turns lost to {len(kills)} kills; "
+    print(f"{len(acked)} prompts acknowledged, {len(lost)} turns lost to {len(failovers)} "
+          f"mid-turn kills ({len(kills)} in all); "
           f"failover {min(failovers):.1f}-{max(failovers):.1f} s")
     assert max(failovers) < FAILOVER_S, failovers
 
