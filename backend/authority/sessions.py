@@ -222,15 +222,19 @@ class SessionService:
         shows it and appends the deltas that follow)."""
         turn = self.authority.running(session_id)
         if turn is not None:
-            turn_id, admission_id = turn.turn_id, turn.admission_id
+            turn_id = turn.turn_id
         else:  # on a shared store, maybe another backend's: the lease names it
             lease = leases.current(tx, session_id)
             if lease is None or lease.expires_at <= time.time():
                 return None
-            rows = admissions.started_of_turn(tx, session_id, lease.holder.turn_id)
-            if not rows:
-                return None
-            turn_id, admission_id = lease.holder.turn_id, rows[0].admission_id
+            turn_id = lease.holder.turn_id
+        # As this transaction sees it: a turn whose end has just been written is still in the
+        # running registry for a moment, and its streamed text would show a second time after
+        # the stored answer, with no end event to come and take it away.
+        rows = admissions.started_of_turn(tx, session_id, turn_id)
+        if not rows:
+            return None
+        admission_id = rows[0].admission_id
         return p.ActiveTurn(turn_id=turn_id, admission_id=admission_id,
                             text=events.turn_text(tx, session_id, turn_id))
 
