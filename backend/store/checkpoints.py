@@ -54,9 +54,16 @@ def earliest_per_path(tx: Tx, session_id: str, turn_id: str) -> list[CheckpointR
     )]
 
 
-def mark_restored(tx: Tx, session_id: str, turn_id: str) -> None:
+def mark_restored(tx: Tx, session_id: str, turn_id: str) -> list[str]:
+    """Marks the turn's checkpoints restored; the calls they belonged to, in order."""
+    calls = [str(r["call_id"]) for r in tx.all(
+        "SELECT call_id, MIN(id) AS first_id FROM checkpoints WHERE session_id = ? AND turn_id = ? "
+        "AND restored_at IS NULL GROUP BY call_id ORDER BY first_id",
+        (session_id, turn_id),
+    )]
     tx.execute(
         "UPDATE checkpoints SET restored_at = ? WHERE session_id = ? AND turn_id = ? "
         "AND restored_at IS NULL",
         (now(), session_id, turn_id),
     )
+    return calls

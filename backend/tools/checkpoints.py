@@ -16,11 +16,13 @@ import logging
 import os
 from pathlib import Path
 
+from backend import wire
 from backend.config import write_atomic
 from backend.store import checkpoints
 from backend.store.db import Database, Tx
 from backend.store.fenced import TurnFence
 from backend.tools import beneath, fileio
+from shared import protocol as p
 
 log = logging.getLogger("tools")
 
@@ -70,7 +72,14 @@ class Checkpoints:
         if chosen is None:
             return None, []
         restored = await asyncio.to_thread(_restore_all, rows)
-        await self.db.write(lambda tx: checkpoints.mark_restored(tx, session_id, chosen))
+
+        def mark(tx: Tx) -> None:
+            # Stored with the mark: every window of the session stops offering this undo.
+            calls = checkpoints.mark_restored(tx, session_id, chosen)
+            wire.emit(tx, session_id, p.FilesRestored(turn_id=chosen, paths=restored, call_ids=calls),
+                      turn_id=chosen)
+
+        await self.db.write(mark)
         return chosen, restored
 
 

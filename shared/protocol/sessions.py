@@ -212,6 +212,13 @@ class UsageUpdate(EventData):
     usage: Usage
 
 
+class FilesRestored(EventData):
+    """`files.restored`: `session.undo` put back the files a turn's calls changed."""
+    turn_id: str
+    paths: list[str]  # the files put back (a file left as it was is not among them)
+    call_ids: list[str]  # the calls whose changes were undone
+
+
 class SessionEvent(EventData):
     session: Session
 
@@ -244,6 +251,10 @@ SESSION_EVENTS = (
     EventSpec("session.created", SessionCreated, "`session`"),
     EventSpec("session.updated", SessionUpdated, "`session`"),
     EventSpec("session.deleted", SessionDeletedEvent, "`session_id`"),
+    EventSpec("files.restored", FilesRestored,
+              "addition: `turn_id`, `paths` (the files put back), `call_ids` (the calls whose "
+              "changes were undone): `session.undo` restored a turn's files; stored, so every "
+              "window of the session stops offering that turn's undo and marks its calls"),
     EventSpec("compression.start", CompressionStart, "`reason`, `tokens`"),
     EventSpec("compression.complete", CompressionComplete,
               "`before_tokens`, `after_tokens`, `child_session_id?` (rotation only)"),

@@ -174,3 +174,38 @@ async def test_files_the_tools_create_follow_the_users_umask(
         await rpc.close()
     modes = {name: stat.S_IMODE((work / name).stat().st_mode) for name in ("written.txt", "touched.txt")}
     assert modes == {"written.txt": 0o644, "touched.txt": 0o644}
+
+
+async def test_undo_is_an_event_every_reader_gets_and_a_later_one_replays(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    """`files.restored` names the turn, the files put back and the calls undone; it is stored,
+    so a second connection following the session sees it live and a resume replays it."""
+    work = (tmp_path / "work").resolve()
+    work.mkdir()
+    (work / "kept.txt").write_text("old\n")
+    rpc, other = await connect(), await connect()
+    sid = await create_session(rpc, cwd=str(work))
+    await other.call("session.subscribe", {"session_id": sid})
+    turn_id = await run_turn(rpc, fake_provider, sid, [
+        write_file("new.txt", "fresh\n"), patch("kept.txt", "old", "new"),
+    ], [{"name": "read_file", "arguments": {"path": "kept.txt"}}])
+    calls = [e["data"]["call_id"] for e in rpc.session_events(sid) if e["type"] == "tool.start"]
+    assert len(calls) == 3
+
+    await undo(rpc, sid)
+    seen = await other.wait_event(lambda e: e["type"] == "files.restored")
+    assert seen["turn_id"] == turn_id
+    assert seen["seq"] is not None, "stored, not only broadcast"
+    assert seen["data"]["turn_id"] == turn_id
+    assert sorted(seen["data"]["paths"]) == sorted([str(work / "new.txt"), str(work / "kept.txt")])
+    assert seen["data"]["call_ids"] == calls[:2], "the calls that changed files, in order"
+
+    replay = await rpc.call("session.events.since", {"session_id": sid, "since_seq": 0})
+    assert [e["data"] for e in replay["events"] if e["type"] == "files.restored"] == [seen["data"]]
+    resumed = await rpc.call("session.resume", {"session_id": sid, "since_seq": seen["seq"] - 1})
+    assert [e["type"] for e in resumed["events"]] == ["files.restored"]
+
+    await undo(rpc, sid)  # nothing left to put back: no event
+    again = await rpc.call("session.events.since", {"session_id": sid, "since_seq": seen["seq"]})
+    assert again["events"] == []
