@@ -470,6 +470,7 @@ class Conversation(QWidget):
         row.addWidget(self.undo_button)
         row.addWidget(self.retry_button)
         self.turn_bar.hide()
+        # Turns undone from here, until files.restored marks their cards (in every window).
         self.undone: set[str] = set()
         self.turn_actions = TurnActions()
 

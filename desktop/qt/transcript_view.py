@@ -834,6 +834,13 @@ def _status_words(item: ToolItem) -> tuple[str, str]:
     return label, took
 
 
+def undone_mark(item: ToolItem) -> str:
+    """" · undone" after the status of a call whose change `session.undo` put back."""
+    if not item.undone:
+        return ""
+    return f' <span style="color:{tone("warning")}">· undone</span>'
+
+
 BLOCKED_WORDS = {
     "write": "The sandbox blocked a change outside the session folder: this command did not do "
              "all it was asked to.",
@@ -854,7 +861,8 @@ def tool_html(item: ToolItem, dark: bool) -> str:
     source = f'<small style="color:{muted}">{esc(origin)}</small> ' if origin else ""
     head = (f'<p><span style="color:{muted}">{arrow}</span> <b>{esc(name)}</b> {source}'
             f'<code>{esc(shown_summary(item.name, item.summary)[:160])}</code> '
-            f'<span style="color:{color}"><b>{esc(label)}</b>{took}</span></p>')
+            f'<span style="color:{color}"><b>{esc(label)}</b>{took}</span>'
+            f'{undone_mark(item)}</p>')
     parts = [head]
     if item.status == "unknown":
         parts.append(f'<p style="color:{tone("warning")}">Turnkey stopped while this ran; it may or may not '

@@ -89,6 +89,8 @@ class ToolItem(Item):
     # it ran with beyond the sandbox, as allowed, or planted (meta of a terminal result).
     sandbox_blocked: str = ""
     sandbox_note: str = ""
+    # Its change to a file was put back by `session.undo` (files.restored names the call).
+    undone: bool = False
 
 
 @dataclass(eq=False)
@@ -331,6 +333,12 @@ class Transcript:
                 self._touch(asked)
         elif isinstance(data, p.TurnStarted):
             self._end_stream()
+        elif isinstance(data, p.FilesRestored):
+            for call_id in data.call_ids:
+                undone = self._find_card(call_id)
+                if undone is not None and not undone.undone:
+                    undone.undone = True
+                    self._touch(undone)
         elif isinstance(data, p.MessageComplete):
             last = self._stream if self._stream and self._stream.turn_id == turn else None
             text = data.text

@@ -1,5 +1,6 @@
 """What the latest turn of a conversation offers: Retry when it failed or was stopped, Undo
-when it changed files, and "thinking" while the model has said nothing yet.  Qt-free."""
+when it changed files (and no window has undone them), and "thinking" while the model has said
+nothing yet.  Qt-free."""
 
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ def latest(items: Sequence[Item], status: str, undone: frozenset[str] = frozense
     retry = None
     if after and isinstance(after[-1], NoteItem) and after[-1].kind in RETRY_NOTES:
         retry = prompt.text
-    changed = [it for it in after if isinstance(it, ToolItem) and it.diff and it.status == "ok"]
+    # A call whose change was put back (by any window: files.restored) offers no undo again.
+    changed = [it for it in after
+               if isinstance(it, ToolItem) and it.diff and it.status == "ok" and not it.undone]
     turn = prompt.turn_id
     undo = turn if changed and turn is not None and turn not in undone else None
     return TurnActions(retry_text=retry, undo_turn=undo, files_changed=len(changed) if undo else 0)

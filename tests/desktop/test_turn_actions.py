@@ -79,6 +79,38 @@ def test_undo_puts_back_what_the_latest_turn_changed(
     assert not conv.undo_button.isVisible(), "undone once: the button goes"
 
 
+def test_undo_in_one_window_is_seen_in_every_window_of_the_session(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The backend's files.restored, not the window that asked, says a turn was undone: a
+    pop-out of the same session stops offering Undo, and both windows mark the call's card."""
+    target = tmp_path / "notes.txt"
+    target.write_text("original\n")
+    fake_provider.script(
+        Reply.calls({"name": "write_file", "arguments": {"path": "notes.txt", "content": "rewritten\n"}}),
+        Reply(deltas=["Rewrote it."]),
+    )
+    sid = new_session(qtbot, controller, tmp_path)
+    main = open_window(qtbot, controller, sid)
+    popped = open_window(qtbot, controller, sid, new_window=True)
+    assert popped is not main
+    type_and_send(qtbot, main, "rewrite the notes")
+    for win in (main, popped):
+        qtbot.waitUntil(lambda w=win: turn_done(w, 1), timeout=15_000)
+        qtbot.waitUntil(lambda w=win: w.conversation.undo_button.isVisible(), timeout=5_000)
+
+    main.conversation.undo_button.click()
+    qtbot.waitUntil(lambda: target.read_text() == "original\n", timeout=10_000)
+    qtbot.waitUntil(lambda: popped.conversation.turn_actions.undo_turn is None, timeout=5_000)
+    assert not popped.conversation.undo_button.isVisible(), "the other window offers no Undo"
+    for win in (main, popped):
+        card = next(it for it in win.conversation.state.transcript.items if isinstance(it, ToolItem))
+        qtbot.waitUntil(lambda c=card: c.undone, timeout=5_000)
+        head = QTextDocumentFragment.fromHtml(tool_html(card, False)).toPlainText().splitlines()[0]
+        assert head.endswith("· undone"), head
+    assert target.read_text() == "original\n"
+
+
 def test_a_file_write_awaiting_approval_shows_what_it_would_write(
     qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
