@@ -35,3 +35,13 @@ def folder_warning(cwd: str) -> str | None:
         return None
     return (f"This session's folder is {where}: the sandbox lets the agent's commands change "
             "every file in it. Pick a project folder to keep the rest of your files out of reach.")
+
+
+def launch_folder(launched_in: str | Path, data_dir: str | Path) -> str:
+    """Where a new session's folder starts: the folder the app was launched from (`turnkey`
+    typed in a project), unless that is one of the folders above (home, `/`) or the app's data
+    folder (or inside it); else the home folder."""
+    real, data = os.path.realpath(launched_in), os.path.realpath(data_dir)
+    if rooted_where(real) is not None or real == data or real.startswith(data + "/"):
+        return os.path.expanduser("~")
+    return real

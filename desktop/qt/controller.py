@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from desktop.qt.session_window import MainWindow, SessionWindow, Window
 from desktop.qt.tray import Notifier, window_icon
 from shared import protocol as p
 from shared.client import Incoming
+from shared.folders import launch_folder
 from shared.mcp_names import shown_name, shown_summary
 from shared.methods import ApprovalList, ApprovalRespond, SessionList
 from shared.remote import RemoteTarget
@@ -43,6 +45,14 @@ if TYPE_CHECKING:  # loaded when first opened
 log = logging.getLogger("desktop")
 LAYOUT = "desktop.json"
 ACTIVE = frozenset({"running", "queued", "waiting_approval"})  # a turn is under way
+
+
+def _launched_in() -> str:
+    """The app's working directory at launch (home when it no longer exists)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return str(Path.home())
 
 
 class Controller(QObject):
@@ -60,7 +70,7 @@ class Controller(QObject):
         self.notifier.answered.connect(self.answer)
         self.notifier.activated.connect(self.show_main)
         self.notifier.quit_requested.connect(self.quit)
-        self.main = MainWindow(self.link, str(Path.home()))
+        self.main = MainWindow(self.link, launch_folder(_launched_in(), data_dir))
         self.main.setWindowIcon(window_icon())
         self.main.requested.connect(self._window_asked)
         self.notifier.fallback.connect(self._fallback)

@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from desktop.qt.controller import Controller
 from desktop.qt.session_window import NewSessionDialog
+from tests.integration.backend_proc import Backend
 
 from .test_session_window import new_session, open_window
 
@@ -55,3 +58,32 @@ def test_the_new_session_dialog_warns_about_home_and_slash_before_the_session_ex
     qtbot.addWidget(remote)
     remote.show()
     assert not remote.warning.isVisible()
+
+
+def test_the_new_session_dialog_offers_the_folder_the_app_was_launched_from(
+    qtbot: Any, make_controller: Any, desk_backend: Backend, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`turnkey` typed in a project offers that project; launched from its data folder (as a
+    launcher may start it) or home, the app offers home."""
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    controller = make_controller()
+    main = controller.main
+    main.new_session()
+    assert main.new_dialog.folder.text() == str(project)
+    assert not main.new_dialog.warning.isVisible()
+    main.new_dialog.accept()
+    qtbot.waitUntil(lambda: main.current is not None and main.current.state.session is not None,
+                    timeout=10_000)
+    assert main.current is not None
+    assert main.current.state.session is not None
+    assert main.current.state.session.cwd == str(project)
+    main.new_dialog.close()
+
+    monkeypatch.chdir(desk_backend.data_dir)
+    again = make_controller()
+    again.main.new_session()
+    assert again.main.new_dialog.folder.text() == str(Path.home())
+    again.main.new_dialog.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backend.tools import policy
-from shared.folders import folder_warning, rooted_where
+from shared.folders import folder_warning, launch_folder, rooted_where
 
 
 @pytest.fixture
@@ -43,3 +43,14 @@ def test_home_slash_and_what_holds_home_warn_and_other_folders_do_not(home: Path
     assert folder_warning(str(home)) == (
         "This session's folder is your home folder: the sandbox lets the agent's commands change "
         "every file in it. Pick a project folder to keep the rest of your files out of reach.")
+
+
+def test_a_new_session_starts_in_the_folder_the_app_was_launched_from(home: Path) -> None:
+    """Launched in a project, the app offers it; launched in home, `/`, a folder holding home
+    or its own data folder (a launcher's working directory), it offers home."""
+    data = home / ".local" / "share" / "turnkey"
+    (data / "logs").mkdir(parents=True)
+    assert launch_folder(home / "project", data) == str(home / "project")
+    assert launch_folder(home.parent.parent / "people" / "me" / "project", data) == str(home / "project")
+    for launcher in (home, "/", home.parent, data, data / "logs"):
+        assert launch_folder(launcher, data) == str(home.parent.parent / "people" / "me"), launcher
