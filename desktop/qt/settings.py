@@ -382,6 +382,8 @@ class SettingsDialog(QDialog):
         self._show_key_status(self.current, prov)
 
     def _fill_form(self, name: str, prov: ProviderView | None) -> None:
+        if name != self.name_edit.text().strip():
+            self.test_box.clear()  # another provider's form: the last result was not about it
         self.name_edit.setText(name)
         index = self.kind_combo.findData(prov.kind if prov is not None else "openai")
         self.kind_combo.setCurrentIndex(max(index, 0))
@@ -621,13 +623,13 @@ class SettingsDialog(QDialog):
             "short request (up to a minute)…")
 
         def failed(words: str) -> None:
-            self._show_test(p.ProviderTestResult(
+            self._show_test(name, p.ProviderTestResult(
                 ok=False, provider=name, model="", latency_ms=0,
                 error=p.ProviderFailure(kind="rpc", message=words)))
 
-        self._run("test", self._test(request, failed), failed)
+        self._run("test", self._test(name, request, failed), failed)
 
-    async def _test(self, request: ProviderTest, failed: Callable[[str], None]) -> None:
+    async def _test(self, name: str, request: ProviderTest, failed: Callable[[str], None]) -> None:
         try:
             result = await self.link.call(request, timeout=TEST_TIMEOUT_S)
         except RpcError as exc:
@@ -635,11 +637,14 @@ class SettingsDialog(QDialog):
                 self._show_rpc_error(exc)  # a form value the backend refused: marked there
             failed(self._rpc_words(exc))
             return
-        self._show_test(result)
+        self._show_test(name, result)
 
-    def _show_test(self, result: p.ProviderTestResult) -> None:
+    def _show_test(self, name: str, result: p.ProviderTestResult) -> None:
+        """Shows the result of testing `name` if the form still shows that provider (a person
+        who switched to another meanwhile would read it as the other's)."""
         if self._alive():
-            self.test_box.show_result(result)
+            if self.name_edit.text().strip() == name:
+                self.test_box.show_result(result)
             emit(self.tested, result)
 
     # --- approval mode -----------------------------------------------------------------

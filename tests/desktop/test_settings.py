@@ -14,6 +14,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication
 os.environ.setdefault("QT_API", "pyside6")  # qasync's binding, whatever the import order
 
 import asyncio
+import threading
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
@@ -291,6 +292,50 @@ def test_provider_test_failure_shows_the_error_and_the_dialog_stays_responsive(
     assert d.test_detail_label.isVisible()
     assert d.test_detail_label.text() == "main: HTTP 401: bad key"
     assert d.test_details_button.text() == "Hide details"
+
+
+def test_a_test_result_goes_when_another_provider_is_shown(
+    _dialog: SettingsDialog, fake_provider: FakeOpenAI, qtbot: QtBot
+) -> None:
+    """A failed Test of one provider is not left under another's form: not when the person
+    switches after it failed, nor when the failure comes back after they switched."""
+    d = _dialog
+    assert d.start_new_provider("other")
+    d.fields["base_url"].setText(fake_provider.base_url)
+    d.fields["model"].setText("other-model")
+    with qtbot.waitSignal(d.saved, timeout=WAIT_MS):
+        d.save_provider()
+    _idle(qtbot, d)
+    rows = {d.provider_list.item(i).data(Qt.ItemDataRole.UserRole): i
+            for i in range(d.provider_list.count())}
+
+    d.provider_list.setCurrentRow(rows["main"])
+    fake_provider.script(Reply.http_error(401, "bad key"))
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS):
+        d.test_provider()
+    _idle(qtbot, d)
+    assert d.test_result_label.text().startswith("Failed: “main”")
+    d.provider_list.setCurrentRow(rows["other"])
+    assert d.name_edit.text() == "other"
+    assert d.test_result_label.text() == ""
+    assert not d.test_details_button.isVisible()
+
+    release = threading.Event()
+    fake_provider.script(Reply(deltas=[], hang_after=0, release=release, truncate=True))
+    d.provider_list.setCurrentRow(rows["main"])
+    asked = len(fake_provider.snapshot())
+    d.test_provider()
+    qtbot.waitUntil(lambda: len(fake_provider.snapshot()) > asked, timeout=WAIT_MS)
+    d.provider_list.setCurrentRow(rows["other"])  # while main's test runs
+    with qtbot.waitSignal(d.tested, timeout=WAIT_MS) as late:
+        release.set()
+    _idle(qtbot, d)
+    assert _tested(late).ok is False
+    assert _tested(late).provider == "main"
+    assert d.name_edit.text() == "other"
+    assert d.test_result_label.text() == "", "main's failure is not shown as other's"
+    assert not d.test_details_button.isVisible()
+    assert d.test_button.isEnabled()
 
 
 def test_approval_mode_change_persists(
