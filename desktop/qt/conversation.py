@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
     QHBoxLayout,
-    QInputDialog,
     QLabel,
     QPlainTextEdit,
     QPushButton,
@@ -37,6 +36,7 @@ from desktop.qt.aio import spawn
 from desktop.qt.compat import emit, set_placeholder
 from desktop.qt.doors import DoorWatch
 from desktop.qt.follow import Follower
+from desktop.qt.screens import question
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
 from desktop.state import doors as door_words
 from desktop.state.copying import quoted
@@ -509,10 +509,7 @@ class Conversation(QWidget):
 
     def rename(self) -> None:
         """F2: a new title for this session (not modal: the loop keeps running)."""
-        dialog = QInputDialog(self)
-        dialog.setWindowTitle("Rename session")
-        dialog.setLabelText("Title:")
-        dialog.setTextValue(self.state.title)
+        dialog = question(self, "Rename session", "Title:", self.state.title)
         dialog.textValueSelected.connect(self._renamed)
         dialog.open()
         self.rename_dialog = dialog

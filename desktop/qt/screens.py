@@ -1,14 +1,17 @@
 """Windows always fully on screen: restored layouts from another monitor setup, and new
 windows cascading from the last one, are moved (and if need be shrunk) into the available
-area of the screen they are on, or the primary one."""
+area of the screen they are on, or the primary one.  A one-line question (a name, a title)
+is wide enough to show its window title, its label and its value in full."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QRect, QTimer
-from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QWidget
+from PySide6.QtGui import QFontMetrics, QGuiApplication
+from PySide6.QtWidgets import QInputDialog, QLineEdit, QWidget
 
 CASCADE_PX = 30
+QUESTION_MIN_PX = 420  # a one-line question's narrowest: a name or a title shows whole
+TITLE_BAR_PX = 160  # beside a window's title: the window manager's icon and buttons
 
 
 def fitted(frame: QRect, area: QRect) -> QRect:
@@ -56,3 +59,25 @@ def show_on_screen(widget: QWidget) -> None:
     keep_on_screen(widget)
     widget.show()
     QTimer.singleShot(0, widget, lambda: keep_on_screen(widget))
+
+
+def question(parent: QWidget, title: str, label: str, text: str = "") -> QInputDialog:
+    """A one-line text question (open it with `open()`: not modal, the loop keeps running),
+    wide enough that neither its window title nor its label nor a long value is clipped
+    (QInputDialog's own width is its field's, a few words)."""
+    dialog = QInputDialog(parent)
+    dialog.setWindowTitle(title)
+    dialog.setLabelText(label)
+    dialog.setTextValue(text)
+    bold = dialog.font()
+    bold.setBold(True)  # (window managers often write titles in bold)
+    wide = max(QUESTION_MIN_PX, QFontMetrics(bold).horizontalAdvance(title) + TITLE_BAR_PX,
+               dialog.fontMetrics().horizontalAdvance(label))
+    # The field sets the width: the dialog's layout fixes its own minimum to its contents'.
+    dialog.sizeHint()  # (QInputDialog lays itself out, its field made, when first measured)
+    layout, field = dialog.layout(), dialog.findChild(QLineEdit)
+    assert layout is not None
+    assert field is not None
+    margins = layout.contentsMargins()
+    field.setMinimumWidth(wide - margins.left() - margins.right())
+    return dialog

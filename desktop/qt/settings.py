@@ -40,7 +40,6 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
-    QInputDialog,
     QLabel,
     QLineEdit,
     QListWidget,
@@ -56,6 +55,7 @@ from desktop.qt import theme
 from desktop.qt.aio import describe, spawn
 from desktop.qt.compat import emit
 from desktop.qt.doors_view import MessagingPage
+from desktop.qt.screens import question
 from desktop.qt.settings_mcp import McpPage
 from desktop.qt.settings_memory import MemoryPage
 from desktop.qt.settings_probe import ConnectionTest
@@ -425,9 +425,11 @@ class SettingsDialog(QDialog):
         self.key_status_label.setText(text)
 
     def _on_add(self) -> None:
-        name, ok = QInputDialog.getText(self, "Add a provider", "Name of the new provider:")
-        if ok:
-            self.start_new_provider(name)
+        """Add: asks the new provider's name (not modal: the loop keeps running)."""
+        dialog = question(self, "Add a provider", "Name of the new provider:")
+        dialog.textValueSelected.connect(self.start_new_provider)
+        dialog.open()
+        self.add_dialog = dialog
 
     def start_new_provider(self, name: str) -> bool:
         """Shows an empty form for a provider called `name` (saved with Save)."""
