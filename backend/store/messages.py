@@ -82,6 +82,18 @@ def insert(
     return message_id(rowid)
 
 
+def mark_undone(tx: Tx, session_id: str, call_ids: list[str]) -> None:
+    """Adds `undone: true` to the meta of the calls' tool rows: `session.undo` put back what
+    they changed, and a window that opens the session later reads it there."""
+    for call_id in call_ids:
+        r = tx.one("SELECT id, meta FROM messages WHERE session_id = ? AND role = 'tool' "
+                   "AND call_id = ?", (session_id, call_id))
+        if r is None:
+            continue
+        meta = {**(json.loads(r["meta"]) if r["meta"] else {}), "undone": True}
+        tx.execute("UPDATE messages SET meta = ? WHERE id = ?", (json.dumps(meta), r["id"]))
+
+
 def page(tx: Tx, session_id: str, before_rowid: int | None,
          limit: int) -> tuple[list[MessageRecord], bool]:
     """Up to `limit` messages just before `before_rowid` (default: the end), in order, and

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from backend import wire
 from backend.config import write_atomic
-from backend.store import checkpoints
+from backend.store import checkpoints, messages
 from backend.store.db import Database, Tx
 from backend.store.fenced import TurnFence
 from backend.tools import beneath, fileio
@@ -74,8 +74,10 @@ class Checkpoints:
         restored = await asyncio.to_thread(_restore_all, rows)
 
         def mark(tx: Tx) -> None:
-            # Stored with the mark: every window of the session stops offering this undo.
+            # Stored with the mark: every window of the session stops offering this undo, and
+            # the calls' rows say so to a window opened later.
             calls = checkpoints.mark_restored(tx, session_id, chosen)
+            messages.mark_undone(tx, session_id, calls)
             wire.emit(tx, session_id, p.FilesRestored(turn_id=chosen, paths=restored, call_ids=calls),
                       turn_id=chosen)
 

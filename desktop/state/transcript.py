@@ -89,7 +89,8 @@ class ToolItem(Item):
     # it ran with beyond the sandbox, as allowed, or planted (meta of a terminal result).
     sandbox_blocked: str = ""
     sandbox_note: str = ""
-    # Its change to a file was put back by `session.undo` (files.restored names the call).
+    # Its change to a file was put back by `session.undo` (files.restored names the call; its
+    # row's meta says `undone`).
     undone: bool = False
 
 
@@ -167,6 +168,7 @@ def _fill_result(card: ToolItem, m: p.Message) -> None:
     card.diff = str(meta.get("diff") or "")
     card.duration_ms = meta.get("duration_ms", card.duration_ms)
     card.spilled_path = meta.get("spilled_path", card.spilled_path)
+    card.undone = bool(meta.get("undone"))
     card.name = card.name or m.tool_name or ""
     _decided(card, meta)
     _child(card, meta)

@@ -110,6 +110,15 @@ def test_undo_in_one_window_is_seen_in_every_window_of_the_session(
         assert head.endswith("· undone"), head
     assert target.read_text() == "original\n"
 
+    # A window opened afterwards reads it from the stored rows.
+    popped.close()
+    later = open_window(qtbot, controller, sid, new_window=True)
+    qtbot.waitUntil(lambda: turn_done(later, 1), timeout=10_000)
+    card = next(it for it in later.conversation.state.transcript.items if isinstance(it, ToolItem))
+    assert card.undone
+    assert later.conversation.turn_actions.undo_turn is None
+    assert not later.conversation.undo_button.isVisible()
+
 
 def test_a_file_write_awaiting_approval_shows_what_it_would_write(
     qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path

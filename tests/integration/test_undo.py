@@ -180,7 +180,8 @@ async def test_undo_is_an_event_every_reader_gets_and_a_later_one_replays(
     backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
     """`files.restored` names the turn, the files put back and the calls undone; it is stored,
-    so a second connection following the session sees it live and a resume replays it."""
+    so a second connection following the session sees it live and a resume replays it; the
+    calls' rows say `undone` in their meta."""
     work = (tmp_path / "work").resolve()
     work.mkdir()
     (work / "kept.txt").write_text("old\n")
@@ -200,6 +201,11 @@ async def test_undo_is_an_event_every_reader_gets_and_a_later_one_replays(
     assert seen["data"]["turn_id"] == turn_id
     assert sorted(seen["data"]["paths"]) == sorted([str(work / "new.txt"), str(work / "kept.txt")])
     assert seen["data"]["call_ids"] == calls[:2], "the calls that changed files, in order"
+
+    rows = {m["call_id"]: m["meta"] or {} for m in await transcript(rpc, sid) if m["role"] == "tool"}
+    assert [rows[c].get("undone") for c in calls] == [True, True, None], \
+        "the undone calls' rows say so, for a window opened later"
+    assert "+fresh" in rows[calls[0]]["diff"], "the rest of the meta is kept"
 
     replay = await rpc.call("session.events.since", {"session_id": sid, "since_seq": 0})
     assert [e["data"] for e in replay["events"] if e["type"] == "files.restored"] == [seen["data"]]
