@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
-from desktop.state.transcript import items_from_messages
+import msgspec
+
+from desktop.state.transcript import ToolItem, Transcript, items_from_messages
 from desktop.state.turns import TurnActions, latest
-from tests.unit.desktop.factories import Rows, call
+from shared import protocol as p
+from tests.unit.desktop.factories import Rows, call, event
 
 
 def test_a_failed_or_stopped_turn_offers_its_prompt_again() -> None:
@@ -43,6 +46,31 @@ def test_file_changes_of_the_latest_turn_can_be_undone_once() -> None:
     items = items_from_messages(r.rows)
     assert latest(items, "idle") == TurnActions(undo_turn="t1", files_changed=1)
     assert latest(items, "idle", undone=frozenset({"t1"})) == TurnActions()
+
+
+def test_files_restored_marks_the_calls_and_ends_the_offer_in_every_window() -> None:
+    """Undone anywhere (files.restored, live) or before the window opened (the rows' meta):
+    the cards say undone and the turn offers no Undo."""
+    r = Rows()
+    r.user("fix it", "t1")
+    r.assistant("", "t1", [call("c1", "write_file", path="a.py", content="x"),
+                           call("c2", "read_file", path="c.py")])
+    r.tool("c1", "wrote a.py", "t1", name="write_file", meta={"diff": "+x"})
+    r.tool("c2", "1 x", "t1", name="read_file")
+    r.assistant("Fixed.", "t1")
+    transcript = Transcript()
+    transcript.load(r.rows, False)
+    assert latest(transcript.items, "idle").undo_turn == "t1"
+    transcript.apply(event("files.restored", p.FilesRestored(turn_id="t1", paths=["/w/a.py"],
+                                                             call_ids=["c1"]), seq=9, turn_id="t1"))
+    cards = {it.call_id: it.undone for it in transcript.items if isinstance(it, ToolItem)}
+    assert cards == {"c1": True, "c2": False}
+    assert latest(transcript.items, "idle") == TurnActions()
+
+    r.rows[2] = msgspec.structs.replace(r.rows[2], meta={"diff": "+x", "undone": True})
+    later = items_from_messages(r.rows)
+    assert [it.undone for it in later if isinstance(it, ToolItem)] == [True, False]
+    assert latest(later, "idle") == TurnActions()
 
 
 def test_thinking_until_the_model_says_or_calls_something() -> None:
