@@ -61,8 +61,8 @@ def test_files_restored_marks_the_calls_and_ends_the_offer_in_every_window() -> 
     transcript = Transcript()
     transcript.load(r.rows, False)
     assert latest(transcript.items, "idle").undo_turn == "t1"
-    transcript.apply(event("files.restored", p.FilesRestored(turn_id="t1", paths=["/w/a.py"],
-                                                             call_ids=["c1"]), seq=9, turn_id="t1"))
+    restored = p.FilesRestored(turn_id="t1", paths=["/w/a.py"], call_ids=["c1"])
+    transcript.apply(event("files.restored", msgspec.to_builtins(restored), seq=9, turn_id="t1"))
     cards = {it.call_id: it.undone for it in transcript.items if isinstance(it, ToolItem)}
     assert cards == {"c1": True, "c2": False}
     assert latest(transcript.items, "idle") == TurnActions()
