@@ -37,6 +37,31 @@ async def wait_running(token: str, count: int, timeout: float = 10.0) -> list[in
     return found
 
 
+def started(cmdline: str) -> list[int]:
+    """Pids whose whole command line is ``cmdline`` (`sleep 61.5`: the program itself, not a
+    shell or bubblewrap whose arguments merely name it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+            except OSError:
+                continue
+            if b" ".join(argv).decode(errors="replace") == cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+async def wait_started(*cmdlines: str, timeout: float = 10.0) -> bool:
+    """Polls until a process runs each of ``cmdlines`` exactly (see `started`)."""
+    deadline = time.monotonic() + timeout
+    while not all(started(c) for c in cmdlines):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
 async def wait_gone(token: str, timeout: float = 5.0) -> list[int]:
     """Polls until no such process runs (or the time is up); returns what still runs."""
     deadline = time.monotonic() + timeout

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.procs import unique_sleep, wait_gone, wait_running
+from tests.procs import unique_sleep, wait_gone, wait_started
 
 from .backend_proc import Backend, BackendFactory
 from .wire import Json, Rpc, create_session, is_event, submit, terminal, transcript, wait_complete
@@ -90,8 +90,11 @@ async def test_a_detached_child_dies_with_a_backend_killed_by_sigkill(
     sid = await create_session(rpc, cwd=str(tmp_path))
     receipt = await submit(rpc, sid, "detach and wait")
     await rpc.wait_event(is_event("tool.start", receipt["admission_id"]))
-    # The shells, the sleeps (and bwrap, whose arguments name them).
-    assert len(await wait_running(mine, 2)) >= 2
+    # Both sleeps run: the daemon has left its shell's session.  (Not just two processes
+    # naming them: bubblewrap's two halves do from the moment it clones, and a kill before
+    # the outer half lets the inner one go on leaves the inner one waiting for it, alone
+    # and forever: bwrap's own start-up, which the next backend's start clears, procs.py.)
+    assert await wait_started(f"{mine}1", f"{mine}2")
     backend.kill9()
     await rpc.wait_closed()
     # No restart: the sandbox's pid namespace ends with the backend, detached children too.

@@ -20,7 +20,7 @@ import pytest
 
 from backend.host import landlock_abi
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.procs import unique_sleep, wait_gone, wait_running
+from tests.procs import unique_sleep, wait_gone, wait_started
 
 from .backend_proc import Backend
 from .wire import Json, Rpc, create_session, submit, terminal, transcript, wait_complete
@@ -238,7 +238,7 @@ async def test_the_daemon_check_sees_a_running_daemon(
         request = await rpc.wait_event(lambda e: e["type"] == "approval.request")
         await rpc.call("approval.respond", {"approval_id": request["data"]["approval"]["approval_id"],
                                             "decision": "once"})
-        assert len(await wait_running(mine, 2)) >= 2
+        assert await wait_started(f"{mine}1", f"{mine}2")
         await rpc.call("turn.interrupt", {"session_id": sid})
     finally:
         await rpc.close()
