@@ -118,6 +118,10 @@ class SessionUndo(p.SessionUndoParams, Request[p.UndoResult]):
     method = "session.undo"
 
 
+class SessionChanges(p.SessionChangesParams, Request[p.ChangesResult]):
+    method = "session.changes"
+
+
 class SessionCompress(p.SessionCompressParams, Request[p.CompressResult]):
     method = "session.compress"
 
@@ -282,6 +286,7 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(AdmissionResolve, "submit"),
     MethodSpec(TurnInterrupt, "submit"),
     MethodSpec(SessionUndo, "submit"),
+    MethodSpec(SessionChanges, "read"),
     MethodSpec(SessionCompress, "submit"),
     MethodSpec(SessionUsage, "read"),
     MethodSpec(ApprovalList, "read"),

@@ -1,5 +1,5 @@
 """Sessions as the methods and the doors see them: create, list and page, read, rename,
-delete, snapshot and replay, admissions' receipts, usage, undo and interrupt.
+delete, snapshot and replay, admissions' receipts, usage, file changes, undo and interrupt.
 
 Each call is one transaction of the store and the rules around it (a session must exist, a
 running turn blocks a delete or an undo); the server only decodes params and subscribes the
@@ -22,7 +22,9 @@ from backend.authority.takeover import interrupt_anywhere
 from backend.errors import InvalidParams, NotFound, SessionBusy
 from backend.ids import message_rowid, new_id
 from backend.store import admissions, approvals, events, leases, messages, sessions, usage
+from backend.store.checkpoints import paths_of_turn
 from backend.store.db import Database, Tx
+from backend.tools import changes as file_changes
 from backend.tools.checkpoints import Checkpoints
 from shared import protocol as p
 
@@ -115,11 +117,27 @@ class SessionService:
         await self.db.write(job)
 
     async def undo(self, params: p.SessionUndoParams) -> p.UndoResult:
-        await self.get(params.session_id)
-        if self.authority.running(params.session_id) is not None:
+        sid = params.session_id
+        await self.get(sid)
+        if self.authority.running(sid) is not None:
             raise SessionBusy("the session is running a turn; wait for it or interrupt it first")
-        turn_id, restored = await self.checkpoints.undo(params.session_id, params.turn_id)
+        paths = list(dict.fromkeys(params.paths)) if params.paths is not None else None
+        if paths is not None:
+            if params.turn_id is None:
+                raise InvalidParams("turn_id", "turn_id is required with paths")
+            await self._changed_by(sid, params.turn_id, paths)
+        turn_id, restored = await self.checkpoints.undo(sid, params.turn_id, paths)
         return p.UndoResult(restored=restored, turn_id=turn_id)
+
+    async def _changed_by(self, sid: str, turn_id: str, paths: list[str]) -> None:
+        """Refuses a path the turn did not change: undo puts back only what a turn changed."""
+        changed = await self.db.read(lambda tx: paths_of_turn(tx, sid, turn_id))
+        for i, path in enumerate(paths):
+            if path not in changed:
+                raise InvalidParams(f"paths.{i}", f"turn {turn_id} did not change {path}")
+
+    async def changes(self, params: p.SessionChangesParams) -> p.ChangesResult:
+        return await file_changes.of_session(self.db, params.session_id, params.limit)
 
     async def interrupt(self, session_id: str) -> bool:
         await self.get(session_id)

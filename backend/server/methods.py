@@ -131,6 +131,11 @@ class Methods:
     async def session_undo(self, conn: Connection, params: p.SessionUndoParams) -> p.UndoResult:
         return await self.svc.sessions.undo(params)
 
+    async def session_changes(
+        self, conn: Connection, params: p.SessionChangesParams
+    ) -> p.ChangesResult:
+        return await self.svc.sessions.changes(params)
+
     async def session_compress(
         self, conn: Connection, params: p.SessionCompressParams
     ) -> p.CompressResult:

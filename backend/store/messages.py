@@ -94,6 +94,25 @@ def mark_undone(tx: Tx, session_id: str, call_ids: list[str]) -> None:
         tx.execute("UPDATE messages SET meta = ? WHERE id = ?", (json.dumps(meta), r["id"]))
 
 
+def prompts_of_turns(tx: Tx, session_id: str, turn_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """Each turn's first user row (its prompt): turn_id -> (content, created_at)."""
+    if not turn_ids:
+        return {}
+    marks = ", ".join("?" for _ in turn_ids)
+    found: dict[str, tuple[str, str]] = {}
+    for r in tx.all(f"SELECT turn_id, content, created_at FROM messages WHERE session_id = ? "
+                    f"AND turn_id IN ({marks}) AND role = 'user' ORDER BY id", (session_id, *turn_ids)):
+        found.setdefault(str(r["turn_id"]), (str(r["content"]), str(r["created_at"])))
+    return found
+
+
+def tool_metas(tx: Tx, session_id: str, turn_id: str) -> dict[str, dict[str, Any]]:
+    """The meta of the turn's tool rows, by call_id."""
+    return {str(r["call_id"]): json.loads(r["meta"]) if r["meta"] else {} for r in tx.all(
+        "SELECT call_id, meta FROM messages WHERE session_id = ? AND turn_id = ? AND role = 'tool'",
+        (session_id, turn_id))}
+
+
 def page(tx: Tx, session_id: str, before_rowid: int | None,
          limit: int) -> tuple[list[MessageRecord], bool]:
     """Up to `limit` messages just before `before_rowid` (default: the end), in order, and

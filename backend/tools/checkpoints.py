@@ -58,25 +58,28 @@ class Checkpoints:
             write_atomic(blob, data)
         return digest, str(blob)
 
-    async def undo(self, session_id: str, turn_id: str | None) -> tuple[str | None, list[str]]:
+    async def undo(self, session_id: str, turn_id: str | None,
+                   paths: list[str] | None = None) -> tuple[str | None, list[str]]:
         """Puts back every file the turn (default: the last one that changed files) changed,
-        as it was before the turn; returns the turn and the restored paths."""
+        or only `paths` of it, as it was before the turn; returns the turn and the restored
+        paths.  Nothing left to put back changes nothing and tells no one."""
         def pick(tx: Tx) -> tuple[str | None, list[tuple[str, bool, str | None]]]:
             chosen = turn_id or checkpoints.last_turn(tx, session_id)
             if chosen is None:
                 return None, []
-            rows = checkpoints.earliest_per_path(tx, session_id, chosen)
+            rows = checkpoints.earliest_per_path(tx, session_id, chosen, paths)
             return chosen, [(r.path, r.existed, r.blob_path) for r in rows]
 
         chosen, rows = await self.db.read(pick)
-        if chosen is None:
-            return None, []
+        if chosen is None or not rows:
+            return chosen if turn_id is not None else None, []
         restored = await asyncio.to_thread(_restore_all, rows)
+        picked = [path for path, _, _ in rows] if paths is not None else None
 
         def mark(tx: Tx) -> None:
             # Stored with the mark: every window of the session stops offering this undo, and
             # the calls' rows say so to a window opened later.
-            calls = checkpoints.mark_restored(tx, session_id, chosen)
+            calls = checkpoints.mark_restored(tx, session_id, chosen, picked)
             messages.mark_undone(tx, session_id, calls)
             wire.emit(tx, session_id, p.FilesRestored(turn_id=chosen, paths=restored, call_ids=calls),
                       turn_id=chosen)

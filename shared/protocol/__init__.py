@@ -87,6 +87,13 @@ from shared.protocol.base import (
     UsageTask,
     Wire,
 )
+from shared.protocol.changes import (
+    CHANGES_TURNS_MAX,
+    ChangesResult,
+    FileChange,
+    SessionChangesParams,
+    TurnChanges,
+)
 from shared.protocol.connection import (
     Capabilities,
     ClientInfo,
@@ -227,6 +234,7 @@ from shared.protocol.turns import (
 __all__ = [
     "ALL_SCOPES",
     "APPROVAL_EVENTS",
+    "CHANGES_TURNS_MAX",
     "CRON_MAX",
     "CWD_MAX",
     "DOOR_EVENTS",
@@ -277,6 +285,7 @@ __all__ = [
     "BackendStatsResult",
     "BackendSummary",
     "Capabilities",
+    "ChangesResult",
     "ClientInfo",
     "CompressResult",
     "CompressionComplete",
@@ -297,6 +306,7 @@ __all__ = [
     "EventSpec",
     "EventsResult",
     "EventsSinceParams",
+    "FileChange",
     "FilesRestored",
     "FleetStats",
     "Folder",
@@ -368,6 +378,7 @@ __all__ = [
     "SecretSetResult",
     "ServerInfo",
     "Session",
+    "SessionChangesParams",
     "SessionCompressParams",
     "SessionCreateParams",
     "SessionCreated",
@@ -401,6 +412,7 @@ __all__ = [
     "ToolProgress",
     "ToolStart",
     "ToolStatus",
+    "TurnChanges",
     "TurnStarted",
     "TurnStatus",
     "TurnSteered",

@@ -134,9 +134,15 @@ class EventsSinceParams(Params):
     limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 1000
 
 
+FilePath = Folder  # a real path: bounded as a folder's (PATH_MAX)
+
+
 class SessionUndoParams(Params):
     session_id: Id
     turn_id: Id | None = None
+    # Addition: only these files of the turn (`turn_id` then required); each must be one the
+    # turn changed, named as `session.changes` names it.
+    paths: Annotated[list[FilePath], msgspec.Meta(min_length=1, max_length=1000)] | None = None
 
 
 class SessionResult(Wire):
