@@ -5,8 +5,8 @@ Closing a window only closes it.  Closing the last one leaves the app running in
 the background when a notification can still reach the person (a tray, or
 desktop notifications over D-Bus), and says so the first time; otherwise it
 quits.  Quit closes the connection and leaves the backend running its turns.  Which
-sessions were open, and where every window was, is saved in DIR/desktop.json
-and restored on the next start.
+sessions were open, where every window was and whether its changes panel was open
+are saved in DIR/desktop.json and restored on the next start.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, QObject, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
+from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox, QWidget
 
 from desktop import pairings
 from desktop.link import Link
@@ -121,6 +121,7 @@ class Controller(QObject):
         splitter = layout.get("splitter")
         if splitter:
             self.main.splitter.restoreState(QByteArray(base64.b64decode(splitter)))
+        _restore_docks(self.main, layout.get("main_docks"))
         if layout.get("grouping") in ("day", "folder"):
             self.main.sidebar.set_grouping(layout["grouping"])
         show_on_screen(self.main)  # a saved place may be on a screen that is gone
@@ -182,6 +183,7 @@ class Controller(QObject):
             if entry.get("geometry"):
                 win.restoreGeometry(QByteArray(base64.b64decode(entry["geometry"])))
                 show_on_screen(win)
+            _restore_docks(win, entry.get("docks"))
 
     def _failed(self, message: str) -> None:
         self.main.show_message(f"Could not reach the Turnkey service: {message}. It writes its "
@@ -305,6 +307,8 @@ class Controller(QObject):
             self.main.sidebar.confirm_delete(session_id)
         elif action in ("logs", "data"):
             self.open_folder(action)
+        elif action == "layout":  # a window's changes panel opened or closed
+            self._save_timer.start()
 
     # --- a remote backend --------------------------------------------------------------
 
@@ -555,12 +559,13 @@ class Controller(QObject):
         current = self.main.current
         data = {
             "main": _geometry(self.main),
+            "main_docks": _docks(self.main),
             "splitter": base64.b64encode(bytes(self.main.splitter.saveState().data())).decode(),
             "grouping": self.main.sidebar.model.grouping,
             "current": self.main.session_id,
             "current_backend": current.link.key if current is not None else "local",
             "sessions": [{"session_id": w.session_id, "geometry": _geometry(w),
-                          "backend": w.link.key} for w in self.windows],
+                          "backend": w.link.key, "docks": _docks(w)} for w in self.windows],
             "background_told": self.background_told,
         }
         try:  # (the pairings in the same file are kept as they are)
@@ -571,3 +576,16 @@ class Controller(QObject):
 
 def _geometry(widget: QWidget) -> str:
     return base64.b64encode(bytes(widget.saveGeometry().data())).decode()
+
+
+def _docks(win: QMainWindow) -> str:
+    """The window's docks (the changes panel: open or closed, where, how wide)."""
+    return base64.b64encode(bytes(win.saveState().data())).decode()
+
+
+def _restore_docks(win: QMainWindow, saved: object) -> None:
+    if isinstance(saved, str) and saved:
+        try:
+            win.restoreState(QByteArray(base64.b64decode(saved)))
+        except ValueError:  # not base64: a hand-edited file; the panel stays closed
+            pass

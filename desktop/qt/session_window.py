@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
+    QApplication,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -33,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from desktop.qt import palette, theme
 from desktop.qt.aio import spawn
+from desktop.qt.changes import ChangesDock
 from desktop.qt.compat import emit
 from desktop.qt.conversation import Conversation
 from desktop.qt.sidebar import GROUPINGS, Sidebar
@@ -182,6 +184,11 @@ class Window(QMainWindow):
         self.current: Conversation | None = None  # the conversation shown
         theme.tidy_window(self)
         self.statusBar().hide()
+        # The files the session changed, by turn: closed at first, so it takes no room.
+        self.changes = ChangesDock(self)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.changes)
+        self.changes.hide()
+        self.changes.visibilityChanged.connect(self._changes_shown)
 
     @property
     def conversation(self) -> Conversation:
@@ -228,6 +235,7 @@ class Window(QMainWindow):
         view_menu = menus.addMenu("&View")
         self.view_menu = view_menu
         view_menu.addAction(a["sessions"])
+        view_menu.addAction(self.changes.toggleViewAction())
         view_menu.addAction(self.latest_action)
         view_menu.addSeparator()
         view_menu.addAction(a["backends"])
@@ -265,9 +273,21 @@ class Window(QMainWindow):
         self.stop_action.setEnabled(self.current is not None and self.current.state.busy)
 
     def _changed(self) -> None:
-        """The conversation shown changed (its title, its status): the title and Stop follow."""
+        """The conversation shown changed (its title, its status, its session after a
+        compression): the title, Stop and the changes panel follow."""
         self._title()
         self._enable()
+        self.changes.panel.follow(self.current)
+
+    def _changes_shown(self, visible: bool) -> None:
+        """The changes panel opened or closed: the window's layout is saved (not while the
+        window itself opens or closes); closed, the focus it held goes to the message box."""
+        focused = QApplication.focusWidget()
+        if not visible and self.current is not None and focused is not None \
+                and self.changes.isAncestorOf(focused):
+            self.current.focus_composer()
+        if self.isVisible():
+            emit(self.requested, "layout", self.session_id)
 
     def app_title(self) -> str:
         """"Turnkey", or "Turnkey on build-box" while the session shown (else the window's
@@ -309,6 +329,7 @@ class SessionWindow(Window):
         self.current.changed.connect(self._changed)
         self.current.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
         self.setCentralWidget(self.current)
+        self.changes.panel.follow(self.current)
         self._menus(main=False)
         self._enable()
         self._shown = False
@@ -469,6 +490,7 @@ class MainWindow(Window):
             self.stack.addWidget(c)
             self.stack.setCurrentWidget(c)
             self._enable()
+            self.changes.panel.follow(c)
         self.sidebar.mark_current(session_id)
         c.focus_composer()
         self._title()
@@ -479,6 +501,7 @@ class MainWindow(Window):
         if c is None:
             return
         self.current = None
+        self.changes.panel.follow(None)
         self.stack.removeWidget(c)
         c.close_conversation()
         c.deleteLater()
