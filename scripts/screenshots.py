@@ -525,8 +525,83 @@ async def doors_scene(tmp: Path, fake: FakeOpenAI) -> None:
         server.close()
 
 
+CHANGELOG = "# Changelog\n\n## 0.4\n\n- Faster imports.\n"
+TESTS = textwrap.dedent('''\
+    from dates import parse_date
+
+
+    def test_an_impossible_day_is_none() -> None:
+        assert parse_date("2026-02-30") is None
+
+
+    def test_a_real_day_parses() -> None:
+        assert parse_date("2026-02-28").day == 28
+    ''')
+
+
+async def changes_scene(data: Path, tmp: Path, fake: FakeOpenAI) -> None:
+    """docs/screenshots/changes-panel-{light,dark}.png: the changes panel open beside a
+    conversation whose two turns changed three files, one file's diff shown."""
+    from PySide6.QtCore import Qt
+
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    project = tmp / "date-parser"
+    project.mkdir()
+    (project / "dates.py").write_text(BUGGY)
+    (project / "CHANGELOG.md").write_text(CHANGELOG)
+    ctl = Controller(data, restart_after_s=None)
+    ctl.keep_layout = False
+    win = ctl.main
+    win.resize(1240, 800)
+    win.move(20, 20)
+    try:
+        ctl.start(restore=False)
+        await wait(lambda: ctl.link.current == "connected")
+        made = await ctl.link.call(SessionCreate(title="Fix the date parser", cwd=str(project)))
+        conv = ctl.open_session(made.session.session_id).conversation
+        await wait(lambda: conv.state.loaded)
+        fake.script(
+            Reply.calls({"name": "write_file", "arguments": {"path": "dates.py", "content": FIXED}},
+                        text="I will make impossible dates return None, with tests."),
+            Reply.calls({"name": "write_file", "arguments": {"path": "tests/test_dates.py",
+                                                             "content": TESTS}}),
+            Reply(deltas=["`parse_date` now returns `None` for a day that does not exist, and "
+                          "two tests say so."]),
+        )
+        await run_turn(ctl, conv, "Make parse_date return None for impossible dates, with tests.", 1)
+        fake.script(
+            Reply.calls({"name": "patch", "arguments": {
+                "path": "CHANGELOG.md", "old": "- Faster imports.\n",
+                "new": "- Faster imports.\n- `parse_date` returns None for impossible dates.\n"}}),
+            Reply(deltas=["Added a line to the changelog."]),
+        )
+        await run_turn(ctl, conv, "Note it in the changelog.", 2)
+        await asyncio.sleep(1.5)
+        win.banner.hide()
+        win.changes.toggleViewAction().trigger()
+        panel = win.changes.panel
+        await wait(lambda: panel.model.file_count() == 3)
+        win.resizeDocks([win.changes], [470], Qt.Orientation.Horizontal)
+        first = panel.model.turns[-1].turn_id
+        panel.choose(first, str((project / "dates.py").resolve()))
+        OUT.mkdir(parents=True, exist_ok=True)
+        for name in ("light", "dark"):
+            switch_theme(app, name)
+            await asyncio.sleep(0.8)
+            panel.tree.setFocus()
+            conv.view.scrollToBottom()
+            await asyncio.sleep(0.4)
+            win.grab().save(str(OUT / f"changes-panel-{name}.png"))
+        switch_theme(app, "light")
+    finally:
+        win.close()
+        await settle()
+        await ctl.link.close()
+
+
 def run(scenes: list[str] | None = None) -> int:
-    """Every screenshot, or only the scenes named ("backends", "doors")."""
+    """Every screenshot, or only the scenes named ("backends", "doors", "changes")."""
     only = set(scenes or [])
     with tempfile.TemporaryDirectory(prefix="turnkey-shots-") as tmp:
         data, project = Path(tmp) / "data", Path(tmp) / "date-utils"
@@ -553,6 +628,8 @@ def run(scenes: list[str] | None = None) -> int:
                     await backends_scene(Path(tmp), fake)
                 if not only or "doors" in only:
                     await doors_scene(Path(tmp), fake)
+                if not only or "changes" in only:
+                    await changes_scene(data, Path(tmp), fake)
                 app.quit()
 
             qasync.run(everything())
