@@ -292,7 +292,8 @@ class Compressor:
             parent = sessions.row(tx, session_id)
             assert parent is not None
             child = new_id("ses")
-            sessions.insert(tx, child, parent.title, parent.cwd, parent.model, parent.titled)
+            sessions.insert(tx, child, parent.title, parent.cwd, parent.model, parent.titled,
+                            parent.provider)
             sessions.link_rotation(tx, session_id, child)
             # The parent's rows before the tail are pruned as in place (it is not compacted).
             keep_from = next((i for i in range(len(entries) - 1, -1, -1)

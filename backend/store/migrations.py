@@ -395,9 +395,16 @@ def _m013(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE tokens ADD COLUMN expires_at TEXT")
 
 
+def _m014(conn: sqlite3.Connection) -> None:
+    # The provider a session's turns start on (session.update's `provider`), a name of
+    # config.toml's [providers.NAME].  Null: the default provider, as for every session
+    # made before this.
+    conn.execute("ALTER TABLE sessions ADD COLUMN provider TEXT")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010, _m011, _m012,
-    _m013,
+    _m013, _m014,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -5,8 +5,8 @@ kept as epoch seconds are DOUBLE PRECISION, row ids are identities).  What only 
 has is written here, apart: full-text search is a generated `tsvector` column with a GIN
 index (instead of FTS5), accents folded by `unaccent`, and the message counter is kept by a
 plpgsql trigger.  Its own version line started at 1 with the SQLite file's version 11;
-version 2 is the SQLite file's 12, version 4 its 13 (`SQLITE_EQUIVALENT`; version 3 added
-a column only this store has).  A later change to the layout changes the declaration and
+version 2 is the SQLite file's 12, version 4 its 13, version 5 its 14 (`SQLITE_EQUIVALENT`;
+version 3 added a column only this store has).  A later change to the layout changes the declaration and
 adds a step here and a migration to store/migrations.py.
 
 `backends` is this store's own (declared `only` on PostgreSQL): one row per running backend
@@ -90,9 +90,12 @@ STEPS: tuple[tuple[str, ...], ...] = (
     # A token's expiry: the SQLite file's version 13.  Step 1 is today's declaration, so a
     # blank database has the column already.
     ("ALTER TABLE tokens ADD COLUMN IF NOT EXISTS expires_at TEXT",),
+    # A session's own provider: the SQLite file's version 14.  Step 1 is today's
+    # declaration, so a blank database has the column already.
+    ("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS provider TEXT",),
 )
 SCHEMA_VERSION = len(STEPS)
-SQLITE_EQUIVALENT = 13  # the SQLite file's version this schema's tables match
+SQLITE_EQUIVALENT = 14  # the SQLite file's version this schema's tables match
 
 
 def migrate(conn: Any, name: str = "this database") -> int:

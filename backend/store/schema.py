@@ -110,6 +110,7 @@ TABLES: tuple[Table, ...] = (
         _nn("titled", INT, default="1"),
         Column("delegated_from", TEXT, ref=Ref("sessions", "session_id", "SET NULL")),
         Column("delegated_call", TEXT),
+        Column("provider", TEXT),  # null: the default provider (migration 14)
     ), key=("session_id",), indexes=(
         Index("sessions_updated", ("updated_at DESC", "session_id DESC")),
         Index("sessions_delegated", ("delegated_from", "delegated_call"), unique=True,

@@ -41,14 +41,16 @@ class SessionRecord(Record, frozen=True):
     titled: bool  # a person chose the title; else the first prompt names the session
     delegated_from: str | None = None  # a sub-agent's: the session whose delegate call made it
     delegated_call: str | None = None  # ... and that call's id
+    provider: str | None = None  # the provider its turns start on; None: the default one
 
 
-def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str, titled: bool = True) -> None:
+def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str, titled: bool = True,
+           provider: str | None = None) -> None:
     ts = now()
     tx.execute(
-        "INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at, titled) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (session_id, title, cwd, model, ts, ts, titled),
+        "INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at, titled, "
+        "provider) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, title, cwd, model, ts, ts, titled, provider),
     )
 
 
@@ -93,7 +95,7 @@ def touch(tx: Tx, session_id: str) -> None:
 
 def changed(tx: Tx, session_id: str) -> None:
     """Something the session's summary shows changed in this transaction (its status,
-    usage, message_count, updated_at, title or model).
+    usage, message_count, updated_at, title, model or provider).
 
     At the end of the transaction, once per session however often this is called, the
     summary as `session.get` would return it then is reported (`SessionChanged`), which
@@ -220,6 +222,7 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     delegated_from: str | None
     delegated_call: str | None
     folder_warning: str | None
+    provider: str | None = None
 
 
 class SessionChanged(events.Report, frozen=True, tag="session"):
@@ -242,7 +245,7 @@ def summary(tx: Tx, r: SessionRecord) -> SessionSummary:
         parent_session_id=r.parent_session_id, child_session_id=r.child_session_id,
         latest_seq=events.latest_seq(tx, sid),
         delegated_from=r.delegated_from, delegated_call=r.delegated_call,
-        folder_warning=folder_warning(r.cwd),
+        folder_warning=folder_warning(r.cwd), provider=r.provider,
     )
 
 
@@ -279,12 +282,14 @@ def page(tx: Tx, limit: int, cursor: tuple[str, str] | None,
 
 def insert_delegated(tx: Tx, session_id: str, parent: SessionRecord, call_id: str,
                      title: str) -> None:
-    """A sub-agent's session: the parent's folder and model, linked to the parent's call."""
+    """A sub-agent's session: the parent's folder, provider and model, linked to the parent's
+    call."""
     ts = now()
     tx.execute(
         "INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at, titled, "
-        "delegated_from, delegated_call) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
-        (session_id, title, parent.cwd, parent.model, ts, ts, parent.session_id, call_id),
+        "delegated_from, delegated_call, provider) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+        (session_id, title, parent.cwd, parent.model, ts, ts, parent.session_id, call_id,
+         parent.provider),
     )
 
 

@@ -81,6 +81,21 @@ def test_version_twelve_tokens_keep_their_rows_and_never_expire(tmp_path: Path) 
     assert rows == [("tok_1", '["read"]', None)]
 
 
+def test_version_thirteen_sessions_keep_their_rows_on_the_default_provider(tmp_path: Path) -> None:
+    from backend.store.migrations import MIGRATIONS
+
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)")
+    for version, step in enumerate(MIGRATIONS[:13], start=1):
+        step(conn)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, 'then')", (version,))
+    conn.execute("INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at) "
+                 "VALUES ('ses_1', 'old', '/tmp', 'gpt-x', 'x', 'x')")
+    assert migrate(conn) == SCHEMA_VERSION
+    rows = conn.execute("SELECT session_id, model, provider FROM sessions").fetchall()
+    assert rows == [("ses_1", "gpt-x", None)], "null: the default provider, as before"
+
+
 def _count(conn: sqlite3.Connection, sid: str) -> int:
     return int(conn.execute(
         "SELECT message_count FROM sessions WHERE session_id = ?", (sid,)).fetchone()[0])
