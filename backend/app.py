@@ -198,13 +198,15 @@ class Backend:
         """What the methods call, each service over the parts it owns."""
         assert self.mcp is not None
         assert self.scheduler is not None
-        sessions = SessionService(self.db, authority, checkpoints, default_model)
+        providers = ProviderService(self.config, self.secrets, self.providers)
+        sessions = SessionService(self.db, authority, checkpoints, default_model,
+                                  lambda: providers.listing().providers)
         return Services(
             config=self.config, sessions=sessions,
             compaction=Compaction(sessions, compressor, self.providers, self.config, self.mcp),
             authority=authority, approvals=approvals,
             schedules=ScheduleBook(self.db, self.scheduler.wake),
-            providers=ProviderService(self.config, self.secrets, self.providers),
+            providers=providers,
             mcp=McpService(self.mcp, self.config),
             memory=Notebooks(self.config.path.parent),  # the data folder: config.toml's
             secrets=self.secrets, tokens=auth, doors=self.doors, sandbox=box, procs=procs,

@@ -92,6 +92,7 @@ def session(s: SessionSummary) -> p.Session:
         parent_session_id=s.parent_session_id, child_session_id=s.child_session_id,
         latest_seq=s.latest_seq, delegated_from=s.delegated_from,
         delegated_call_id=s.delegated_call, folder_warning=s.folder_warning,
+        provider=s.provider,
     )
 
 

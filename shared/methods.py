@@ -166,6 +166,10 @@ class ProviderTest(p.ProviderTestParams, Request[p.ProviderTestResult]):
     method = "provider.test"
 
 
+class ProviderList(p.NoParams, Request[p.ProviderListResult]):
+    method = "provider.list"
+
+
 class McpList(p.McpListParams, Request[p.McpListResult]):
     method = "mcp.list"
 
@@ -297,6 +301,7 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(ConfigSet, "admin"),
     MethodSpec(SecretSet, "admin", secret=("value",)),
     MethodSpec(ProviderTest, "admin", secret=("api_key",)),
+    MethodSpec(ProviderList, "read"),
     MethodSpec(McpList, "read"),
     MethodSpec(McpTest, "admin"),
     # A minted admin token must not mint more: a token handed to a script cannot outlive

@@ -34,7 +34,7 @@ class Compaction:
                               "the conversation to a new session under it; wait for the turn to "
                               "end or interrupt it first")
         try:
-            link = self.providers.primary(cfg, self.config.path)
+            link = self.providers.primary(cfg, self.config.path, session.provider)
         except ProviderError as exc:
             raise InvalidParams("session_id", f"no model to summarize with: {exc.message}") from exc
         tools = self._specs(session.cwd) if link.cfg.tools else ()

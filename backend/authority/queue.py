@@ -287,7 +287,8 @@ class SessionAuthority:
             turn_id=turn_id, admission_id=admission_id,
         )
         steers = admissions.steer_queued(tx, session_id)
-        return Claim(session_id, admission_id, turn_id, text, session.cwd, holder, leased, steers)
+        return Claim(session_id, admission_id, turn_id, text, session.cwd, holder, leased, steers,
+                     session.provider)
 
     async def _settle_crashed(self, turn: RunningTurn, error_id: str) -> bool:
         """A bug escaped the runner: settle the admission so the queue is not held forever.

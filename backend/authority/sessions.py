@@ -44,11 +44,13 @@ class Draft:
 
 class SessionService:
     def __init__(self, db: Database, authority: SessionAuthority, checkpoints: Checkpoints,
-                 default_model: Callable[[], str]) -> None:
+                 default_model: Callable[[], str],
+                 choices: Callable[[], list[p.ProviderChoice]] = list) -> None:
         self.db = db
         self.authority = authority
         self.checkpoints = checkpoints
         self.default_model = default_model
+        self.choices = choices  # the providers a session may choose (provider.list's)
 
     # --- one session ------------------------------------------------------------------
 
@@ -88,6 +90,8 @@ class SessionService:
             fields["titled"] = True  # a person's title: no prompt renames it
         if params.model is not None:
             fields["model"] = params.model
+        if params.provider is not None:
+            fields.update(self._provider(params.provider, params.model))
 
         def job(tx: Tx) -> p.Session:
             if not sessions.exists(tx, params.session_id):
@@ -102,6 +106,22 @@ class SessionService:
             return session
 
         return await self.db.write(job)
+
+    def _provider(self, name: str, model: str | None) -> dict[str, Any]:
+        """session.update's `provider` as columns: the name (None for "", the default
+        provider) and, unless `model` is given too, that provider's model."""
+        choices = self.choices()
+        if name == "":
+            found = next((c for c in choices if c.default), None)
+            return {"provider": None, **({"model": found.model} if found and model is None else {})}
+        found = next((c for c in choices if c.name == name), None)
+        if found is None:
+            names = ", ".join(c.name for c in choices) or "none"
+            raise InvalidParams(
+                "provider", f"no provider named {name!r} is configured (configured: {names}); "
+                "pass one of those (provider.list lists them with their models), \"\" for the "
+                "default provider, or add the provider first (Settings, or config.set)")
+        return {"provider": name, **({"model": found.model} if model is None else {})}
 
     async def delete(self, sid: str, force: bool) -> None:
         """Stops the session's drainer and deletes it; the caller forgets its followers."""

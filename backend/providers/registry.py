@@ -1,10 +1,10 @@
 """Chooses and builds the providers for a turn from the current config.
 
-A turn works down a chain: the default provider, then each of
-`fallback_providers` in order.  Clients are cached per provider name and
-settings (and key), so a connection pool lives across turns but a config
-change or a new key takes effect on the next call.  Adding a provider kind
-is one module and one line in `_build`.
+A turn works down a chain: the session's own provider (session.update's `provider`) or
+else the default provider, then each of `fallback_providers` in order, none twice.
+Clients are cached per provider name and settings (and key), so a connection pool lives
+across turns but a config change or a new key takes effect on the next call.  Adding a
+provider kind is one module and one line in `_build`.
 
 A kind's module (and httpx under it) is imported when a provider of that kind
 is first built, not when the backend starts; `warm` loads the default one's in
@@ -59,21 +59,17 @@ class Providers:
         self._cache: dict[str, tuple[ProviderConfig, str | None, ChatProvider]] = {}
         self._retired: list[ChatProvider] = []
 
-    def chain(self, config: Config, config_path: Path) -> list[ConfiguredProvider]:
-        """The default provider then the fallbacks, built; raises ProviderError
-        ("not_configured") when there is no provider at all."""
-        chosen = config.provider()
-        if chosen is None and not config.providers and local_available():
+    def chain(self, config: Config, config_path: Path,
+              first: str | None = None) -> list[ConfiguredProvider]:
+        """The session's own provider (`first`, a [providers.NAME]) or else the default one,
+        then the fallbacks not already in the chain, built; raises ProviderError
+        ("not_configured") when there is no provider at all, or `first` is not configured
+        (any more)."""
+        name, cfg = self.starting(config, config_path, first)
+        if name == LOCAL_NAME and cfg is LOCAL_DEFAULT:
             # Nothing configured: the bundled offline model, so a fresh install answers.
             return [ConfiguredProvider(LOCAL_NAME, LOCAL_DEFAULT, self.get(LOCAL_NAME, LOCAL_DEFAULT))]
-        if chosen is None:
-            raise ProviderError(
-                "not_configured",
-                f"no model provider is configured: add one in the app (File → Settings → "
-                f"Add…), or a [providers.NAME] table and default_provider in {config_path} "
-                f"(see the README), or use config.set",
-            )
-        names = [chosen[0], *(n for n in config.fallback_providers if n != chosen[0])]
+        names = list(dict.fromkeys([name, *config.fallback_providers]))
         chain = []
         for i, n in enumerate(names):
             cfg = _effective(config.providers[n])
@@ -82,9 +78,34 @@ class Providers:
             except ProviderError as exc:
                 if i == 0:
                     raise
-                # A fallback that cannot even be built must not take the default down with it.
+                # A fallback that cannot even be built must not take the first down with it.
                 log.warning("fallback provider %r is unusable: %s", n, exc.message)
         return chain
+
+    def starting(self, config: Config, config_path: Path,
+                 first: str | None = None) -> tuple[str, ProviderConfig]:
+        """The provider a chain starts on, not built: `first` when configured, else the
+        default; raises ProviderError ("not_configured") as `chain` does."""
+        if first is not None and first in config.providers:
+            return first, config.providers[first]
+        chosen = self.default(config)
+        if first is not None and (chosen is None or chosen[0] != first):
+            raise ProviderError(
+                "not_configured",
+                f"this session's provider {first!r} is not configured (no [providers.{first}] "
+                f"in {config_path}); choose another with session.update's provider, or add it",
+                words=f"This session uses the provider “{first}”, which is not set up any more. "
+                      "Choose another provider for it in the model box above the conversation, "
+                      f"or add “{first}” again in {SETTINGS}.",
+            )
+        if chosen is None:
+            raise ProviderError(
+                "not_configured",
+                f"no model provider is configured: add one in the app (File → Settings → "
+                f"Add…), or a [providers.NAME] table and default_provider in {config_path} "
+                f"(see the README), or use config.set",
+            )
+        return chosen
 
     def default(self, config: Config) -> tuple[str, ProviderConfig] | None:
         """The provider turns start on, without building it: the configured default, or the
@@ -94,10 +115,11 @@ class Providers:
             return LOCAL_NAME, LOCAL_DEFAULT
         return chosen
 
-    def primary(self, config: Config, config_path: Path) -> ConfiguredProvider:
-        """The first link of `chain`: what a turn would call first (provider.test,
-        session.compress)."""
-        return self.chain(config, config_path)[0]
+    def primary(self, config: Config, config_path: Path,
+                first: str | None = None) -> ConfiguredProvider:
+        """The first link of `chain`: what a turn would call first (provider.test, and
+        session.compress with the session's provider as `first`)."""
+        return self.chain(config, config_path, first)[0]
 
     def get(self, name: str, cfg: ProviderConfig) -> ChatProvider:
         key = api_key(cfg, self.secrets.get)

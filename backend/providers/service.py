@@ -1,5 +1,6 @@
 """Providers as the settings screens see them: `provider.test` (a saved provider, or a form's
-values not saved) and which provider turns will use, in the effective config."""
+values not saved) and which provider turns will use, in the effective config; and as a
+session's model box sees them: `provider.list`, the providers a session can choose."""
 
 from __future__ import annotations
 
@@ -32,6 +33,21 @@ class ProviderService:
         offline = name == LOCAL_NAME and cfg is LOCAL_DEFAULT
         return p.ProviderSummary(configured=not offline, name=name, model=cfg.model, kind=cfg.kind,
                                  offline_default=offline)
+
+    def listing(self) -> p.ProviderListResult:
+        """The providers a session can start its turns on (provider.list, and what
+        session.update's `provider` accepts): the default first, then the others in
+        config's order; the offline model alone when nothing is configured."""
+        config = self.config.config
+        chosen = self.providers.default(config)
+        default = chosen[0] if chosen is not None else None
+        named = dict(config.providers)
+        if chosen is not None and chosen[0] not in named:  # the bundled offline model
+            named[chosen[0]] = chosen[1]
+        order = sorted(named, key=lambda n: n != default)  # stable: config's order after it
+        return p.ProviderListResult(providers=[
+            p.ProviderChoice(name=n, model=named[n].model, kind=named[n].kind, default=n == default)
+            for n in order])
 
     def effective(self) -> ConfigView:
         """The effective config, with what turns use now (the offline model, perhaps)."""

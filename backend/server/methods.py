@@ -255,6 +255,9 @@ class Methods:
     ) -> p.ProviderTestResult:
         return await self.svc.providers.test(params)
 
+    async def provider_list(self, conn: Connection, params: p.NoParams) -> p.ProviderListResult:
+        return self.svc.providers.listing()
+
     # --- memory (addition): the agent's notebooks, backend/tools/memory.py -------------
 
     async def memory_get(self, conn: Connection, params: p.NoParams) -> p.MemoryResult:

@@ -51,6 +51,7 @@ class Claim:
     holder: Holder
     leased: bool = True
     steers: bool = False  # other steers were queued at the claim: they join this turn
+    provider: str | None = None  # the session's own provider at the claim; None: the default
 
 
 def take_session(

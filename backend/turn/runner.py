@@ -191,7 +191,7 @@ class TurnRunner:
     # --- the loop ----------------------------------------------------------------------
 
     async def _loop(self, st: TurnState, watch: LeaseWatch) -> None:
-        st.chain = self.providers.chain(self.config.config, self.config.path)
+        st.chain = self._chain(st)
         while True:
             if self._begin(st) is Action.BREAK:
                 return
@@ -212,6 +212,11 @@ class TurnRunner:
                 return
             if await self._tool_round(st, outcome, watch) is Action.BREAK:
                 return
+
+    def _chain(self, st: TurnState) -> list[ConfiguredProvider]:
+        """The providers this turn may call, in order: the session's own (as claimed) or the
+        default one, then the fallbacks."""
+        return self.providers.chain(self.config.config, self.config.path, st.turn.claim.provider)
 
     def _begin(self, st: TurnState) -> Action:
         """Begin stage: stop on interrupt or a spent budget, else count the call."""
@@ -253,8 +258,9 @@ class TurnRunner:
             log.info("turn %s: %d steer(s) joined it", turn.turn_id, taken)
 
     async def _assemble(self, st: TurnState, summary_for: str | None = None) -> ChatRequest | None:
-        """Assemble and preflight stages, for the provider about to be called.  The primary
-        provider answers as the session's model; a fallback as its own."""
+        """Assemble and preflight stages, for the provider about to be called.  The first
+        provider of the chain (the session's, or the default) answers as the session's model;
+        a fallback as its own."""
         link = st.link
         tools = await self._offer(st) if link.cfg.tools else ()
         roomy = link.cfg.context_window >= registry.AGENT_TOOLS_MIN_WINDOW
@@ -478,7 +484,7 @@ class TurnRunner:
         result: ModelCallResult | Action | None = None
         try:
             if not st.chain:
-                st.chain = self.providers.chain(self.config.config, self.config.path)
+                st.chain = self._chain(st)
             request = await self._assemble(st, summary_for=why)
             if request is not None:
                 stop = asyncio.Event()

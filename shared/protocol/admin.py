@@ -1,4 +1,4 @@
-"""The operator's methods: config.set, secret.set, provider.test and tokens."""
+"""The operator's methods: config.set, secret.set, provider.test and provider.list, and tokens."""
 
 from __future__ import annotations
 
@@ -90,6 +90,22 @@ class ProviderTestResult(Wire):
     model: str
     latency_ms: int
     error: ProviderFailure | None = None
+
+
+class ProviderChoice(Wire):
+    """A configured provider a session can use: its name, its model and kind; `default`: the
+    one a session without a provider of its own starts on."""
+
+    name: str
+    model: str
+    kind: str
+    default: bool = False
+
+
+class ProviderListResult(Wire):
+    """The default provider first, then the others in config's order."""
+
+    providers: list[ProviderChoice]
 
 
 class TokenCreateResult(Wire):

@@ -45,6 +45,9 @@ class Session(Wire):
     # Addition: words for people when the folder is the home folder or / (or holds the home
     # folder), where the sandbox protects none of their files (`shared/folders.py`).
     folder_warning: str | None = None
+    # Addition: the provider (a [providers.NAME] of config) this session's turns start on,
+    # chosen with session.update; absent (null): the default provider.
+    provider: str | None = None
 
 
 class SearchMatch(Wire):
@@ -107,9 +110,14 @@ class SessionIdParams(Params):
 
 
 class SessionUpdateParams(Params):
+    """`provider` (an addition): the configured provider this session's turns start on, from
+    its next turn; "" goes back to the default provider.  Given without `model`, the model
+    becomes that provider's configured one."""
+
     session_id: Id
     title: Title | None = None
     model: ModelName | None = None
+    provider: Id | None = None
 
 
 class SessionDeleteParams(Params):
