@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Literal
 from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
-    QComboBox,
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
@@ -36,11 +36,13 @@ from desktop.qt.aio import spawn
 from desktop.qt.compat import emit, set_placeholder
 from desktop.qt.doors import DoorWatch
 from desktop.qt.follow import Follower
+from desktop.qt.model_box import ModelBox
 from desktop.qt.screens import question
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
 from desktop.state import doors as door_words
 from desktop.state.copying import quoted
 from desktop.state.delegation import unnamed_children
+from desktop.state.model_choices import Choice, change, current, others
 from desktop.state.session import SessionState
 from desktop.state.sessions import status_label
 from desktop.state.transcript import ToolItem
@@ -52,6 +54,7 @@ from shared.methods import (
     AdmissionCancel,
     ApprovalRespond,
     PromptSubmit,
+    ProviderList,
     SessionList,
     SessionMessages,
     SessionResume,
@@ -280,6 +283,7 @@ class Conversation(QWidget):
         self.fetching = False
         self.closed = False
         self._resumed: list[p.Message] = []  # the page the session opened with
+        self._listed: list[p.ProviderChoice] | None = None  # provider.list's, once answered
         self._note_until = 0.0  # an undo's note shows until then
         self.cards: dict[str, ApprovalCard] = {}
         self.queue_rows: dict[str, QueueRow] = {}
@@ -314,20 +318,9 @@ class Conversation(QWidget):
         self.status_label.setObjectName("statusChip")
         self.conn_label = QLabel()
         self.conn_label.setProperty("tone", "warning")
-        self.model_box = QComboBox()
-        self.model_box.setObjectName("modelBox")
-        self.model_box.setEditable(True)
-        self.model_box.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        self.model_box.setMinimumContentsLength(14)
-        self.model_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.model_box.setAccessibleName("Model")
-        self.model_box.setAccessibleDescription(
-            "The model this session asks its provider for; type another model's name and press Enter")
-        self.model_box.activated.connect(lambda _i: self._choose_model(self.model_box.currentText()))
-        entry = self.model_box.lineEdit()
-        if entry is not None:
-            entry.setAccessibleName("Model name")
-            entry.returnPressed.connect(lambda: self._choose_model(self.model_box.currentText()))
+        self.model_box = ModelBox()
+        self.model_box.chosen.connect(self._choose)
+        self.model_box.opening.connect(lambda: spawn(self._fetch_providers()))
         top.addWidget(self.header, 1)
         top.addWidget(self.model_box)
         top.addWidget(self.conn_label)
@@ -462,12 +455,19 @@ class Conversation(QWidget):
         self.retry_button = QPushButton("Retry")
         self.retry_button.setAccessibleDescription("Send the last message again")
         self.retry_button.clicked.connect(self.retry)
+        # The provider failed the turn: the same prompt on another one, picked from a menu.
+        self.other_button = QPushButton("Try another provider")
+        self.other_button.setAccessibleDescription(
+            "Choose another provider and model for this session and send the last message again")
+        self.other_button.clicked.connect(self.try_another)
+        self.provider_menu: QMenu | None = None
         self.undo_button = QPushButton("Undo file changes")
         self.undo_button.setAccessibleDescription(
             "Put back the files the last turn changed, as they were before it")
         self.undo_button.clicked.connect(self.undo)
         row.addWidget(self.turn_label, 1)
         row.addWidget(self.undo_button)
+        row.addWidget(self.other_button)
         row.addWidget(self.retry_button)
         self.turn_bar.hide()
         # Turns undone from here, until files.restored marks their cards (in every window).
@@ -490,22 +490,34 @@ class Conversation(QWidget):
         self.empty.setGeometry((area.width() - width) // 2, max(10, (area.height() - height) // 3),
                                width, height)
 
-    def _models(self) -> list[str]:
-        """This session's model, then the model turns use first (what a new session gets)."""
-        out: list[str] = []
+    def _providers(self) -> list[p.ProviderChoice]:
+        """The providers a session can choose, as last listed; until then (or from a backend
+        that does not list them) the one turns use first, as `initialize` said."""
+        if self._listed is not None:
+            return self._listed
         server = self.link.server
-        for name in ((self.state.session.model if self.state.session else ""),
-                     (server.capabilities.provider.model or "") if server is not None else ""):
-            if name and name not in out:
-                out.append(name)
-        return out
+        summary = server.capabilities.provider if server is not None else None
+        if summary is None or not summary.name:
+            return []
+        return [p.ProviderChoice(name=summary.name, model=summary.model or "",
+                                 kind=summary.kind or "", default=True)]
 
-    def _choose_model(self, name: str) -> None:
-        name = name.strip()
-        current = self.state.session.model if self.state.session else ""
-        if not name or name == current:
+    async def _fetch_providers(self) -> None:
+        """Asks the backend which providers there are (at open, on reconnecting, and each time
+        the model box or the Try another provider menu opens: settings may have changed)."""
+        server = self.link.server
+        if server is None or ProviderList.method not in server.capabilities.methods:
             return
-        spawn(self.link.call(SessionUpdate(session_id=self.session_id, model=name)), self._show_error)
+        result = await self.link.call(ProviderList())
+        if result.providers != self._listed:
+            self._listed = result.providers
+            self._refresh_soon()
+
+    def _choose(self, choice: Choice) -> None:
+        fields = change(choice, self.state.session, self._providers())
+        if fields:
+            spawn(self.link.call(SessionUpdate(session_id=self.session_id, **fields)),
+                  self._show_error)
 
     def rename(self) -> None:
         """F2: a new title for this session (not modal: the loop keeps running)."""
@@ -531,6 +543,7 @@ class Conversation(QWidget):
         self._resumed = result.messages
         self.follower.jump()
         self.refresh()
+        spawn(self._fetch_providers())  # (the box shows the default provider until it answers)
         await self._name_children()
         if at_message:
             await self.show_message(at_message)
@@ -649,6 +662,8 @@ class Conversation(QWidget):
             spawn(self._reload(), self._show_error)
 
     def _on_link_state(self, state: str) -> None:
+        if state == "connected" and self.state.loaded:
+            spawn(self._fetch_providers())  # (the backend may have been started anew)
         self._refresh_soon()
 
     def _turn_done(self, turn_id: str) -> None:
@@ -725,6 +740,43 @@ class Conversation(QWidget):
         self.follower.jump()
         spawn(self._submit(text), self._submit_failed(text))
 
+    def try_another(self) -> None:
+        """The provider failed the turn: a menu of the other providers' models; the one picked
+        becomes the session's, and the failed turn's prompt is sent again on it."""
+        spawn(self._offer_others(), self._show_error)
+
+    async def _offer_others(self) -> None:
+        await self._fetch_providers()
+        if self.closed:
+            return
+        menu = QMenu(self.other_button)
+        menu.setAccessibleName("Try another provider")
+        for choice in others(self.state.session, self._providers()):
+            action = menu.addAction(choice.label)
+            action.triggered.connect(lambda _=False, c=choice: self.retry_on(c))
+        if menu.isEmpty():
+            menu.addAction("No other provider is set up: add one in Settings").setEnabled(False)
+        self.provider_menu = menu
+        menu.popup(self.other_button.mapToGlobal(self.other_button.rect().bottomLeft()))
+
+    def retry_on(self, choice: Choice) -> None:
+        """`choice` becomes the session's provider and model, then the failed turn's prompt
+        is sent again (after the change is stored: the turn reads it when it starts)."""
+        text = self.turn_actions.retry_text
+        if text is None or self.state.busy:
+            return
+        fields = change(choice, self.state.session, self._providers())
+        self.turn_actions = TurnActions()
+        self.turn_bar.hide()
+        self.follower.jump()
+
+        async def go() -> None:
+            if fields:
+                await self.link.call(SessionUpdate(session_id=self.session_id, **fields))
+            await self._submit(text)
+
+        spawn(go(), self._submit_failed(text))
+
     def undo(self) -> None:
         turn = self.turn_actions.undo_turn
         if turn is None or self.state.busy:
@@ -755,6 +807,7 @@ class Conversation(QWidget):
         self.turn_label.setText(text)
         self.turn_bar.show()
         self.retry_button.hide()
+        self.other_button.hide()
         self.undo_button.hide()
         self._note_until = time.monotonic() + 8
 
@@ -859,16 +912,7 @@ class Conversation(QWidget):
         warning = s.session.folder_warning if s.session else None
         self.folder_note.setText(warning or "")
         self.folder_note.setVisible(bool(warning))
-        models = self._models()
-        if [self.model_box.itemText(i) for i in range(self.model_box.count())] != models:
-            self.model_box.clear()
-            self.model_box.addItems(models)
-        entry = self.model_box.lineEdit()
-        if models and not (entry is not None and entry.hasFocus()):
-            self.model_box.setCurrentText(models[0])
-        server = self.link.server
-        first = server.capabilities.provider.name if server is not None else None
-        self.model_box.setToolTip(f"Asked of {first}" if first else "")
+        self.model_box.show_session(s.session, self._providers())
         link_state = self.link.current
         self.conn_label.setText("" if link_state == "connected" else f"⟳ {link_state}…")
         self.status_label.setText(status_label(s.status))
@@ -931,6 +975,8 @@ class Conversation(QWidget):
                 parts.append(f"{who} changed files ({n} change{'s' if n != 1 else ''}).")
             self.turn_label.setText(" ".join(parts))
             self.retry_button.setVisible(self.turn_actions.retry_text is not None)
+            self.other_button.setVisible(self.turn_actions.provider_failed and bool(
+                others(s.session, self._providers())))
             self.undo_button.setVisible(self.turn_actions.undo_turn is not None)
             self.turn_bar.show()
         else:
@@ -947,9 +993,11 @@ class Conversation(QWidget):
         folder = home_relative(self.state.session.cwd) if self.state.session else "this folder"
         server = self.link.server
         summary = server.capabilities.provider if server is not None else None
-        model = (self.state.session.model if self.state.session else "") or \
-            (summary.model if summary is not None else "") or "the configured model"
-        who = f"{esc(model)}" + (f" ({esc(summary.name)})" if summary is not None and summary.name else "")
+        now = current(self.state.session, self._providers())  # the session's own provider
+        model = (now.model if now else "") or (summary.model if summary is not None else "") \
+            or "the configured model"
+        name = (now.provider if now else "") or (summary.name if summary is not None else "") or ""
+        who = esc(model) + (f" ({esc(name)})" if name else "")
         weak = ""
         if summary is not None and summary.offline_default:
             weak = (f"<p style='color:{c.warning}'>No provider is set up, so the small built-in "

@@ -100,6 +100,7 @@ class NoteItem(Item):
     text: str = ""
     detail: str = ""  # the raw words behind a failure (provider, HTTP status, what it said)
     expanded: bool = False  # the detail shown
+    failure_kind: str = ""  # a failed note's provider-error kind: the provider failed the turn
 
 
 class Listener(Protocol):
@@ -156,8 +157,10 @@ def items_from_messages(messages: Iterable[p.Message]) -> list[Item]:
                 out.append(found)
             _fill_result(found, m)
         elif m.role == "system_note":
+            meta = m.meta or {}
             out.append(NoteItem(m.message_id, turn, kind=m.note_kind or "", text=m.content,
-                                detail=str((m.meta or {}).get("detail") or "")))
+                                detail=str(meta.get("detail") or ""),
+                                failure_kind=str(meta.get("kind") or "")))
     return out
 
 

@@ -1,6 +1,6 @@
-"""What the latest turn of a conversation offers: Retry when it failed or was stopped, Undo
-when it changed files (and no window has undone them), and "thinking" while the model has said
-nothing yet.  Qt-free."""
+"""What the latest turn of a conversation offers: Retry when it failed or was stopped (and
+another provider when its provider failed it), Undo when it changed files (and no window has
+undone them), and "thinking" while the model has said nothing yet.  Qt-free."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ RETRY_NOTES = frozenset({"failed", "interrupted"})  # a turn that ended without 
 class TurnActions:
     thinking: bool = False  # running, and nothing said or called yet
     retry_text: str | None = None  # the prompt to send again
+    provider_failed: bool = False  # the provider failed the turn: another one may answer it
     undo_turn: str | None = None  # the turn whose file changes can be undone
     files_changed: int = 0  # how many calls of that turn changed a file
 
@@ -34,12 +35,14 @@ def latest(items: Sequence[Item], status: str, undone: frozenset[str] = frozense
         return TurnActions(thinking=status == "running" and not said)
     if status == "queued":
         return TurnActions()
-    retry = None
+    retry, provider_failed = None, False
     if after and isinstance(after[-1], NoteItem) and after[-1].kind in RETRY_NOTES:
         retry = prompt.text
+        provider_failed = after[-1].kind == "failed" and bool(after[-1].failure_kind)
     # A call whose change was put back (by any window: files.restored) offers no undo again.
     changed = [it for it in after
                if isinstance(it, ToolItem) and it.diff and it.status == "ok" and not it.undone]
     turn = prompt.turn_id
     undo = turn if changed and turn is not None and turn not in undone else None
-    return TurnActions(retry_text=retry, undo_turn=undo, files_changed=len(changed) if undo else 0)
+    return TurnActions(retry_text=retry, provider_failed=provider_failed, undo_turn=undo,
+                       files_changed=len(changed) if undo else 0)

@@ -195,7 +195,7 @@ def test_the_model_box_sets_the_sessions_model_and_the_next_turn_asks_for_it(
     conv = win.conversation
     box = conv.model_box
     assert conv.state.session is not None
-    assert box.currentText() == conv.state.session.model
+    qtbot.waitUntil(lambda: box.currentText() == "main · fake-model", timeout=5_000)  # provider · model
     entry = box.lineEdit()
     assert entry is not None
     entry.selectAll()
@@ -203,6 +203,7 @@ def test_the_model_box_sets_the_sessions_model_and_the_next_turn_asks_for_it(
     qtbot.keyClick(entry, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: conv.state.session is not None
                     and conv.state.session.model == "bigger-model", timeout=10_000)
+    assert conv.state.session.provider is None, "a model alone: still the default provider"
     fake_provider.script(Reply(deltas=["ok"]))
     type_and_send(qtbot, win, "which model?")
     qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)

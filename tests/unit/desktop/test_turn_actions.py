@@ -80,3 +80,18 @@ def test_thinking_until_the_model_says_or_calls_something() -> None:
     assert not latest(items_from_messages(r.rows), "waiting_approval").thinking
     r.assistant("", "t1", [call("c1", "terminal", command="ls")])
     assert not latest(items_from_messages(r.rows), "running").thinking
+
+
+def test_a_turn_its_provider_failed_also_offers_another_provider() -> None:
+    """The failed note's meta names a provider-error kind only when the provider failed the
+    turn; a failure of another kind (the window, the store) offers Retry alone."""
+    r = Rows()
+    r.user("explain the parser", "t1")
+    failed = r.note("failed", "The server rejected the API key.", "t1")
+    r.rows[-1] = msgspec.structs.replace(failed, meta={"kind": "auth", "detail": "main: HTTP 401"})
+    assert latest(items_from_messages(r.rows), "idle") == TurnActions(
+        retry_text="explain the parser", provider_failed=True)
+    r.rows[-1] = failed
+    assert latest(items_from_messages(r.rows), "idle") == TurnActions(retry_text="explain the parser")
+    r.rows[-1] = msgspec.structs.replace(failed, note_kind="interrupted", meta={"kind": "auth"})
+    assert not latest(items_from_messages(r.rows), "idle").provider_failed

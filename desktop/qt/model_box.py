@@ -1,0 +1,65 @@
+"""A session's model box: every configured provider with its model, as "provider · model",
+the session's own choice shown; a person picks one or types a model's name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox
+
+from desktop.qt.compat import emit
+from desktop.state.model_choices import Choice, current, entries, typed
+from shared import protocol as p
+
+
+class ModelBox(QComboBox):
+    """Shows what `show_session` is given; says what was chosen with `chosen` (a Choice, maybe
+    the session's own: the caller asks the backend only for a change) and that the list is
+    about to open with `opening` (so its providers can be asked again)."""
+
+    chosen = Signal(object)
+    opening = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("modelBox")
+        self.setEditable(True)
+        self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.setMinimumContentsLength(18)
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.setAccessibleName("Provider and model")
+        self.setAccessibleDescription(
+            "The provider and model this session's next turn asks; choose another, or type a "
+            "model's name and press Enter")
+        self.session: p.Session | None = None
+        self.providers: list[p.ProviderChoice] = []
+        self.activated.connect(lambda _i: self._pick(self.currentText()))
+        entry = self.lineEdit()
+        if entry is not None:
+            entry.setAccessibleName("Model name")
+            entry.returnPressed.connect(lambda: self._pick(self.currentText()))
+
+    def show_session(self, session: p.Session | None, providers: Sequence[p.ProviderChoice]) -> None:
+        self.session, self.providers = session, list(providers)
+        shown = entries(session, providers)
+        if [self.itemText(i) for i in range(self.count())] != [c.label for c in shown]:
+            self.clear()
+            for choice in shown:
+                self.addItem(choice.label, choice)
+        now = current(session, providers)
+        entry = self.lineEdit()
+        if now is not None and not (entry is not None and entry.hasFocus()):
+            self.setCurrentText(now.label)
+        self.setToolTip(f"Asked of {now.provider}" if now is not None and now.provider else "")
+
+    def showPopup(self) -> None:
+        emit(self.opening)
+        super().showPopup()
+
+    def _pick(self, text: str) -> None:
+        index = self.findText(text.strip())
+        data = self.itemData(index) if index >= 0 else None
+        choice = data if isinstance(data, Choice) else typed(text, self.session, self.providers)
+        if choice is not None:
+            emit(self.chosen, choice)
