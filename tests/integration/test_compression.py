@@ -277,6 +277,7 @@ async def test_with_rotation_the_conversation_continues_in_a_child_session(
     Model(fake_provider)
     async with started(backend_factory, fake_provider, compression="rotate = true") as (_, rpc):
         parent = await create_session(rpc, cwd=str(tmp_path))
+        await rpc.call("session.update", {"session_id": parent, "provider": "main"})
         n = 0
         while not events_of(rpc, parent, "compression.complete"):
             n += 1
@@ -290,8 +291,9 @@ async def test_with_rotation_the_conversation_continues_in_a_child_session(
         # The turn that compressed finished in the child, and this connection followed it
         # there without asking (the parent's followers move to the child).
         assert events_of(rpc, child, "message.complete"), "the running turn went on in the child"
-        assert (await rpc.call("session.get", {"session_id": child}))["session"]["parent_session_id"] \
-            == parent
+        continued = (await rpc.call("session.get", {"session_id": child}))["session"]
+        assert continued["parent_session_id"] == parent
+        assert continued["provider"] == "main", "the session's own provider goes on with it"
         assert (await rpc.call("session.get", {"session_id": parent}))["session"]["child_session_id"] \
             == child
         # A prompt sent to the parent runs in the child; the request holds the summary and it.

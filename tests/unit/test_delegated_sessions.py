@@ -33,6 +33,19 @@ async def test_a_child_takes_its_parents_folder_and_model_and_names_the_call(db:
     assert await db.read(lambda tx: sessions.delegated_child(tx, "p", "call_2")) is None
 
 
+async def test_a_child_takes_its_parents_provider(db: Database) -> None:
+    """A sub-agent asks the provider its parent session chose, not the default."""
+    def job(tx: Tx) -> None:
+        sessions.insert(tx, "p", "Parent", "/", "sonnet", provider="claude")
+        _child(tx, "c", "p", "call_1")
+        sessions.insert(tx, "q", "Parent", "/", "m")
+        _child(tx, "d", "q", "call_1")
+
+    await db.write(job)
+    got = await db.read(lambda tx: [sessions.get(tx, s) for s in ("c", "d")])
+    assert [(s.provider, s.model) for s in got if s is not None] == [("claude", "sonnet"), (None, "m")]
+
+
 async def test_one_child_per_call(db: Database) -> None:
     def job(tx: Tx) -> None:
         sessions.insert(tx, "p", "Parent", "/", "m")
