@@ -51,6 +51,8 @@ class SessionState:
     on_turn_done: Callable[[str], None] = lambda turn_id: None
     on_change: Callable[[], None] = lambda: None
     _early: list[Incoming] = field(default_factory=list)
+    # The streaming answer (key, text) when the last usage.update came: its text was counted.
+    _counted: tuple[str, str] = ("", "")
 
     def bind(self, listener: Listener) -> None:
         self.transcript.listener = listener
@@ -166,6 +168,7 @@ class SessionState:
             self.notice = Notice("lease", "Waiting: another Turnkey process is running this session")
         elif isinstance(data, p.UsageUpdate):
             self.usage = data.usage
+            self._counted = self.transcript.streaming()  # that model call's text is in it now
         elif isinstance(data, p.SessionUpdated):
             self._summary(data.session)
         elif isinstance(data, p.MessageComplete):
@@ -198,9 +201,17 @@ class SessionState:
         return self.status in ("running", "waiting_approval", "queued")
 
     def usage_line(self) -> str:
+        """The session's tokens and cost; while an answer streams, its words so far are
+        counted in as an estimate (`~`, about four characters a token) until the provider's
+        count for that model call arrives (usage.update): the line moves as the text does,
+        instead of standing at its old numbers for the whole of a first answer."""
         u = self.usage
         if u is None:
             return ""
-        est = "~" if u.estimated else ""
-        return (f"{est}{u.input_tokens:,} in · {u.output_tokens:,} out"
+        key, text = self.transcript.streaming()
+        counted_key, counted = self._counted
+        uncounted = len(text) - (len(counted) if key == counted_key else 0)
+        live = (uncounted + 3) // 4 if self.busy and uncounted > 0 else 0
+        est = "~" if u.estimated or live else ""
+        return (f"{est}{u.input_tokens:,} in · {u.output_tokens + live:,} out"
                 f" · {u.cached_tokens:,} cached · ${u.cost_usd:.4f}")

@@ -383,6 +383,13 @@ class Transcript:
             item.expanded = not item.expanded
             self._touch(item)
 
+    def streaming(self) -> tuple[str, str]:
+        """The answer streaming now, as (its key, its text so far); ("", "") when none is."""
+        stream = self._stream
+        if stream is None or not stream.streaming:
+            return "", ""
+        return stream.key, stream.text
+
     def find(self, key: str) -> int | None:
         for i in range(len(self.items) - 1, -1, -1):
             if self.items[i].key == key:

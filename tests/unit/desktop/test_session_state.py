@@ -447,6 +447,31 @@ def test_usage_update_and_the_usage_line() -> None:
     assert s.usage_line() == "~1 in · 2 out · 0 cached · $0.0000"
 
 
+def test_the_usage_line_counts_an_answer_in_while_it_streams() -> None:
+    """A first answer: the line moves with the text (an estimate, `~`), then the provider's
+    count replaces the estimate; a tool round's text is not counted twice."""
+    s, _, _ = state()
+    s.load(resume(latest_seq=0))
+    ev = Events()
+    s.apply(ev.queued("a1", text="hello"))
+    s.apply(ev.started("t1", "a1"))
+    assert s.usage_line() == "0 in · 0 out · 0 cached · $0.0000"
+    s.apply(ev.delta("t1", "x" * 40))
+    assert s.usage_line() == "~0 in · 10 out · 0 cached · $0.0000"
+    s.apply(ev.delta("t1", "x" * 40))
+    assert s.usage_line() == "~0 in · 20 out · 0 cached · $0.0000"
+    # The model call ends: its count arrives before the turn ends, the stream still open.
+    s.apply(ev.other("usage.update", {"usage": usage(100, 18)}))
+    assert s.usage_line() == "100 in · 18 out · 0 cached · $0.0000"
+    s.apply(ev.tool_start("t1", "c1"))
+    s.apply(ev.tool_complete("t1", "c1"))
+    s.apply(ev.delta("t1", "y" * 8))  # the next call's answer: a new stream, counted anew
+    assert s.usage_line() == "~100 in · 20 out · 0 cached · $0.0000"
+    s.apply(ev.other("usage.update", {"usage": usage(230, 21)}))
+    s.apply(ev.complete("t1", "a1", "y" * 8))
+    assert s.usage_line() == "230 in · 21 out · 0 cached · $0.0000"
+
+
 def test_no_usage_no_line() -> None:
     s = SessionState(SID)
     assert s.usage_line() == ""
