@@ -36,6 +36,7 @@ from backend.authority.takeover import INTERRUPT, Takeover, interrupt_anywhere
 from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
 from backend.doors.manager import Doors
+from backend.doors.service import DoorService
 from backend.errors import StoreUnavailable
 from backend.host import undumpable
 from backend.ids import now
@@ -209,7 +210,8 @@ class Backend:
             providers=providers,
             mcp=McpService(self.mcp, self.config),
             memory=Notebooks(self.config.path.parent),  # the data folder: config.toml's
-            secrets=self.secrets, tokens=auth, doors=self.doors, sandbox=box, procs=procs,
+            secrets=self.secrets, tokens=auth, doors=self.doors,
+            door_service=DoorService(self.config, self.secrets, self.doors), sandbox=box, procs=procs,
             stats=BackendStats(self.loop_watch, self.gc_watch, self.db.holds),
             fleet=Fleet(self.db, self.epoch, lambda: self.config.config, self.started_at),
         )

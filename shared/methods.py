@@ -182,6 +182,18 @@ class DoorList(p.NoParams, Request[p.DoorListResult]):
     method = "door.list"
 
 
+class DoorTest(p.DoorTestParams, Request[p.DoorTestResult]):
+    """Checks a homeserver and an access token for real (whoami); saves nothing."""
+
+    method = "door.test"
+
+
+class DoorSet(p.DoorSetParams, Request[p.DoorSetResult]):
+    """Creates or updates a door; its token goes to the keyring, never config.toml."""
+
+    method = "door.set"
+
+
 class TokenCreate(p.TokenCreateParams, Request[p.TokenCreateResult]):
     method = "token.create"
 
@@ -327,4 +339,9 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(MemoryGet, "read"),
     MethodSpec(MemorySet, "submit"),
     MethodSpec(DoorList, "read"),
+    # Like provider.test: a form's token for one request, to the homeserver the form names.
+    MethodSpec(DoorTest, "admin", secret=("access_token",)),
+    # Like config.set with secret.set: what it changes is a loosening (doors.NAME), checked
+    # as config.set checks one.
+    MethodSpec(DoorSet, "admin", secret=("access_token",)),
 )

@@ -185,6 +185,15 @@ class Methods:
         doors = self.svc.doors
         return p.DoorListResult(doors=await doors.statuses() if doors else [])
 
+    async def door_test(self, conn: Connection, params: p.DoorTestParams) -> p.DoorTestResult:
+        return await self.svc.door_service.test(params)
+
+    async def door_set(self, conn: Connection, params: p.DoorSetParams) -> p.DoorSetResult:
+        loosened = self.svc.door_service.loosened(params)  # as config.set checks a patch
+        if loosened:
+            await peer.may_loosen(conn, loosened, self.svc.procs.groups)
+        return await self.svc.door_service.set(params)
+
     # --- approvals ----------------------------------------------------------------
 
     async def approval_list(self, conn: Connection, params: p.ApprovalListParams) -> p.ApprovalsResult:

@@ -12,6 +12,7 @@ from backend.authority.schedule_book import ScheduleBook
 from backend.authority.sessions import SessionService
 from backend.config import ConfigFile
 from backend.doors.manager import Doors
+from backend.doors.service import DoorService
 from backend.mcp.service import McpService
 from backend.providers.service import ProviderService
 from backend.secrets import Secrets
@@ -37,6 +38,7 @@ class Services:
     secrets: Secrets
     tokens: Authenticator
     doors: Doors | None
+    door_service: DoorService  # door.test and door.set: a door's settings form
     sandbox: Sandbox  # what initialize reports of it
     procs: ProcessTable  # the tool calls' process groups, which may never loosen config
     stats: BackendStats

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from shared.protocol.base import EventData, EventSpec, Id, Wire
+import msgspec
+
+from shared.protocol.base import EventData, EventSpec, Id, Params, Wire
 
 DoorState = Literal["starting", "connected", "failing", "stopped"]
+DoorName = Literal["matrix"]  # a door's [doors.NAME] table; one per platform so far
+# A homeserver's URL, a Matrix user id: bounded (they go into config.toml, errors and events).
+DoorUrl = Annotated[str, msgspec.Meta(max_length=2048)]
+DoorUser = Annotated[str, msgspec.Meta(max_length=255)]  # the spec's limit for a user id
+MAX_ALLOWED_USERS = 100
 
 
 class DoorRoom(Wire):
@@ -37,6 +44,56 @@ class DoorStatus(Wire):
 
 class DoorListResult(Wire):
     doors: list[DoorStatus]
+
+
+class DoorTestParams(Params):
+    """Addition: checks a door's settings for real, saving nothing.  `homeserver` must answer
+    as a Matrix homeserver, and the access token must be valid there and belong to `user_id`.
+    `access_token` is used for this check only (a secret param: never stored, logged or
+    echoed); without it the token stored for the saved door is used, and only when
+    `homeserver` is the saved door's (a stored token is never sent anywhere else)."""
+
+    homeserver: DoorUrl
+    user_id: DoorUser
+    name: DoorName = "matrix"
+    access_token: str | None = None
+
+
+class DoorTestResult(Wire):
+    """`reached`: the homeserver answered as one.  `account` and `device_id`: whom the token
+    belongs to, when the homeserver accepted it.  `error`: what failed and what to do, for
+    people (never the token)."""
+
+    ok: bool
+    reached: bool
+    account: str | None = None
+    device_id: str | None = None
+    latency_ms: int = 0
+    error: str | None = None
+
+
+class DoorSetParams(Params):
+    """Addition: creates or updates the door `name` (`[doors.NAME]` in config.toml) with these
+    settings, merged over its saved table (its rooms, folder and other keys are kept).
+    `access_token` (a secret param) is stored as the door's secret (its
+    `access_token_secret`, by default `doors.NAME`) in the keyring, never in config.toml;
+    omitted, the stored one is kept (a new door needs one).  The door starts again at once."""
+
+    homeserver: DoorUrl
+    user_id: DoorUser
+    name: DoorName = "matrix"
+    allowed_users: Annotated[list[DoorUser], msgspec.Meta(max_length=MAX_ALLOWED_USERS)] = []
+    access_token: str | None = None
+    enabled: bool = True
+
+
+class DoorSetResult(Wire):
+    """`door`: the door as `door.list` now gives it (usually `starting`; `door.state` events
+    follow).  `stored`/`warning`: where a token sent with it went, as `secret.set` says."""
+
+    door: DoorStatus
+    stored: Literal["keyring", "file"] | None = None
+    warning: str | None = None
 
 
 class DoorEvent(EventData):
