@@ -93,6 +93,17 @@ class DoorWatch(QObject):
         self.loaded = True
         emit(self.changed)
 
+    def saw(self, door: p.DoorStatus) -> None:
+        """A door as a call answered it (door.set), shown at once; a `door.state` that already
+        said something newer of it is kept."""
+        known = self.book.doors.get(door.name)
+        if known is not None and known.since > door.since:
+            return
+        if self._since is not None:
+            self._since.append(door)
+        self.book.update(door)
+        emit(self.changed)
+
     def _on_event(self, event: Incoming) -> None:
         if not isinstance(event.data, p.DoorEvent):
             return

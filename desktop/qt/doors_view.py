@@ -1,6 +1,6 @@
-"""Messaging doors (Matrix) in the app: a row per door at the foot of the sidebar, a card with
-everything about one door (in a popover from that row, and on the settings' Messaging page),
-and that page.
+"""Messaging doors (Matrix) in the app: a row per door at the foot of the sidebar, and a card
+with everything about one door (in a popover from that row, and on the settings' Messaging
+page, desktop/qt/settings_messaging.py).
 
 The row says the state at a glance ("Matrix · connected as @agent:server" beside a green
 dot); a failing door's row is outlined in the danger colour and says why, and a click opens
@@ -22,23 +22,18 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QInputDialog,
     QLabel,
-    QLineEdit,
     QPushButton,
-    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
 
 from desktop.qt import theme
-from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.doors import DoorWatch
 from desktop.qt.settings_mcp import Badge, _dot
 from desktop.state import doors as words
 from shared import protocol as p
-from shared.methods import SecretSet
 
 if TYPE_CHECKING:
     from desktop.link import Link
@@ -91,12 +86,12 @@ class DoorCard(QFrame):
     rooms bound to sessions (a click opens the session), and why it fails."""
 
     open_requested = Signal(str)  # a bound room's session id
-    token_requested = Signal(object)  # the DoorStatus whose access token to store
+    edit_requested = Signal(object)  # the DoorStatus whose settings to change
 
-    def __init__(self, parent: QWidget | None = None, offer_token: bool = False) -> None:
+    def __init__(self, parent: QWidget | None = None, offer_edit: bool = False) -> None:
         super().__init__(parent)
         self.setObjectName("doorCard")
-        self.offer_token = offer_token  # a button to store the access token (Settings only)
+        self.offer_edit = offer_edit  # a button to change its settings (Settings only)
         self.door: p.DoorStatus | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -135,19 +130,15 @@ class DoorCard(QFrame):
         self.no_rooms.setWordWrap(True)
         self.no_rooms.setProperty("muted", True)
         lay.addWidget(self.no_rooms)
-        self.token_button = QPushButton("Store access token…")
-        self.token_button.setToolTip("Paste the access token of the account the door speaks as; "
-                                     "it is kept in the keyring, never in config.toml")
-        self.token_button.clicked.connect(lambda: emit(self.token_requested, self.door))
-        self.token_button.setVisible(False)
-        token_row = QHBoxLayout()
-        token_row.addWidget(self.token_button)
-        token_row.addStretch(1)
-        lay.addLayout(token_row)
-        self.token_note = _plain(selectable=True)  # how storing it went
-        self.token_note.setObjectName("doorTokenNote")
-        self.token_note.setVisible(False)
-        lay.addWidget(self.token_note)
+        self.edit_button = QPushButton("Edit…")
+        self.edit_button.setAccessibleDescription(
+            "Change the door's homeserver, account, access token or allowed users")
+        self.edit_button.clicked.connect(lambda: emit(self.edit_requested, self.door))
+        self.edit_button.setVisible(False)
+        edit_row = QHBoxLayout()
+        edit_row.addWidget(self.edit_button)
+        edit_row.addStretch(1)
+        lay.addLayout(edit_row)
 
     def show_door(self, door: p.DoorStatus) -> None:
         self.door = door
@@ -160,11 +151,10 @@ class DoorCard(QFrame):
         self.detail.setVisible(bool(why))
         theme.restyle(self.detail, tone=tone if tone in ("danger", "warning") else "")
         self.account.setText(f"Speaks as {door.account}")
-        allowed = ", ".join(door.allowed_users) or "nobody (add allowed_users to the door's " \
-                                                   "config)"
+        allowed = ", ".join(door.allowed_users) or "nobody yet (add people in Settings → Messaging)"
         self.allowed.setText(f"Who may use it: {allowed}")
         self._show_rooms(door)
-        self.token_button.setVisible(self.offer_token and bool(door.token_secret))
+        self.edit_button.setVisible(self.offer_edit)
         self.setAccessibleName(f"{words.platform_name(door)} door {door.name}: {said}")
 
     def _show_rooms(self, door: p.DoorStatus) -> None:
@@ -346,97 +336,3 @@ class DoorStrip(QWidget):
 
     def _restyle(self, _scheme: str = "") -> None:
         self.refresh()
-
-
-class MessagingPage(QWidget):
-    """Settings → Messaging: each door of the dialog's backend as a card, or how to add one."""
-
-    open_requested = Signal(str)  # a bound room's session id
-
-    def __init__(self, link: Link, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.link = link
-        self.watch = DoorWatch.of(link)
-        lay = QVBoxLayout(self)
-        intro = QLabel("A messaging door lets the people allowed in its config talk to Turnkey "
-                       "from a chat app; each room gets a session of its own, listed here and "
-                       "marked in the sidebar.")
-        intro.setWordWrap(True)
-        lay.addWidget(intro)
-        self.empty = QLabel(words.HOW_TO)
-        self.empty.setWordWrap(True)
-        self.empty.setProperty("muted", True)
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignTop)
-        self.empty.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(self.empty)
-        self.cards_area = QScrollArea()
-        self.cards_area.setWidgetResizable(True)
-        self.cards_area.setFrameShape(QFrame.Shape.NoFrame)
-        self.cards_area.setObjectName("doorCards")  # (transparent: the page's own background)
-        self.cards_area.setStyleSheet("QScrollArea#doorCards, QWidget#doorCardsInner "
-                                      "{ background: transparent; }")
-        self.cards_area.viewport().setAutoFillBackground(False)
-        inner = QWidget()
-        inner.setObjectName("doorCardsInner")
-        self.cards_box = QVBoxLayout(inner)
-        self.cards_box.setContentsMargins(0, 8, 0, 0)
-        self.cards_box.setSpacing(18)
-        self.cards_box.addStretch(1)
-        self.cards_area.setWidget(inner)
-        lay.addWidget(self.cards_area, 1)
-        self.cards: list[DoorCard] = []
-        self.watch.changed.connect(self.refresh)
-        self.refresh()
-
-    def refresh(self) -> None:
-        if not shiboken6.isValid(self):
-            return
-        doors = self.watch.doors
-        while len(self.cards) < len(doors):
-            card = DoorCard(offer_token=True)
-            card.open_requested.connect(lambda sid: emit(self.open_requested, sid))
-            card.token_requested.connect(lambda door, c=card: self.ask_token(door, c))
-            self.cards_box.insertWidget(len(self.cards), card)
-            self.cards.append(card)
-        while len(self.cards) > len(doors):
-            card = self.cards.pop()
-            self.cards_box.removeWidget(card)
-            card.deleteLater()
-        for card, door in zip(self.cards, doors, strict=True):
-            card.show_door(door)
-        self.empty.setVisible(not doors)
-        self.cards_area.setVisible(bool(doors))
-
-    def ask_token(self, door: p.DoorStatus, card: DoorCard) -> None:
-        """Asks for the door's access token (not echoed) and stores it under its secret's
-        name; the backend starts the door again with it, and the card follows live."""
-        if not door.token_secret:
-            return
-        token, ok = QInputDialog.getText(
-            self, "Access token",
-            f"Access token of {door.account} (kept in the keyring, never in config.toml):",
-            QLineEdit.EchoMode.Password)
-        if not ok:
-            return
-        if not token.strip():
-            _say(card.token_note, "Paste a token first.", "danger")
-            return
-        _say(card.token_note, "Storing the token…", "")
-        spawn(self._store(door.token_secret, token, card),
-              lambda why: _say(card.token_note, why, "danger"))
-
-    async def _store(self, secret: str, token: str, card: DoorCard) -> None:
-        result = await self.link.call(SecretSet(name=secret, value=token))
-        where = "the system keyring" if result.stored == "keyring" else "a file only you can read"
-        text = f"Token stored in {where}; the door is starting again with it."
-        if result.warning:
-            text += f" Warning: {result.warning}."
-        _say(card.token_note, text, "warning" if result.warning else "")
-
-
-def _say(label: QLabel, text: str, tone: str) -> None:
-    if not shiboken6.isValid(label):
-        return  # (the page was closed meanwhile)
-    label.setText(text)
-    label.setVisible(bool(text))
-    theme.restyle(label, tone=tone)

@@ -1,5 +1,6 @@
 """The settings dialog: who answers now, providers, API keys, the provider test, the approval
-mode, the "always allow" rules, MCP servers, the agent's memory, the data folder.
+mode, the "always allow" rules, MCP servers, the agent's memory, messaging doors, the data
+folder.
 
 A client of the backend only: everything it shows comes from `config.get` /
 `config.set` (the effective config, keys as "set"/"unset", and what turns use now) and
@@ -54,10 +55,10 @@ from PySide6.QtWidgets import (
 from desktop.qt import theme
 from desktop.qt.aio import describe, spawn
 from desktop.qt.compat import emit
-from desktop.qt.doors_view import MessagingPage
 from desktop.qt.screens import question
 from desktop.qt.settings_mcp import McpPage
 from desktop.qt.settings_memory import MemoryPage
+from desktop.qt.settings_messaging import MessagingPage
 from desktop.qt.settings_probe import ConnectionTest
 from desktop.qt.settings_rules import RulesPage
 from desktop.state.settings import (
@@ -247,8 +248,11 @@ class SettingsDialog(QDialog):
         if received is not None:
             received.connect(self.memory_page.on_event)
         # The backend's messaging doors (Matrix), live on `door.state` (desktop/qt/doors.py).
-        self.messaging_page = MessagingPage(self.link)  # type: ignore[arg-type]  # (a Link)
+        # Its form sets a door up (door.test, door.set) and fills from the config loaded here.
+        self.messaging_page = MessagingPage(
+            self.link, lambda: self.reload(refill=False))  # type: ignore[arg-type]  # (a Link)
         self.tabs.addTab(self.messaging_page, TABS[5])
+        self.loaded.connect(self.messaging_page.show_config)
         self.tabs.currentChanged.connect(self._on_tab)
 
         bottom = QHBoxLayout()

@@ -22,10 +22,15 @@ STATES: dict[str, tuple[str, str]] = {
     "stopped": ("stopped", "muted"),
 }
 AWAY = "The backend is not connected: this is the door as last seen."
-HOW_TO = ("No messaging door is configured. A door lets the people you allow talk to Turnkey "
-          "from a chat app (Matrix): store the agent account's access token with `turnkey secret "
-          "set doors.matrix` and add a [doors.matrix] section to config.toml. README, “Talk to "
-          "it from Matrix”, shows how, step by step.")
+HOW_TO = ("No messaging door yet. A door lets the people you allow talk to Turnkey from a "
+          "Matrix chat app (Element, on a phone too): each room gets a session of its own. "
+          "Fill in the form below, press Test connection, then Save.")
+TOKEN_HELP = ("Make a Matrix account for the agent and log in as it once (in Element: Settings → "
+              "Help & About → Access token). The token is kept in the system keyring, never in "
+              "config.toml; don't log that session out.")
+# door.set's and door.test's fields as the form names them.
+FIELD_LABELS = {"homeserver": "Homeserver URL", "user_id": "Account",
+                "access_token": "Access token", "allowed_users": "Allowed users"}
 
 
 def platform_name(door: p.DoorStatus) -> str:
@@ -119,3 +124,46 @@ class DoorBook:
 
     def failing(self) -> list[p.DoorStatus]:
         return [d for d in self.listed() if d.state == "failing"]
+
+
+# --- the Messaging form ------------------------------------------------------------------
+
+
+def parse_users(text: str) -> list[str]:
+    """The allowed users as typed: one per line (commas and spaces separate too), each once."""
+    found: list[str] = []
+    for user in text.replace(",", " ").split():
+        if user not in found:
+            found.append(user)
+    return found
+
+
+def form_error(field: str, message: str, users: list[str]) -> str:
+    """A refusal of door.set or door.test (-32602 naming `field`) in the form's words:
+    "Account: 'agent' is not a Matrix user id …", "Allowed users, “bob”: …"."""
+    name, _, index = field.partition(".")
+    label = FIELD_LABELS.get(name)
+    if label is None:
+        return message
+    if name == "allowed_users" and index.isdigit() and int(index) < len(users):
+        return f"{label}, “{users[int(index)]}”: {message}"
+    return f"{label}: {message}"
+
+
+def test_words(result: p.DoorTestResult) -> tuple[str, str]:
+    """door.test's answer as the form says it: (text, tone)."""
+    if result.ok:
+        device = f" (device {result.device_id})" if result.device_id else ""
+        return (f"Connection works: the homeserver answered and accepted the token for "
+                f"{result.account}{device}, in {result.latency_ms} ms."), "success"
+    return f"Test failed. {result.error or 'The homeserver did not say why.'}", "danger"
+
+
+def saved_words(result: p.DoorSetResult) -> tuple[str, str]:
+    """door.set's answer as the form says it: (text, tone)."""
+    text = "Saved. The door is starting with these settings; its state shows above."
+    if result.stored == "keyring":
+        text += " The token is in the system keyring."
+    if result.warning:
+        return f"{text} Warning: {result.warning}.", "warning"
+    return text, "success"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QInputDialog, QLineEdit
+from PySide6.QtWidgets import QApplication, QLineEdit
 
 from desktop.qt.doors import DoorWatch
 from desktop.qt.doors_view import DoorRow
@@ -133,8 +133,9 @@ def test_no_door_configured_the_app_looks_as_before(controller: Any, qtbot: Any)
     assert controller.settings.tabs.currentWidget() is page
     assert page.empty.isVisible()
     assert not page.cards
-    assert "Talk to it from Matrix" in page.empty.text()
-    assert "[doors.matrix]" in page.empty.text()
+    assert "Matrix" in page.empty.text()
+    assert page.form.isVisible(), "the form to set a first door up"
+    assert page.form.homeserver_edit.text() == ""
 
 
 # --- a failing door -----------------------------------------------------------------------
@@ -229,10 +230,11 @@ def test_the_row_follows_the_door_live_and_greys_while_the_backend_is_away(
     assert not [s for s in shown if TOKEN in str(s)]
 
 
-def test_the_messaging_page_stores_the_token_and_the_door_starts_with_it(
-        controller: Any, qtbot: Any, door_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Settings → Messaging offers to store the access token (asked for without echo): the
-    backend keeps it as the door's secret and starts the door again with it at once."""
+def test_the_messaging_page_edits_the_door_and_stores_a_new_token(
+        controller: Any, qtbot: Any, door_port: int) -> None:
+    """Settings → Messaging: a door's card opens the form on its settings (never its token);
+    a token pasted there (not echoed) is stored as the door's secret, and the door starts
+    again with it at once."""
     controller.main.resize(1000, 700)
     controller.main.show()
     qtbot.waitUntil(lambda: row_says(controller, NO_TOKEN), timeout=15_000)
@@ -240,21 +242,22 @@ def test_the_messaging_page_stores_the_token_and_the_door_starts_with_it(
     page = controller.settings.messaging_page
     qtbot.waitUntil(lambda: len(page.cards) == 1)
     card = page.cards[0]
-    assert card.token_button.isVisible()
-    asked: list[Any] = []
-
-    def answer(*args: Any) -> tuple[str, bool]:
-        asked.append(args)
-        return f"  {TOKEN}\n", True
-
-    monkeypatch.setattr(QInputDialog, "getText", answer)
-    card.token_button.click()
-    (args,) = asked
-    assert args[3] == QLineEdit.EchoMode.Password
-    assert AGENT in args[2]
+    assert not page.form.isVisible(), "a listed door's form opens from its card"
+    qtbot.waitUntil(lambda: page.doors_config is not None)
+    assert card.edit_button.isVisible()
+    card.edit_button.click()
+    form = page.form
+    qtbot.waitUntil(form.isVisible)
     home = f"http://127.0.0.1:{door_port}"
+    assert (form.homeserver_edit.text(), form.account_edit.text()) == (home, AGENT)
+    assert form.users_edit.toPlainText() == ME
+    assert form.token_edit.text() == ""
+    assert form.token_edit.echoMode() == QLineEdit.EchoMode.Password
+    qtbot.keyClicks(form.token_edit, f"  {TOKEN}")
+    with qtbot.waitSignal(form.saved, timeout=WAIT_MS):
+        form.save_button.click()
+    assert "Saved" in form.result_label.text()
     qtbot.waitUntil(lambda: row_says(controller, f"cannot reach {home}"), timeout=WAIT_MS)
-    assert "Token stored" in card.token_note.text()
     assert f"cannot reach {home}" in card.detail.text()
     shown = [w.text() for w in QApplication.allWidgets() if hasattr(w, "text") and callable(w.text)]
     assert not [s for s in shown if TOKEN in str(s)]
@@ -263,7 +266,7 @@ def test_the_messaging_page_stores_the_token_and_the_door_starts_with_it(
     qtbot.mouseClick(rows(controller)[0], Qt.MouseButton.LeftButton)
     popover = controller.main.sidebar.doors.popover
     qtbot.waitUntil(lambda: popover is not None and popover.isVisible())
-    assert not popover.card.token_button.isVisible()
+    assert not popover.card.edit_button.isVisible()
 
 
 # --- several backends ----------------------------------------------------------------------
