@@ -12,12 +12,11 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut, QTextCursor
+from PySide6.QtGui import QKeyEvent, QKeySequence, QResizeEvent, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -26,7 +25,6 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
-    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -38,6 +36,7 @@ from desktop.qt.doors import DoorWatch
 from desktop.qt.follow import Follower
 from desktop.qt.model_box import ModelBox
 from desktop.qt.screens import question
+from desktop.qt.shelves import ApprovalCard, QueuePanel, QueueRow, Shelf, change_preview, shrinkable
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
 from desktop.state import doors as door_words
 from desktop.state.copying import quoted
@@ -49,7 +48,6 @@ from desktop.state.transcript import ToolItem
 from desktop.state.turns import TurnActions, latest
 from shared import protocol as p
 from shared.client import RESYNC, ApprovalClosed, ConnectionLost, Incoming
-from shared.mcp_names import shown_name
 from shared.methods import (
     AdmissionCancel,
     ApprovalRespond,
@@ -70,10 +68,11 @@ PAGE = 100
 SUBMIT_ATTEMPTS = 5
 RECONCILE_PAGES = 20  # a turn longer than this many pages keeps its live items
 MATCH_PAGES = 20  # how far back a search match is looked for before giving up
-DECISIONS: tuple[tuple[p.Decision, str, str], ...] = (
-    ("once", "Allow once", "allow"), ("session", "Allow for this session", ""),
-    ("always", "Always allow", ""), ("deny", "Deny", "deny"),
-)
+# The approval cards under the transcript take at most this share of the conversation's height
+# (they scroll beyond), and the queue, opened, a few rows: the transcript keeps half or more.
+APPROVALS_SHARE = 0.2
+QUEUE_SHARE = 0.15
+QUEUE_ROWS_SHOWN = 3.5
 STATUS_TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning",
                 "unknown": "warning"}
 LONG_MESSAGE_TOKENS = 8_000  # a message box text over this (estimated) warns: it is resent every turn
@@ -129,142 +128,6 @@ class Composer(QPlainTextEdit):
         super().keyPressEvent(e)
 
 
-class ApprovalCard(QFrame):
-    """One pending approval with its four answers and the time left."""
-
-    def __init__(self, approval: p.Approval, answer: Callable[[str, p.Decision], None],
-                 preview: tuple[str, str] | None = None) -> None:
-        super().__init__()
-        self.approval = approval
-        self.setObjectName("approvalCard")
-        tool, origin = shown_name(approval.tool)
-        named = f"{tool} ({origin})" if origin else tool
-        self.setAccessibleName(f"Approval for {named}")
-        box = QVBoxLayout(self)
-        box.setContentsMargins(14, 12, 14, 12)
-        box.setSpacing(6)
-        head = QHBoxLayout()
-        icon = QLabel()
-        icon.setPixmap(theme.icon("warning").pixmap(18, 18))
-        muted = theme.colors().muted
-        source = f' <small style="color:{muted}">{esc(origin)}</small>' if origin else ""
-        title = QLabel(f"<b>{esc(tool)}</b>{source} needs your approval")
-        self.left = QLabel()
-        self.left.setProperty("muted", True)
-        head.addWidget(icon)
-        head.addWidget(title, 1)
-        head.addWidget(self.left)
-        what = QLabel(esc(approval.summary))
-        what.setObjectName("approvalCommand")
-        what.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        what.setWordWrap(True)
-        why = QLabel(esc(approval.reason))
-        why.setProperty("muted", True)
-        why.setWordWrap(True)
-        row = QHBoxLayout()
-        row.setSpacing(8)
-        self.buttons: dict[str, QPushButton] = {}
-        for decision, text, icon_name in DECISIONS:
-            b = QPushButton(text)
-            if icon_name:
-                b.setIcon(theme.icon(icon_name))
-            if decision == "once":
-                b.setProperty("primary", True)
-            elif decision == "deny":
-                b.setProperty("danger", True)
-            b.setAccessibleDescription(f"{text} for {named}: {approval.summary}")
-            b.clicked.connect(lambda _=False, d=decision: answer(approval.approval_id, d))
-            self.buttons[decision] = b
-        for decision in ("once", "session", "always"):
-            row.addWidget(self.buttons[decision])
-        row.addStretch(1)
-        row.addWidget(self.buttons["deny"])
-        box.addLayout(head)
-        box.addWidget(what)
-        self.preview: QTextBrowser | None = None
-        if preview is not None:
-            caption, html_text = preview
-            note = QLabel(esc(caption))
-            note.setProperty("muted", True)
-            self.preview = QTextBrowser()
-            self.preview.setObjectName("approvalPreview")
-            self.preview.setAccessibleName("What would be written")
-            self.preview.setOpenLinks(False)
-            self.preview.setOpenExternalLinks(False)
-            self.preview.setHtml(html_text)
-            self.preview.setMaximumHeight(220)
-            self.preview.setLineWrapMode(QTextBrowser.LineWrapMode.NoWrap)
-            box.addWidget(note)
-            box.addWidget(self.preview)
-        box.addWidget(why)
-        box.addLayout(row)
-        self.tick()
-
-    def tick(self) -> None:
-        try:
-            end = datetime.fromisoformat(self.approval.expires_at.replace("Z", "+00:00"))
-        except ValueError:
-            return
-        left = int((end - datetime.now(UTC)).total_seconds())
-        self.left.setText(f"{max(0, left) // 60}:{max(0, left) % 60:02d} left" if left > 0 else "expiring…")
-
-    def busy(self, on: bool) -> None:
-        for b in self.buttons.values():
-            b.setEnabled(not on)
-
-
-PREVIEW_LINES = 400  # of a file write awaiting approval; the rest is counted
-
-
-def change_preview(name: str, arguments: dict[str, object]) -> tuple[str, str] | None:
-    """What a file-changing call asks to write, for its approval card: a caption and the lines
-    as HTML (escaped: the model wrote them), added lines tinted, removed lines tinted."""
-    c = theme.tokens()
-    dark = theme.current() == "dark"
-    add_bg, del_bg = ("#1f3d2a", "#4a2226") if dark else ("#e6f7ea", "#fbe9ea")
-    path = str(arguments.get("path", ""))
-    if name == "write_file" and isinstance(arguments.get("content"), str):
-        lines = str(arguments["content"]).splitlines() or [""]
-        caption = f"The whole new content of {path} ({len(lines):,} line{'s' if len(lines) != 1 else ''}):"
-        rows = [(f"+{line}", add_bg) for line in lines]
-    elif name == "patch" and isinstance(arguments.get("old"), str) and isinstance(arguments.get("new"), str):
-        every = " (every occurrence)" if arguments.get("replace_all") else ""
-        caption = f"The change to {path}{every}:"
-        rows = [(f"-{line}", del_bg) for line in str(arguments["old"]).splitlines()]
-        rows += [(f"+{line}", add_bg) for line in str(arguments["new"]).splitlines()]
-    else:
-        return None
-    more = len(rows) - PREVIEW_LINES
-    body = "\n".join(f'<span style="background:{bg}">{esc(text)}</span>'
-                     for text, bg in rows[:PREVIEW_LINES])
-    if more > 0:
-        body += f'\n<span style="color:{c.muted}">… {more:,} more lines</span>'
-    return caption, f'<pre style="margin:0; color:{c.text}">{body}</pre>'
-
-
-class QueueRow(QFrame):
-    def __init__(self, receipt: p.Receipt, text: str, cancel: Callable[[str], None]) -> None:
-        super().__init__()
-        self.setObjectName("queueRow")
-        row = QHBoxLayout(self)
-        row.setContentsMargins(10, 4, 6, 4)
-        lines = text.strip().splitlines()
-        icon = QLabel()
-        icon.setPixmap(theme.icon("queue").pixmap(16, 16))
-        first = esc((lines[0] if lines else '')[:120])
-        # A steer waits for the running turn's next step; a queued message for its end.
-        label = QLabel(f"Steering at the next step: {first}" if receipt.steer else f"Queued: {first}")
-        label.setProperty("muted", True)
-        self.label = label
-        self.cancel = QPushButton("Cancel")
-        self.cancel.setAccessibleDescription(
-            f"Cancel the {'steer' if receipt.steer else 'queued message'}: {text[:80]}")
-        self.cancel.clicked.connect(lambda: cancel(receipt.admission_id))
-        row.addWidget(icon)
-        row.addWidget(label, 1)
-        row.addWidget(self.cancel)
-
-
 class Conversation(QWidget):
     error = Signal(str)
     changed = Signal()  # title, status or session changed: the window's title follows
@@ -311,7 +174,7 @@ class Conversation(QWidget):
         header.setObjectName("conversationHeader")
         top = QHBoxLayout(header)
         top.setContentsMargins(18, 10, 12, 10)
-        self.header = QLabel()
+        self.header = shrinkable(QLabel())  # a long title or folder wraps or is cut
         self.header.setAccessibleName("Session")
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status_label = QLabel()
@@ -369,16 +232,17 @@ class Conversation(QWidget):
         self.empty.setTextFormat(Qt.TextFormat.RichText)
         self.empty.hide()
         self.view.viewport().installEventFilter(self)
-        self.approvals_box = QVBoxLayout()
-        self.queue_box = QVBoxLayout()
         self.composer = Composer()
         self.composer.setAccessibleName("Message")
         self.composer.setAccessibleDescription(
             "Your message to Turnkey: Enter sends, Shift+Enter starts a new line, Esc stops the turn")
         self.composer.send.connect(self.send)
         self.follower = Follower(self.view, self.composer)
+        # Send (Enter) is the primary action, whether it sends now or queues after the running
+        # turn; Steer (Alt+Enter) is secondary.
         self.send_button = QPushButton("Send")
         self.send_button.setProperty("primary", True)
+        self.send_button.setDefault(True)
         self.send_button.setAccessibleDescription("Send the message (Enter)")
         self.send_button.clicked.connect(self.send)
         # While a turn runs: Steer adds the message to it (read at its next step), and Send
@@ -396,7 +260,7 @@ class Conversation(QWidget):
         self.stop_button.setAccessibleDescription("Interrupt the running turn (Esc)")
         self.stop_button.setToolTip("Interrupt the running turn (Esc)")
         self.stop_button.clicked.connect(self.interrupt)
-        self.usage_label = QLabel()
+        self.usage_label = shrinkable(QLabel())
         self.usage_label.setProperty("muted", True)
         frame = QFrame()
         frame.setObjectName("composerFrame")
@@ -419,14 +283,20 @@ class Conversation(QWidget):
         under.addWidget(self.steer_button)
         under.addWidget(self.send_button)
         inner.addLayout(under)
+        # Under the transcript, each bounded (resizeEvent): approvals scroll within their
+        # share of the height, and many queued messages fold into one line.
+        self.approvals_shelf = Shelf("approvalsShelf")
+        self.queue_panel = QueuePanel()
+        self.queue_panel.toggled.connect(lambda _on: self._bound_shelves())
+        self._focus_card: str | None = None  # an approval to focus once its card is shown
         column.addWidget(self.banner)
         column.addWidget(self.folder_note)
         column.addWidget(self.view, 1)
         column.addWidget(self.thinking)
         column.addWidget(self.notice)
         column.addWidget(self.turn_bar)
-        column.addLayout(self.approvals_box)
-        column.addLayout(self.queue_box)
+        column.addWidget(self.approvals_shelf)
+        column.addWidget(self.queue_panel)
         column.addWidget(frame)
         box.addWidget(header)
         line = QFrame()
@@ -844,9 +714,27 @@ class Conversation(QWidget):
         spawn(go(), self._show_error)
 
     def focus_approval(self, approval_id: str) -> None:
+        """Puts the focus on the approval's Allow once, scrolled into view (a notification
+        was clicked): now, or when its card is shown (the session may still be loading)."""
         card = self.cards.get(approval_id)
-        if card is not None:
-            card.buttons["once"].setFocus()
+        if card is None:
+            self._focus_card = approval_id
+            return
+        self._focus_card = None
+        card.buttons["once"].setFocus(Qt.FocusReason.OtherFocusReason)
+        self.approvals_shelf.ensureWidgetVisible(card, 0, 0)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._bound_shelves()
+
+    def _bound_shelves(self) -> None:
+        """The approvals take at most APPROVALS_SHARE of the height, the opened queue at most
+        QUEUE_SHARE or a few rows: both scroll beyond, and the transcript keeps the rest."""
+        height = self.height()
+        self.approvals_shelf.bound(int(height * APPROVALS_SHARE))
+        rows = int(self.queue_panel.row_height() * QUEUE_ROWS_SHOWN)
+        self.queue_panel.shelf.bound(min(rows, int(height * QUEUE_SHARE)))
 
     def _let_go(self, going: QWidget) -> None:
         """A card or a queued row that goes (answered, cancelled, started): the focus it holds
@@ -926,8 +814,6 @@ class Conversation(QWidget):
             self.send_button.setIcon(theme.icon("queue" if running else "send"))
             self.send_button.setText("Queue" if running else "Send")
             self.send_button.setToolTip("Send after the running turn (Enter)" if running else "")
-            theme.restyle(self.send_button, primary=not running)
-            theme.restyle(self.steer_button, primary=running)
             set_placeholder(self.composer, RUNNING_HINT if running else IDLE_HINT)
         self._refresh_turn()
         if s.notice is not None:
@@ -938,23 +824,26 @@ class Conversation(QWidget):
         for aid in [a for a in self.cards if a not in s.approvals]:
             card = self.cards.pop(aid)
             self._let_go(card)
-            self.approvals_box.removeWidget(card)
+            self.approvals_shelf.remove(card)
             card.deleteLater()
         for aid, approval in s.approvals.items():
             if aid not in self.cards:
                 card = ApprovalCard(approval, self.answer, self._preview(approval))
                 self.cards[aid] = card
-                self.approvals_box.addWidget(card)
+                self.approvals_shelf.add(card)
+                if aid == self._focus_card:  # (once it is laid out)
+                    QTimer.singleShot(0, self, lambda a=aid: self.focus_approval(a))
         for adm in [a for a in self.queue_rows if a not in s.queue]:
             row = self.queue_rows.pop(adm)
             self._let_go(row)
-            self.queue_box.removeWidget(row)
+            self.queue_panel.remove(row)
             row.deleteLater()
         for adm, receipt in s.queue.items():
             if adm not in self.queue_rows:
                 row = QueueRow(receipt, receipt.text or s.prompts.get(adm, ""), self.cancel)
                 self.queue_rows[adm] = row
-                self.queue_box.addWidget(row)
+                self.queue_panel.add(row)
+        self._bound_shelves()
         emit(self.changed)
 
     def _refresh_turn(self) -> None:

@@ -26,7 +26,7 @@ class ModelBox(QComboBox):
         self.setObjectName("modelBox")
         self.setEditable(True)
         self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        self.setMinimumContentsLength(18)
+        self.setMinimumContentsLength(10)
         self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.setAccessibleName("Provider and model")
         self.setAccessibleDescription(
