@@ -97,6 +97,7 @@ class Controller(QObject):
         self.scheduled: dict[str, str] = {}
         self.statuses: dict[str, str] = {}
         self._quitting = False
+        self._started = False  # the first connection's listing is done: reconnections list again
         self.background_told = False  # said once ever (kept in DIR/desktop.json): it stays running
         self.keep_layout = True  # False for a smoke run: it must not overwrite the saved layout
         # Ends the Qt application once Quit has closed everything (tests that run several
@@ -157,21 +158,40 @@ class Controller(QObject):
             self.main.show_session(current, link=self.link)
         self._reopen_windows(self.link, reopen)
         await self._show_waiting(self.link)
+        self._started = True
         for link in self.backends.remotes:
             if link.current == "connected":
                 self._reopen_windows(link, self._reopen.pop(link.key, []))
+                spawn(self._list_waiting(link))
         emit(self.ready)
 
     async def _show_waiting(self, link: Link) -> None:
         """An approval waits (asked while the app was closed, or while no window showed its
         session): the main window shows the session that asked last, instead of the start
         page, unless the saved layout already shows it somewhere."""
-        waiting = (await link.call(ApprovalList())).approvals
+        waiting = await self._list_waiting(link)
         if not waiting or self.main.current is not None:
             return
         latest = max(waiting, key=lambda approval: approval.created_at)
         if all(win.session_id != latest.session_id for win in self.windows):
             self.main.show_session(latest.session_id, link=link)
+
+    async def _list_waiting(self, link: Link) -> list[p.Approval]:
+        """The backend's approvals waiting now, and the tray's menu made to list exactly those
+        of it (answered or asked while this app was away from it)."""
+        waiting = (await link.call(ApprovalList())).approvals
+        listed = {a.approval_id for a in waiting}
+        for approval_id in [a for a, lk in self.approvals.items() if lk is link and a not in listed]:
+            self.approvals.pop(approval_id, None)
+            self.notifier.resolve(approval_id)
+        for approval in waiting:
+            self._waiting(link, approval)
+        return waiting
+
+    def _waiting(self, link: Link, approval: p.Approval) -> None:
+        self.approvals[approval.approval_id] = link
+        title, _text = approval_words(approval, _on(link, self.link))
+        self.notifier.add_waiting(approval.approval_id, approval.session_id, title)
 
     def _reopen_windows(self, link: Link, entries: list[dict[str, Any]]) -> None:
         """The saved layout's windows of one backend, now that it is connected."""
@@ -364,6 +384,7 @@ class Controller(QObject):
     def _remote_state(self, link: Link, state: str) -> None:
         if state == "connected":
             self._reopen_windows(link, self._reopen.pop(link.key, []))
+            spawn(self._list_waiting(link))
 
     def _backend_removed(self, link: Link) -> None:
         """Its windows close (they spoke to a connection that is gone)."""
@@ -484,18 +505,14 @@ class Controller(QObject):
         if event.seq is not None:
             return  # the stored copies are for session windows
         data = event.data
-        on = f" on {link.where}" if link.where and link is not self.link else ""
+        on = _on(link, self.link)
         if isinstance(data, p.ApprovalRequested):
             approval = data.approval
-            self.approvals[approval.approval_id] = link
+            self._waiting(link, approval)  # in the tray's menu, whatever else shows it
             if self._visible_window(approval.session_id) is None:
-                tool, origin = shown_name(approval.tool)
-                named = f"{tool} ({origin})" if origin else tool
-                summary = shown_summary(approval.tool, approval.summary)
-                self.notifier.notify(
-                    f"Turnkey needs your approval{on}",
-                    f"{named}: {summary}\n{approval.reason}",
-                    approval.session_id, approval.approval_id)
+                _title, text = approval_words(approval, on)
+                self.notifier.notify(f"Turnkey needs your approval{on}", text,
+                                     approval.session_id, approval.approval_id)
         elif isinstance(data, p.ApprovalResolved):
             self.approvals.pop(data.approval.approval_id, None)
             self.notifier.resolve(data.approval.approval_id)
@@ -534,6 +551,8 @@ class Controller(QObject):
 
     def _on_state(self, state: str) -> None:
         self._tray_state()
+        if state == "connected" and self._started:  # (the first time, start lists them)
+            spawn(self._list_waiting(self.link))
 
     def _fallback(self, title: str, text: str, session_id: str, approval_id: str) -> None:
         """No tray here: say it in the main window's banner."""
@@ -572,6 +591,20 @@ class Controller(QObject):
             pairings.write_settings(self.data_dir, data)
         except OSError as exc:
             log.warning("could not save the window layout: %s", exc)
+
+
+def _on(link: Link, local: Link) -> str:
+    """" on HOST" for a remote backend's notifications; "" for this computer's."""
+    return f" on {link.where}" if link.where and link is not local else ""
+
+
+def approval_words(approval: p.Approval, on: str = "") -> tuple[str, str]:
+    """An approval in a notification: (a one-line title for the tray's menu, the text of the
+    notification: what asks, then why)."""
+    tool, origin = shown_name(approval.tool)
+    named = f"{tool} ({origin})" if origin else tool
+    summary = shown_summary(approval.tool, approval.summary)
+    return f"{named}: {summary}{on}", f"{named}: {summary}\n{approval.reason}"
 
 
 def _geometry(widget: QWidget) -> str:

@@ -6,7 +6,13 @@ desktops: `desktop.qt.notify`), whose approval notifications carry Allow once /
 Deny / Open buttons when the server shows buttons; else the app's own windows
 (`fallback`).  `clicked` carries the notification's target (a session id and, for
 an approval, its id) whichever way it was shown; `answered` an approval decided
-from a notification's button.
+from a notification's button or from the tray's menu.
+
+A tray balloon has no buttons (QSystemTrayIcon.showMessage), so the tray's menu
+carries them instead: every approval waiting is an entry at the top of the menu,
+with Allow once, Deny and Show, from when it is asked (`add_waiting`) until it is
+answered anywhere or expires (`resolve`).  A click on the balloon itself opens the
+approval's session with its card focused.
 """
 
 from __future__ import annotations
@@ -98,6 +104,16 @@ def choose_channel(tray: bool, desktop_notifications: bool) -> str:
 
 
 APPROVAL_BUTTONS = (("once", "Allow once"), ("deny", "Deny"), ("open", "Open"))
+MENU_TITLE_CHARS = 60  # an approval's entry in the tray menu: its tool and summary, cut
+
+
+def menu_title(text: str) -> str:
+    """An approval's entry in the tray menu: one line, cut to MENU_TITLE_CHARS, with `&`
+    doubled (a menu reads a lone `&` as a shortcut mark)."""
+    line = " ".join(text.split())
+    if len(line) > MENU_TITLE_CHARS:
+        line = line[:MENU_TITLE_CHARS - 1].rstrip() + "…"
+    return line.replace("&", "&&")
 
 
 class Notifier(QObject):
@@ -117,6 +133,10 @@ class Notifier(QObject):
         self._targets: dict[str, tuple[str, str]] = {}  # a D-Bus notification's key -> its target
         self.tray: QSystemTrayIcon | None = None
         self.menu = QMenu()
+        # Approvals waiting, each a submenu above this separator (hidden while none waits).
+        self.waiting: dict[str, QMenu] = {}
+        self.waiting_end = self.menu.addSeparator()
+        self.waiting_end.setVisible(False)
         self.show_action = QAction("Show Turnkey", self.menu)
         self.show_action.triggered.connect(lambda _=False: emit(self.activated))
         quit_action = QAction("Quit", self.menu)
@@ -177,10 +197,39 @@ class Notifier(QObject):
             emit(self.fallback, title, text, session_id, approval_id)
 
     def resolve(self, approval_id: str) -> None:
-        """The approval was answered (anywhere) or expired: its notification goes."""
+        """The approval was answered (anywhere) or expired: its notification and its entry in
+        the tray's menu go."""
         if self.desktop is not None:
             self.desktop.close(approval_id)
             self._targets.pop(approval_id, None)
+        entry = self.waiting.pop(approval_id, None)
+        if entry is not None:
+            self.menu.removeAction(entry.menuAction())
+            entry.deleteLater()
+            self.waiting_end.setVisible(bool(self.waiting))
+
+    def add_waiting(self, approval_id: str, session_id: str, title: str) -> None:
+        """An approval waits: the tray's menu answers it (Allow once, Deny) or shows it, until
+        `resolve`.  `title`: what asks, in one line ("terminal: rm -rf build")."""
+        if approval_id in self.waiting:
+            return
+        entry = QMenu(f"Approve? {menu_title(title)}", self.menu)
+        entry.setIcon(app_icon("approval"))
+        entry.setToolTipsVisible(True)
+        entry.menuAction().setToolTip(title)
+        for decision, text in (("once", "Allow once"), ("deny", "Deny")):
+            action = entry.addAction(text)
+            action.triggered.connect(
+                lambda _=False, d=decision: emit(self.answered, approval_id, d))
+        entry.addSeparator()
+        show = entry.addAction("Show in Turnkey…")
+        show.triggered.connect(lambda _=False: emit(self.clicked, session_id, approval_id))
+        self.menu.insertMenu(self.waiting_end, entry)
+        self.waiting[approval_id] = entry
+        self.waiting_end.setVisible(True)
+
+    def waiting_ids(self) -> list[str]:
+        return list(self.waiting)
 
     def _invoked(self, key: str, action: str) -> None:
         session_id, approval_id = self._targets.get(key, ("", ""))

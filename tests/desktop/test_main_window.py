@@ -166,6 +166,69 @@ def test_an_approval_for_a_hidden_window_raises_a_tray_notification_that_opens_t
     qtbot.waitUntil(lambda: controller.notifier.state == "idle", timeout=5_000)
 
 
+def tray_entry(controller: Any, approval_id: str) -> Any:
+    """The approval's entry in the tray's menu (a submenu), or None."""
+    notifier = controller.notifier
+    entry = notifier.waiting.get(approval_id)
+    if entry is None:
+        return None
+    assert entry.menuAction() in notifier.menu.actions(), "it is in the menu the tray shows"
+    return entry
+
+
+def test_the_tray_menu_answers_each_approval_while_it_waits(
+    qtbot: Any, tray_calls: list[tuple[str, str]], make_controller: Any,
+    fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A tray balloon has no buttons: its click opens the approval's card, focused, and the
+    tray's menu lists each approval waiting with Allow once and Deny, until it is answered."""
+    controller = make_controller()
+    notifier = controller.notifier
+    assert notifier.tray is not None
+    assert notifier.tray.contextMenu() is notifier.menu
+    victim = approval_turn(fake_provider, tmp_path)
+    sid = drive(qtbot, controller.link.call(SessionCreate(cwd=str(tmp_path)))).session.session_id
+    drive(qtbot, controller.link.call(PromptSubmit(session_id=sid, request_id="r1", text="clean")))
+    qtbot.waitUntil(lambda: bool(tray_calls) and bool(notifier.waiting), timeout=15_000)
+    (approval_id,) = notifier.waiting
+    entry = tray_entry(controller, approval_id)
+    assert entry.title().startswith("Approve? terminal: rm -rf")
+    assert [a.text() for a in entry.actions() if a.text()] == [
+        "Allow once", "Deny", "Show in Turnkey…"]
+    assert notifier.menu.actions()[0] is entry.menuAction(), "first in the menu"
+
+    # The balloon's click opens the session with the card's Allow once focused.
+    emit(notifier.tray.messageClicked)
+    qtbot.waitUntil(lambda: controller.main.current is not None
+                    and approval_id in controller.main.conversation.cards, timeout=10_000)
+    card = controller.main.conversation.cards[approval_id]
+    qtbot.waitUntil(lambda: controller.main.focusWidget() is card.buttons["once"], timeout=5_000)
+
+    # Deny from the tray's menu answers it; the entry goes with the approval.
+    deny = next(a for a in entry.actions() if a.text() == "Deny")
+    before = len(notifier.menu.actions())
+    deny.trigger()
+    qtbot.waitUntil(lambda: approval_id not in notifier.waiting, timeout=10_000)
+    assert len(notifier.menu.actions()) == before - 1, "its entry left the menu"
+    qtbot.waitUntil(lambda: controller.statuses.get(sid) == "idle", timeout=15_000)
+    assert victim.exists(), "denied"
+
+    # Another approval, allowed from the menu.
+    controller.main.clear_session()
+    again = tmp_path / "again"
+    again.mkdir()
+    approval_turn(fake_provider, again)
+    drive(qtbot, controller.link.call(PromptSubmit(session_id=sid, request_id="r2", text="again")))
+    qtbot.waitUntil(lambda: len(notifier.waiting) == 1, timeout=15_000)
+    (second,) = notifier.waiting
+    allow = next(a for a in tray_entry(controller, second).actions() if a.text() == "Allow once")
+    allow.trigger()
+    qtbot.waitUntil(lambda: not notifier.waiting, timeout=10_000)
+    qtbot.waitUntil(lambda: controller.statuses.get(sid) == "idle", timeout=15_000)
+    assert not (again / "victim").exists(), "allowed: the command ran"
+    assert not any(a.menu() for a in notifier.menu.actions()), "no approval entry is left"
+
+
 def test_without_a_tray_the_main_window_shows_the_approval_and_a_click_opens_the_session(
     qtbot: Any, controller: Any, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
