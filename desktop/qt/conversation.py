@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent, QKeySequence, QResizeEvent, QShortcut, QTextCursor
+from PySide6.QtGui import QFont, QFontMetrics, QKeyEvent, QKeySequence, QResizeEvent, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -174,9 +174,14 @@ class Conversation(QWidget):
         header.setObjectName("conversationHeader")
         top = QHBoxLayout(header)
         top.setContentsMargins(18, 10, 12, 10)
-        self.header = shrinkable(QLabel())  # a long title or folder wraps or is cut
+        # The title on one line, the folder, model and rooms on the next, each cut with "…" to
+        # the room there is: neither sets the window's minimum width.
+        self.header = QLabel()
+        self.header.setMinimumWidth(40)
         self.header.setAccessibleName("Session")
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.header.installEventFilter(self)
+        self._header_parts = ("", "", "")  # title, where (folder, model, rooms), rooms' tooltip
         self.status_label = QLabel()
         self.status_label.setObjectName("statusChip")
         self.conn_label = QLabel()
@@ -187,7 +192,7 @@ class Conversation(QWidget):
         top.addWidget(self.header, 1)
         top.addWidget(self.model_box)
         top.addWidget(self.conn_label)
-        top.addWidget(self.status_label)
+        top.addWidget(self.status_label, 0, Qt.AlignmentFlag.AlignVCenter)
         self.header_bar = top  # a window adds its own buttons here (pop out)
         column = QVBoxLayout()
         column.setContentsMargins(16, 8, 16, 14)
@@ -289,6 +294,8 @@ class Conversation(QWidget):
         self.queue_panel = QueuePanel()
         self.queue_panel.toggled.connect(lambda _on: self._bound_shelves())
         self._focus_card: str | None = None  # an approval to focus once its card is shown
+        self._bound_timer = QTimer(self, singleShot=True, interval=0)
+        self._bound_timer.timeout.connect(self._bound_shelves)
         column.addWidget(self.banner)
         column.addWidget(self.folder_note)
         column.addWidget(self.view, 1)
@@ -346,10 +353,17 @@ class Conversation(QWidget):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         """The message box's frame shows its focus (the editor inside has no border); the
-        empty-session text stays centred in the transcript."""
-        if watched is self.composer and event.type() in (QEvent.Type.FocusIn, QEvent.Type.FocusOut):
-            theme.restyle(self.composer_frame, focused=event.type() == QEvent.Type.FocusIn)
-        elif watched is self.view.viewport() and event.type() == QEvent.Type.Resize:
+        empty-session text stays centred in the transcript; the header's title is cut to its
+        width.  (The header is watched from before the rest is built.)"""
+        kind = event.type()
+        if watched is self.header:
+            if kind == QEvent.Type.Resize:
+                self._show_header()
+        elif watched is getattr(self, "composer", None) \
+                and kind in (QEvent.Type.FocusIn, QEvent.Type.FocusOut):
+            theme.restyle(self.composer_frame, focused=kind == QEvent.Type.FocusIn)
+        elif kind == QEvent.Type.Resize and hasattr(self, "view") \
+                and watched is self.view.viewport():
             self._place_empty()
         return False
 
@@ -729,10 +743,17 @@ class Conversation(QWidget):
         self._bound_shelves()
 
     def _bound_shelves(self) -> None:
-        """The approvals take at most APPROVALS_SHARE of the height, the opened queue at most
-        QUEUE_SHARE or a few rows: both scroll beyond, and the transcript keeps the rest."""
+        """The approvals take at most APPROVALS_SHARE of the height (or the first card's least
+        height: its preview gives way first), the opened queue at most QUEUE_SHARE or a few
+        rows: both scroll beyond, and the transcript keeps the rest."""
         height = self.height()
-        self.approvals_shelf.bound(int(height * APPROVALS_SHARE))
+        limit = int(height * APPROVALS_SHARE)
+        first = next(iter(self.cards.values()), None)
+        if first is not None:  # (its answers are never scrolled out of view)
+            limit = max(limit, first.least_height())
+        self.approvals_shelf.bound(limit)
+        for card in self.cards.values():
+            card.fit(self.approvals_shelf.maximumHeight())
         rows = int(self.queue_panel.row_height() * QUEUE_ROWS_SHOWN)
         self.queue_panel.shelf.bound(min(rows, int(height * QUEUE_SHARE)))
 
@@ -789,14 +810,11 @@ class Conversation(QWidget):
         backend = self.link.where  # a remote backend's name; its paths are its own
         folder = (s.session.cwd if backend else home_relative(s.session.cwd)) if s.session else ""
         model = s.session.model if s.session else ""
-        muted = theme.colors().muted
         rooms = [door_words.header_words(d, r) for d, r in self.doors.rooms_of(self.session_id)]
-        where = " · ".join(esc(x) for x in (f"on {backend}" if backend else "", folder, model,
-                                            *rooms) if x)
+        where = " · ".join(x for x in (f"on {backend}" if backend else "", folder, model, *rooms) if x)
         also = "\n".join(door_words.bound_words(d, r) for d, r in self.doors.rooms_of(self.session_id))
-        self.header.setToolTip(f"<p style='white-space:pre-wrap'>{esc(also)}</p>" if also else "")
-        self.header.setText(f"<span style='font-size:13pt; font-weight:600'>{esc(s.title)}</span>"
-                            f"<br><span style='color:{muted}'>{where}</span>")
+        self._header_parts = (s.title, where, also)
+        self._show_header()
         warning = s.session.folder_warning if s.session else None
         self.folder_note.setText(warning or "")
         self.folder_note.setVisible(bool(warning))
@@ -829,6 +847,7 @@ class Conversation(QWidget):
         for aid, approval in s.approvals.items():
             if aid not in self.cards:
                 card = ApprovalCard(approval, self.answer, self._preview(approval))
+                card.reflowed.connect(self._bound_timer.start)
                 self.cards[aid] = card
                 self.approvals_shelf.add(card)
                 if aid == self._focus_card:  # (once it is laid out)
@@ -845,6 +864,22 @@ class Conversation(QWidget):
                 self.queue_panel.add(row)
         self._bound_shelves()
         emit(self.changed)
+
+    def _show_header(self) -> None:
+        """The header's two lines for its width, each cut with "…" (the whole in its tooltip)."""
+        title, where, also = self._header_parts
+        room = max(40, self.header.width() - 4)
+        font = QFont(self.header.font())
+        font.setPointSizeF(13)
+        font.setWeight(QFont.Weight.DemiBold)
+        short_title = QFontMetrics(font).elidedText(title, Qt.TextElideMode.ElideRight, room)
+        short_where = self.header.fontMetrics().elidedText(where, Qt.TextElideMode.ElideMiddle, room)
+        cut = "\n".join(x for x, y in ((title, short_title), (where, short_where)) if x != y)
+        tip = "\n".join(x for x in (cut, also) if x)
+        self.header.setToolTip(f"<p style='white-space:pre-wrap'>{esc(tip)}</p>" if tip else "")
+        muted = theme.colors().muted
+        self.header.setText(f"<span style='font-size:13pt; font-weight:600'>{esc(short_title)}"
+                            f"</span><br><span style='color:{muted}'>{esc(short_where)}</span>")
 
     def _refresh_turn(self) -> None:
         s = self.state

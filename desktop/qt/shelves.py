@@ -163,6 +163,7 @@ class Preview(QTextBrowser):
 
     def __init__(self, html_text: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.cap = PREVIEW_MAX_PX  # lowered by its card, so the card's answers stay in view
         self.setObjectName("approvalPreview")
         self.setAccessibleName("What would be written")
         self.setOpenLinks(False)
@@ -178,7 +179,12 @@ class Preview(QTextBrowser):
         wide = doc.idealWidth() > max(1, self.viewport().width())
         bar = self.horizontalScrollBar().sizeHint().height() if wide else 0
         height = math.ceil(doc.size().height()) + 2 * self.frameWidth() + bar
-        self.setFixedHeight(min(PREVIEW_MAX_PX, height))
+        self.setFixedHeight(min(height, max(self.least(), min(PREVIEW_MAX_PX, self.cap))))
+
+    def least(self) -> int:
+        """Never shorter than this (two lines), however little room its card has."""
+        return 2 * self.fontMetrics().lineSpacing() + 2 * self.frameWidth() \
+            + 2 * int(self.document().documentMargin())
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -189,6 +195,8 @@ class Preview(QTextBrowser):
 class ApprovalCard(QFrame):
     """One pending approval with its four answers and the time left."""
 
+    reflowed = Signal()  # its width changed: the height it needs may have too
+
     def __init__(self, approval: p.Approval, answer: Callable[[str, p.Decision], None],
                  preview: tuple[str, str] | None = None) -> None:
         super().__init__()
@@ -197,9 +205,10 @@ class ApprovalCard(QFrame):
         tool, origin = shown_name(approval.tool)
         named = f"{tool} ({origin})" if origin else tool
         self.setAccessibleName(f"Approval for {named}")
-        box = QVBoxLayout(self)
-        box.setContentsMargins(14, 12, 14, 12)
-        box.setSpacing(6)
+        self.limit = 0  # the most it may take (its shelf's bound): its preview gives way
+        self.box = box = QVBoxLayout(self)
+        box.setContentsMargins(12, 8, 12, 10)
+        box.setSpacing(4)
         head = QHBoxLayout()
         icon = QLabel()
         icon.setPixmap(theme.icon("warning").pixmap(18, 18))
@@ -231,18 +240,48 @@ class ApprovalCard(QFrame):
             self.buttons[decision] = b
             row.add(b, trailing=decision == "deny")
         box.addLayout(head)
-        box.addWidget(what)
         self.preview: Preview | None = None
-        if preview is not None:
+        if preview is None:
+            box.addWidget(what)
+        else:  # (its caption names the file: the summary would say it twice)
             caption, html_text = preview
             note = shrinkable(QLabel(esc(caption)))
             note.setProperty("muted", True)
+            note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.preview = Preview(html_text)
             box.addWidget(note)
             box.addWidget(self.preview)
         box.addWidget(why)
         box.addLayout(row)
         self.tick()
+
+    def fit(self, limit: int) -> None:
+        """At most `limit` px tall when it can be: its preview is shortened (to two lines at
+        least), so the answers under it stay in view without scrolling."""
+        self.limit = limit
+        if self.preview is None or limit <= 0:
+            return
+        self.preview.cap = limit - (self._height() - self.preview.height())
+        self.preview.fit()
+
+    def least_height(self) -> int:
+        """Its height at its width with its preview at its shortest: the whole card, answers
+        included, is never given less room than this."""
+        full = self._height()
+        if self.preview is None:
+            return full
+        return full - self.preview.height() + min(self.preview.height(), self.preview.least())
+
+    def _height(self) -> int:
+        width = self.width()
+        if self.box.hasHeightForWidth() and width > 0:
+            return self.box.totalHeightForWidth(width)
+        return self.sizeHint().height()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            emit(self.reflowed)  # (narrower, its words and answers wrap taller)
 
     def tick(self) -> None:
         try:

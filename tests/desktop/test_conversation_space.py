@@ -1,8 +1,8 @@
 """What waits under the transcript never squeezes it: with an approval card and five queued
 messages in a 900 px tall window the transcript keeps half the height (the card's shelf is
-bounded, the queue folds into one line), a one-line file preview is one line tall, the window
-fits beside an editor (480 px wide or less, the card's answers wrapping), and Send, which Enter
-presses, is the primary button while Steer is not."""
+bounded, the queue folds into one line), a short file preview is as tall as its lines, the
+window fits beside an editor (480 px wide or less, the card's answers wrapping, still in view),
+and Send, which Enter presses, is the primary button while Steer is not."""
 
 from __future__ import annotations
 
@@ -49,10 +49,10 @@ def test_an_approval_and_five_queued_messages_leave_the_transcript_half_the_wind
     panel = conv.queue_panel
     assert panel.count_label.text() == "5 messages queued"
     assert not panel.shelf.isVisible()
-    # The one-line file's preview is one line tall, not a fixed box.
+    # The one-line file's preview is as tall as its line, not a fixed box.
     assert card.preview is not None
     line = card.preview.fontMetrics().lineSpacing()
-    assert card.preview.height() <= 3 * line + 2 * card.preview.frameWidth(), card.preview.height()
+    assert card.preview.height() <= 2 * line + 2 * card.preview.frameWidth(), card.preview.height()
     assert card.preview.height() < PREVIEW_MAX_PX
 
     panel.toggle.click()
@@ -74,7 +74,12 @@ def test_an_approval_and_five_queued_messages_leave_the_transcript_half_the_wind
     buttons = card.buttons
     assert all(b.geometry().right() <= card.width() for b in buttons.values())
     assert buttons["deny"].geometry().top() > buttons["once"].geometry().top(), "wrapped"
-    assert conv.view.height() >= 0.5 * win.height()
+    # Taller now, the card is still shown whole (its answers never scroll out of view) and the
+    # transcript still has most of what is left.
+    shelf = conv.approvals_shelf
+    assert shelf.verticalScrollBar().maximum() == 0
+    assert card.height() <= shelf.viewport().height()
+    assert conv.view.height() >= 0.45 * win.height(), conv.view.height()
 
     # Enter sends (or queues, while the turn runs): Send is the primary button, Steer is not.
     assert conv.steer_button.isVisible()
@@ -82,5 +87,38 @@ def test_an_approval_and_five_queued_messages_leave_the_transcript_half_the_wind
     assert conv.send_button.property("primary") is True
     assert conv.send_button.isDefault()
     assert not conv.steer_button.property("primary")
+    card.buttons["deny"].click()
+    qtbot.waitUntil(lambda: not conv.cards, timeout=15_000)
+
+
+def test_a_long_preview_gives_way_so_the_answers_stay_in_view(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-long.txt"
+    content = "\n".join(f"line {i} of the new file" for i in range(200))
+    fake_provider.script(
+        Reply.calls({"name": "write_file", "arguments": {"path": str(outside), "content": content}}),
+        Reply(deltas=["Written."]),
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    sid = new_session(qtbot, controller, work)
+    win = open_window(qtbot, controller, sid, new_window=True)
+    win.resize(900, 800)
+    win.show()
+    conv = win.conversation
+    type_and_send(qtbot, win, "write it")
+    qtbot.waitUntil(lambda: len(conv.cards) == 1, timeout=15_000)
+    qtbot.waitUntil(lambda: win.height() == 800)
+    qtbot.wait(50)
+    (card,) = conv.cards.values()
+    assert card.preview is not None
+    shelf = conv.approvals_shelf
+    assert card.preview.height() < PREVIEW_MAX_PX, "shortened to fit the card's share"
+    assert card.preview.verticalScrollBar().maximum() > 0, "the rest scrolls inside it"
+    assert shelf.verticalScrollBar().maximum() == 0, "the card itself is not scrolled"
+    assert card.height() <= shelf.viewport().height()
+    assert shelf.height() <= max(0.2 * conv.height(), card.least_height()) + 1
+    assert conv.view.height() >= 0.5 * win.height()
     card.buttons["deny"].click()
     qtbot.waitUntil(lambda: not conv.cards, timeout=15_000)
