@@ -600,8 +600,63 @@ async def changes_scene(data: Path, tmp: Path, fake: FakeOpenAI) -> None:
         await ctl.link.close()
 
 
+async def messaging_scene(tmp: Path, fake: FakeOpenAI) -> None:
+    """docs/screenshots/messaging-form-{light,dark}.png: Settings → Messaging on a backend with no
+    door yet, the form filled in (the access token as dots) and Test connection's answer from
+    the tests' Synapse (tests/matrix_server.py, `scripts/bootstrap dev`)."""
+    from tests.matrix_server import MatrixServer
+
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    server = MatrixServer()
+    await asyncio.to_thread(server.start)
+    data = tmp / "messaging"
+    backend: Backend | None = None
+    ctl: Controller | None = None
+    try:
+        agent = await asyncio.to_thread(server.register, "agent")
+        me = await asyncio.to_thread(server.register, "me")
+        backend = Backend(data, fake.base_url)
+        backend.start()
+        switch_theme(app, "light")
+        ctl = Controller(data, restart_after_s=None)
+        ctl.keep_layout = False
+        ctl.main.resize(1240, 800)
+        ctl.main.move(20, 20)
+        ctl.start(restore=False)
+        await wait(lambda: ctl is not None and ctl.link.current == "connected")
+        ctl.open_settings("Messaging")
+        settings = ctl.settings
+        assert isinstance(settings, SettingsDialog)
+        settings.resize(760, 700)
+        settings.move(60, 40)
+        form = settings.messaging_page.form
+        form.homeserver_edit.setText(server.url)
+        form.account_edit.setText(agent.user_id)
+        form.token_edit.setText(agent.access_token)
+        form.users_edit.setPlainText(me.user_id)
+        form.test()
+        await wait(lambda: "test" not in form.busy, 60)
+        await asyncio.sleep(1.0)
+        OUT.mkdir(parents=True, exist_ok=True)
+        settings.grab().save(str(OUT / "messaging-form-light.png"))
+        switch_theme(app, "dark")
+        await asyncio.sleep(1.0)
+        settings.grab().save(str(OUT / "messaging-form-dark.png"))
+        switch_theme(app, "light")
+        settings.close()
+    finally:
+        if ctl is not None:
+            ctl.main.close()
+            await settle()
+            await ctl.link.close()
+        if backend is not None:
+            backend.close()
+        server.close()
+
+
 def run(scenes: list[str] | None = None) -> int:
-    """Every screenshot, or only the scenes named ("backends", "doors", "changes")."""
+    """Every screenshot, or only the scenes named ("backends", "doors", "changes", "messaging")."""
     only = set(scenes or [])
     with tempfile.TemporaryDirectory(prefix="turnkey-shots-") as tmp:
         data, project = Path(tmp) / "data", Path(tmp) / "date-utils"
@@ -630,6 +685,8 @@ def run(scenes: list[str] | None = None) -> int:
                     await doors_scene(Path(tmp), fake)
                 if not only or "changes" in only:
                     await changes_scene(data, Path(tmp), fake)
+                if not only or "messaging" in only:
+                    await messaging_scene(Path(tmp), fake)
                 app.quit()
 
             qasync.run(everything())
