@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 from desktop.qt import theme
 from desktop.qt.compat import emit
 from desktop.qt.doors import DoorWatch
-from desktop.qt.settings_mcp import Badge, _dot
+from desktop.qt.marks import Badge, dot
 from desktop.state import doors as words
 from shared import protocol as p
 
@@ -241,7 +241,7 @@ class DoorRow(QPushButton):
             line, tone = f"{line} (last seen)", "muted"
             tip = f"{words.AWAY}\n{tip}"
         self.full_text = line
-        self.setIcon(_dot(tone_color(tone)))
+        self.setIcon(dot(tone_color(tone)))
         self.setToolTip(plain_tooltip(tip))
         self.setAccessibleName(f"{words.platform_name(door)} door: {said}")
         self.setAccessibleDescription(why or words.summary(door))

@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 from desktop.qt import theme
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
-from desktop.qt.settings_mcp import _dot
+from desktop.qt.marks import dot
 from desktop.state import fleet as words
 from shared import protocol as p
 from shared.methods import BackendList
@@ -172,7 +172,7 @@ class FleetDialog(QDialog):
     def _item(self, row: words.Row) -> QTreeWidgetItem:
         item = QTreeWidgetItem([MARK if row.this else "", *row.cells])
         color = QColor(str(getattr(theme.colors(), row.tone, theme.colors().muted)))
-        item.setIcon(3, _dot(color.name()))
+        item.setIcon(3, dot(color.name()))
         item.setForeground(3, QBrush(color))
         for column in NUMBERS:
             item.setTextAlignment(column, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

@@ -31,8 +31,9 @@ from pytestqt.qtbot import QtBot
 
 from desktop.link import Link
 from desktop.qt.settings import SettingsDialog
-from desktop.qt.settings_mcp import McpPage, new_server_table
+from desktop.qt.settings_mcp import McpPage
 from desktop.qt.transcript_view import plain_text, tool_html
+from desktop.state.mcp_form import new_server_table
 from desktop.state.transcript import ToolItem
 from shared import protocol as p
 from shared.config import ConfigView
