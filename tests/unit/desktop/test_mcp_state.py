@@ -57,7 +57,7 @@ def test_a_status_without_tools_keeps_those_last_listed_while_it_runs() -> None:
     servers = _servers(time=TIME)
     servers.listed([_status("time", tools=[_tool("now")])])
     kept, _ask = servers.heard(_status("time", "starting"))
-    assert kept.tools is not None and [t.name for t in kept.tools] == ["now"]
+    assert [t.name for t in kept.tools or []] == ["now"]
     failed, _ask = servers.heard(_status("time", "failed", error="gone"))
     assert failed.tools is None, "a failed server lists nothing"
     assert servers.statuses["time"] is failed
@@ -108,7 +108,7 @@ def test_rows_say_each_state_in_words_and_tone_and_the_error_in_the_tooltip() ->
     assert (rows["web"].state, rows["web"].tone) == ("Failed", "danger")
     assert rows["web"].state_tip == "401 Unauthorized"
     assert rows["web"].what == "URL: https://h/mcp"
-    assert rows["zzz"].state == "weird" and rows["zzz"].state_tip == "weird"
+    assert (rows["zzz"].state, rows["zzz"].state_tip) == ("weird", "weird")
 
 
 def test_no_details_while_nothing_or_something_unconfigured_is_selected() -> None:
@@ -132,7 +132,7 @@ def test_the_selected_servers_details() -> None:
         ("header", "Auth", "mcp-a"), ("header", "X-Key", "mcp-web"),
         ("variable", "A", "s1"), ("variable", "B", "s2")]
     assert details.keys[0].words == "Key for the header Auth"
-    assert details.tools is not None and [t.name for t in details.tools] == ["fetch"]
+    assert [t.name for t in details.tools or []] == ["fetch"]
     assert details.tools_empty == ""
 
 
@@ -150,7 +150,7 @@ def test_tool_rows_say_how_each_is_approved() -> None:
     rows = {r.name: r for r in mcp.tool_rows(status, config) or ()}
     assert rows["mine"].approval == "trusted (this tool)"
     assert rows["theirs"].approval == "asks"
-    assert rows["off"].approval == "hidden" and rows["off"].hidden
+    assert (rows["off"].approval, rows["off"].hidden) == ("hidden", True)
     assert rows["off"].name_tip == "Hidden: not offered to the model"
     assert rows["theirs"].name_tip == "The model calls it mcp__srv__theirs"
     assert rows["theirs"].about == "Does theirs ."  # on one line
@@ -169,22 +169,22 @@ def test_where_no_tools_show_it_says_why_and_what_to_do() -> None:
 
 
 def test_controls_take_a_click_only_for_a_selected_server_and_one_operation_at_a_time() -> None:
+    def controls(remove: bool = False, test: bool = False, enabled: bool = False,
+                 approval: bool = False, save_key: bool = True, add: bool = True,
+                 form_test: bool = True) -> mcp.Controls:
+        return mcp.Controls(remove, test, enabled, approval, save_key, add, form_test)
+
     servers = _servers(time=TIME)
-    none = servers.controls(adding=False)
-    assert not (none.remove or none.test or none.enabled or none.approval)
-    assert none.add and none.form_test and none.save_key
+    assert servers.controls(adding=False) == controls()
     servers.current = "time"
-    assert servers.controls(adding=False).remove
-    adding = servers.controls(adding=True)
-    assert not (adding.remove or adding.test), "the add form shows: no server is selected"
+    every = controls(remove=True, test=True, enabled=True, approval=True)
+    assert servers.controls(adding=False) == every
+    assert servers.controls(adding=True) == controls(), "the add form shows: none is selected"
     servers.busy.add("save")
-    saving = servers.controls(adding=False)
-    assert not (saving.remove or saving.enabled or saving.approval or saving.add)
-    assert saving.test and saving.form_test
+    assert servers.controls(adding=False) == controls(test=True, add=False)
     servers.busy = {"test", "key"}
-    testing = servers.controls(adding=False)
-    assert not (testing.test or testing.form_test or testing.save_key)
-    assert testing.remove
+    assert servers.controls(adding=False) == controls(remove=True, enabled=True, approval=True,
+                                                      save_key=False, form_test=False)
 
 
 def test_only_an_enabled_server_is_tested_at_once() -> None:
