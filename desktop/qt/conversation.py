@@ -43,7 +43,7 @@ from desktop.state.copying import quoted
 from desktop.state.delegation import unnamed_children
 from desktop.state.model_choices import Choice, change, current, others
 from desktop.state.session import SessionState
-from desktop.state.sessions import status_label
+from desktop.state.sessions import home_relative, status_label
 from desktop.state.transcript import ToolItem
 from desktop.state.turns import TurnActions, latest
 from shared import protocol as p
@@ -76,11 +76,6 @@ QUEUE_ROWS_SHOWN = 3.5
 STATUS_TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning",
                 "unknown": "warning"}
 LONG_MESSAGE_TOKENS = 8_000  # a message box text over this (estimated) warns: it is resent every turn
-
-
-def home_relative(folder: str) -> str:
-    home = str(Path.home())
-    return "~" + folder[len(home):] if folder == home or folder.startswith(home + "/") else folder
 
 
 IDLE_HINT = "Message Turnkey…  (Enter sends · Shift+Enter new line · Esc stops)"

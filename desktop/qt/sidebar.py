@@ -59,11 +59,10 @@ from PySide6.QtWidgets import (
 from desktop.qt import theme
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
-from desktop.qt.conversation import home_relative
 from desktop.qt.doors import DoorWatch
 from desktop.qt.doors_view import DoorStrip, plain_tooltip
 from desktop.state import doors as door_words
-from desktop.state.sessions import SessionRows, ago, cost, status_label
+from desktop.state.sessions import SessionRows, ago, cost, home_relative, status_label
 from shared import protocol as p
 from shared.client import ClientState, Incoming, RpcError, SessionBusy
 from shared.methods import SessionDelete, SessionList, SessionUpdate

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 from shared import protocol as p
 from shared.client import Incoming
@@ -133,3 +134,9 @@ def local_time(stamp: str, fmt: str = "%H:%M", unknown: str | None = None) -> st
 def cost(session: p.Session) -> str:
     value = session.usage.cost_usd
     return f"${value:.2f}" if value >= 0.01 or value == 0 else "<$0.01"
+
+
+def home_relative(folder: str) -> str:
+    """A folder as people read it: beneath the home folder as "~/…"."""
+    home = str(Path.home())
+    return "~" + folder[len(home):] if folder == home or folder.startswith(home + "/") else folder
