@@ -37,8 +37,9 @@ from desktop.qt.aio import spawn
 from desktop.qt.changes import ChangesDock
 from desktop.qt.compat import emit
 from desktop.qt.conversation import Conversation
-from desktop.qt.sidebar import GROUPINGS, Sidebar
+from desktop.qt.sidebar import Sidebar
 from desktop.qt.transcript_view import esc
+from desktop.state.sidebar import GROUPINGS
 from shared import protocol as p
 from shared.client import Incoming
 from shared.folders import folder_warning

@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QMessageBox
 
 from desktop import pairings
 from desktop.link import Link
-from desktop.qt.sidebar import KIND, STATE, BackendHeader
+from desktop.qt.sidebar_model import KIND, STATE
+from desktop.state.sidebar import BackendHeader
 from desktop.state.transcript import AssistantItem
 from shared import protocol as p
 from shared.client import Incoming

@@ -16,7 +16,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from desktop.qt.doors import DoorWatch
-from desktop.qt.sidebar import DOORS, SESSION_ID
+from desktop.qt.sidebar_model import DOORS, SESSION_ID
 from shared.methods import SecretSet
 from tests.desktop.conftest import drive
 from tests.desktop.test_accessibility import unnamed

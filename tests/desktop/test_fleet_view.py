@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QTreeWidgetItem
 
 from desktop.qt import theme
 from desktop.qt.fleet import MARK, FleetDialog
-from desktop.qt.sidebar import BackendHeader
+from desktop.state.sidebar import BackendHeader
 from shared.methods import PromptSubmit, SessionCreate, TurnInterrupt
 from tests.desktop.conftest import drive
 from tests.desktop.test_remote_backend import pairing

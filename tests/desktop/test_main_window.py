@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
 from desktop.qt import theme
 from desktop.qt.compat import emit
-from desktop.qt.sidebar import KIND, SessionDelegate
+from desktop.qt.sidebar_delegate import SessionDelegate
+from desktop.qt.sidebar_model import KIND
 from shared import protocol as p
 from shared.methods import ApprovalRespond, PromptSubmit, SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
