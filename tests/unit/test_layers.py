@@ -159,6 +159,22 @@ def test_shared_imports_neither_backend_nor_desktop() -> None:
     assert not bad, "shared/ is the contract both sides import; it imports neither:\n  " + "\n  ".join(bad)
 
 
+# What a view-model of desktop/state/ never imports: Qt and what is built on it.
+QT = ("PySide6", "shiboken6", "qasync", "desktop.qt", "desktop.link", "desktop.app")
+
+
+def test_desktop_state_is_qt_free() -> None:
+    """desktop/state/ holds what the widgets show and decide, without Qt (docs/CONTRIBUTING.md,
+    "Adding a desktop panel"): its tests need no display, and a widget stays a layout."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: imports {target}"
+        for path in sorted((ROOT / "desktop" / "state").rglob("*.py"))
+        for target, line in imports(path)
+        if any(within(target, qt) for qt in QT)
+    ]
+    assert not bad, "desktop/state/ imports no Qt (nor desktop.qt, nor the link):\n  " + "\n  ".join(bad)
+
+
 def test_allow_list_is_not_stale() -> None:
     """An allowed violation that is gone must leave the list, so it cannot come back unseen."""
     present = {(module_name(p), t) for p in sources() for t, _ in imports(p)}
