@@ -166,16 +166,20 @@ class AddServerForm(QGroupBox):
         if words:
             emit(self.failed, words)
 
+    def _checked(self) -> tuple[str, dict[str, Any]] | None:
+        """(name, table) of the form as typed; None once what is wrong with it is said."""
+        made = mcp_form.form_table(self.typed(), self.host.servers.configs)
+        self.problem(made if isinstance(made, str) else "")
+        return None if isinstance(made, str) else made
+
     # --- Add server --------------------------------------------------------------------
 
     def add(self) -> None:
         """Add server: stores the key (secret.set), then saves the server (config.set)."""
         self.update_key_hint()
-        made = mcp_form.form_table(self.typed(), self.host.servers.configs)
-        if isinstance(made, str):
-            self.problem(made)
+        made = self._checked()
+        if made is None:
             return
-        self.problem("")
         name, table = made
         self.show_result(f"Adding “{name}”…")
         self.host.go("save", self._add(name, table, self.key_edit.text()), self.problem)
@@ -218,11 +222,9 @@ class AddServerForm(QGroupBox):
         key is stored first, as `mcp-NAME`: keys only travel through secret.set)."""
         if "test" in self.host.servers.busy:
             return
-        made = mcp_form.form_table(self.typed(), self.host.servers.configs)
-        if isinstance(made, str):
-            self.problem(made)
+        made = self._checked()
+        if made is None:
             return
-        self.problem("")
         name, table = made
         self.show_result(f"Testing “{name}” as the form describes it (not saved): starting it "
                          "and listing its tools…")
