@@ -722,6 +722,12 @@ class Conversation(QWidget):
 
         spawn(go(), self._show_error)
 
+    def focus_first_approval(self) -> None:
+        """Ctrl+Shift+A: the focus on the first waiting approval's Allow once."""
+        first = next(iter(self.cards), None)
+        if first is not None:
+            self.focus_approval(first)
+
     def focus_approval(self, approval_id: str) -> None:
         """Puts the focus on the approval's Allow once, scrolled into view (a notification
         was clicked): now, or when its card is shown (the session may still be loading)."""

@@ -222,6 +222,12 @@ class Window(QMainWindow):
         # focus; the message reader's (back to the list) waits for that too, since a click on
         # the streaming answer opens its reader.
         self.stop_action.setShortcuts([QKeySequence("Ctrl+."), QKeySequence("Esc")])
+        # The keyboard's way to an approval card: the focus on its Allow once (Enter allows,
+        # Tab reaches the other answers); enabled while one waits (see _enable).
+        self.approval_action = self._local("Go to the waiting &approval", "Ctrl+Shift+A",
+                                           lambda c: c.focus_first_approval())
+        self.undo_action = self._local("&Undo the last turn's file changes", "Ctrl+Alt+Z",
+                                       lambda c: c.undo())
         self.composer_action = self._local("Go to the &message box", "Ctrl+L",
                                            lambda c: c.focus_composer())
         self.latest_action = self._local("Jump to &latest", "Ctrl+End", lambda c: c.follower.jump())
@@ -241,7 +247,8 @@ class Window(QMainWindow):
         view_menu.addSeparator()
         view_menu.addAction(a["backends"])
         session_menu = menus.addMenu("&Session")
-        for item in (self.rename_action, self.stop_action, a["pop_out"], None, a["delete"]):
+        for item in (self.rename_action, self.stop_action, self.approval_action, None,
+                     self.undo_action, None, a["pop_out"], None, a["delete"]):
             session_menu.addSeparator() if item is None else session_menu.addAction(item)
         help_menu = menus.addMenu("&Help")
         help_menu.addAction(palette.install(self))
@@ -272,6 +279,9 @@ class Window(QMainWindow):
         for name in SESSION_ACTIONS:
             self.app_actions[name].setEnabled(has)
         self.stop_action.setEnabled(self.current is not None and self.current.state.busy)
+        self.approval_action.setEnabled(self.current is not None and bool(self.current.cards))
+        self.undo_action.setEnabled(self.current is not None and not self.current.state.busy
+                                    and self.current.turn_actions.undo_turn is not None)
 
     def _changed(self) -> None:
         """The conversation shown changed (its title, its status, its session after a

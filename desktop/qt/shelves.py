@@ -236,6 +236,7 @@ class ApprovalCard(QFrame):
             elif decision == "deny":
                 b.setProperty("danger", True)
             b.setAccessibleDescription(f"{text} for {named}: {approval.summary}")
+            b.setAutoDefault(True)  # Enter answers with the focused button, as Space does
             b.clicked.connect(lambda _=False, d=decision: answer(approval.approval_id, d))
             self.buttons[decision] = b
             row.add(b, trailing=decision == "deny")
