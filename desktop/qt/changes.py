@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QTextBrowser,
+    QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -402,6 +403,29 @@ class ChangesDock(QDockWidget):
         action.setShortcut(QKeySequence(SHORTCUT))
         action.setToolTip("The files this session changed, by turn, with their diffs")
         action.triggered.connect(self._toggled)
+        self.setTitleBarWidget(self._title_bar())
+
+    def _title_bar(self) -> QWidget:
+        """"Changes" and a close button drawn with the theme's own icon (the style's small
+        default "×" all but vanished in the dark theme)."""
+        bar = QWidget()
+        row = QHBoxLayout(bar)
+        row.setContentsMargins(10, 6, 6, 0)
+        title = QLabel("Changes")
+        title.setStyleSheet("font-weight: 600")
+        self.close_button = QToolButton()
+        self.close_button.setAutoRaise(True)
+        self.close_button.setAccessibleName("Close the changes panel")
+        self.close_button.setToolTip(f"Close the changes panel ({SHORTCUT})")
+        self.close_button.clicked.connect(self.close)
+        self._restyle()
+        theme.changed.connect(self._restyle)
+        row.addWidget(title, 1)
+        row.addWidget(self.close_button)
+        return bar
+
+    def _restyle(self) -> None:
+        self.close_button.setIcon(theme.icon("deny", "muted"))
 
     def _toggled(self, shown: bool) -> None:
         """Opened from the menu, the shortcut or the palette: the keyboard goes to its list."""

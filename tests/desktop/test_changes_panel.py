@@ -128,9 +128,13 @@ def test_the_panel_lists_the_files_by_turn_with_their_diffs_and_undoes_one_file(
                     timeout=5_000)
     assert panel.model.chosen == (first, str(notes))
 
-    win.changes.toggleViewAction().trigger()
+    # Its title bar's close button (the theme's icon, named for a screen reader) closes it.
+    assert win.changes.close_button.accessibleName() == "Close the changes panel"
+    assert not win.changes.close_button.icon().isNull()
+    win.changes.close_button.click()
     qtbot.waitUntil(lambda: not win.changes.isVisible(), timeout=5_000)
     qtbot.waitUntil(lambda: reaches_the_edge(win), timeout=5_000)
+    assert not win.changes.toggleViewAction().isChecked()
 
 
 def test_the_panel_follows_a_live_edit_while_the_turn_runs(
