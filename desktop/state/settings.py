@@ -1,5 +1,6 @@
 """What the settings dialog knows without Qt: its fields and labels, how form text becomes
-config values, the backend's validation errors in words a person reads, and who answers now."""
+config values, the backend's validation errors in words a person reads, who answers now, and
+what the approval mode's box changes.  The Providers page's state is desktop/state/providers.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from typing import Any
 
 from shared import protocol as p
+from shared.client import InvalidParams, RpcError
 from shared.config import (
     PROVIDER_KINDS,
     Approvals,
@@ -158,3 +160,17 @@ def reworded(field: str, message: str) -> str:
     else:
         where = label or "Settings"
     return f"{where}: {text}."
+
+
+def error_words(exc: RpcError) -> str:
+    """A call's refusal in words: a field the backend named, reworded; else its message."""
+    return reworded(exc.field, exc.message) if isinstance(exc, InvalidParams) else exc.message
+
+
+# The approval mode: what its box changes, and what it says meanwhile and after.
+MODE_SAVING = "Saving…"
+MODE_SAVED = "Saved. Running turns use it from their next tool call."
+
+
+def mode_patch(mode: str) -> dict[str, Any]:
+    return {"approvals": {"mode": mode}}
