@@ -116,7 +116,7 @@ class ProvidersPage(QGroupBox):
             self.update_controls()
 
     def _list(self) -> None:
-        """The saved providers, the one shown selected (none while a new one is)."""
+        """The providers, a new one not saved yet last; the one the form shows selected."""
         rows = self.state.rows()
         self.provider_list.blockSignals(True)
         self.provider_list.clear()
@@ -148,8 +148,9 @@ class ProvidersPage(QGroupBox):
         self._show(self.state.reverted())
 
     def _on_select(self, item: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
-        if item is not None:
-            self._show(self.state.picked(item.data(Qt.ItemDataRole.UserRole)))
+        fill = self.state.picked(item.data(Qt.ItemDataRole.UserRole)) if item is not None else None
+        if fill is not None:
+            self._show(fill)
 
     def _on_add(self) -> None:
         """Add: asks the new provider's name (not modal: the loop keeps running)."""

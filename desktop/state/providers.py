@@ -195,12 +195,18 @@ class ProviderSettings:
         return sorted(self.providers())
 
     def rows(self) -> list[Row]:
-        """The saved providers; a new one is listed once saved."""
+        """The saved providers, then a new one being added (said not to be saved yet): the
+        person sees where it is going before pressing Save."""
         default = self.default_provider()
-        return [Row(n, f"{n} (default)" if n == default else n) for n in self.names()]
+        rows = [Row(n, f"{n} (default)" if n == default else n) for n in self.names()]
+        if self.draft is not None:
+            rows.append(Row(self.draft, f"{self.draft} (new, not saved)"))
+        return rows
 
     def selected(self) -> str | None:
-        """The row selected: the saved provider shown (none while a new one is)."""
+        """The row selected: the provider the form shows, saved or new."""
+        if self.draft is not None:
+            return self.draft
         return self.current if self.current in self.providers() else None
 
     def shown(self) -> str:
@@ -241,8 +247,11 @@ class ProviderSettings:
         self.draft = None
         return self._fill()
 
-    def picked(self, name: str) -> Fill:
-        """A row picked in the list: its provider's settings, nothing said about another's."""
+    def picked(self, name: str) -> Fill | None:
+        """A row picked in the list: its provider's settings, nothing said about another's;
+        None for the new provider's own row (its form stays as the person is filling it)."""
+        if name == self.draft:
+            return None
         self.current, self.draft = name, None
         return self._fill(fresh=True)
 

@@ -360,6 +360,10 @@ def test_add_a_provider_make_it_default_then_remove_it(
     assert not d.start_new_provider("main")  # taken
     assert "already exists" in d.error_label.text()
     assert d.start_new_provider("claude")
+    # Listed at once, selected, said not to be saved yet.
+    listed = [d.provider_list.item(i).text() for i in range(d.provider_list.count())]
+    assert listed == ["main (default)", "claude (new, not saved)"]
+    assert d.provider_list.currentItem().text() == "claude (new, not saved)"
     d.kind_combo.setCurrentIndex(d.kind_combo.findData("anthropic"))
     with qtbot.waitSignal(d.failed, timeout=WAIT_MS) as blocker:  # no model: the backend says so
         d.save_provider()

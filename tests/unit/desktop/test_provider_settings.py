@@ -115,16 +115,23 @@ def test_add_refuses_an_empty_or_taken_name() -> None:
     assert (state.current, state.draft) == ("main", None), "the form shown stays"
 
 
-def test_a_new_provider_shows_in_the_form_but_not_in_the_list() -> None:
+def test_a_new_provider_shows_in_the_form_and_in_the_list_as_not_saved() -> None:
     state = _state()
     fill = state.started(" draft ")
     assert not isinstance(fill, Problem)
     assert fill.form == Form("draft")  # blanks, the first kind, not the default
     assert (fill.clears_test, fill.clears_key) == (True, True)
     assert (state.current, state.draft, state.shown()) == (None, "draft", "draft")
-    assert [r.name for r in state.rows()] == ["claude", "main"]
-    assert state.selected() is None
+    assert [(r.name, r.text) for r in state.rows()] == [
+        ("claude", "claude"), ("main", "main (default)"), ("draft", "draft (new, not saved)")]
+    assert state.selected() == "draft"
     assert state.key_status() == pv.KEY_LATER
+    # Its own row picked again: the form stays as the person is filling it.
+    assert state.picked("draft") is None
+    assert (state.current, state.draft) == (None, "draft")
+    # Another picked: the new one goes (it was never saved).
+    assert not isinstance(state.picked("main"), Problem)
+    assert [r.name for r in state.rows()] == ["claude", "main"]
 
 
 def test_the_first_provider_added_is_made_the_default() -> None:
