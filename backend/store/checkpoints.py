@@ -85,6 +85,28 @@ def of_turns(tx: Tx, session_id: str, turn_ids: list[str]) -> list[CheckpointRec
     )]
 
 
+def first_per_path_of(tx: Tx, session_id: str, turn_ids: list[str]) -> list[CheckpointRecord]:
+    """For each path any of the turns changed, its first checkpoint among them (restored or
+    not): the content before the first of their changes, what it was when they began."""
+    out: dict[str, CheckpointRecord] = {}
+    for chunk in range(0, len(turn_ids), 500):
+        part = turn_ids[chunk:chunk + 500]
+        for r in tx.all(
+            "SELECT * FROM checkpoints WHERE session_id = ? AND turn_id IN "
+            f"({','.join('?' * len(part))}) ORDER BY id", (session_id, *part)):
+            row = CheckpointRecord.from_row(r)
+            if row.path not in out or row.id < out[row.path].id:
+                out[row.path] = row
+    return sorted(out.values(), key=lambda c: c.id)
+
+
+def paths_of(tx: Tx, session_id: str, turn_id: str) -> set[str]:
+    """The paths the turn's checkpoints not yet restored are of."""
+    return {str(r[0]) for r in tx.all(
+        "SELECT DISTINCT path FROM checkpoints WHERE session_id = ? AND turn_id = ? "
+        "AND restored_at IS NULL", (session_id, turn_id))}
+
+
 def mark_restored(tx: Tx, session_id: str, turn_id: str, paths: list[str] | None = None) -> list[str]:
     """Marks the turn's checkpoints (of `paths` only, when given) restored; the calls they
     belonged to, in order."""

@@ -113,6 +113,13 @@ def tool_metas(tx: Tx, session_id: str, turn_id: str) -> dict[str, dict[str, Any
         (session_id, turn_id))}
 
 
+def turns_from(tx: Tx, session_id: str, rowid: int) -> list[str]:
+    """The turns with a row at or after `rowid`, in order of their first such row."""
+    return [str(r[0]) for r in tx.all(
+        "SELECT turn_id, min(id) AS first FROM messages WHERE session_id = ? AND id >= ? "
+        "AND turn_id IS NOT NULL GROUP BY turn_id ORDER BY first", (session_id, rowid))]
+
+
 def page(tx: Tx, session_id: str, before_rowid: int | None,
          limit: int) -> tuple[list[MessageRecord], bool]:
     """Up to `limit` messages just before `before_rowid` (default: the end), in order, and
@@ -170,13 +177,16 @@ def model_size(tx: Tx, session_id: str) -> tuple[int, int]:
     return n, chars
 
 
-def view_token(tx: Tx, session_id: str) -> tuple[int, int]:
+def view_token(tx: Tx, session_id: str) -> tuple[int, int, int]:
     """What changes whenever the model's view of a session changes other than by appends: a
     compression in place commits a new compacted range (with its summary, the head's pruned
-    wire copy and the previous summary's flag) in the same transaction."""
+    wire copy and the previous summary's flag) in the same transaction, and a choice of
+    another answer to a prompt (store/answers.py) counts `sessions.view_changes`."""
     r = tx.one("SELECT count(*), coalesce(max(before_id), 0) FROM compacted_ranges "
                "WHERE session_id = ?", (session_id,))
-    return (int(r[0]), int(r[1])) if r is not None else (0, 0)
+    v = tx.one("SELECT view_changes FROM sessions WHERE session_id = ?", (session_id,))
+    ranges = (int(r[0]), int(r[1])) if r is not None else (0, 0)
+    return (*ranges, int(v[0]) if v is not None else 0)
 
 
 def hidden_ranges(tx: Tx, session_id: str) -> list[tuple[int, int]]:

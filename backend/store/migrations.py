@@ -402,9 +402,23 @@ def _m014(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE sessions ADD COLUMN provider TEXT")
 
 
+def _m015(conn: sqlite3.Connection) -> None:
+    # Branches and answers (store/answers.py, store/branches.py).  A session forked at one of
+    # another's prompts names that session and the prompt's message id; deleting the original
+    # keeps the branch, unlinked.  `view_changes` counts the times rows of the session left or
+    # rejoined the model's view because another answer to a prompt was chosen (regenerate,
+    # session.choose): the model's view, kept between requests, is rebuilt when it moves.
+    conn.execute("ALTER TABLE sessions ADD COLUMN forked_from TEXT "
+                 "REFERENCES sessions (session_id) ON DELETE SET NULL")
+    conn.execute("ALTER TABLE sessions ADD COLUMN forked_at TEXT")
+    conn.execute("ALTER TABLE sessions ADD COLUMN view_changes INTEGER NOT NULL DEFAULT 0")
+    conn.execute("CREATE INDEX sessions_forked ON sessions (forked_from, forked_at) "
+                 "WHERE forked_from IS NOT NULL")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010, _m011, _m012,
-    _m013, _m014,
+    _m013, _m014, _m015,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -5,7 +5,7 @@ kept as epoch seconds are DOUBLE PRECISION, row ids are identities).  What only 
 has is written here, apart: full-text search is a generated `tsvector` column with a GIN
 index (instead of FTS5), accents folded by `unaccent`, and the message counter is kept by a
 plpgsql trigger.  Its own version line started at 1 with the SQLite file's version 11;
-version 2 is the SQLite file's 12, version 4 its 13, version 5 its 14 (`SQLITE_EQUIVALENT`;
+version 2 is the SQLite file's 12, version 4 its 13, version 5 its 14, version 6 its 15 (`SQLITE_EQUIVALENT`;
 version 3 added a column only this store has).  A later change to the layout changes the declaration and
 adds a step here and a migration to store/migrations.py.
 
@@ -93,9 +93,17 @@ STEPS: tuple[tuple[str, ...], ...] = (
     # A session's own provider: the SQLite file's version 14.  Step 1 is today's
     # declaration, so a blank database has the column already.
     ("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS provider TEXT",),
+    # Branches and answers: the SQLite file's version 15 (store/answers.py, store/branches.py).
+    # Step 1 is today's declaration, so a blank database has them already.
+    ("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS forked_from TEXT "
+     "REFERENCES sessions (session_id) ON DELETE SET NULL",
+     "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS forked_at TEXT",
+     "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS view_changes BIGINT NOT NULL DEFAULT 0",
+     "CREATE INDEX IF NOT EXISTS sessions_forked ON sessions (forked_from, forked_at) "
+     "WHERE forked_from IS NOT NULL"),
 )
 SCHEMA_VERSION = len(STEPS)
-SQLITE_EQUIVALENT = 14  # the SQLite file's version this schema's tables match
+SQLITE_EQUIVALENT = 15  # the SQLite file's version this schema's tables match
 
 
 def migrate(conn: Any, name: str = "this database") -> int:

@@ -111,12 +111,17 @@ TABLES: tuple[Table, ...] = (
         Column("delegated_from", TEXT, ref=Ref("sessions", "session_id", "SET NULL")),
         Column("delegated_call", TEXT),
         Column("provider", TEXT),  # null: the default provider (migration 14)
+        # A branch: the session it was forked from and the prompt it was forked at (migration
+        # 15); the times an answer's choice changed the model's view (store/answers.py).
+        Column("forked_from", TEXT, ref=Ref("sessions", "session_id", "SET NULL")),
+        Column("forked_at", TEXT), _counter("view_changes"),
     ), key=("session_id",), indexes=(
         Index("sessions_updated", ("updated_at DESC", "session_id DESC")),
         Index("sessions_delegated", ("delegated_from", "delegated_call"), unique=True,
               where="delegated_from IS NOT NULL"),
         Index("sessions_top", ("updated_at DESC", "session_id DESC"),
               where="delegated_from IS NULL"),
+        Index("sessions_forked", ("forked_from", "forked_at"), where="forked_from IS NOT NULL"),
     )),
     Table("messages", (
         Column("id", BIG, identity=True), _nn("session_id", TEXT, ref=_SESSION),

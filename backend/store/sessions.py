@@ -42,6 +42,9 @@ class SessionRecord(Record, frozen=True):
     delegated_from: str | None = None  # a sub-agent's: the session whose delegate call made it
     delegated_call: str | None = None  # ... and that call's id
     provider: str | None = None  # the provider its turns start on; None: the default one
+    forked_from: str | None = None  # a branch's: the session it was forked from (migration 15)
+    forked_at: str | None = None  # ... and the message_id of the prompt it was forked at
+    view_changes: int = 0  # answers chosen (store/answers.py): part of the model view's token
 
 
 def insert(tx: Tx, session_id: str, title: str, cwd: str, model: str, titled: bool = True,
@@ -223,6 +226,8 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     delegated_call: str | None
     folder_warning: str | None
     provider: str | None = None
+    forked_from: str | None = None
+    forked_at: str | None = None
 
 
 class SessionChanged(events.Report, frozen=True, tag="session"):
@@ -246,6 +251,7 @@ def summary(tx: Tx, r: SessionRecord) -> SessionSummary:
         latest_seq=events.latest_seq(tx, sid),
         delegated_from=r.delegated_from, delegated_call=r.delegated_call,
         folder_warning=folder_warning(r.cwd), provider=r.provider,
+        forked_from=r.forked_from, forked_at=r.forked_at,
     )
 
 

@@ -3,11 +3,12 @@
 Every request is built from the durable transcript (`turn/request.assemble`), and a long
 session's is mostly the same as the last one: the rows a session's model sees only ever
 change by being appended, except in a compression's commit (a `compacted_ranges` row, the
-head's pruned wire copy, the previous summary compacted, a new summary).  So each session's
-view is kept here with the token of its compressions (`messages.view_token`) and the id of
-its last row; the next request reads only the rows after that id, in the same read as the
-token, and rebuilds everything whenever the token moved (or a compression in this process
-says so: `forget`).
+head's pruned wire copy, the previous summary compacted, a new summary) and when another
+answer to a prompt is shown (store/answers.py: rows leave or rejoin the view).  So each
+session's view is kept here with the token of those changes (`messages.view_token`) and the
+id of its last row; the next request reads only the rows after that id, in the same read as
+the token, and rebuilds everything whenever the token moved (or a compression in this
+process says so: `forget`).
 
 The wire copy is extended the same way: a row's messages depend on that row alone, except an
 assistant row's tool calls, which carry the results stored after them.  So the copy is kept
@@ -38,7 +39,7 @@ class View:
     """One session's model view as of `last_id`, in model order, and its wire copy (without
     the system prompt, which is the session row's and taken afresh every time)."""
 
-    token: tuple[int, int]
+    token: tuple[int, int, int]
     last_id: int = 0
     ordered: list[ModelRow] = field(default_factory=list)
     results: dict[str, ModelRow] = field(default_factory=dict)
