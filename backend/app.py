@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from backend import wire
+from backend.authority.branches import Branches
 from backend.authority.compaction import Compaction
 from backend.authority.delegate import ChildSessions
 from backend.authority.fleet import Fleet
@@ -205,7 +206,8 @@ class Backend:
         return Services(
             config=self.config, sessions=sessions,
             compaction=Compaction(sessions, compressor, self.providers, self.config, self.mcp),
-            authority=authority, approvals=approvals,
+            authority=authority, branches=Branches(self.db, authority, checkpoints),
+            approvals=approvals,
             schedules=ScheduleBook(self.db, self.scheduler.wake),
             providers=providers,
             mcp=McpService(self.mcp, self.config),

@@ -93,6 +93,7 @@ def session(s: SessionSummary) -> p.Session:
         latest_seq=s.latest_seq, delegated_from=s.delegated_from,
         delegated_call_id=s.delegated_call, folder_warning=s.folder_warning,
         provider=s.provider,
+        forked_from=s.forked_from, forked_at=s.forked_at,
     )
 
 
@@ -115,15 +116,16 @@ def usage_row(r: UsageRecord) -> p.UsageRow:
 # --- transcripts and the queue --------------------------------------------------------------
 
 
-def message(r: MessageRecord) -> p.Message:
+def message(r: MessageRecord, branches: list[str] | None = None) -> p.Message:
     """A transcript message; `compacted` as the record holds it (`messages.page` works it
-    out: the row's flag, or a compression's range)."""
+    out: the row's flag, or a compression's range); `branches`, the sessions forked at it."""
     return p.Message(
         message_id=message_id(r.id), session_id=r.session_id, role=r.role,
         content=r.content, compacted=r.compacted, created_at=r.created_at,
         turn_id=r.turn_id, tool_calls=json.loads(r.tool_calls) if r.tool_calls else None,
         call_id=r.call_id, tool_name=r.tool_name, status=r.status,
         note_kind=r.note_kind, meta=json.loads(r.meta) if r.meta else None,
+        active=r.active, branches=branches or None,
     )
 
 
@@ -135,7 +137,7 @@ def receipt(rr: ReceiptRecord) -> p.Receipt:
         outcome=r.outcome, position=rr.position, started_at=r.started_at,
         settled_at=r.settled_at, final_text=r.final_text,
         failure_reason=r.failure_reason, turn_id=r.turn_id,
-        text=rr.text, steer=rr.steer, origin=rr.origin,
+        text=rr.text, steer=rr.steer, origin=rr.origin, regenerates=rr.regenerates,
     )
 
 

@@ -122,6 +122,18 @@ class SessionChanges(p.SessionChangesParams, Request[p.ChangesResult]):
     method = "session.changes"
 
 
+class SessionRegenerate(p.SessionRegenerateParams, Request[p.ReceiptResult]):
+    method = "session.regenerate"
+
+
+class SessionChoose(p.SessionChooseParams, Request[p.ChooseResult]):
+    method = "session.choose"
+
+
+class SessionFork(p.SessionForkParams, Request[p.ForkResult]):
+    method = "session.fork"
+
+
 class SessionCompress(p.SessionCompressParams, Request[p.CompressResult]):
     method = "session.compress"
 
@@ -303,6 +315,10 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(TurnInterrupt, "submit"),
     MethodSpec(SessionUndo, "submit"),
     MethodSpec(SessionChanges, "read"),
+    # Additions: answers to a prompt, and branches (store/answers.py, store/branches.py).
+    MethodSpec(SessionRegenerate, "submit"),
+    MethodSpec(SessionChoose, "submit"),
+    MethodSpec(SessionFork, "submit", cleaned=("text",)),
     MethodSpec(SessionCompress, "submit"),
     MethodSpec(SessionUsage, "read"),
     MethodSpec(ApprovalList, "read"),

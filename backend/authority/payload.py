@@ -18,13 +18,18 @@ TITLE_CHARS = 60  # a title made from a prompt, at most (its ellipsis included)
 class Payload:
     text: str
     steer: bool = False  # submitted with intent "steer": joins the running turn
+    # session.regenerate's: the message_id of the prompt it answers again (`text` is that
+    # prompt's): its turn stores no user row.
+    regenerates: str | None = None
 
     def to_json(self) -> str:
         # A plain prompt's bytes (and so its digest) are what they were before steering
-        # existed; a steer's differ, so one request_id cannot be both.
+        # existed; a steer's and a regeneration's differ, so one request_id cannot be both.
         body: dict[str, str] = {"text": self.text}
         if self.steer:
             body["intent"] = "steer"
+        if self.regenerates is not None:
+            body["regenerate"] = self.regenerates
         return json.dumps(body, ensure_ascii=False, sort_keys=True)
 
     @property
@@ -48,7 +53,8 @@ class Payload:
     @classmethod
     def from_json(cls, raw: str) -> Payload:
         body = json.loads(raw)
-        return cls(text=body["text"], steer=body.get("intent") == "steer")
+        return cls(text=body["text"], steer=body.get("intent") == "steer",
+                   regenerates=body.get("regenerate"))
 
 
 def normalize(params: PromptSubmitParams) -> Payload:
@@ -57,11 +63,17 @@ def normalize(params: PromptSubmitParams) -> Payload:
         raise InvalidParams(
             "attachments", "attachments are not supported by this backend yet; send text only"
         )
-    text = clean_text(params.text).replace("\r\n", "\n")
+    return Payload(text=prompt_text(params.text), steer=params.intent == "steer")
+
+
+def prompt_text(raw: str, field: str = "text") -> str:
+    """A prompt's text as admitted: cleaned, line ends made \\n, not empty, bounded; raises
+    InvalidParams naming `field`."""
+    text = clean_text(raw).replace("\r\n", "\n")
     if not text.strip():
-        raise InvalidParams("text", "text is empty; type a message to send")
+        raise InvalidParams(field, "text is empty; type a message to send")
     if len(text.encode()) > MAX_TEXT_BYTES:
         raise InvalidParams(
-            "text", f"text is larger than {MAX_TEXT_BYTES // 1024} KiB; attach long input as a file"
+            field, f"text is larger than {MAX_TEXT_BYTES // 1024} KiB; attach long input as a file"
         )
-    return Payload(text=text, steer=params.intent == "steer")
+    return text

@@ -22,9 +22,16 @@ from dataclasses import dataclass
 from backend import wire
 from backend.authority.payload import Payload, normalize
 from backend.authority.recovery import settle_lost
-from backend.errors import AdmissionConflict, AdmissionState, LeaseLost, NotFound, StoreUnavailable
-from backend.ids import new_id
-from backend.store import admissions, compression, peers, sessions
+from backend.errors import (
+    AdmissionConflict,
+    AdmissionState,
+    InvalidParams,
+    LeaseLost,
+    NotFound,
+    StoreUnavailable,
+)
+from backend.ids import message_id, message_rowid, new_id
+from backend.store import admissions, answers, compression, peers, sessions
 from backend.store.admissions import AdmissionRecord
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
@@ -41,7 +48,14 @@ from backend.turn.route import (
 )
 from backend.turn.runner import TurnRunner
 from shared import logs
-from shared.protocol import AdmissionQueued, PromptSubmitParams, Receipt, TurnStarted, Usage
+from shared.protocol import (
+    AdmissionQueued,
+    PromptSubmitParams,
+    Receipt,
+    SessionRegenerateParams,
+    TurnStarted,
+    Usage,
+)
 
 log = logging.getLogger("authority")
 
@@ -49,6 +63,9 @@ log = logging.getLogger("authority")
 # that succeeds cuts any wait short).
 RETRY_FIRST_S = 0.25
 RETRY_MAX_S = 5.0
+# Why a regeneration did not run (its receipt's failure_reason, for people).
+NOT_LAST = ("Not regenerated: another prompt was answered after it was asked for, and only "
+            "the last answer can be regenerated.")
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,53 @@ class SessionAuthority:
                 if running is not None:
                     running.steer_waiting = True  # it joins at the turn's next model call
             self.wake(params.session_id)  # the turn may end first: then it runs next
+        return receipt
+
+    async def regenerate(self, principal: str, params: SessionRegenerateParams) -> Receipt:
+        """Admits another answer to a prompt (the session's last, which `message_id` may name)
+        exactly as `submit` admits a prompt: the same row, key, event, queue and claim.  Its
+        payload is the prompt's text and message id; its turn stores no user row, and when
+        it takes the session the prompt's other answers leave the model's view
+        (`turn/route.take_session`).  A prompt answered after it was admitted makes it
+        `rejected` when its turn would start (`_claim`): only the last answer is replaced."""
+        asked = _prompt_param(params.message_id)
+        may_start = self._accepting
+        retired = frozenset(self._retired)
+
+        def job(tx: Tx) -> tuple[Receipt, Claim | None]:
+            sent_to = params.session_id
+            params.session_id = compression.leaf(tx, sent_to)
+            existing = admissions.by_key(tx, principal, sent_to, params.request_id) \
+                or admissions.by_key(tx, principal, params.session_id, params.request_id)
+            if existing is not None:
+                again = Payload.from_json(existing.payload_json).regenerates
+                if again is None or (asked is not None and again != message_id(asked)):
+                    raise AdmissionConflict(
+                        f"request_id {params.request_id!r} was already used with different "
+                        "input in this session; use a new request_id for new input")
+                return wire.receipt(admissions.receipt(tx, existing, duplicate=True)), None
+            if not sessions.exists(tx, params.session_id):
+                raise NotFound("session", params.session_id)
+            prompt = answers.last_prompt(tx, params.session_id)
+            if prompt is None:
+                raise InvalidParams("session_id", "the session has no prompt to answer again yet")
+            if asked is not None and asked != prompt.id:
+                raise InvalidParams("message_id", "only the last prompt's answer can be "
+                                    "regenerated; to change an earlier one, branch from it "
+                                    "(session.fork)")
+            payload = Payload(text=prompt.content, regenerates=prompt.message_id)
+            receipt = admit(tx, principal, params.session_id, params.request_id, payload)
+            claim = self._claim(tx, params.session_id) \
+                if may_start and params.session_id not in retired else None
+            return receipt, claim
+
+        self._settle_lost_first()
+        receipt, claim = await self.db.write(job)
+        params.session_id = receipt.session_id
+        if claim is not None:
+            self._start(claim)
+        elif not receipt.duplicate:
+            self.wake(params.session_id)
         return receipt
 
     def admit_internal(
@@ -264,7 +328,7 @@ class SessionAuthority:
         if not peers.standing(tx, self.epoch) or not admissions.lock_queue(tx, session_id) \
                 or admissions.blocking(tx, session_id) is not None:
             return None
-        row = admissions.oldest_queued(tx, session_id)
+        row = self._next_row(tx, session_id)
         if row is None:
             return None
         session = sessions.row(tx, session_id)
@@ -272,23 +336,41 @@ class SessionAuthority:
         turn_id = new_id("turn")
         admission_id = row.admission_id
         admissions.mark_started(tx, admission_id, self.epoch, turn_id)
-        text = Payload.from_json(row.payload_json).text
+        payload = Payload.from_json(row.payload_json)
+        again = message_rowid(payload.regenerates) if payload.regenerates else None
         holder = Holder.here(self.epoch, turn_id)
+        model = session.model or self.runner.default_model()
+        # turn.started first: a regeneration's answer.chosen (below) is an event of its turn.
+        wire.emit(
+            tx, session_id,
+            TurnStarted(turn_id=turn_id, admission_id=admission_id, model=model,
+                        regenerates=payload.regenerates),
+            turn_id=turn_id, admission_id=admission_id,
+        )
         # The lease, when free, is taken in the claim's own transaction (the common case
         # costs nothing extra); otherwise the runner waits for it before writing the
         # user's row, since the transcript belongs to the lease holder.
         leased = take_session(tx, session_id, holder, self.runner.config.config.lease.ttl_s,
-                              turn_id, text) is None
+                              turn_id, payload.text, regenerates=again,
+                              admission_id=admission_id) is None
         sessions.touch(tx, session_id)
-        model = session.model or self.runner.default_model()
-        wire.emit(
-            tx, session_id,
-            TurnStarted(turn_id=turn_id, admission_id=admission_id, model=model),
-            turn_id=turn_id, admission_id=admission_id,
-        )
         steers = admissions.steer_queued(tx, session_id)
-        return Claim(session_id, admission_id, turn_id, text, session.cwd, holder, leased, steers,
-                     session.provider)
+        return Claim(session_id, admission_id, turn_id, payload.text, session.cwd, holder, leased,
+                     steers, session.provider, again)
+
+    @staticmethod
+    def _next_row(tx: Tx, session_id: str) -> AdmissionRecord | None:
+        """The oldest queued row that can run.  A regeneration whose prompt is no longer the
+        last (one queued before it was answered meanwhile) is settled `rejected` on the way:
+        replacing that answer would leave later turns built on an answer no longer shown."""
+        while (row := admissions.oldest_queued(tx, session_id)) is not None:
+            again = Payload.from_json(row.payload_json).regenerates
+            last = answers.last_prompt(tx, session_id) if again else None
+            if again is None or (last is not None and last.message_id == again):
+                return row
+            admissions.settle(tx, row.admission_id, "rejected", failure_reason=NOT_LAST)
+            settle_event(tx, row.admission_id)
+        return None
 
     async def _settle_crashed(self, turn: RunningTurn, error_id: str) -> bool:
         """A bug escaped the runner: settle the admission so the queue is not held forever.
@@ -402,6 +484,16 @@ def admit(tx: Tx, principal: str, session_id: str, request_id: str, payload: Pay
     receipt = _receipt(tx, admission_id)
     wire.emit(tx, session_id, AdmissionQueued(receipt=receipt), admission_id=admission_id)
     return receipt
+
+
+def _prompt_param(value: str | None) -> int | None:
+    """`message_id` as a row id (None when not given); -32602 naming it when it is none."""
+    if value is None:
+        return None
+    try:
+        return message_rowid(value)
+    except ValueError:
+        raise InvalidParams("message_id", f"{value[:200]!r} is not a message_id") from None
 
 
 def _existing(tx: Tx, admission_id: str) -> AdmissionRecord:

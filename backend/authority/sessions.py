@@ -21,9 +21,10 @@ from backend.authority.queue import SessionAuthority
 from backend.authority.takeover import interrupt_anywhere
 from backend.errors import InvalidParams, NotFound, SessionBusy
 from backend.ids import message_rowid, new_id
-from backend.store import admissions, approvals, events, leases, messages, sessions, usage
+from backend.store import admissions, approvals, branches, events, leases, messages, sessions, usage
 from backend.store.checkpoints import paths_of_turn
 from backend.store.db import Database, Tx
+from backend.store.messages import MessageRecord
 from backend.tools import changes as file_changes
 from backend.tools.checkpoints import Checkpoints
 from shared import protocol as p
@@ -208,7 +209,7 @@ class SessionService:
         def read(tx: Tx) -> p.MessagesResult:
             must_exist(tx, params.session_id)
             page, more = messages.page(tx, params.session_id, before, params.limit)
-            return p.MessagesResult(messages=[wire.message(m) for m in page], has_more=more)
+            return p.MessagesResult(messages=_messages(tx, params.session_id, page), has_more=more)
 
         return await self.db.read(read)
 
@@ -226,7 +227,7 @@ class SessionService:
             queue = [wire.receipt(admissions.receipt(tx, r))
                      for r in admissions.list_for(tx, sid, "queued")]
             return p.ResumeResult(
-                session=session, status=session.status, messages=[wire.message(m) for m in page],
+                session=session, status=session.status, messages=_messages(tx, sid, page),
                 has_more=more, latest_seq=latest, events=replay, truncated=truncated,
                 pending_approvals=[wire.approval(a) for a in approvals.pending(tx, sid)],
                 queue=queue, active_turn=self._active_turn(tx, sid),
@@ -309,6 +310,12 @@ class SessionService:
     async def delete_rule(self, rule_id: str) -> None:
         if not await self.db.write(lambda tx: approvals.delete_rule(tx, rule_id)):
             raise NotFound("rule", rule_id)
+
+
+def _messages(tx: Tx, session_id: str, page: list[MessageRecord]) -> list[p.Message]:
+    """A page of the transcript on the wire, each prompt with the branches forked at it."""
+    forks = branches.of_messages(tx, session_id, [m.id for m in page if m.role == "user"])
+    return [wire.message(m, forks.get(m.id)) for m in page]
 
 
 def must_exist(tx: Tx, session_id: str) -> None:

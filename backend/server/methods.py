@@ -156,6 +156,35 @@ class Methods:
             raise
         return p.ReceiptResult(receipt=receipt)
 
+    async def session_regenerate(
+        self, conn: Connection, params: p.SessionRegenerateParams
+    ) -> p.ReceiptResult:
+        newly = not conn.subscribed(params.session_id)
+        if newly:  # as prompt.submit: the caller sees its admission and turn
+            self.hub.follow(conn, params.session_id)
+        try:
+            receipt = await self.svc.authority.regenerate(conn.principal.token_id, params)
+        except NotFound:
+            if newly:
+                self.hub.unfollow(conn, params.session_id)
+            raise
+        return p.ReceiptResult(receipt=receipt)
+
+    async def session_choose(self, conn: Connection, params: p.SessionChooseParams) -> p.ChooseResult:
+        return await self.svc.branches.choose(params)
+
+    async def session_fork(self, conn: Connection, params: p.SessionForkParams) -> p.ForkResult:
+        ask = self.svc.branches.ask(conn.principal.token_id, params)
+        newly = not conn.subscribed(ask.branch_id)
+        if newly:  # before the commit, so nothing of the branch is missed
+            self.hub.follow(conn, ask.branch_id)
+        try:
+            return await self.svc.branches.fork(conn.principal.token_id, ask)
+        except Exception:
+            if newly:
+                self.hub.unfollow(conn, ask.branch_id)
+            raise
+
     async def admission_get(self, conn: Connection, params: p.AdmissionIdParams) -> p.ReceiptResult:
         return p.ReceiptResult(receipt=await self.svc.sessions.receipt(params.admission_id))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backend.authority.branches import Branches
 from backend.authority.compaction import Compaction
 from backend.authority.fleet import Fleet
 from backend.authority.queue import SessionAuthority
@@ -30,6 +31,7 @@ class Services:
     sessions: SessionService  # sessions, transcripts, replay, receipts, pending approvals
     compaction: Compaction
     authority: SessionAuthority  # prompts in, cancels and resolves
+    branches: Branches  # a prompt's answers shown, sessions forked at a prompt
     approvals: Approvals  # answers
     schedules: ScheduleBook
     providers: ProviderService

@@ -291,6 +291,7 @@ class ReceiptRecord(msgspec.Struct, frozen=True, kw_only=True):
     text: str | None
     steer: bool
     origin: str | None
+    regenerates: str | None = None  # session.regenerate's: the prompt's message_id
 
 
 def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> ReceiptRecord:
@@ -306,4 +307,5 @@ def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> ReceiptRe
         row=r, duplicate=duplicate, position=position, text=payload.get("text"),
         steer=payload.get("intent") == "steer",
         origin=r.principal if r.principal.startswith(SCHEDULED) else None,
+        regenerates=payload.get("regenerate"),
     )

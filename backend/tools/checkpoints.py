@@ -88,6 +88,35 @@ class Checkpoints:
         return chosen, restored
 
 
+    async def rewind(self, session_id: str, from_rowid: int) -> list[str]:
+        """Puts back every file the session's turns changed from its row `from_rowid` on (a
+        prompt a branch starts at) as it was before the first of those changes; marks those
+        turns undone as `undo` does, each with its `files.restored`.  Returns the paths."""
+        def pick(tx: Tx) -> tuple[list[str], list[tuple[str, bool, str | None]]]:
+            turns = messages.turns_from(tx, session_id, from_rowid)
+            rows = checkpoints.first_per_path_of(tx, session_id, turns)
+            return turns, [(r.path, r.existed, r.blob_path) for r in rows]
+
+        turns, rows = await self.db.read(pick)
+        if not rows:
+            return []
+        restored = await asyncio.to_thread(_restore_all, rows)
+
+        def mark(tx: Tx) -> None:
+            for turn in turns:
+                paths = checkpoints.paths_of(tx, session_id, turn)
+                calls = checkpoints.mark_restored(tx, session_id, turn)
+                if not calls:
+                    continue
+                messages.mark_undone(tx, session_id, calls)
+                wire.emit(tx, session_id, p.FilesRestored(
+                    turn_id=turn, paths=[x for x in restored if x in paths], call_ids=calls),
+                    turn_id=turn)
+
+        await self.db.write(mark)
+        return restored
+
+
 def _restore_all(rows: list[tuple[str, bool, str | None]]) -> list[str]:
     restored = []
     for path, existed, blob in rows:

@@ -14,10 +14,12 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from backend.store import messages
+from backend import wire
+from backend.store import answers, messages
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder, LeaseRecord
 from backend.turn.lease import LeaseWatch, try_take
+from shared.protocol import AnswerChosen
 
 # Why a turn was stopped, as the person reads it (the closing note, failure_reason).
 DEFAULT_REASON = "Stopped by you."
@@ -52,20 +54,39 @@ class Claim:
     leased: bool = True
     steers: bool = False  # other steers were queued at the claim: they join this turn
     provider: str | None = None  # the session's own provider at the claim; None: the default
+    regenerates: int | None = None  # session.regenerate's: the row id of the prompt it answers
 
 
 def take_session(
-    tx: Tx, session_id: str, holder: Holder, ttl: float, turn_id: str, text: str,
+    tx: Tx, session_id: str, holder: Holder, ttl: float, turn_id: str, text: str, *,
+    regenerates: int | None = None, admission_id: str | None = None,
 ) -> LeaseRecord | None:
     """Takes the session's lease for a claimed turn and stores the user's row in the same
     transaction (the transcript belongs to the lease holder); returns the row that holds
     the lease instead when it is not free, and writes nothing then.  The only writer of a
     turn's user row: the claim calls it in its own transaction, and a turn that found the
-    lease held calls it from its wait for the lease."""
+    lease held calls it from its wait for the lease.
+
+    A turn that answers a prompt again (`regenerates`, the prompt's row id) stores no user
+    row: the prompt's other answers leave the model's view instead, and `answer.chosen` says
+    this turn's answer is the one shown (store/answers.py)."""
     held = try_take(tx, session_id, holder, ttl)
     if held is None:
-        messages.insert(tx, session_id, "user", text, turn_id=turn_id)
+        if regenerates is None:
+            messages.insert(tx, session_id, "user", text, turn_id=turn_id)
+        else:
+            _answer_again(tx, session_id, turn_id, regenerates, admission_id)
     return held
+
+
+def _answer_again(tx: Tx, session_id: str, turn_id: str, prompt_rowid: int,
+                  admission_id: str | None) -> None:
+    prompt = answers.prompt_at(tx, session_id, prompt_rowid)
+    if prompt is None:
+        return  # (the claim checked it is the last prompt; nothing writes prompts meanwhile)
+    answers.show(tx, session_id, answers.exchange(tx, session_id, prompt), turn_id)
+    wire.emit(tx, session_id, AnswerChosen(message_id=prompt.message_id, turn_id=turn_id),
+              turn_id=turn_id, admission_id=admission_id)
 
 
 class RunningTurn:

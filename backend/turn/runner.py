@@ -519,7 +519,9 @@ class TurnRunner:
 
         why = await wait_for_lease(
             self.db, lambda tx: take_session(tx, turn.session_id, turn.holder, cfg.lease.ttl_s,
-                                             turn.turn_id, turn.claim.text),
+                                             turn.turn_id, turn.claim.text,
+                                             regenerates=turn.claim.regenerates,
+                                             admission_id=turn.admission_id),
             wait_s=cfg.lease.wait_s, stop=turn.stop, on_waiting=waiting)
         if why is None:
             return True

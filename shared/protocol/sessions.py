@@ -17,6 +17,7 @@ from shared.protocol.base import (
     ModelName,
     NonNegative,
     Params,
+    RequestId,
     Title,
     Usage,
     UsageRow,
@@ -48,6 +49,10 @@ class Session(Wire):
     # Addition: the provider (a [providers.NAME] of config) this session's turns start on,
     # chosen with session.update; absent (null): the default provider.
     provider: str | None = None
+    # Addition: a branch names the session it was forked from and the prompt (a message_id of
+    # that session) it was forked at (`session.fork`).
+    forked_from: str | None = None
+    forked_at: str | None = None
 
 
 class SearchMatch(Wire):
@@ -83,6 +88,11 @@ class Message(Wire):
     status: str | None = None
     note_kind: str | None = None
     meta: dict[str, Any] | None = None
+    # Addition: false on the rows of an answer that is not shown (another answer to the same
+    # prompt was regenerated or chosen): the model does not read them, people page to them.
+    active: bool = True
+    # Addition: on a prompt, the sessions forked at it (`session.fork`), oldest first.
+    branches: list[str] | None = None
 
 
 class SessionCreateParams(Params):
@@ -151,6 +161,32 @@ class SessionUndoParams(Params):
     # Addition: only these files of the turn (`turn_id` then required); each must be one the
     # turn changed, named as `session.changes` names it.
     paths: Annotated[list[FilePath], msgspec.Meta(min_length=1, max_length=1000)] | None = None
+
+
+class SessionChooseParams(Params):
+    session_id: Id
+    turn_id: Id  # the answer to show: a turn of one of the session's prompts
+
+
+class ChooseResult(Wire):
+    message_id: str  # the prompt the answers answer
+    turn_id: str  # the answer shown now, which the model reads
+    turn_ids: list[str]  # every answer to that prompt, oldest first
+
+
+class SessionForkParams(Params):
+    session_id: Id
+    message_id: Id  # one of the session's prompts: the branch holds what came before it
+    request_id: RequestId  # the same request_id again answers with the same branch
+    text: str | None = None  # the edited prompt, admitted as the branch's first turn
+    restore_files: bool = False  # put the folder's files back as they were at that prompt
+
+
+class ForkResult(Wire):
+    session: Session  # the branch
+    duplicate: bool = False  # the request_id was used before: the branch it made then
+    receipt: Receipt | None = None  # the admission of `text`
+    restored: list[str] = msgspec.field(default_factory=list)  # files put back (restore_files)
 
 
 class SessionResult(Wire):
@@ -233,6 +269,18 @@ class FilesRestored(EventData):
     call_ids: list[str]  # the calls whose changes were undone
 
 
+class AnswerChosen(EventData):
+    """`answer.chosen`: which answer to a prompt is shown and read by the model now."""
+    message_id: str  # the prompt
+    turn_id: str  # its answer shown now; the rows of its other answers are not active
+
+
+class SessionForked(EventData):
+    """`session.forked`: a branch was made at one of this session's prompts."""
+    message_id: str  # the prompt it was forked at
+    branch: Session
+
+
 class SessionEvent(EventData):
     session: Session
 
@@ -269,6 +317,15 @@ SESSION_EVENTS = (
               "addition: `turn_id`, `paths` (the files put back), `call_ids` (the calls whose "
               "changes were undone): `session.undo` restored a turn's files; stored, so every "
               "window of the session stops offering that turn's undo and marks its calls"),
+    EventSpec("answer.chosen", AnswerChosen,
+              "addition: `message_id` (a prompt), `turn_id` (its answer shown now): a "
+              "regeneration's turn took the place of the answer shown (stored in that turn, "
+              "right after its `turn.started`), or `session.choose` picked another answer; the "
+              "rows of the prompt's other answers are not active from here on, those of "
+              "`turn_id` are"),
+    EventSpec("session.forked", SessionForked,
+              "addition: `message_id` (the prompt), `branch` (a Session): `session.fork` made "
+              "a branch at that prompt of this session"),
     EventSpec("compression.start", CompressionStart, "`reason`, `tokens`"),
     EventSpec("compression.complete", CompressionComplete,
               "`before_tokens`, `after_tokens`, `child_session_id?` (rotation only)"),

@@ -29,6 +29,8 @@ class Receipt(Wire):
     text: str | None = None  # the input as admitted (normalized)
     origin: str | None = None  # addition: "schedule:<schedule_id>" for a scheduled prompt's
     steer: bool = False  # addition: submitted with intent "steer"
+    # Addition: `session.regenerate`'s: the prompt (message_id) whose answer it regenerates.
+    regenerates: str | None = None
 
 
 class Attachment(Params):
@@ -41,6 +43,12 @@ class PromptSubmitParams(Params):
     text: str
     attachments: list[Attachment] | None = None
     intent: Literal["queue", "interrupt", "steer"] = "queue"
+
+
+class SessionRegenerateParams(Params):
+    session_id: Id
+    request_id: RequestId
+    message_id: Id | None = None  # the prompt whose answer to regenerate: the last one
 
 
 class AdmissionIdParams(Params):
@@ -85,6 +93,7 @@ class TurnStarted(EventData):
     turn_id: str
     admission_id: str
     model: str
+    regenerates: str | None = None  # addition: the prompt this turn answers again
 
 
 class TurnSteered(EventData):
@@ -136,7 +145,9 @@ class ProviderFallback(EventData):
 TURN_EVENTS = (
     EventSpec("admission.queued", AdmissionQueued, "`receipt`"),
     EventSpec("admission.settled", AdmissionSettled, "`receipt`"),
-    EventSpec("turn.started", TurnStarted, "`turn_id`, `admission_id`, `model`"),
+    EventSpec("turn.started", TurnStarted,
+              "`turn_id`, `admission_id`, `model`, `regenerates?` (addition: the prompt's "
+              "message_id when the turn answers it again, `session.regenerate`: no user row)"),
     EventSpec("turn.steered", TurnSteered,
               "addition: `turn_id`, `admission_id` (the steer's), `text`: a steer joined the "
               "running turn; stored right after the user row that holds it, so a front-end "

@@ -34,6 +34,8 @@ NOT_A_TURNS_WRITE: dict[tuple[str, str], str] = {
         "the end of a turn that never got the lease: close_turn checks its admission",
     ("backend/tools/approvals.py", "Approvals.respond"): "a person's answer, through any backend",
     ("backend/tools/checkpoints.py", "Checkpoints.undo"): "session.undo, between turns",
+    ("backend/tools/checkpoints.py", "Checkpoints.rewind"):
+        "session.fork's restore_files, between turns",
     ("backend/compress/compressor.py", "Compressor.compress"):
         "the compression lock (its own table and holder), not the transcript",
     ("backend/compress/compressor.py", "Compressor._compress"):
