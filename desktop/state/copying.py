@@ -124,6 +124,8 @@ def exchange_markdown(items: Sequence[Item]) -> str:
     blocks: list[str] = []
     calls: list[str] = []
     for item in items:
+        if item.hidden:
+            continue  # an answer not shown (state/answers.py)
         if isinstance(item, ToolItem):
             calls.append(tool_line(item))
             continue

@@ -130,13 +130,14 @@ class SessionState:
             self.status = "running"
             self.notice = None
             self.transcript.apply(event)
-            self.transcript.add_user(aid, data.turn_id, self.prompts.get(aid, ""))
+            if data.regenerates is None:  # (a regeneration answers its prompt again: no row)
+                self.transcript.add_user(aid, data.turn_id, self.prompts.get(aid, ""))
         elif isinstance(data, p.TurnSteered):
             # A steer joined the running turn: it leaves the queue, and its words show where
             # the model read them (the stored row replaces this when the turn reconciles).
             self.gone.add(data.admission_id)
             self.queue.pop(data.admission_id, None)
-            self.transcript.add_user(data.admission_id, data.turn_id, data.text)
+            self.transcript.add_user(data.admission_id, data.turn_id, data.text, steer=True)
         elif isinstance(data, p.AdmissionSettled):
             receipt = data.receipt
             self.gone.add(receipt.admission_id)

@@ -14,11 +14,17 @@ final text is `message.complete.text`).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from desktop.state import answers
+
+# The items live in state/items.py (state/answers.py needs them too); importers find them here.
+from desktop.state.items import AssistantItem as AssistantItem
+from desktop.state.items import Item as Item
+from desktop.state.items import NoteItem as NoteItem
+from desktop.state.items import ToolItem as ToolItem
+from desktop.state.items import UserItem as UserItem
 from desktop.state.live_tail import LiveTail
 from shared import protocol as p
 from shared.client import Incoming
@@ -38,70 +44,6 @@ TOOL_STATUS_WORDS = {
     "interrupted": "interrupted",
     "unknown": "outcome unknown",
 }
-
-_versions = itertools.count(1)
-
-
-@dataclass(eq=False)
-class Item:
-    key: str
-    turn_id: str | None
-    version: int = field(default_factory=lambda: next(_versions), init=False)
-
-    def bump(self) -> None:
-        self.version = next(_versions)
-
-
-@dataclass(eq=False)
-class UserItem(Item):
-    text: str = ""
-
-
-@dataclass(eq=False)
-class AssistantItem(Item):
-    text: str = ""
-    streaming: bool = False
-
-
-@dataclass(eq=False)
-class ToolItem(Item):
-    call_id: str = ""
-    name: str = ""
-    arguments: dict[str, Any] = field(default_factory=dict)
-    summary: str = ""
-    status: str = "pending"  # pending, running, waiting_approval, then a DONE_TOOL status
-    progress: str = ""  # the end of its live output, as a terminal shows it (no escape sequences)
-    tail: LiveTail | None = field(default=None, repr=False)  # makes `progress`; while it runs
-    output: str = ""
-    diff: str = ""
-    duration_ms: int | None = None
-    spilled_path: str | None = None
-    expanded: bool = False
-    # Who let it run or stopped it (meta of its result): "user", "timeout", "stopped", "rule",
-    # "policy"; when (RFC 3339 UTC); the answer given; how long an unanswered ask waited.
-    decided_by: str | None = None
-    decided_at: str | None = None
-    decision: str | None = None
-    timeout_s: float | None = None
-    # A delegate call's sub-agent session (announced while it runs, kept in its result's meta).
-    child_session_id: str | None = None
-    # A command the sandbox stopped ("write": outside the session folder, "network"), and what
-    # it ran with beyond the sandbox, as allowed, or planted (meta of a terminal result).
-    sandbox_blocked: str = ""
-    sandbox_note: str = ""
-    # Its change to a file was put back by `session.undo` (files.restored names the call; its
-    # row's meta says `undone`).
-    undone: bool = False
-
-
-@dataclass(eq=False)
-class NoteItem(Item):
-    kind: str = ""
-    text: str = ""
-    detail: str = ""  # the raw words behind a failure (provider, HTTP status, what it said)
-    expanded: bool = False  # the detail shown
-    failure_kind: str = ""  # a failed note's provider-error kind: the provider failed the turn
-
 
 class Listener(Protocol):
     def before_insert(self, index: int, count: int) -> None: ...
@@ -136,15 +78,17 @@ def items_from_messages(messages: Iterable[p.Message]) -> list[Item]:
     out: list[Item] = []
     cards: dict[str, ToolItem] = {}
     for m in messages:
-        turn = m.turn_id
+        turn, hidden = m.turn_id, not m.active
         if m.role == "user":
-            out.append(UserItem(m.message_id, turn, text=m.content))
+            out.append(UserItem(m.message_id, turn, text=m.content, hidden=hidden,
+                                steer=bool((m.meta or {}).get("steer")),
+                                branches=list(m.branches or [])))
         elif m.role == "assistant":
             if m.content:
-                out.append(AssistantItem(m.message_id, turn, text=m.content))
+                out.append(AssistantItem(m.message_id, turn, text=m.content, hidden=hidden))
             for call in m.tool_calls or []:
                 card = ToolItem(f"call:{call.call_id}", turn, call_id=call.call_id,
-                                name=call.name, arguments=call.arguments)
+                                name=call.name, arguments=call.arguments, hidden=hidden)
                 card.summary = args_summary(card.name, card.arguments)
                 cards[card.call_id] = card
                 out.append(card)
@@ -152,7 +96,8 @@ def items_from_messages(messages: Iterable[p.Message]) -> list[Item]:
             cid = m.call_id or ""
             found = cards.get(cid)
             if found is None:  # its call is on an older page
-                found = ToolItem(f"call:{cid}", turn, call_id=cid, name=m.tool_name or "")
+                found = ToolItem(f"call:{cid}", turn, call_id=cid, name=m.tool_name or "",
+                                 hidden=hidden)
                 cards[cid] = found
                 out.append(found)
             _fill_result(found, m)
@@ -160,7 +105,7 @@ def items_from_messages(messages: Iterable[p.Message]) -> list[Item]:
             meta = m.meta or {}
             out.append(NoteItem(m.message_id, turn, kind=m.note_kind or "", text=m.content,
                                 detail=str(meta.get("detail") or ""),
-                                failure_kind=str(meta.get("kind") or "")))
+                                failure_kind=str(meta.get("kind") or ""), hidden=hidden))
     return out
 
 
@@ -211,6 +156,8 @@ class Transcript:
         self.oldest_message_id: str | None = None
         self.fetched_messages = 0  # rows read from the backend: what paging keeps small
         self._stream: AssistantItem | None = None
+        self.running: str | None = None  # the turn streaming now: its prompt gets no bar yet
+        self.again: str | None = None  # the prompt (key) that turn answers again, if it does
 
     # --- loading -----------------------------------------------------------------
 
@@ -234,7 +181,10 @@ class Transcript:
                 self._stream = AssistantItem(f"stream:{active_turn.turn_id}", active_turn.turn_id,
                                              text=active_turn.text, streaming=True)
                 items.append(self._stream)
+        self.running = active_turn.turn_id if active_turn is not None else None
+        self.again = None
         self._insert(0, items)
+        self._paginate()
 
     def prepend(self, messages: list[p.Message], has_more: bool) -> int:
         """Adds an older page above; returns how many items were added at the top."""
@@ -259,10 +209,12 @@ class Transcript:
             card.status, card.output, card.diff = orphan.status, orphan.output, orphan.diff
             card.duration_ms, card.spilled_path = orphan.duration_ms, orphan.spilled_path
             card.expanded = orphan.expanded  # as the reader left it (reconcile_turn keeps it too)
+        before = len(self.items)
         if head:
             self._remove(0, head)
         self._insert(0, fresh)
-        return len(fresh) - head
+        self._paginate()
+        return len(self.items) - before
 
     def reconcile_turn(self, turn_id: str, messages: list[p.Message]) -> None:
         """Swaps a finished turn's live items for the stored rows of that turn."""
@@ -284,6 +236,13 @@ class Transcript:
                         new.expanded = True
         if self._stream is not None and self._stream.turn_id == turn_id:
             self._stream = None
+        live = next((self.items[i] for i in idx if answers.of_answer(self.items[i])), None)
+        if live is not None:
+            # Shown or not as the live rows are: an `answer.chosen` applied since these rows
+            # were read is newer than they are (and one not applied yet comes next).
+            for new in fresh:
+                if answers.of_answer(new):
+                    new.hidden = live.hidden
         start = idx[0] if idx else len(self.items)
         if idx:
             # The turn's items are contiguous unless another window's prompt interleaved; remove
@@ -291,6 +250,9 @@ class Transcript:
             for i in reversed(idx):
                 self._remove(i, 1)
         self._insert(min(start, len(self.items)), fresh)
+        if self.running == turn_id:
+            self.running = self.again = None
+        self._paginate()
 
     # --- events ------------------------------------------------------------------
 
@@ -338,6 +300,13 @@ class Transcript:
                 self._touch(asked)
         elif isinstance(data, p.TurnStarted):
             self._end_stream()
+            self.running, self.again = data.turn_id, data.regenerates
+            if data.regenerates is not None:
+                self._paginate()  # its prompt's bar goes until the new answer is complete
+        elif isinstance(data, p.AnswerChosen):
+            self.choose(data.message_id, data.turn_id)
+        elif isinstance(data, p.SessionForked):
+            self.forked(data.message_id, data.branch.session_id)
         elif isinstance(data, p.FilesRestored):
             for call_id in data.call_ids:
                 undone = self._find_card(call_id)
@@ -357,8 +326,79 @@ class Transcript:
                 item = AssistantItem(f"stream:{turn}", turn, text=text)
                 self._insert(len(self.items), [item])
             self._stream = None
+            if self.running == turn:
+                self.running = self.again = None
+                self._paginate()
             return turn
         return None
+
+    # --- answers and branches ---------------------------------------------------------
+
+    def choose(self, prompt_key: str, turn_id: str) -> None:
+        """Shows `turn_id`'s answer to the prompt (`answer.chosen`), hiding its other answers'
+        rows; a prompt not loaded: the rows above the first prompt loaded."""
+        ex = answers.exchange_of(self.items, prompt_key)
+        if ex is None:
+            found = answers.exchanges(self.items)
+            ex = found[0] if found and found[0].prompt is None else None
+        if ex is not None:
+            for i in range(ex.start, ex.end):
+                item = self.items[i]
+                hide = answers.of_answer(item) and item.turn_id != turn_id
+                if item.hidden != hide:
+                    item.hidden = hide
+                    self._touch(item)
+        self._paginate()
+
+    def forked(self, prompt_key: str, session_id: str) -> None:
+        """A branch was made at the prompt (`session.forked`): it names it."""
+        i = self.find(prompt_key)
+        item = self.items[i] if i is not None else None
+        if isinstance(item, UserItem) and session_id not in item.branches:
+            item.branches.append(session_id)
+            self._touch(item)
+
+    def bar_of(self, row: int) -> answers.AnswerBar | None:
+        """The answer bar of the exchange row `row` is in, if it has one."""
+        ex = answers.exchange_at(self.items, row)
+        if ex is None:
+            return None
+        for i in range(ex.start, ex.end):
+            if isinstance(self.items[i], answers.AnswerBar):
+                found = self.items[i]
+                assert isinstance(found, answers.AnswerBar)
+                return found
+        return None
+
+    def last_bar(self) -> answers.AnswerBar | None:
+        for item in reversed(self.items):
+            if isinstance(item, answers.AnswerBar):
+                return item
+        return None
+
+    def _paginate(self) -> None:
+        """Puts each exchange's answer bar where its rows call for one (state/answers.py):
+        bars that moved or went are removed, new ones inserted, a changed one updated."""
+        wanted = {w.prompt_key: w for w in answers.wanted_bars(self.items, self.running, self.again)}
+        for i in range(len(self.items) - 1, -1, -1):
+            bar = self.items[i]
+            if not isinstance(bar, answers.AnswerBar):
+                continue
+            want = wanted.get(bar.prompt_key)
+            if want is None or want.row != i:
+                self._remove(i, 1)
+                continue
+            del wanted[bar.prompt_key]
+            now = (list(want.turns), want.shown, want.last)
+            if (bar.turns, bar.shown, bar.last) != now:
+                bar.turns, bar.shown, bar.last = now
+                self._touch(bar)
+        # (Rows moved up by the removals: the wanted rows are counted again.)
+        for want in reversed(answers.wanted_bars(self.items, self.running, self.again)):
+            if want.prompt_key in wanted:
+                bar = answers.AnswerBar(f"bar:{want.prompt_key}", None, prompt_key=want.prompt_key,
+                                        turns=list(want.turns), shown=want.shown, last=want.last)
+                self._insert(want.row, [bar])
 
     def link_children(self, children: Iterable[p.Session]) -> None:
         """Names the sub-agent session of delegate cards that do not know it yet: a window
@@ -370,12 +410,15 @@ class Transcript:
                 item.child_session_id = by_call[item.call_id]
                 self._touch(item)
 
-    def add_user(self, admission_id: str, turn_id: str | None, text: str) -> None:
-        """The prompt that a turn just started with, until the stored row replaces it."""
+    def add_user(self, admission_id: str, turn_id: str | None, text: str,
+                 steer: bool = False) -> None:
+        """The prompt that a turn just started with (or a steer that joined it), until the
+        stored row replaces it."""
         if any(isinstance(it, UserItem) and it.key == f"prompt:{admission_id}" for it in self.items):
             return
         self._end_stream()
-        self._insert(len(self.items), [UserItem(f"prompt:{admission_id}", turn_id, text=text)])
+        self._insert(len(self.items), [UserItem(f"prompt:{admission_id}", turn_id, text=text,
+                                                steer=steer)])
 
     def toggle(self, index: int) -> None:
         item = self.items[index]

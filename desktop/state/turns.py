@@ -1,13 +1,15 @@
-"""What the latest turn of a conversation offers: Retry when it failed or was stopped (and
-another provider when its provider failed it), Undo when it changed files (and no window has
-undone them), and "thinking" while the model has said nothing yet.  Qt-free."""
+"""What the latest turn of a conversation offers: Retry when it failed or was stopped (its
+prompt answered again in place; another provider when its provider failed it), Regenerate when
+it answered, Undo when it changed files (and no window has undone them), and "thinking" while
+the model has said nothing yet.  Qt-free."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from desktop.state.transcript import AssistantItem, Item, NoteItem, ToolItem, UserItem
+from desktop.state.answers import is_prompt, visible
+from desktop.state.items import AssistantItem, Item, NoteItem, ToolItem, UserItem
 
 RETRY_NOTES = frozenset({"failed", "interrupted"})  # a turn that ended without its answer
 
@@ -15,20 +17,26 @@ RETRY_NOTES = frozenset({"failed", "interrupted"})  # a turn that ended without 
 @dataclass(frozen=True)
 class TurnActions:
     thinking: bool = False  # running, and nothing said or called yet
-    retry_text: str | None = None  # the prompt to send again
+    retry_text: str | None = None  # the prompt answered again by Retry (its turn did not finish)
     provider_failed: bool = False  # the provider failed the turn: another one may answer it
     undo_turn: str | None = None  # the turn whose file changes can be undone
     files_changed: int = 0  # how many calls of that turn changed a file
+    # The last prompt's answer can be regenerated (session.regenerate): it has one and nothing
+    # runs; `prompt_key` is the prompt's message_id once its row is stored.
+    regenerate: bool = False
+    prompt_key: str | None = None
 
 
 def latest(items: Sequence[Item], status: str, undone: frozenset[str] = frozenset()) -> TurnActions:
-    """The actions for the last prompt's turn (`status` is the session's)."""
-    start = next((i for i in range(len(items) - 1, -1, -1) if isinstance(items[i], UserItem)), None)
+    """The actions for the last prompt's turn (`status` is the session's): its shown answer
+    only (state/answers.py)."""
+    shown = visible(items)
+    start = next((i for i in range(len(shown) - 1, -1, -1) if is_prompt(shown[i])), None)
     if start is None:
         return TurnActions()
-    prompt = items[start]
+    prompt = shown[start]
     assert isinstance(prompt, UserItem)
-    after = items[start + 1:]
+    after = shown[start + 1:]
     if status in ("running", "waiting_approval"):
         said = any((isinstance(it, AssistantItem) and it.text.strip()) or isinstance(it, ToolItem)
                    for it in after)
@@ -42,7 +50,9 @@ def latest(items: Sequence[Item], status: str, undone: frozenset[str] = frozense
     # A call whose change was put back (by any window: files.restored) offers no undo again.
     changed = [it for it in after
                if isinstance(it, ToolItem) and it.diff and it.status == "ok" and not it.undone]
-    turn = prompt.turn_id
-    undo = turn if changed and turn is not None and turn not in undone else None
+    turn = changed[0].turn_id if changed else None  # the shown answer's turn
+    undo = turn if turn is not None and turn not in undone else None
+    key = prompt.key if not prompt.key.startswith("prompt:") else None
     return TurnActions(retry_text=retry, provider_failed=provider_failed, undo_turn=undo,
-                       files_changed=len(changed) if undo else 0)
+                       files_changed=len(changed) if undo else 0, regenerate=bool(after),
+                       prompt_key=key)

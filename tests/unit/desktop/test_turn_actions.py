@@ -26,7 +26,8 @@ def test_a_finished_turn_offers_no_retry_and_a_busy_one_offers_nothing() -> None
     r.user("hi", "t1")
     r.assistant("hello", "t1")
     items = items_from_messages(r.rows)
-    assert latest(items, "idle") == TurnActions()
+    assert latest(items, "idle") == TurnActions(regenerate=True, prompt_key=items[0].key), (
+        "an answer can be regenerated")
     r.note("failed", "boom", "t1")
     items = items_from_messages(r.rows)
     assert latest(items, "queued") == TurnActions(), "the next prompt is on its way"
@@ -44,8 +45,10 @@ def test_file_changes_of_the_latest_turn_can_be_undone_once() -> None:
     r.tool("c3", "1 x", "t1", name="read_file")
     r.assistant("Fixed.", "t1")
     items = items_from_messages(r.rows)
-    assert latest(items, "idle") == TurnActions(undo_turn="t1", files_changed=1)
-    assert latest(items, "idle", undone=frozenset({"t1"})) == TurnActions()
+    answered = TurnActions(regenerate=True, prompt_key=items[0].key)
+    assert latest(items, "idle") == TurnActions(undo_turn="t1", files_changed=1, regenerate=True,
+                                                prompt_key=items[0].key)
+    assert latest(items, "idle", undone=frozenset({"t1"})) == answered
 
 
 def test_files_restored_marks_the_calls_and_ends_the_offer_in_every_window() -> None:
@@ -65,12 +68,13 @@ def test_files_restored_marks_the_calls_and_ends_the_offer_in_every_window() -> 
     transcript.apply(event("files.restored", msgspec.to_builtins(restored), seq=9, turn_id="t1"))
     cards = {it.call_id: it.undone for it in transcript.items if isinstance(it, ToolItem)}
     assert cards == {"c1": True, "c2": False}
-    assert latest(transcript.items, "idle") == TurnActions()
+    answered = TurnActions(regenerate=True, prompt_key=transcript.items[0].key)
+    assert latest(transcript.items, "idle") == answered
 
     r.rows[2] = msgspec.structs.replace(r.rows[2], meta={"diff": "+x", "undone": True})
     later = items_from_messages(r.rows)
     assert [it.undone for it in later if isinstance(it, ToolItem)] == [True, False]
-    assert latest(later, "idle") == TurnActions()
+    assert latest(later, "idle") == answered
 
 
 def test_thinking_until_the_model_says_or_calls_something() -> None:
