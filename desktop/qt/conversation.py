@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics, QKeyEvent, QKeySequence, QResizeEvent, QShortcut, QTextCursor
@@ -33,18 +33,20 @@ from desktop.qt import theme
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit, set_placeholder
 from desktop.qt.doors import DoorWatch
+from desktop.qt.edit_prompt import EditPromptDialog
 from desktop.qt.follow import Follower
 from desktop.qt.model_box import ModelBox
 from desktop.qt.screens import question
 from desktop.qt.shelves import ApprovalCard, QueuePanel, QueueRow, Shelf, change_preview, shrinkable
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
 from desktop.state import doors as door_words
+from desktop.state.answers import is_prompt
 from desktop.state.copying import quoted
 from desktop.state.delegation import unnamed_children
 from desktop.state.model_choices import Choice, change, current, others
 from desktop.state.session import SessionState
 from desktop.state.sessions import home_relative, status_label
-from desktop.state.transcript import ToolItem
+from desktop.state.transcript import ToolItem, UserItem
 from desktop.state.turns import TurnActions, latest
 from shared import protocol as p
 from shared.client import RESYNC, ApprovalClosed, ConnectionLost, Incoming
@@ -53,8 +55,13 @@ from shared.methods import (
     ApprovalRespond,
     PromptSubmit,
     ProviderList,
+    Request,
+    SessionChoose,
+    SessionFork,
+    SessionGet,
     SessionList,
     SessionMessages,
+    SessionRegenerate,
     SessionResume,
     SessionUndo,
     SessionUpdate,
@@ -64,6 +71,7 @@ from shared.methods import (
 if TYPE_CHECKING:
     from desktop.link import Link
 
+R = TypeVar("R")
 PAGE = 100
 SUBMIT_ATTEMPTS = 5
 RECONCILE_PAGES = 20  # a turn longer than this many pages keeps its live items
@@ -76,6 +84,11 @@ QUEUE_ROWS_SHOWN = 3.5
 STATUS_TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning",
                 "unknown": "warning"}
 LONG_MESSAGE_TOKENS = 8_000  # a message box text over this (estimated) warns: it is resent every turn
+
+
+def _editable(item: Any) -> bool:
+    """A message of yours that can be edited into a branch: a prompt whose row is stored."""
+    return is_prompt(item) and not item.hidden and not item.key.startswith("prompt:")
 
 
 IDLE_HINT = "Message Turnkey…  (Enter sends · Shift+Enter new line · Esc stops)"
@@ -128,6 +141,9 @@ class Conversation(QWidget):
     changed = Signal()  # title, status or session changed: the window's title follows
     moved = Signal(str, str)  # compression continued the conversation: old, new session_id
     open_requested = Signal(str)  # a sub-agent's session, to open in a window of its own
+    # A session to show here instead, at a message ("": its end): a branch just made, or
+    # the original a branch was made from.
+    switch_requested = Signal(str, str)
 
     def __init__(self, link: Link, session_id: str, at_message: str | None = None) -> None:
         super().__init__()
@@ -143,6 +159,7 @@ class Conversation(QWidget):
         self._resumed: list[p.Message] = []  # the page the session opened with
         self._listed: list[p.ProviderChoice] | None = None  # provider.list's, once answered
         self._note_until = 0.0  # an undo's note shows until then
+        self._original_title: str | None = None  # a branch's original session, once read
         self.cards: dict[str, ApprovalCard] = {}
         self.queue_rows: dict[str, QueueRow] = {}
         # The chat rooms (messaging doors) this session is also reached from: the header says so.
@@ -202,6 +219,10 @@ class Conversation(QWidget):
         self.view.clicked.connect(self._clicked)
         self.view.quote_requested.connect(self.quote)
         self.view.open_session_requested.connect(lambda sid: emit(self.open_requested, sid))
+        self.view.page_requested.connect(lambda row, delta: self.page_answer(row, delta))
+        self.view.regenerate_requested.connect(self.regenerate)
+        self.view.edit_requested.connect(lambda row: self.edit_prompt(row))
+        self.view.branch_requested.connect(lambda sid: emit(self.switch_requested, sid, ""))
         self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
         self.notice = QLabel()
         self.notice.setWordWrap(True)
@@ -219,6 +240,17 @@ class Conversation(QWidget):
         self.folder_note.setTextFormat(Qt.TextFormat.PlainText)
         self.folder_note.setWordWrap(True)
         self.folder_note.hide()
+        # A branch says where it was made from, with a link back (keyboard too: Tab reaches it).
+        self.branch_note = QLabel()
+        self.branch_note.setObjectName("branchNote")
+        self.branch_note.setProperty("banner", "info")
+        self.branch_note.setTextFormat(Qt.TextFormat.RichText)
+        self.branch_note.setWordWrap(True)
+        self.branch_note.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
+                                                 | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
+        self.branch_note.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+        self.branch_note.linkActivated.connect(lambda _href: self.open_original())
+        self.branch_note.hide()
         self.thinking = QLabel("Thinking…")
         self.thinking.setObjectName("thinking")
         self.thinking.setProperty("muted", True)
@@ -293,6 +325,7 @@ class Conversation(QWidget):
         self._bound_timer.timeout.connect(self._bound_shelves)
         column.addWidget(self.banner)
         column.addWidget(self.folder_note)
+        column.addWidget(self.branch_note)
         column.addWidget(self.view, 1)
         column.addWidget(self.thinking)
         column.addWidget(self.notice)
@@ -325,7 +358,8 @@ class Conversation(QWidget):
         self.turn_label = QLabel()
         self.turn_label.setProperty("muted", True)
         self.retry_button = QPushButton("Retry")
-        self.retry_button.setAccessibleDescription("Send the last message again")
+        self.retry_button.setAccessibleDescription(
+            "Answer the last message again, in place of the answer that did not finish")
         self.retry_button.clicked.connect(self.retry)
         # The provider failed the turn: the same prompt on another one, picked from a menu.
         self.other_button = QPushButton("Try another provider")
@@ -424,6 +458,7 @@ class Conversation(QWidget):
         self.refresh()
         spawn(self._fetch_providers())  # (the box shows the default provider until it answers)
         await self._name_children()
+        await self._name_original()
         if at_message:
             await self.show_message(at_message)
 
@@ -433,6 +468,18 @@ class Conversation(QWidget):
         if unnamed_children(self.state.transcript.items):
             found = await self.link.call(SessionList(delegated_from=self.session_id, limit=500))
             self.state.transcript.link_children(found.sessions)
+
+    async def _name_original(self) -> None:
+        """A branch's banner names the session it was made from (read once)."""
+        session = self.state.session
+        if session is None or not session.forked_from or self._original_title is not None:
+            return
+        try:
+            found = await self.link.call(SessionGet(session_id=session.forked_from))
+            self._original_title = found.session.title
+        except Exception:
+            self._original_title = ""  # deleted since: the banner says so
+        self.refresh()
 
     async def show_message(self, message_id: str) -> bool:
         """Scrolls to a stored message (a search match), loading older pages until it is
@@ -589,16 +636,8 @@ class Conversation(QWidget):
     async def _submit(self, text: str, intent: Literal["queue", "steer"] = "queue") -> None:
         # The same request id on every attempt: if the connection drops after the backend took
         # the prompt, sending it again returns the first receipt instead of running it twice.
-        request = PromptSubmit(session_id=self.session_id, request_id=str(uuid.uuid4()), text=text,
-                               intent=intent)
-        for attempt in range(SUBMIT_ATTEMPTS):
-            try:
-                result = await self.link.call(request)
-                break
-            except ConnectionLost:
-                if attempt == SUBMIT_ATTEMPTS - 1:
-                    raise
-                await asyncio.sleep(0.2)  # the next call waits for the reconnection itself
+        result = await self._call_again(PromptSubmit(
+            session_id=self.session_id, request_id=str(uuid.uuid4()), text=text, intent=intent))
         self.state.submitted(result.receipt, text)
         self._refresh_soon()
 
@@ -610,14 +649,89 @@ class Conversation(QWidget):
         return failed
 
     def retry(self) -> None:
-        """The failed or stopped turn's prompt, sent again as a new message."""
-        text = self.turn_actions.retry_text
-        if text is None or self.state.busy:
+        """The failed or stopped turn's prompt answered again, in place: no second message."""
+        actions = self.turn_actions
+        if actions.retry_text is None or self.state.busy:
             return
         self.turn_actions = TurnActions()
         self.turn_bar.hide()
         self.follower.jump()
-        spawn(self._submit(text), self._submit_failed(text))
+        spawn(self._regenerate(actions.prompt_key), self._show_error)
+
+    def regenerate(self) -> None:
+        """The last prompt answered again (Ctrl+Shift+R): the new answer takes the place of the
+        one shown, which stays a click away (‹ 1/2 ›).  Behind a running turn it waits."""
+        actions = latest(self.state.transcript.items, "idle")
+        if not actions.regenerate and actions.retry_text is None:
+            return
+        self.follower.jump()
+        spawn(self._regenerate(actions.prompt_key), self._show_error)
+
+    async def _regenerate(self, prompt_key: str | None) -> None:
+        result = await self._call_again(SessionRegenerate(
+            session_id=self.session_id, request_id=str(uuid.uuid4()), message_id=prompt_key))
+        self.state.submitted(result.receipt, result.receipt.text or "")
+        self._refresh_soon()
+
+    async def _call_again(self, request: Request[R]) -> R:
+        """`request`, sent again (the same request id) while the connection comes back: a
+        request the backend took before the drop answers as a duplicate, run once."""
+        for attempt in range(SUBMIT_ATTEMPTS):
+            try:
+                return await self.link.call(request)
+            except ConnectionLost:
+                if attempt == SUBMIT_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.2)  # the next call waits for the reconnection itself
+        raise AssertionError("the last attempt returns or raises")
+
+    def page_answer(self, row: int | None, delta: int) -> None:
+        """Shows the previous (-1) or next (+1) answer of a prompt: the one whose bar, or row,
+        is `row`, else the current row's, else the last prompt with more than one.  The backend
+        makes it the answer the model reads; every window follows its `answer.chosen`."""
+        t = self.state.transcript
+        current = self.view.currentIndex()
+        bar = (t.bar_of(row) if row is not None else None) \
+            or (t.bar_of(current.row()) if current.isValid() else None) or t.last_bar()
+        if bar is None:
+            return
+        shown = bar.shown + delta
+        if not 0 <= shown < len(bar.turns):
+            return
+        spawn(self.link.call(SessionChoose(session_id=self.session_id, turn_id=bar.turns[shown])),
+              self._show_error)
+
+    def edit_prompt(self, row: int | None = None) -> None:
+        """Ctrl+E, or a message's Edit and branch…: one of your messages (the one at `row`, else
+        the current row if it is one, else your last) edited, then sent in a new session that
+        holds the conversation before it; files stay as they are unless the dialog says."""
+        items = self.state.transcript.items
+        current = self.view.currentIndex()
+        rows = [r for r in (row, current.row() if current.isValid() else None) if r is not None]
+        rows += [i for i in range(len(items) - 1, -1, -1)]
+        target = next((items[r] for r in rows if 0 <= r < len(items) and _editable(items[r])), None)
+        if not isinstance(target, UserItem):
+            return
+        dialog = EditPromptDialog(target.text, self)
+        key = target.key
+        dialog.accepted.connect(lambda: self._fork(key, dialog.text(), dialog.restore.isChecked()))
+        dialog.open()
+        self.edit_dialog = dialog
+
+    def _fork(self, message_id: str, text: str, restore_files: bool) -> None:
+        async def go() -> None:
+            result = await self._call_again(SessionFork(
+                session_id=self.session_id, message_id=message_id, request_id=str(uuid.uuid4()),
+                text=text, restore_files=restore_files))
+            emit(self.switch_requested, result.session.session_id, "")
+
+        spawn(go(), lambda words: self._show_error(f"Not branched: {words}"))
+
+    def open_original(self) -> None:
+        """A branch's banner link: the session it was made from, at the message it was made at."""
+        session = self.state.session
+        if session is not None and session.forked_from:
+            emit(self.switch_requested, session.forked_from, session.forked_at or "")
 
     def try_another(self) -> None:
         """The provider failed the turn: a menu of the other providers' models; the one picked
@@ -819,6 +933,7 @@ class Conversation(QWidget):
         warning = s.session.folder_warning if s.session else None
         self.folder_note.setText(warning or "")
         self.folder_note.setVisible(bool(warning))
+        self._branch_words()
         self.model_box.show_session(s.session, self._providers())
         link_state = self.link.current
         self.conn_label.setText("" if link_state == "connected" else f"⟳ {link_state}…")
@@ -881,6 +996,18 @@ class Conversation(QWidget):
         muted = theme.colors().muted
         self.header.setText(f"<span style='font-size:13pt; font-weight:600'>{esc(short_title)}"
                             f"</span><br><span style='color:{muted}'>{esc(short_where)}</span>")
+
+    def _branch_words(self) -> None:
+        session = self.state.session
+        if session is None or not session.forked_from:
+            self.branch_note.hide()
+            return
+        title = self._original_title
+        named = f"“{esc(title)}”" if title else ("a session deleted since" if title == "" else
+                                                  "another session")
+        link = "" if title == "" else " — <a href='original'>open the original</a>"
+        self.branch_note.setText(f"Branched from {named} at an earlier message{link}.")
+        self.branch_note.show()
 
     def _refresh_turn(self) -> None:
         s = self.state

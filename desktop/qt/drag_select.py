@@ -102,8 +102,8 @@ class DragSelect(QObject):
         for row in chosen.rows:
             index = self.view.model().index(row, 0)
             item, doc = self.view.item(index), self._doc(index)
-            if item is None or doc is None:
-                continue
+            if item is None or doc is None or item.hidden:
+                continue  # (a hidden row, an answer not shown, is not on screen)
             if isinstance(item, UserItem) and chosen.whole(row, doc.characterCount() - 1):
                 parts.append(item.text)  # as typed, all of it (a long one shows its start only)
                 continue

@@ -231,6 +231,17 @@ class Window(QMainWindow):
         self.composer_action = self._local("Go to the &message box", "Ctrl+L",
                                            lambda c: c.focus_composer())
         self.latest_action = self._local("Jump to &latest", "Ctrl+End", lambda c: c.follower.jump())
+        # A prompt's answers and branches (state/answers.py, session.regenerate/choose/fork).
+        self.regenerate_action = self._local("Re&generate answer", "Ctrl+Shift+R",
+                                             lambda c: c.regenerate())
+        self.previous_answer_action = self._local("&Previous answer", "Alt+Left",
+                                                  lambda c: c.page_answer(None, -1))
+        self.next_answer_action = self._local("&Next answer", "Alt+Right",
+                                              lambda c: c.page_answer(None, 1))
+        self.edit_action = self._local("&Edit message and branch…", "Ctrl+E",
+                                       lambda c: c.edit_prompt())
+        self.original_action = self._local("Open the branch's &original", "",
+                                           lambda c: c.open_original())
         menus = self.menuBar()
         file_menu = menus.addMenu("&File")
         for item in (a["new"], a["pop_out"], None, a["schedules"], a["settings"], None, a["remote"],
@@ -248,7 +259,9 @@ class Window(QMainWindow):
         view_menu.addAction(a["backends"])
         session_menu = menus.addMenu("&Session")
         for item in (self.rename_action, self.stop_action, self.approval_action, None,
-                     self.undo_action, None, a["pop_out"], None, a["delete"]):
+                     self.regenerate_action, self.previous_answer_action, self.next_answer_action,
+                     self.edit_action, self.original_action, None, self.undo_action, None,
+                     a["pop_out"], None, a["delete"]):
             session_menu.addSeparator() if item is None else session_menu.addAction(item)
         help_menu = menus.addMenu("&Help")
         help_menu.addAction(palette.install(self))
@@ -259,7 +272,8 @@ class Window(QMainWindow):
     def _local(self, text: str, key: str, run: object) -> QAction:
         """An action on this window's conversation (disabled while it has none)."""
         action = QAction(text, self)
-        action.setShortcut(QKeySequence(key))
+        if key:
+            action.setShortcut(QKeySequence(key))
 
         def go(_: bool = False) -> None:
             if self.current is not None:
@@ -282,6 +296,8 @@ class Window(QMainWindow):
         self.approval_action.setEnabled(self.current is not None and bool(self.current.cards))
         self.undo_action.setEnabled(self.current is not None and not self.current.state.busy
                                     and self.current.turn_actions.undo_turn is not None)
+        session = self.current.state.session if self.current is not None else None
+        self.original_action.setEnabled(bool(session is not None and session.forked_from))
 
     def _changed(self) -> None:
         """The conversation shown changed (its title, its status, its session after a
@@ -336,9 +352,7 @@ class SessionWindow(Window):
 
     def __init__(self, link: Link, session_id: str) -> None:
         super().__init__(link)
-        self.current = Conversation(link, session_id)
-        self.current.changed.connect(self._changed)
-        self.current.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
+        self.current = self._conversation(link, session_id)
         self.setCentralWidget(self.current)
         self.changes.panel.follow(self.current)
         self._menus(main=False)
@@ -346,6 +360,29 @@ class SessionWindow(Window):
         self._shown = False
         self.setWindowTitle(self.app_title())
         self.resize(860, 720)
+
+    def _conversation(self, link: Link, session_id: str, at_message: str = "") -> Conversation:
+        c = Conversation(link, session_id, at_message or None)
+        c.changed.connect(self._changed)
+        c.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
+        c.switch_requested.connect(lambda sid, at: self.show_session(sid, at))
+        return c
+
+    def show_session(self, session_id: str, at_message: str = "") -> None:
+        """Another session in this window (a branch just made, or a branch's original), over
+        the same backend's connection."""
+        old = self.current
+        if old is not None and old.session_id == session_id:
+            if at_message:
+                spawn(old.show_message(at_message))
+            return
+        if old is not None:
+            old.close_conversation()
+        self.current = self._conversation(self.link, session_id, at_message)
+        self.setCentralWidget(self.current)  # (the old one is deleted with it, later)
+        self._enable()
+        self._title()
+        self.current.focus_composer()
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -497,6 +534,8 @@ class MainWindow(Window):
             c.changed.connect(self._changed)
             c.moved.connect(lambda _old, new: self.sidebar.mark_current(new))
             c.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
+            c.switch_requested.connect(
+                lambda sid, at, link=link: self.show_session(sid, at, link))
             self.current = c
             self.stack.addWidget(c)
             self.stack.setCurrentWidget(c)

@@ -68,6 +68,7 @@ from desktop.qt import delegate_card, markdown, theme
 from desktop.qt.compat import emit
 from desktop.qt.drag_select import DragSelect
 from desktop.qt.reader import Reader, SafeDocument
+from desktop.state.answers import AnswerBar, is_prompt
 from desktop.state.copying import exchange_markdown, exchange_rows
 from desktop.state.delegation import is_delegate
 from desktop.state.sessions import local_time
@@ -111,6 +112,10 @@ STATUS_TONE = {
 STATUS_TEXT = {status: (TOOL_STATUS_WORDS[status], color) for status, color in STATUS_TONE.items()}
 NOTE_LABELS = {"summary": "Summary of earlier messages", "continued": "Continued in a new session",
                "recovered": "Outcome unknown", "notice": "Note"}
+# The app's own links in a prompt's bubble and an answer bar (markdown.action_of reads them).
+PREV, NEXT = f"{markdown.ACTION}:prev", f"{markdown.ACTION}:next"
+REGENERATE = f"{markdown.ACTION}:regenerate"
+BRANCH = f"{markdown.ACTION}:branch"
 NOTE_COLOR = {"failed": "danger", "interrupted": "warning", "recovered": "warning", "summary": "muted",
               "notice": "warning"}
 
@@ -177,9 +182,10 @@ def is_long(text: str) -> bool:
     return len(text) > LONG_CHARS or text.count("\n") >= LONG_LINES
 
 
-def user_html(text: str, expanded: bool) -> str:
+def user_html(text: str, expanded: bool, branches: int = 0) -> str:
     """The user's message as typed: escaped (never markdown), its line breaks and indentation
-    kept; a long one shows its first lines and a link to show all of it (or less again)."""
+    kept; a long one shows its first lines and a link to show all of it (or less again); one
+    edited into new branches (`session.fork`) links to each."""
     shown = text
     long = is_long(text)
     if long and not expanded:
@@ -191,7 +197,32 @@ def user_html(text: str, expanded: bool) -> str:
         label = "Show less" if expanded else f"Show all ({size})"
         parts.append(f'<p style="margin-top:8px; margin-bottom:0px"><a href="{markdown.ACTION}:expand" '
                      f'style="color:{tone("accent")}; text-decoration:none; font-weight:600">{label}</a></p>')
+    if branches:
+        names = [f"branch {n + 1}" for n in range(branches)] if branches > 1 else ["open it"]
+        links = " · ".join(f'<a href="{BRANCH}/{n}" style="color:{tone("accent")}; '
+                           f'text-decoration:none">{name}</a>' for n, name in enumerate(names))
+        where = "in a new branch" if branches == 1 else f"in {branches} branches"
+        parts.append(f'<p style="margin-top:6px; margin-bottom:0px; color:{tone("muted")}">'
+                     f'↳ Edited {where}: {links}</p>')
     return "".join(parts)
+
+
+def bar_html(bar: AnswerBar) -> str:
+    """Under an answer with siblings: ‹ 2 / 3 › to page through them (and, under the last
+    prompt's, Regenerate)."""
+    accent, muted = tone("accent"), tone("muted")
+
+    def arrow(sign: str, href: str, enabled: bool) -> str:
+        if not enabled:
+            return f'<span style="color:{muted}">{sign}</span>'
+        return f'<a href="{href}" style="color:{accent}; text-decoration:none; font-weight:600">{sign}</a>'
+
+    parts = [arrow("‹", PREV, bar.shown > 0), f'<span style="color:{muted}"> {bar.words} </span>',
+             arrow("›", NEXT, bar.shown < len(bar.turns) - 1)]
+    if bar.last:
+        parts.append(f'<span style="color:{muted}">  ·  </span><a href="{REGENERATE}" '
+                     f'style="color:{accent}; text-decoration:none">Regenerate</a>')
+    return f'<p style="margin:0px">{"".join(parts)}</p>'
 
 
 def note_html(item: NoteItem) -> str:
@@ -270,7 +301,9 @@ class TranscriptDelegate(QStyledItemDelegate):
             return markdown.render(item.text or " ", look(dark, self.view.font().pointSizeF()),
                                    streaming=item.streaming, copied=state, colored=colored)
         if isinstance(item, UserItem):
-            return markdown.Rendered(user_html(item.text, state == 1))
+            return markdown.Rendered(user_html(item.text, state == 1, len(item.branches)))
+        if isinstance(item, AnswerBar):
+            return markdown.Rendered(bar_html(item))
         if isinstance(item, ToolItem):
             if is_delegate(item):  # its answer is markdown, rendered as answers are
                 label, took = _status_words(item)
@@ -494,6 +527,12 @@ class TranscriptView(QListView):
 
     quote_requested = Signal(str)  # "Quote in reply": the text to quote in the message box
     open_session_requested = Signal(str)  # a sub-agent's session to open (its card's Open)
+    # A prompt's answers and branches: page its bar (row, -1 or +1), answer the last prompt
+    # again, edit a prompt into a new branch (its row), open a branch made at a prompt.
+    page_requested = Signal(int, int)
+    regenerate_requested = Signal()
+    edit_requested = Signal(int)
+    branch_requested = Signal(str)
     link_clicked = Signal(QUrl)  # a link in a message (http, https or mailto) was clicked
 
     def __init__(self, model: TranscriptModel) -> None:
@@ -526,6 +565,16 @@ class TranscriptView(QListView):
             shortcut.activated.connect(self.activate_current)
         self.selectionModel().currentChanged.connect(self._current_changed)
         self.link_clicked.connect(open_link)
+        # The rows of answers not shown stay in the model, hidden (state/answers.py).
+        model.rowsInserted.connect(lambda _parent, first, last: self._sync_hidden(first, last))
+        model.dataChanged.connect(lambda top, bottom, _roles=(): self._sync_hidden(top.row(), bottom.row()))
+        model.modelReset.connect(lambda: self._sync_hidden(0, model.rowCount() - 1))
+
+    def _sync_hidden(self, first: int, last: int) -> None:
+        items = self.model().transcript.items
+        for row in range(max(0, first), min(last, len(items) - 1) + 1):
+            if self.isRowHidden(row) != items[row].hidden:
+                self.setRowHidden(row, items[row].hidden)
 
     def model(self) -> TranscriptModel:
         found = super().model()
@@ -669,7 +718,37 @@ class TranscriptView(QListView):
         if isinstance(item, UserItem | AssistantItem | NoteItem):
             quote = menu.addAction("Quote in reply")
             quote.triggered.connect(lambda: emit(self.quote_requested, selected or item.text))
+        self._answer_actions(menu, index, item)
         return menu
+
+    def _answer_actions(self, menu: QMenu, index: Index, item: Item) -> None:
+        """Edit a prompt into a branch; page a prompt's answers; answer the last one again."""
+        row = index.row()
+        transcript = self.model().transcript
+        if is_prompt(item) and not item.key.startswith("prompt:"):
+            menu.addSeparator()
+            edit = menu.addAction("Edit and branch…\tCtrl+E")
+            edit.setToolTip("Edit this message and send it in a new session branched here")
+            edit.triggered.connect(lambda: emit(self.edit_requested, row))
+        bar = transcript.bar_of(row)
+        if bar is not None:
+            menu.addSeparator()
+            back = menu.addAction("Previous answer\tAlt+Left")
+            back.setEnabled(bar.shown > 0)
+            back.triggered.connect(lambda: emit(self.page_requested, row, -1))
+            on = menu.addAction("Next answer\tAlt+Right")
+            on.setEnabled(bar.shown < len(bar.turns) - 1)
+            on.triggered.connect(lambda: emit(self.page_requested, row, 1))
+        if not isinstance(item, UserItem) and self.in_last_exchange(row):
+            again = menu.addAction("Regenerate answer\tCtrl+Shift+R")
+            again.triggered.connect(lambda: emit(self.regenerate_requested))
+
+    def in_last_exchange(self, row: int) -> bool:
+        """Whether the row is part of the last prompt's exchange (its answer can be
+        regenerated)."""
+        items = self.model().transcript.items
+        return not any(is_prompt(it) for it in items[row + 1:]) \
+            and any(is_prompt(it) for it in items[:row])
 
     def _show_menu(self, index: Index, where: QPoint) -> None:
         menu = self.message_menu(index)
@@ -696,7 +775,13 @@ class TranscriptView(QListView):
             return
         item = self.item(index)
         what, n = action
-        if what == "expand":
+        if what in ("prev", "next"):
+            emit(self.page_requested, index.row(), -1 if what == "prev" else 1)
+        elif what == "regenerate":
+            emit(self.regenerate_requested)
+        elif what == "branch" and isinstance(item, UserItem) and n < len(item.branches):
+            emit(self.branch_requested, item.branches[n])
+        elif what == "expand":
             self.toggle_expanded(index)
         elif href == delegate_card.OPEN_CHILD and isinstance(item, ToolItem) and item.child_session_id:
             emit(self.open_session_requested, item.child_session_id)
@@ -776,6 +861,11 @@ class TranscriptView(QListView):
     def keyPressEvent(self, e: QKeyEvent) -> None:
         if e.matches(QKeySequence.StandardKey.Copy):
             self.copy_current()  # (Qt's own would copy the current row's text, selection or not)
+            return
+        row = self.currentIndex().row()
+        if e.key() in (Qt.Key.Key_Left, Qt.Key.Key_Right) and not e.modifiers() \
+                and isinstance(self.item(self.currentIndex()), AnswerBar):
+            emit(self.page_requested, row, -1 if e.key() == Qt.Key.Key_Left else 1)
             return
         super().keyPressEvent(e)
 

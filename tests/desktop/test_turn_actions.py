@@ -18,6 +18,12 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 from .test_session_window import new_session, open_window, texts, turn_done, type_and_send
 
 
+def shown_texts(win: Any) -> list[str]:
+    """The answers' texts people see (an answer not shown is hidden)."""
+    return [it.text for it in win.conversation.state.transcript.items
+            if isinstance(it, AssistantItem) and not it.hidden]
+
+
 def test_retry_sends_a_failed_turns_prompt_again(
     qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
 ) -> None:
@@ -49,11 +55,14 @@ def test_retry_sends_a_failed_turns_prompt_again(
     assert not conv.notice.isVisible()
     assert not conv.undo_button.isVisible()
     conv.retry_button.click()
-    qtbot.waitUntil(lambda: texts(win, AssistantItem)[-1:] == ["Second time lucky."], timeout=15_000)
-    qtbot.waitUntil(lambda: turn_done(win, 2), timeout=10_000)
-    assert texts(win, UserItem) == ["summarize the changelog", "summarize the changelog"]
+    # Answered again in place: one prompt, the new answer shown, the failed one a page away.
+    qtbot.waitUntil(lambda: shown_texts(win)[-1:] == ["Second time lucky."], timeout=15_000)
+    qtbot.waitUntil(lambda: turn_done(win, 1) and conv.state.transcript.last_bar() is not None,
+                    timeout=10_000)
+    assert texts(win, UserItem) == ["summarize the changelog"], "no second bubble"
     assert not conv.turn_bar.isVisible()
     assert len(fake_provider.requests) == 2
+    assert [m["role"] for m in fake_provider.requests[1].body["messages"]] == ["system", "user"]
 
 
 def test_undo_puts_back_what_the_latest_turn_changed(
