@@ -224,3 +224,27 @@ async def test_kill9_mid_the_branchs_first_turn_keeps_one_branch_and_one_prompt(
     assert again["receipt"]["status"] == "unknown"
     await asyncio.sleep(QUIET_S)
     assert len(fake_provider.snapshot()) == 3, "nothing re-run"
+
+
+async def test_the_answer_and_branch_methods_need_submit_and_refuse_unknown_params(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    owner = await connect(name="owner")
+    sid = await create_session(owner)
+    minted = await owner.call("token.create", {"scopes": ["read"], "label": "viewer"})
+    viewer = await connect(token=minted["token"], name="viewer")
+    calls: list[tuple[str, Json]] = [
+        ("session.regenerate", {"session_id": sid, "request_id": "r"}),
+        ("session.choose", {"session_id": sid, "turn_id": "turn_x"}),
+        ("session.fork", {"session_id": sid, "message_id": "0000000000000001", "request_id": "r"}),
+    ]
+    for method, params in calls:
+        with pytest.raises(RpcError) as forbidden:
+            await viewer.call(method, params)
+        assert forbidden.value.code == -32003, (method, forbidden.value)
+        with pytest.raises(RpcError) as unknown:
+            await owner.call(method, {**params, "principal": "someone"})
+        assert (unknown.value.code, unknown.value.data.get("field")) == (-32602, "principal")
+    await asyncio.sleep(QUIET_S)
+    assert fake_provider.snapshot() == []
+    assert [r["session_id"] for r in backend.query("SELECT session_id FROM sessions")] == [sid]
