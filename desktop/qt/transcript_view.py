@@ -170,6 +170,8 @@ class TranscriptModel(QAbstractListModel):
 def plain_text(item: Item) -> str:
     if isinstance(item, UserItem | AssistantItem | NoteItem):
         return item.text
+    if isinstance(item, AnswerBar):  # (what a screen reader says of the row)
+        return f"Answer {item.shown + 1} of {len(item.turns)}: Left and Right show the others"
     if isinstance(item, ToolItem):
         name, origin = shown_name(item.name)
         name = f"{name} ({origin})" if origin else name
