@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
 
 from desktop.state.transcript import ToolItem, Transcript, items_from_messages
@@ -93,9 +95,10 @@ def test_a_turn_its_provider_failed_also_offers_another_provider() -> None:
     r.user("explain the parser", "t1")
     failed = r.note("failed", "The server rejected the API key.", "t1")
     r.rows[-1] = msgspec.structs.replace(failed, meta={"kind": "auth", "detail": "main: HTTP 401"})
-    assert latest(items_from_messages(r.rows), "idle") == TurnActions(
-        retry_text="explain the parser", provider_failed=True)
+    items = items_from_messages(r.rows)
+    retried = TurnActions(retry_text="explain the parser", regenerate=True, prompt_key=items[0].key)
+    assert latest(items, "idle") == dataclasses.replace(retried, provider_failed=True)
     r.rows[-1] = failed
-    assert latest(items_from_messages(r.rows), "idle") == TurnActions(retry_text="explain the parser")
+    assert latest(items_from_messages(r.rows), "idle") == retried
     r.rows[-1] = msgspec.structs.replace(failed, note_kind="interrupted", meta={"kind": "auth"})
     assert not latest(items_from_messages(r.rows), "idle").provider_failed
