@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from desktop.qt.controller import Controller
 from desktop.qt.session_window import NewSessionDialog
-from desktop.state.transcript import NoteItem
+from desktop.state.transcript import AssistantItem, NoteItem, UserItem
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .test_keyboard import active, focused, press
@@ -32,6 +32,16 @@ def tab_to(qtbot: Any, widget: QWidget, limit: int = 30) -> None:
             return
         press(qtbot, Qt.Key.Key_Tab)
     raise AssertionError(f"Tab never reached {widget!r}; the focus is on {focused()!r}")
+
+
+def shown_prompts(conv: Any) -> list[str]:
+    return [it.text for it in conv.state.transcript.items
+            if isinstance(it, UserItem) and not it.hidden]
+
+
+def shown_answers(conv: Any) -> list[str]:
+    return [it.text for it in conv.state.transcript.items
+            if isinstance(it, AssistantItem) and not it.hidden and it.text]
 
 
 def type_text(qtbot: Any, text: str) -> None:
@@ -114,3 +124,37 @@ def test_a_whole_session_without_the_mouse(
     finally:
         release.set()
     assert QApplication.activeWindow() is main
+
+    # Ctrl+Shift+R answers the stopped prompt again in place: no second bubble of it.
+    fake_provider.script(Reply(deltas=["Thought it through."]))
+    press(qtbot, Qt.Key.Key_R, CTRL | SHIFT)
+    qtbot.waitUntil(lambda: turn_done(main, 3) and shown_answers(conv)[-1] == "Thought it through.",
+                    timeout=20_000)
+    assert shown_prompts(conv) == ["remove the old folder", "write a note", "think about it"]
+
+    # Edit and branch the first prompt: Shift+Tab into the transcript, Home to the first
+    # message, Ctrl+E, the text typed over, Enter.  The branch opens in this window.
+    original = main.session_id
+    fake_provider.script(Reply(deltas=["Branched: nothing removed."]))
+    for _ in range(10):
+        if focused() is conv.view:
+            break
+        press(qtbot, Qt.Key.Key_Backtab, SHIFT)
+    assert focused() is conv.view
+    press(qtbot, Qt.Key.Key_Home)
+    press(qtbot, Qt.Key.Key_E, CTRL)
+    qtbot.waitUntil(lambda: getattr(conv, "edit_dialog", None) is not None
+                    and conv.edit_dialog.isVisible(), timeout=5_000)
+    qtbot.waitUntil(lambda: focused() is conv.edit_dialog.editor, timeout=5_000)
+    assert conv.edit_dialog.editor.toPlainText() == "remove the old folder"
+    press(qtbot, Qt.Key.Key_A, CTRL)
+    type_text(qtbot, "list the old folder instead")
+    press(qtbot, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: main.session_id != original, timeout=10_000)
+    branch = main.conversation
+    qtbot.waitUntil(lambda: turn_done(main, 1)
+                    and shown_answers(branch)[-1] == "Branched: nothing removed.", timeout=20_000)
+    assert shown_prompts(branch) == ["list the old folder instead"]
+    made = branch.state.session
+    assert made is not None
+    assert made.forked_from == original
