@@ -299,7 +299,7 @@ class Controller(QObject):
         return self.open_session(session_id, new_window=True)
 
     def _window_asked(self, action: str, session_id: str) -> None:
-        """A window's menus (see APP_ACTIONS) and the sidebar's requests."""
+        """A window's menus (see actions.APP_COMMANDS) and the sidebar's requests."""
         if action == "new":
             self.main.new_session()
         elif action in ("sessions", "find"):

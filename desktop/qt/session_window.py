@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.qt import palette, theme
+from desktop.qt.actions import APP_COMMANDS, CONVERSATION_COMMANDS, MENUS, Key
 from desktop.qt.aio import spawn
 from desktop.qt.changes import ChangesDock
 from desktop.qt.compat import emit
@@ -48,24 +49,6 @@ from shared.methods import SessionCreate
 if TYPE_CHECKING:
     from desktop.link import Link
 
-# What a window asks of the app (the controller carries it out), with the menu text and
-# shortcut; the same in every window.  (Key sequences are made when a window is: not before
-# the QApplication exists.)
-APP_ACTIONS: tuple[tuple[str, str, QKeySequence.StandardKey | str | None], ...] = (
-    ("new", "&New session…", QKeySequence.StandardKey.New),
-    ("sessions", "&All sessions", "Ctrl+Shift+L"),
-    ("find", "&Search sessions…", QKeySequence.StandardKey.Find),
-    ("settings", "&Settings…", "Ctrl+,"),  # (the platform's StandardKey may be empty)
-    ("schedules", "Sc&heduled prompts…", None),
-    ("remote", "Connect to a &remote backend…", None),
-    ("backends", "&Backends on the store…", None),
-    ("quit", "&Quit", "Ctrl+Q"),
-    ("pop_out", "Open in new &window", "Ctrl+Shift+O"),
-    ("delete", "&Delete session…", None),
-    ("logs", "Open &logs folder", None),
-    ("data", "Open &data folder", None),
-)
-SESSION_ACTIONS = frozenset({"pop_out", "delete"})  # need a session in the window
 
 
 class NewSessionDialog(QDialog):
@@ -175,9 +158,22 @@ class NewSessionDialog(QDialog):
 class Window(QMainWindow):
     """What every window has: menus, shortcuts, the palette, and a conversation to show."""
 
-    # An APP_ACTIONS name (or "open_window": a sub-agent's session from a delegate card) and
+    # An APP_COMMANDS name (actions.py; or "open_window": a sub-agent's session from a delegate card) and
     # the session it concerns ("" if none).
     requested = Signal(str, str)
+
+    # The actions of actions.CONVERSATION_COMMANDS, by name (made in _menus).
+    rename_action: QAction
+    stop_action: QAction
+    approval_action: QAction
+    regenerate_action: QAction
+    previous_answer_action: QAction
+    next_answer_action: QAction
+    edit_action: QAction
+    original_action: QAction
+    undo_action: QAction
+    composer_action: QAction
+    latest_action: QAction
 
     def __init__(self, link: Link) -> None:
         super().__init__()
@@ -203,101 +199,53 @@ class Window(QMainWindow):
         return self.current.session_id if self.current is not None else ""
 
     def _menus(self, main: bool) -> None:
+        """The window's actions and menus, from the one table every window shares (actions.py):
+        the command palette lists the same actions."""
         self.app_actions: dict[str, QAction] = {}
-        for name, text, key in APP_ACTIONS:
-            action = QAction(text, self)
-            if key is not None:
-                action.setShortcut(QKeySequence(key))
-            action.triggered.connect(lambda _=False, n=name: self._app_action(n))
-            self.app_actions[name] = action
-        a = self.app_actions
-        close = QAction("&Close window", self)
-        close.setShortcut(QKeySequence(QKeySequence.StandardKey.Close))
+        for command in APP_COMMANDS:
+            action = self._action(command.text, command.keys)
+            action.triggered.connect(lambda _=False, n=command.name: self._app_action(n))
+            self.app_actions[command.name] = action
+        self.conversation_actions: dict[str, QAction] = {}
+        for spec in CONVERSATION_COMMANDS:
+            action = self._action(spec.text, spec.keys)
+            action.triggered.connect(lambda _=False, run=spec.run: self._on_conversation(run))
+            self.conversation_actions[spec.name] = action
+            setattr(self, f"{spec.name}_action", action)  # (self.stop_action, self.undo_action, …)
+        close = self._action("&Close window", (QKeySequence.StandardKey.Close,))
         close.triggered.connect(lambda _=False: self.close())
-        self.rename_action = self._local("&Rename…", "F2", lambda c: c.rename())
-        self.stop_action = self._local("S&top the running turn", "Ctrl+.", lambda c: c.interrupt())
-        # Esc too, wherever the focus is in the window (the key reached for in a panic).  A popup
-        # or a dialog keeps its own Esc: the window's shortcuts do not reach them.  Enabled only
-        # while a turn runs (see _enable), so an idle window's Esc is left to the widget with the
-        # focus; the message reader's (back to the list) waits for that too, since a click on
-        # the streaming answer opens its reader.
-        self.stop_action.setShortcuts([QKeySequence("Ctrl+."), QKeySequence("Esc")])
-        # The keyboard's way to an approval card: the focus on its Allow once (Enter allows,
-        # Tab reaches the other answers); enabled while one waits (see _enable).
-        self.approval_action = self._local("Go to the waiting &approval", "Ctrl+Shift+A",
-                                           lambda c: c.focus_first_approval())
-        self.undo_action = self._local("&Undo the last turn's file changes", "Ctrl+Alt+Z",
-                                       lambda c: c.undo())
-        self.composer_action = self._local("Go to the &message box", "Ctrl+L",
-                                           lambda c: c.focus_composer())
-        self.latest_action = self._local("Jump to &latest", "Ctrl+End", lambda c: c.follower.jump())
-        # A prompt's answers and branches (state/answers.py, session.regenerate/choose/fork).
-        self.regenerate_action = self._local("Re&generate answer", "Ctrl+Shift+R",
-                                             lambda c: c.regenerate())
-        self.previous_answer_action = self._local("&Previous answer", "Alt+Left",
-                                                  lambda c: c.page_answer(None, -1))
-        self.next_answer_action = self._local("&Next answer", "Alt+Right",
-                                              lambda c: c.page_answer(None, 1))
-        self.edit_action = self._local("&Edit message and branch…", "Ctrl+E",
-                                       lambda c: c.edit_prompt())
-        self.original_action = self._local("Open the branch's &original", "",
-                                           lambda c: c.open_original())
-        menus = self.menuBar()
-        file_menu = menus.addMenu("&File")
-        for item in (a["new"], a["pop_out"], None, a["schedules"], a["settings"], None, a["remote"],
-                     None, close, a["quit"]):
-            file_menu.addSeparator() if item is None else file_menu.addAction(item)
-        edit_menu = menus.addMenu("&Edit")
-        edit_menu.addAction(a["find"])
-        edit_menu.addAction(self.composer_action)
-        view_menu = menus.addMenu("&View")
-        self.view_menu = view_menu
-        view_menu.addAction(a["sessions"])
-        view_menu.addAction(self.changes.toggleViewAction())
-        view_menu.addAction(self.latest_action)
-        view_menu.addSeparator()
-        view_menu.addAction(a["backends"])
-        session_menu = menus.addMenu("&Session")
-        for item in (self.rename_action, self.stop_action, self.approval_action, None,
-                     self.regenerate_action, self.previous_answer_action, self.next_answer_action,
-                     self.edit_action, self.original_action, None, self.undo_action, None,
-                     a["pop_out"], None, a["delete"]):
-            session_menu.addSeparator() if item is None else session_menu.addAction(item)
-        help_menu = menus.addMenu("&Help")
-        help_menu.addAction(palette.install(self))
-        help_menu.addSeparator()
-        help_menu.addAction(a["logs"])
-        help_menu.addAction(a["data"])
+        own = {"close": close, "changes": self.changes.toggleViewAction(),
+               "palette": palette.install(self)}
+        actions = {**self.app_actions, **self.conversation_actions, **own}
+        for title, names in MENUS:
+            menu = self.menuBar().addMenu(title)
+            for name in names:
+                menu.addSeparator() if name is None else menu.addAction(actions[name])
+            if title == "&View":
+                self.view_menu = menu
 
-    def _local(self, text: str, key: str, run: object) -> QAction:
-        """An action on this window's conversation (disabled while it has none)."""
+    def _action(self, text: str, keys: tuple[Key, ...]) -> QAction:
         action = QAction(text, self)
-        if key:
-            action.setShortcut(QKeySequence(key))
-
-        def go(_: bool = False) -> None:
-            if self.current is not None:
-                run(self.current)  # type: ignore[operator]
-
-        action.triggered.connect(go)
-        self._locals = [*getattr(self, "_locals", []), action]
+        if keys:
+            action.setShortcuts([QKeySequence(k) for k in keys])
         return action
+
+    def _on_conversation(self, run: Callable[[Conversation], object]) -> None:
+        if self.current is not None:
+            run(self.current)
 
     def _app_action(self, name: str) -> None:
         emit(self.requested, name, self.session_id)
 
     def _enable(self) -> None:
+        """Each command enabled as the conversation shown allows (the table's `can`)."""
         has = self.current is not None
-        for action in getattr(self, "_locals", []):
-            action.setEnabled(has)
-        for name in SESSION_ACTIONS:
-            self.app_actions[name].setEnabled(has)
-        self.stop_action.setEnabled(self.current is not None and self.current.state.busy)
-        self.approval_action.setEnabled(self.current is not None and bool(self.current.cards))
-        self.undo_action.setEnabled(self.current is not None and not self.current.state.busy
-                                    and self.current.turn_actions.undo_turn is not None)
-        session = self.current.state.session if self.current is not None else None
-        self.original_action.setEnabled(bool(session is not None and session.forked_from))
+        for command in APP_COMMANDS:
+            if command.needs_session:
+                self.app_actions[command.name].setEnabled(has)
+        for spec in CONVERSATION_COMMANDS:
+            self.conversation_actions[spec.name].setEnabled(
+                self.current is not None and spec.can(self.current))
 
     def _changed(self) -> None:
         """The conversation shown changed (its title, its status, its session after a

@@ -93,3 +93,37 @@ def test_f2_renames_the_session(qtbot: Any, controller: Controller) -> None:
     dialog.accept()
     qtbot.waitUntil(lambda: win.conversation.state.title == "Release notes", timeout=10_000)
     qtbot.waitUntil(lambda: win.windowTitle().startswith("Release notes"), timeout=5_000)
+
+
+def test_one_table_makes_every_windows_menus_and_palette(qtbot: Any, controller: Controller) -> None:
+    """actions.py declares each command once: every window has each of them in the menus the
+    table says, with its keys, the palette lists them (those that can run now), and no two
+    commands share a key."""
+    from desktop.qt import palette
+    from desktop.qt.actions import APP_COMMANDS, CONVERSATION_COMMANDS
+    from desktop.qt.actions import MENUS as TABLE
+
+    sid = new_session(qtbot, controller)
+    main = controller.main
+    controller.open_session(sid)
+    win = open_window(qtbot, controller, sid, new_window=True)
+    keys: dict[str, str] = {}
+    for command in (*APP_COMMANDS, *CONVERSATION_COMMANDS):
+        action = main.app_actions.get(command.name) or main.conversation_actions[command.name]
+        for key in action.shortcuts():
+            text = key.toString()
+            assert text not in keys, f"{text} is both {keys.get(text)} and {command.name}"
+            keys[text] = command.name
+    for w in (main, win):
+        menus = {m.text(): [a for a in m.menu().actions()] for m in w.menuBar().actions()}
+        for title, names in TABLE:
+            shown = [a for a in menus[title] if not a.isSeparator()]
+            for name in names:
+                if name in w.conversation_actions:
+                    assert w.conversation_actions[name] in shown, f"{name} not in {title}"
+                elif name in w.app_actions:
+                    assert w.app_actions[name] in shown, f"{name} not in {title}"
+        listed = {palette.plain(a.text()) for a in palette.actions_of(w)}
+        for name, action in w.conversation_actions.items():
+            assert (palette.plain(action.text()) in listed) == action.isEnabled(), name
+        assert palette.plain(w.app_actions["settings"].text()) in listed

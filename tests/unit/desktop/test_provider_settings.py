@@ -356,6 +356,7 @@ def test_a_result_shows_only_while_its_provider_is_in_the_form() -> None:
     state = _state()
     assert state.shows_result("main")
     fill = state.picked("claude")
+    assert fill is not None
     assert fill.clears_test
     assert not state.shows_result("main"), "main's result is not shown as claude's"
     assert state.shows_result("claude")
@@ -367,7 +368,9 @@ def test_a_result_goes_when_another_provider_fills_the_form_not_on_a_refill_of_i
     assert fill is not None
     assert not fill.clears_test
     assert not state.reverted().clears_test
-    assert state.picked("main").clears_test, "picked anew: about the settings as saved"
+    again = state.picked("main")
+    assert again is not None
+    assert again.clears_test, "picked anew: about the settings as saved"
 
 
 def test_a_test_that_could_not_run_is_a_failed_result_in_words() -> None:
