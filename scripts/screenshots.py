@@ -655,8 +655,73 @@ async def messaging_scene(tmp: Path, fake: FakeOpenAI) -> None:
         server.close()
 
 
+async def branches_scene(data: Path, tmp: Path, fake: FakeOpenAI) -> None:
+    """docs/screenshots/branch-switcher-{light,dark}.png: a message answered twice (‹ 2/2 ›
+    under the answer shown; the model reads that one) and edited into a branch (the message
+    links to it), seen in the original session."""
+    from desktop.state.transcript import AssistantItem, UserItem
+
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    project = tmp / "naming"
+    project.mkdir()
+    ctl = Controller(data, restart_after_s=None)
+    ctl.keep_layout = False
+    win = ctl.main
+    win.resize(1240, 800)
+    win.move(20, 20)
+    try:
+        ctl.start(restore=False)
+        await wait(lambda: ctl.link.current == "connected")
+        made = await ctl.link.call(SessionCreate(title="Name the date parser", cwd=str(project)))
+        sid = made.session.session_id
+        conv = ctl.open_session(sid).conversation
+        await wait(lambda: conv.state.loaded)
+        fake.script(Reply(deltas=["`parse_date` says what it does: it reads a date out of "
+                                  "text. Keep it."]))
+        await run_turn(ctl, conv, "Is parse_date a good name for the function in dates.py?", 1)
+        fake.script(Reply(deltas=["Consider `date_from_text`: it reads as what you get back, "
+                                  "and leaves room for `date_from_parts` later."]))
+        conv.regenerate()
+
+        def answered() -> list[str]:
+            return [i.text for i in conv.state.transcript.items
+                    if isinstance(i, AssistantItem) and not i.hidden]
+
+        await wait(lambda: any("date_from_text" in t for t in answered())
+                   and conv.state.status == "idle" and conv.state.transcript.last_bar() is not None)
+        prompt = next(i for i in conv.state.transcript.items if isinstance(i, UserItem))
+        fake.script(Reply(deltas=["For a public API, `parse_iso_date` is clearer: it names the "
+                                  "format it accepts."]))
+        conv._fork(prompt.key, "Is parse_date a good name for a public API function?", False)
+        await wait(lambda: win.session_id != sid)
+        branch = win.conversation
+        await wait(lambda: branch.state.loaded and branch.state.status == "idle"
+                   and any("parse_iso_date" in t.text for t in branch.state.transcript.items
+                           if isinstance(t, AssistantItem)))
+        ctl.open_session(sid)
+        conv = win.conversation
+        await wait(lambda: conv.state.loaded and conv.state.transcript.last_bar() is not None)
+        await asyncio.sleep(1.5)
+        win.banner.hide()
+        OUT.mkdir(parents=True, exist_ok=True)
+        for name in ("light", "dark"):
+            switch_theme(app, name)
+            await asyncio.sleep(0.8)
+            conv.view.scrollToBottom()
+            conv.composer.setFocus()
+            await asyncio.sleep(0.4)
+            win.grab().save(str(OUT / f"branch-switcher-{name}.png"))
+        switch_theme(app, "light")
+    finally:
+        win.close()
+        await settle()
+        await ctl.link.close()
+
+
 def run(scenes: list[str] | None = None) -> int:
-    """Every screenshot, or only the scenes named ("backends", "doors", "changes", "messaging")."""
+    """Every screenshot, or only the scenes named ("backends", "doors", "changes", "branches",
+    "messaging")."""
     only = set(scenes or [])
     with tempfile.TemporaryDirectory(prefix="turnkey-shots-") as tmp:
         data, project = Path(tmp) / "data", Path(tmp) / "date-utils"
@@ -685,6 +750,8 @@ def run(scenes: list[str] | None = None) -> int:
                     await doors_scene(Path(tmp), fake)
                 if not only or "changes" in only:
                     await changes_scene(data, Path(tmp), fake)
+                if not only or "branches" in only:
+                    await branches_scene(data, Path(tmp), fake)
                 if not only or "messaging" in only:
                     await messaging_scene(Path(tmp), fake)
                 app.quit()

@@ -26,7 +26,7 @@ class ModelBox(QComboBox):
         self.setObjectName("modelBox")
         self.setEditable(True)
         self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        self.setMinimumContentsLength(10)
+        self.setMinimumContentsLength(16)  # "main · gpt-4o-mini"; 480 px windows still fit
         self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.setAccessibleName("Provider and model")
         self.setAccessibleDescription(
@@ -51,6 +51,8 @@ class ModelBox(QComboBox):
         entry = self.lineEdit()
         if now is not None and not (entry is not None and entry.hasFocus()):
             self.setCurrentText(now.label)
+            if entry is not None:
+                entry.setCursorPosition(0)  # the start of a long label in view: the provider
         self.setToolTip(f"Asked of {now.provider}" if now is not None and now.provider else "")
 
     def showPopup(self) -> None:
