@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QProcess, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QMimeDatabase, QProcess, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QBrush, QColor, QDesktopServices, QFont, QKeyEvent, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -38,6 +38,7 @@ from desktop.state.changes import (
     ChangesModel,
     Row,
     counts,
+    default_open_refusal,
     editor_command,
     file_marks,
     file_words,
@@ -376,6 +377,10 @@ class ChangesPanel(QWidget):
         if command is not None:
             started, _pid = QProcess.startDetached(command[0], command[1:], os.path.dirname(path))
         else:
+            refusal = self._runnable(path, row.file.label)
+            if refusal is not None:
+                self._say(refusal, "warning")
+                return False
             started = QDesktopServices.openUrl(QUrl.fromLocalFile(path))
         if started:
             emit(self.opened, path)
@@ -384,6 +389,17 @@ class ChangesPanel(QWidget):
                       + (f"{command[0]} did not start." if command else "no application opens it."),
                       "danger")
         return bool(started)
+
+
+    @staticmethod
+    def _runnable(path: str, label: str) -> str | None:
+        """Why the desktop's opener must not get this file (see default_open_refusal)."""
+        try:
+            executable = bool(os.stat(path).st_mode & 0o111)
+        except OSError:
+            return None  # (gone: the opener says so)
+        mime = QMimeDatabase().mimeTypeForFile(path)
+        return default_open_refusal(label, mime.name(), mime.allAncestors(), executable)
 
 
 class ChangesDock(QDockWidget):

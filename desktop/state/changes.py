@@ -8,7 +8,7 @@ its files; the chosen file is kept by (turn, path) across reloads.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -78,6 +78,37 @@ def editor_command(path: str, env: Mapping[str, str]) -> list[str] | None:
     except ValueError:
         words = [visual]
     return [*words, path] if words else None
+
+
+# Types a desktop's opener may run rather than show (a launcher, a program, an installer):
+# the model wrote these files, so "open" must never mean "run".  (Scripts are text an opener
+# shows in an editor; one marked executable is refused like a program.)
+RUNNABLE_TYPES = frozenset({
+    "application/x-desktop", "application/x-executable", "application/x-sharedlib",
+    "application/x-pie-executable", "application/x-ms-dos-executable",
+    "application/x-msdownload", "application/x-msi", "application/vnd.appimage",
+    "application/x-iso9660-appimage", "application/java-archive", "application/x-java-archive",
+    "application/x-deb", "application/vnd.debian.binary-package", "application/x-rpm",
+})
+NOT_RUN = ("Not opened with the system's default application: {label} could run as a program "
+           "that way ({why}), and the agent wrote it. Set $VISUAL to your editor to open it "
+           "there, or open it yourself.")
+
+
+def default_open_refusal(label: str, mime: str, ancestors: Sequence[str],
+                         executable: bool) -> str | None:
+    """Why `label` (a file a turn changed) must not go to the desktop's default opener, or
+    None when it may: text and images only, never a file marked executable, a launcher (a
+    desktop entry, whatever it claims to be: `ancestors`, the types `mime` inherits) or a
+    program (`mime` itself, as the shared MIME database names it; scripts inherit the
+    executable type but are text)."""
+    if executable:
+        return NOT_RUN.format(label=label, why="it is marked executable")
+    if mime in RUNNABLE_TYPES or "application/x-desktop" in ancestors:
+        return NOT_RUN.format(label=label, why=f"its type is {mime}")
+    if not any(k.startswith(("text/", "image/")) for k in (mime, *ancestors)):
+        return NOT_RUN.format(label=label, why=f"its type is {mime}, not text")
+    return None
 
 
 def is_stale(data: object) -> bool:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QObject, QPoint, Qt, QUrl, Slot
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QTreeWidgetItem, QTreeWidgetItemIterator
 
@@ -216,3 +217,52 @@ def test_the_panel_is_a_view_command_and_each_window_remembers_it(
     reopened = again.windows[0]
     qtbot.waitUntil(lambda: reopened.changes.isVisible(), timeout=5_000)
     assert not again.main.changes.isVisible(), "open in that window only"
+
+
+class _Opened(QObject):
+    """Takes the file URLs the desktop's opener is asked to open (QDesktopServices's own
+    handler hook), so the test sees what would have been opened, and nothing runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    @Slot(QUrl)
+    def take(self, url: QUrl) -> None:
+        self.urls.append(url.toLocalFile())
+
+
+def test_without_visual_the_default_opener_never_gets_a_file_that_could_run(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent wrote the files: a desktop entry (a launcher, which an opener may run) is
+    refused with words saying why and what to do; a markdown file opens."""
+    monkeypatch.delenv("VISUAL", raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    opened = _Opened()
+    QDesktopServices.setUrlHandler("file", opened, b"take")
+    try:
+        sid = new_session(qtbot, controller, work)
+        win = open_window(qtbot, controller, sid)
+        launcher = "[Desktop Entry]\nType=Application\nName=Docs\nExec=sh -c 'touch pwned'\n"
+        fake_provider.script(Reply.calls(write_file("notes.md", "# Notes\n"),
+                                         write_file("docs.desktop", launcher)),
+                             Reply(deltas=["Wrote them."]))
+        type_and_send(qtbot, win, "write the notes")
+        qtbot.waitUntil(lambda: turn_done(win, 1), timeout=15_000)
+        panel = open_panel(qtbot, win)
+        qtbot.waitUntil(lambda: panel.model.file_count() == 2, timeout=10_000)
+        turn = panel.model.turns[-1].turn_id
+        panel.choose(turn, str((work / "docs.desktop").resolve()))
+        assert not panel.open_in_editor()
+        assert "could run as a program" in panel.note.text()
+        assert "$VISUAL" in panel.note.text()
+        assert opened.urls == []
+        notes = str((work / "notes.md").resolve())
+        panel.choose(turn, notes)
+        assert panel.open_in_editor()
+        assert opened.urls == [notes]
+    finally:
+        QDesktopServices.unsetUrlHandler("file")

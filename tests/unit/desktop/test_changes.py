@@ -11,6 +11,7 @@ import msgspec
 from desktop.state.changes import (
     ChangesModel,
     counts,
+    default_open_refusal,
     editor_command,
     file_words,
     is_stale,
@@ -126,3 +127,24 @@ def test_a_live_edit_a_restore_or_a_turn_end_makes_the_listing_stale() -> None:
     assert not is_stale(tool_complete(None))
     assert is_stale(p.FilesRestored(turn_id="t1", paths=["/work/a.py"], call_ids=["c1"]))
     assert not is_stale(p.TextDelta(text="hi"))
+
+
+def test_the_default_opener_gets_text_and_images_never_what_could_run() -> None:
+    """The agent wrote the file: with no $VISUAL, the desktop's opener gets text and images
+    only (types as the shared MIME database names them, with what they inherit)."""
+    text = ["text/plain", "application/octet-stream"]
+    assert default_open_refusal("notes.md", "text/markdown", text, executable=False) is None
+    assert default_open_refusal("a.py", "text/x-python",
+                                ["application/x-executable", *text], executable=False) is None
+    assert default_open_refusal("logo.png", "image/png", ["application/octet-stream"],
+                                executable=False) is None
+    launcher = default_open_refusal("x.desktop", "application/x-desktop", text, executable=False)
+    assert launcher is not None
+    assert "x.desktop could run" in launcher
+    assert "$VISUAL" in launcher
+    assert default_open_refusal("run.sh", "application/x-shellscript", text, executable=True)
+    assert default_open_refusal("tool", "application/x-executable", ["application/octet-stream"],
+                                executable=False)
+    assert default_open_refusal("a.AppImage", "application/vnd.appimage",
+                                ["application/octet-stream"], executable=False)
+    assert default_open_refusal("blob", "application/octet-stream", [], executable=False)
