@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from desktop.state.answers import is_prompt, visible
 from desktop.state.items import AssistantItem, Item, NoteItem, ToolItem, UserItem
@@ -56,3 +57,39 @@ def latest(items: Sequence[Item], status: str, undone: frozenset[str] = frozense
     return TurnActions(retry_text=retry, provider_failed=provider_failed, undo_turn=undo,
                        files_changed=len(changed) if undo else 0, regenerate=bool(after),
                        prompt_key=key)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What the turn bar shows for the latest turn: its words and which buttons."""
+
+    text: str
+    retry: bool
+    other: bool  # Try another provider
+    undo: bool
+
+
+def offer(actions: TurnActions, other_providers: bool) -> Offer | None:
+    """The turn bar for `actions` (`other_providers`: another provider is set up), or None
+    when it offers nothing."""
+    if actions.retry_text is None and actions.undo_turn is None:
+        return None
+    parts = []
+    if actions.retry_text is not None:
+        parts.append("The last turn did not finish.")
+    if actions.undo_turn is not None:
+        n = actions.files_changed
+        who = "It" if parts else "The last turn"
+        parts.append(f"{who} changed files ({n} change{'s' if n != 1 else ''}).")
+    return Offer(" ".join(parts), retry=actions.retry_text is not None,
+                 other=actions.provider_failed and other_providers,
+                 undo=actions.undo_turn is not None)
+
+
+def undo_words(restored: Sequence[str]) -> str:
+    """The note after Undo file changes: the files put back, by name (five at most)."""
+    if not restored:
+        return "Nothing to put back: no file had changed."
+    names = ", ".join(PurePath(f).name for f in restored[:5])
+    more = f" and {len(restored) - 5} more" if len(restored) > 5 else ""
+    return f"Put back {len(restored)} file{'s' if len(restored) != 1 else ''}: {names}{more}."

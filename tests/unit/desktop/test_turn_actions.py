@@ -8,7 +8,7 @@ import dataclasses
 import msgspec
 
 from desktop.state.transcript import ToolItem, Transcript, items_from_messages
-from desktop.state.turns import TurnActions, latest
+from desktop.state.turns import TurnActions, latest, offer, undo_words
 from shared import protocol as p
 from tests.unit.desktop.factories import Rows, call, event
 
@@ -102,3 +102,33 @@ def test_a_turn_its_provider_failed_also_offers_another_provider() -> None:
     assert latest(items_from_messages(r.rows), "idle") == retried
     r.rows[-1] = msgspec.structs.replace(failed, note_kind="interrupted", meta={"kind": "auth"})
     assert not latest(items_from_messages(r.rows), "idle").provider_failed
+
+
+def test_the_turn_bar_says_what_the_latest_turn_offers() -> None:
+    assert offer(TurnActions(), True) is None, "nothing offered: the bar hides"
+    assert offer(TurnActions(regenerate=True), True) is None, "Regenerate is not the bar's"
+    failed = offer(TurnActions(retry_text="go", provider_failed=True), True)
+    assert failed is not None
+    assert (failed.text, failed.retry, failed.other, failed.undo) == (
+        "The last turn did not finish.", True, True, False)
+    alone = offer(TurnActions(retry_text="go", provider_failed=True), False)
+    assert alone is not None
+    assert not alone.other, "no other provider set up: no menu to offer"
+    stopped = offer(TurnActions(retry_text="go"), True)
+    assert stopped is not None
+    assert not stopped.other, "a stop is not the provider's failure"
+    one = offer(TurnActions(undo_turn="t1", files_changed=1), True)
+    assert one is not None
+    assert (one.text, one.retry, one.undo) == (
+        "The last turn changed files (1 change).", False, True)
+    both = offer(TurnActions(retry_text="go", undo_turn="t1", files_changed=3), True)
+    assert both is not None
+    assert both.text == (
+        "The last turn did not finish. It changed files (3 changes).")
+
+
+def test_undo_names_the_files_put_back() -> None:
+    assert undo_words([]) == "Nothing to put back: no file had changed."
+    assert undo_words(["/w/a.py"]) == "Put back 1 file: a.py."
+    seven = [f"/w/f{i}.txt" for i in range(7)]
+    assert undo_words(seven) == "Put back 7 files: f0.txt, f1.txt, f2.txt, f3.txt, f4.txt and 2 more."

@@ -1,0 +1,85 @@
+"""A conversation's words: the header, the connection note, a branch's banner, the welcome's
+model, and which of your messages Ctrl+E edits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from desktop.state.conversation import (
+    answering,
+    branch_words,
+    connection_words,
+    edit_target,
+    message_key,
+    status_tone,
+    where,
+)
+from desktop.state.items import AssistantItem, UserItem
+from shared import protocol as p
+from tests.unit.desktop.factories import message, session
+
+
+def test_the_header_says_backend_folder_model_and_rooms() -> None:
+    home = str(Path.home())
+    s = session(cwd=f"{home}/project", model="m-1")
+    assert where(s, "", []) == "~/project · m-1", "this computer's folder from home"
+    assert where(s, "lab", ["#ops"]) == f"on lab · {home}/project · m-1 · #ops", (
+        "a remote backend's path is its own")
+    assert where(None, "", ["#ops"]) == "#ops"
+    assert where(session(cwd="", model=""), "", []) == ""
+
+
+def test_the_status_chip_and_the_connection_note() -> None:
+    assert status_tone("running") == "accent"
+    assert status_tone("waiting_approval") == "warning"
+    assert status_tone("idle") == "muted"
+    assert connection_words("connected") == ""
+    assert connection_words("reconnecting") == "⟳ reconnecting…"
+
+
+def test_a_branch_names_its_original_and_links_back_unless_deleted() -> None:
+    assert branch_words(session(), "x") is None, "not a branch"
+    assert branch_words(None, "x") is None
+    branch = session(forked_from="s0", forked_at="m1")
+    named = branch_words(branch, "Fix <parser>")
+    assert named == ("Branched from “Fix &lt;parser&gt;” at an earlier message — "
+                     "<a href='original'>open the original</a>.")
+    assert branch_words(branch, None) == ("Branched from another session at an earlier message"
+                                          " — <a href='original'>open the original</a>.")
+    assert branch_words(branch, "") == "Branched from a session deleted since at an earlier message."
+
+
+def test_the_welcome_names_the_sessions_model_else_the_default_one() -> None:
+    summary = p.ProviderSummary(configured=True, name="main", model="big")
+    assert answering(None, [], summary) == ("big", "main")
+    assert answering(None, [], None) == ("the configured model", "")
+    providers = [p.ProviderChoice(name="main", model="big", kind="openai", default=True),
+                 p.ProviderChoice(name="other", model="small", kind="openai")]
+    s = session(model="small", provider="other")
+    assert answering(s, providers, summary) == ("small", "other")
+
+
+def prompt(key: str, text: str, **kw: object) -> UserItem:
+    return UserItem(key, "t-" + key, text=text, **kw)  # type: ignore[arg-type]
+
+
+def test_ctrl_e_edits_the_row_given_else_the_current_one_else_your_last() -> None:
+    items = [prompt("m1", "first"), AssistantItem("m2", "t-m1", text="answer"),
+             prompt("m3", "second"), AssistantItem("m4", "t-m3", text="answer"),
+             prompt("prompt:a1", "not stored yet")]
+    assert edit_target(items, 0, 2) is items[0], "the row asked for first"
+    assert edit_target(items, None, 0) is items[0], "then the current row"
+    assert edit_target(items, None, 1) is items[2], "an answer's row: your last stored message"
+    assert edit_target(items, 1, None) is items[2]
+    assert edit_target(items, 99, -5) is items[2], "rows out of range are passed over"
+    items[2].hidden = True
+    assert edit_target(items, None, None) is items[0], "a hidden message is not edited"
+    assert edit_target([items[4]], None, None) is None, "a prompt not stored cannot branch"
+    assert edit_target([], None, None) is None
+
+
+def test_a_stored_messages_key_is_its_id_or_its_calls_card() -> None:
+    rows = [message("m1", "user", "hi"), message("m2", "tool", "out", call_id="c1")]
+    assert message_key("m1", rows) == "m1"
+    assert message_key("m2", rows) == "call:c1"
+    assert message_key("m9", rows) is None
