@@ -8,60 +8,47 @@ followers, so the same session in two places is one subscription) until `close_c
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QFont, QFontMetrics, QKeyEvent, QKeySequence, QResizeEvent, QShortcut, QTextCursor
-from PySide6.QtWidgets import (
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QMenu,
-    QPlainTextEdit,
-    QPushButton,
-    QSizePolicy,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut
+from PySide6.QtWidgets import QFrame, QLabel, QMenu, QVBoxLayout, QWidget
 
 from desktop.qt import theme
 from desktop.qt.aio import spawn
-from desktop.qt.compat import emit, set_placeholder
+from desktop.qt.compat import emit
+from desktop.qt.composer import Composer, ComposerPanel
+from desktop.qt.conversation_answers import AnswerActions, BranchNote, call_again
+from desktop.qt.conversation_header import ConversationHeader
+from desktop.qt.conversation_turn_bar import TurnBar
 from desktop.qt.doors import DoorWatch
 from desktop.qt.edit_prompt import EditPromptDialog
 from desktop.qt.follow import Follower
-from desktop.qt.model_box import ModelBox
 from desktop.qt.screens import question
-from desktop.qt.shelves import ApprovalCard, QueuePanel, QueueRow, Shelf, change_preview, shrinkable
+from desktop.qt.shelves import ApprovalCard, QueuePanel, QueueRow, Shelf, change_preview
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
+from desktop.state import conversation as words
 from desktop.state import doors as door_words
-from desktop.state.answers import is_prompt
-from desktop.state.copying import quoted
+from desktop.state.composer import IDLE_HINT, LONG_MESSAGE_TOKENS, RUNNING_HINT
 from desktop.state.delegation import unnamed_children
-from desktop.state.model_choices import Choice, change, current, others
+from desktop.state.model_choices import Choice, change, others
 from desktop.state.session import SessionState
-from desktop.state.sessions import home_relative, status_label
-from desktop.state.transcript import ToolItem, UserItem
-from desktop.state.turns import TurnActions, latest
+from desktop.state.sessions import home_relative
+from desktop.state.transcript import ToolItem
+from desktop.state.turns import TurnActions, latest, undo_words
 from shared import protocol as p
-from shared.client import RESYNC, ApprovalClosed, ConnectionLost, Incoming
+from shared.client import RESYNC, ApprovalClosed, Incoming
 from shared.methods import (
     AdmissionCancel,
     ApprovalRespond,
     PromptSubmit,
     ProviderList,
     Request,
-    SessionChoose,
-    SessionFork,
-    SessionGet,
     SessionList,
     SessionMessages,
-    SessionRegenerate,
     SessionResume,
     SessionUndo,
     SessionUpdate,
@@ -73,7 +60,6 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 PAGE = 100
-SUBMIT_ATTEMPTS = 5
 RECONCILE_PAGES = 20  # a turn longer than this many pages keeps its live items
 MATCH_PAGES = 20  # how far back a search match is looked for before giving up
 # The approval cards under the transcript take at most this share of the conversation's height
@@ -81,59 +67,7 @@ MATCH_PAGES = 20  # how far back a search match is looked for before giving up
 APPROVALS_SHARE = 0.2
 QUEUE_SHARE = 0.15
 QUEUE_ROWS_SHOWN = 3.5
-STATUS_TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning",
-                "unknown": "warning"}
-LONG_MESSAGE_TOKENS = 8_000  # a message box text over this (estimated) warns: it is resent every turn
-
-
-def _editable(item: Any) -> bool:
-    """A message of yours that can be edited into a branch: a prompt whose row is stored."""
-    return is_prompt(item) and not item.hidden and not item.key.startswith("prompt:")
-
-
-IDLE_HINT = "Message Turnkey…  (Enter sends · Shift+Enter new line · Esc stops)"
-RUNNING_HINT = "Steer the running turn (Alt+Enter) or queue a message for after it (Enter)…"
-
-
-class Composer(QPlainTextEdit):
-    """Enter sends, Shift+Enter is a newline (Esc, which stops the turn, is the window's: see
-    `Window.stop_action`).  Two lines high when empty, it grows with what is typed up to
-    MAX_LINES, then scrolls."""
-
-    MIN_LINES = 2
-    MAX_LINES = 10
-
-    send = Signal()
-    steer = Signal()
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.setObjectName("composer")
-        self.setPlaceholderText(IDLE_HINT)
-        self.setTabChangesFocus(True)
-        self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.document().documentLayout().documentSizeChanged.connect(lambda _size: self._fit())
-        self._fit()
-
-    def lines(self) -> int:
-        """The lines the text takes as shown (wrapped lines counted), at least one."""
-        return max(1, int(self.document().documentLayout().documentSize().height()))
-
-    def _fit(self) -> None:
-        shown = max(self.MIN_LINES, min(self.MAX_LINES, self.lines()))
-        margins = self.contentsMargins()
-        height = (shown * self.fontMetrics().lineSpacing() + 2 * int(self.document().documentMargin())
-                  + margins.top() + margins.bottom())
-        if height != self.height():
-            self.setFixedHeight(height)
-
-    def keyPressEvent(self, e: QKeyEvent) -> None:
-        if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
-                and not e.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-            emit(self.steer if e.modifiers() & Qt.KeyboardModifier.AltModifier else self.send)
-            return
-        super().keyPressEvent(e)
+__all__ = ["IDLE_HINT", "LONG_MESSAGE_TOKENS", "RUNNING_HINT", "Composer", "Conversation"]
 
 
 class Conversation(QWidget):
@@ -158,12 +92,14 @@ class Conversation(QWidget):
         self.closed = False
         self._resumed: list[p.Message] = []  # the page the session opened with
         self._listed: list[p.ProviderChoice] | None = None  # provider.list's, once answered
-        self._note_until = 0.0  # an undo's note shows until then
-        self._original_title: str | None = None  # a branch's original session, once read
         self.cards: dict[str, ApprovalCard] = {}
         self.queue_rows: dict[str, QueueRow] = {}
         # The chat rooms (messaging doors) this session is also reached from: the header says so.
         self.doors = DoorWatch.of(link)
+        self.answers = AnswerActions(self, self)  # regenerate, page answers, edit and branch
+        self.answers.error.connect(self._show_error)
+        self.answers.submitted.connect(self._refresh_soon)
+        self.answers.switch.connect(lambda sid, at: emit(self.switch_requested, sid, at))
         self._build()
         link.received.connect(self._on_event)
         link.state.connect(self._on_link_state)
@@ -182,33 +118,62 @@ class Conversation(QWidget):
         box = QVBoxLayout(self)
         box.setContentsMargins(0, 0, 0, 0)
         box.setSpacing(0)
-        header = QWidget()
-        header.setObjectName("conversationHeader")
-        top = QHBoxLayout(header)
-        top.setContentsMargins(18, 10, 12, 10)
-        # The title on one line, the folder, model and rooms on the next, each cut with "…" to
-        # the room there is: neither sets the window's minimum width.
-        self.header = QLabel()
-        self.header.setMinimumWidth(40)
-        self.header.setAccessibleName("Session")
-        self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.header.installEventFilter(self)
-        self._header_parts = ("", "", "")  # title, where (folder, model, rooms), rooms' tooltip
-        self.status_label = QLabel()
-        self.status_label.setObjectName("statusChip")
-        self.conn_label = QLabel()
-        self.conn_label.setProperty("tone", "warning")
-        self.model_box = ModelBox()
-        self.model_box.chosen.connect(self._choose)
-        self.model_box.opening.connect(lambda: spawn(self._fetch_providers()))
-        top.addWidget(self.header, 1)
-        top.addWidget(self.model_box)
-        top.addWidget(self.conn_label)
-        top.addWidget(self.status_label, 0, Qt.AlignmentFlag.AlignVCenter)
-        self.header_bar = top  # a window adds its own buttons here (pop out)
+        self._build_header()
         column = QVBoxLayout()
         column.setContentsMargins(16, 8, 16, 14)
         column.setSpacing(8)
+        self._build_view()
+        self._build_notes()
+        self.turn_bar = TurnBar()
+        self.turn_bar.retry.connect(self.retry)
+        self.turn_bar.try_another.connect(self.try_another)
+        self.turn_bar.chosen.connect(self.retry_on)
+        self.turn_bar.undo.connect(self.undo)
+        self.turn_label = self.turn_bar.label
+        self.retry_button = self.turn_bar.retry_button
+        self.other_button = self.turn_bar.other_button
+        self.undo_button = self.turn_bar.undo_button
+        # Turns undone from here, until files.restored marks their cards (in every window).
+        self.undone: set[str] = set()
+        self.turn_actions = TurnActions()
+        self._build_composer()
+        # Under the transcript, each bounded (resizeEvent): approvals scroll within their
+        # share of the height, and many queued messages fold into one line.
+        self.approvals_shelf = Shelf("approvalsShelf")
+        self.queue_panel = QueuePanel()
+        self.queue_panel.toggled.connect(lambda _on: self._bound_shelves())
+        self._focus_card: str | None = None  # an approval to focus once its card is shown
+        self._bound_timer = QTimer(self, singleShot=True, interval=0)
+        self._bound_timer.timeout.connect(self._bound_shelves)
+        above: list[QWidget] = [self.banner, self.folder_note, self.branch_note]
+        below: list[QWidget] = [self.thinking, self.notice, self.turn_bar, self.approvals_shelf,
+                                self.queue_panel, self.composer_frame]
+        for widget in above:
+            column.addWidget(widget)
+        column.addWidget(self.view, 1)
+        for widget in below:
+            column.addWidget(widget)
+        box.addWidget(self.header_widget)
+        line = QFrame()
+        line.setObjectName("rule")
+        line.setFixedHeight(1)
+        box.addWidget(line)
+        box.addLayout(column, 1)
+        QShortcut(QKeySequence("Ctrl+Return"), self, lambda: self.send())
+        QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.view, lambda: self._copy())
+        self._restyle()
+
+    def _build_header(self) -> None:
+        self.header_widget = ConversationHeader()
+        self.header = self.header_widget.title
+        self.status_label = self.header_widget.status_label
+        self.conn_label = self.header_widget.conn_label
+        self.model_box = self.header_widget.model_box
+        self.model_box.chosen.connect(self._choose)
+        self.model_box.opening.connect(lambda: spawn(self._fetch_providers()))
+        self.header_bar = self.header_widget.bar  # a window adds its own buttons here (pop out)
+
+    def _build_view(self) -> None:
         self.view = make_view(self.model)
         self.view.setProperty("flat", True)
         self.view.setAccessibleName("Conversation")
@@ -224,6 +189,16 @@ class Conversation(QWidget):
         self.view.edit_requested.connect(lambda row: self.edit_prompt(row))
         self.view.branch_requested.connect(lambda sid: emit(self.switch_requested, sid, ""))
         self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
+        self.empty = QLabel(self.view.viewport())
+        self.empty.setObjectName("conversationEmpty")
+        self.empty.setWordWrap(True)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setTextFormat(Qt.TextFormat.RichText)
+        self.empty.hide()
+        self.view.viewport().installEventFilter(self)
+
+    def _build_notes(self) -> None:
+        """The labels over and under the transcript, each hidden until it has something to say."""
         self.notice = QLabel()
         self.notice.setWordWrap(True)
         self.notice.setProperty("tone", "warning")
@@ -240,159 +215,43 @@ class Conversation(QWidget):
         self.folder_note.setTextFormat(Qt.TextFormat.PlainText)
         self.folder_note.setWordWrap(True)
         self.folder_note.hide()
-        # A branch says where it was made from, with a link back (keyboard too: Tab reaches it).
-        self.branch_note = QLabel()
-        self.branch_note.setObjectName("branchNote")
-        self.branch_note.setProperty("banner", "info")
-        self.branch_note.setTextFormat(Qt.TextFormat.RichText)
-        self.branch_note.setWordWrap(True)
-        self.branch_note.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
-                                                 | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
-        self.branch_note.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+        self.branch_note = BranchNote()
         self.branch_note.linkActivated.connect(lambda _href: self.open_original())
-        self.branch_note.hide()
         self.thinking = QLabel("Thinking…")
         self.thinking.setObjectName("thinking")
         self.thinking.setProperty("muted", True)
         self.thinking.setAccessibleName("Thinking")
         self.thinking.hide()
-        self._build_turn_bar()
-        self.empty = QLabel(self.view.viewport())
-        self.empty.setObjectName("conversationEmpty")
-        self.empty.setWordWrap(True)
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty.setTextFormat(Qt.TextFormat.RichText)
-        self.empty.hide()
-        self.view.viewport().installEventFilter(self)
-        self.composer = Composer()
-        self.composer.setAccessibleName("Message")
-        self.composer.setAccessibleDescription(
-            "Your message to Turnkey: Enter sends, Shift+Enter starts a new line, Esc stops the turn")
-        self.composer.send.connect(self.send)
+
+    def _build_composer(self) -> None:
+        panel = ComposerPanel()
+        self.composer_frame = panel
+        self.composer = panel.composer
+        self.send_button = panel.send_button
+        self.steer_button = panel.steer_button
+        self.stop_button = panel.stop_button
+        self.usage_label = panel.usage_label
+        self.long_note = panel.long_note
+        panel.send.connect(self.send)
+        panel.steer.connect(self.steer)
+        panel.stop.connect(self.interrupt)
         self.follower = Follower(self.view, self.composer)
-        # Send (Enter) is the primary action, whether it sends now or queues after the running
-        # turn; Steer (Alt+Enter) is secondary.
-        self.send_button = QPushButton("Send")
-        self.send_button.setProperty("primary", True)
-        self.send_button.setDefault(True)
-        self.send_button.setAccessibleDescription("Send the message (Enter)")
-        self.send_button.clicked.connect(self.send)
-        # While a turn runs: Steer adds the message to it (read at its next step), and Send
-        # becomes Queue (the message runs after it).
-        self.steer_button = QPushButton("Steer")
-        self.steer_button.setAccessibleDescription(
-            "Add the message to the running turn; the agent reads it at its next step (Alt+Enter)")
-        self.steer_button.setToolTip("Add this to the running turn: the agent reads it at its "
-                                     "next step, without stopping (Alt+Enter)")
-        self.steer_button.clicked.connect(self.steer)
-        self.steer_button.hide()
-        self._steering = False  # the buttons show Steer and Queue (a turn runs)
-        self.composer.steer.connect(self.steer)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setAccessibleDescription("Interrupt the running turn (Esc)")
-        self.stop_button.setToolTip("Interrupt the running turn (Esc)")
-        self.stop_button.clicked.connect(self.interrupt)
-        self.usage_label = shrinkable(QLabel())
-        self.usage_label.setProperty("muted", True)
-        frame = QFrame()
-        frame.setObjectName("composerFrame")
-        self.composer_frame = frame
-        self.composer.installEventFilter(self)
-        inner = QVBoxLayout(frame)
-        inner.setContentsMargins(10, 6, 8, 8)
-        inner.setSpacing(4)
-        inner.addWidget(self.composer)
-        self.long_note = QLabel()  # a long message's cost, under the box (see _measure)
-        self.long_note.setObjectName("longMessageNote")
-        self.long_note.setProperty("muted", True)
-        self.long_note.setWordWrap(True)
-        self.long_note.hide()
-        self.composer.textChanged.connect(self._measure)
-        inner.addWidget(self.long_note)
-        under = QHBoxLayout()
-        under.addWidget(self.usage_label, 1)
-        under.addWidget(self.stop_button)
-        under.addWidget(self.steer_button)
-        under.addWidget(self.send_button)
-        inner.addLayout(under)
-        # Under the transcript, each bounded (resizeEvent): approvals scroll within their
-        # share of the height, and many queued messages fold into one line.
-        self.approvals_shelf = Shelf("approvalsShelf")
-        self.queue_panel = QueuePanel()
-        self.queue_panel.toggled.connect(lambda _on: self._bound_shelves())
-        self._focus_card: str | None = None  # an approval to focus once its card is shown
-        self._bound_timer = QTimer(self, singleShot=True, interval=0)
-        self._bound_timer.timeout.connect(self._bound_shelves)
-        column.addWidget(self.banner)
-        column.addWidget(self.folder_note)
-        column.addWidget(self.branch_note)
-        column.addWidget(self.view, 1)
-        column.addWidget(self.thinking)
-        column.addWidget(self.notice)
-        column.addWidget(self.turn_bar)
-        column.addWidget(self.approvals_shelf)
-        column.addWidget(self.queue_panel)
-        column.addWidget(frame)
-        box.addWidget(header)
-        line = QFrame()
-        line.setObjectName("rule")
-        line.setFixedHeight(1)
-        box.addWidget(line)
-        box.addLayout(column, 1)
-        QShortcut(QKeySequence("Ctrl+Return"), self, lambda: self.send())
-        QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.view, lambda: self._copy())
-        self._restyle()
 
     def _restyle(self, _scheme: str = "") -> None:
-        self.send_button.setIcon(theme.icon("queue" if self._steering else "send"))
-        self.steer_button.setIcon(theme.icon("send"))
-        self.stop_button.setIcon(theme.icon("stop"))
+        self.composer_frame.restyle()
         self.refresh()
 
-    def _build_turn_bar(self) -> None:
-        """Retry a failed or stopped turn; undo the file changes of the latest one."""
-        self.turn_bar = QFrame()
-        self.turn_bar.setObjectName("turnBar")
-        row = QHBoxLayout(self.turn_bar)
-        row.setContentsMargins(2, 0, 2, 0)
-        self.turn_label = QLabel()
-        self.turn_label.setProperty("muted", True)
-        self.retry_button = QPushButton("Retry")
-        self.retry_button.setAccessibleDescription(
-            "Answer the last message again, in place of the answer that did not finish")
-        self.retry_button.clicked.connect(self.retry)
-        # The provider failed the turn: the same prompt on another one, picked from a menu.
-        self.other_button = QPushButton("Try another provider")
-        self.other_button.setAccessibleDescription(
-            "Choose another provider and model for this session and send the last message again")
-        self.other_button.clicked.connect(self.try_another)
-        self.provider_menu: QMenu | None = None
-        self.undo_button = QPushButton("Undo file changes")
-        self.undo_button.setAccessibleDescription(
-            "Put back the files the last turn changed, as they were before it")
-        self.undo_button.clicked.connect(self.undo)
-        row.addWidget(self.turn_label, 1)
-        row.addWidget(self.undo_button)
-        row.addWidget(self.other_button)
-        row.addWidget(self.retry_button)
-        self.turn_bar.hide()
-        # Turns undone from here, until files.restored marks their cards (in every window).
-        self.undone: set[str] = set()
-        self.turn_actions = TurnActions()
+    @property
+    def provider_menu(self) -> QMenu | None:
+        return self.turn_bar.provider_menu
+
+    @property
+    def edit_dialog(self) -> EditPromptDialog | None:
+        return self.answers.edit_dialog
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        """The message box's frame shows its focus (the editor inside has no border); the
-        empty-session text stays centred in the transcript; the header's title is cut to its
-        width.  (The header is watched from before the rest is built.)"""
-        kind = event.type()
-        if watched is self.header:
-            if kind == QEvent.Type.Resize:
-                self._show_header()
-        elif watched is getattr(self, "composer", None) \
-                and kind in (QEvent.Type.FocusIn, QEvent.Type.FocusOut):
-            theme.restyle(self.composer_frame, focused=kind == QEvent.Type.FocusIn)
-        elif kind == QEvent.Type.Resize and hasattr(self, "view") \
-                and watched is self.view.viewport():
+        """The empty-session text stays centred in the transcript."""
+        if event.type() == QEvent.Type.Resize and watched is self.view.viewport():
             self._place_empty()
         return False
 
@@ -471,20 +330,13 @@ class Conversation(QWidget):
 
     async def _name_original(self) -> None:
         """A branch's banner names the session it was made from (read once)."""
-        session = self.state.session
-        if session is None or not session.forked_from or self._original_title is not None:
-            return
-        try:
-            found = await self.link.call(SessionGet(session_id=session.forked_from))
-            self._original_title = found.session.title
-        except Exception:
-            self._original_title = ""  # deleted since: the banner says so
-        self.refresh()
+        if await self.answers.name_original():
+            self.refresh()
 
     async def show_message(self, message_id: str) -> bool:
         """Scrolls to a stored message (a search match), loading older pages until it is
         there; False when it is not within MATCH_PAGES pages."""
-        key = self._key_of(message_id, self._resumed)
+        key = words.message_key(message_id, self._resumed)
         for _ in range(MATCH_PAGES):
             if key is not None and self.state.transcript.find(key) is not None:
                 break
@@ -494,7 +346,7 @@ class Conversation(QWidget):
             page = await self.link.call(SessionMessages(
                 session_id=self.session_id, before_id=t.oldest_message_id, limit=PAGE))
             self.state.transcript.prepend(page.messages, page.has_more)
-            key = key or self._key_of(message_id, page.messages)
+            key = key or words.message_key(message_id, page.messages)
         row = self.state.transcript.find(key) if key is not None else None
         if row is None:
             return False
@@ -505,13 +357,6 @@ class Conversation(QWidget):
         self.view.scrollTo(index, self.view.ScrollHint.PositionAtCenter)
         self.follower._show_button()
         return True
-
-    @staticmethod
-    def _key_of(message_id: str, messages: list[p.Message]) -> str | None:
-        for m in messages:
-            if m.message_id == message_id:
-                return f"call:{m.call_id}" if m.role == "tool" and m.call_id else m.message_id
-        return None
 
     async def _reload(self) -> None:
         self.state.reset()
@@ -648,6 +493,9 @@ class Conversation(QWidget):
             self._show_error(f"Not sent: {message}")
         return failed
 
+    async def _call_again(self, request: Request[R]) -> R:
+        return await call_again(self.link, request)
+
     def retry(self) -> None:
         """The failed or stopped turn's prompt answered again, in place: no second message."""
         actions = self.turn_actions
@@ -655,83 +503,23 @@ class Conversation(QWidget):
             return
         self.turn_actions = TurnActions()
         self.turn_bar.hide()
-        self.follower.jump()
-        spawn(self._regenerate(actions.prompt_key), self._show_error)
+        self.answers.answer_again(actions.prompt_key)
 
     def regenerate(self) -> None:
-        """The last prompt answered again (Ctrl+Shift+R): the new answer takes the place of the
-        one shown, which stays a click away (‹ 1/2 ›).  Behind a running turn it waits."""
-        actions = latest(self.state.transcript.items, "idle")
-        if not actions.regenerate and actions.retry_text is None:
-            return
-        self.follower.jump()
-        spawn(self._regenerate(actions.prompt_key), self._show_error)
-
-    async def _regenerate(self, prompt_key: str | None) -> None:
-        result = await self._call_again(SessionRegenerate(
-            session_id=self.session_id, request_id=str(uuid.uuid4()), message_id=prompt_key))
-        self.state.submitted(result.receipt, result.receipt.text or "")
-        self._refresh_soon()
-
-    async def _call_again(self, request: Request[R]) -> R:
-        """`request`, sent again (the same request id) while the connection comes back: a
-        request the backend took before the drop answers as a duplicate, run once."""
-        for attempt in range(SUBMIT_ATTEMPTS):
-            try:
-                return await self.link.call(request)
-            except ConnectionLost:
-                if attempt == SUBMIT_ATTEMPTS - 1:
-                    raise
-                await asyncio.sleep(0.2)  # the next call waits for the reconnection itself
-        raise AssertionError("the last attempt returns or raises")
+        """The last prompt answered again (Ctrl+Shift+R); see `AnswerActions.regenerate`."""
+        self.answers.regenerate()
 
     def page_answer(self, row: int | None, delta: int) -> None:
-        """Shows the previous (-1) or next (+1) answer of a prompt: the one whose bar, or row,
-        is `row`, else the current row's, else the last prompt with more than one.  The backend
-        makes it the answer the model reads; every window follows its `answer.chosen`."""
-        t = self.state.transcript
-        current = self.view.currentIndex()
-        bar = (t.bar_of(row) if row is not None else None) \
-            or (t.bar_of(current.row()) if current.isValid() else None) or t.last_bar()
-        if bar is None:
-            return
-        shown = bar.shown + delta
-        if not 0 <= shown < len(bar.turns):
-            return
-        spawn(self.link.call(SessionChoose(session_id=self.session_id, turn_id=bar.turns[shown])),
-              self._show_error)
+        """A prompt's previous (-1) or next (+1) answer; see `AnswerActions.page_answer`."""
+        self.answers.page_answer(row, delta)
 
     def edit_prompt(self, row: int | None = None) -> None:
-        """Ctrl+E, or a message's Edit and branch…: one of your messages (the one at `row`, else
-        the current row if it is one, else your last) edited, then sent in a new session that
-        holds the conversation before it; files stay as they are unless the dialog says."""
-        items = self.state.transcript.items
-        current = self.view.currentIndex()
-        rows = [r for r in (row, current.row() if current.isValid() else None) if r is not None]
-        rows += [i for i in range(len(items) - 1, -1, -1)]
-        target = next((items[r] for r in rows if 0 <= r < len(items) and _editable(items[r])), None)
-        if not isinstance(target, UserItem):
-            return
-        dialog = EditPromptDialog(target.text, self)
-        key = target.key
-        dialog.accepted.connect(lambda: self._fork(key, dialog.text(), dialog.restore.isChecked()))
-        dialog.open()
-        self.edit_dialog = dialog
-
-    def _fork(self, message_id: str, text: str, restore_files: bool) -> None:
-        async def go() -> None:
-            result = await self._call_again(SessionFork(
-                session_id=self.session_id, message_id=message_id, request_id=str(uuid.uuid4()),
-                text=text, restore_files=restore_files))
-            emit(self.switch_requested, result.session.session_id, "")
-
-        spawn(go(), lambda words: self._show_error(f"Not branched: {words}"))
+        """Ctrl+E, or a message's Edit and branch…; see `AnswerActions.edit_prompt`."""
+        self.answers.edit_prompt(row, self)
 
     def open_original(self) -> None:
         """A branch's banner link: the session it was made from, at the message it was made at."""
-        session = self.state.session
-        if session is not None and session.forked_from:
-            emit(self.switch_requested, session.forked_from, session.forked_at or "")
+        self.answers.open_original()
 
     def try_another(self) -> None:
         """The provider failed the turn: a menu of the other providers' models; the one picked
@@ -742,15 +530,7 @@ class Conversation(QWidget):
         await self._fetch_providers()
         if self.closed:
             return
-        menu = QMenu(self.other_button)
-        menu.setAccessibleName("Try another provider")
-        for choice in others(self.state.session, self._providers()):
-            action = menu.addAction(choice.label)
-            action.triggered.connect(lambda _=False, c=choice: self.retry_on(c))
-        if menu.isEmpty():
-            menu.addAction("No other provider is set up: add one in Settings").setEnabled(False)
-        self.provider_menu = menu
-        menu.popup(self.other_button.mapToGlobal(self.other_button.rect().bottomLeft()))
+        self.turn_bar.offer_choices(others(self.state.session, self._providers()))
 
     def retry_on(self, choice: Choice) -> None:
         """`choice` becomes the session's provider and model, then the failed turn's prompt
@@ -785,24 +565,15 @@ class Conversation(QWidget):
                 raise
             finally:
                 self.undo_button.setEnabled(True)
-            names = ", ".join(Path(f).name for f in result.restored[:5])
-            more = f" and {len(result.restored) - 5} more" if len(result.restored) > 5 else ""
             self.state.notice = None
-            self.banner_note(f"Put back {len(result.restored)} file"
-                             f"{'s' if len(result.restored) != 1 else ''}: {names}{more}."
-                             if result.restored else "Nothing to put back: no file had changed.")
+            self.banner_note(undo_words(result.restored))
             self.refresh()
 
         spawn(go(), self._show_error)
 
     def banner_note(self, text: str) -> None:
         """A passing note under the transcript (not an error)."""
-        self.turn_label.setText(text)
-        self.turn_bar.show()
-        self.retry_button.hide()
-        self.other_button.hide()
-        self.undo_button.hide()
-        self._note_until = time.monotonic() + 8
+        self.turn_bar.note(text)
 
     def interrupt(self) -> None:
         if self.state.busy:
@@ -891,20 +662,7 @@ class Conversation(QWidget):
 
     def quote(self, text: str) -> None:
         """Quote in reply: `text` as "> " lines at the end of the message box, which takes focus."""
-        before = self.composer.toPlainText()
-        newlines = len(before) - len(before.rstrip("\n"))
-        gap = "\n" * max(0, 2 - newlines) if before.strip() else ""  # a blank line after what is there
-        self.composer.moveCursor(QTextCursor.MoveOperation.End)
-        self.composer.insertPlainText(f"{gap}{quoted(text)}\n\n")
-        self.composer.setFocus(Qt.FocusReason.OtherFocusReason)
-
-    def _measure(self) -> None:
-        """Warns (without stopping anything) when the message box holds a long text: every later
-        turn sends the whole conversation again, so its cost repeats."""
-        tokens = self.composer.document().characterCount() // 4  # a rough estimate, and cheap
-        if tokens > LONG_MESSAGE_TOKENS:
-            self.long_note.setText(f"Long message: about {tokens:,} tokens, sent with every turn from now on")
-        self.long_note.setVisible(tokens > LONG_MESSAGE_TOKENS)
+        self.composer_frame.quote(text)
 
     def _show_error(self, message: str) -> None:
         if self.closed:
@@ -923,44 +681,37 @@ class Conversation(QWidget):
     def refresh(self) -> None:
         s = self.state
         backend = self.link.where  # a remote backend's name; its paths are its own
-        folder = (s.session.cwd if backend else home_relative(s.session.cwd)) if s.session else ""
-        model = s.session.model if s.session else ""
-        rooms = [door_words.header_words(d, r) for d, r in self.doors.rooms_of(self.session_id)]
-        where = " · ".join(x for x in (f"on {backend}" if backend else "", folder, model, *rooms) if x)
-        also = "\n".join(door_words.bound_words(d, r) for d, r in self.doors.rooms_of(self.session_id))
-        self._header_parts = (s.title, where, also)
-        self._show_header()
+        bound = self.doors.rooms_of(self.session_id)
+        rooms = [door_words.header_words(d, r) for d, r in bound]
+        also = "\n".join(door_words.bound_words(d, r) for d, r in bound)
+        self.header_widget.show_session(s.title, words.where(s.session, backend, rooms), also,
+                                        s.status, self.link.current)
         warning = s.session.folder_warning if s.session else None
         self.folder_note.setText(warning or "")
         self.folder_note.setVisible(bool(warning))
-        self._branch_words()
+        self.branch_note.show_branch(self.answers.branch_words())
         self.model_box.show_session(s.session, self._providers())
-        link_state = self.link.current
-        self.conn_label.setText("" if link_state == "connected" else f"⟳ {link_state}…")
-        self.status_label.setText(status_label(s.status))
-        theme.restyle(self.status_label, tone=STATUS_TONES.get(s.status, "muted"))
-        self.usage_label.setText(s.usage_line())
-        self.stop_button.setEnabled(s.busy)
-        running = s.status in ("running", "waiting_approval")
-        if running != self._steering:
-            self._steering = running
-            self.steer_button.setVisible(running)
-            self.send_button.setIcon(theme.icon("queue" if running else "send"))
-            self.send_button.setText("Queue" if running else "Send")
-            self.send_button.setToolTip("Send after the running turn (Enter)" if running else "")
-            set_placeholder(self.composer, RUNNING_HINT if running else IDLE_HINT)
+        self.composer_frame.show_session(s.status, s.busy, s.usage_line())
         self._refresh_turn()
         if s.notice is not None:
             self.notice.setText(s.notice.render(time.monotonic()))
             self.notice.show()
         else:
             self.notice.hide()
-        for aid in [a for a in self.cards if a not in s.approvals]:
+        self._refresh_cards()
+        self._refresh_queue()
+        self._bound_shelves()
+        emit(self.changed)
+
+    def _refresh_cards(self) -> None:
+        """A card for each approval waiting, none for those answered."""
+        approvals = self.state.approvals
+        for aid in [a for a in self.cards if a not in approvals]:
             card = self.cards.pop(aid)
             self._let_go(card)
             self.approvals_shelf.remove(card)
             card.deleteLater()
-        for aid, approval in s.approvals.items():
+        for aid, approval in approvals.items():
             if aid not in self.cards:
                 card = ApprovalCard(approval, self.answer, self._preview(approval))
                 card.reflowed.connect(self._bound_timer.start)
@@ -968,6 +719,10 @@ class Conversation(QWidget):
                 self.approvals_shelf.add(card)
                 if aid == self._focus_card:  # (once it is laid out)
                     QTimer.singleShot(0, self, lambda a=aid: self.focus_approval(a))
+
+    def _refresh_queue(self) -> None:
+        """A row for each message queued, none for those started or cancelled."""
+        s = self.state
         for adm in [a for a in self.queue_rows if a not in s.queue]:
             row = self.queue_rows.pop(adm)
             self._let_go(row)
@@ -978,61 +733,12 @@ class Conversation(QWidget):
                 row = QueueRow(receipt, receipt.text or s.prompts.get(adm, ""), self.cancel)
                 self.queue_rows[adm] = row
                 self.queue_panel.add(row)
-        self._bound_shelves()
-        emit(self.changed)
-
-    def _show_header(self) -> None:
-        """The header's two lines for its width, each cut with "…" (the whole in its tooltip)."""
-        title, where, also = self._header_parts
-        room = max(40, self.header.width() - 4)
-        font = QFont(self.header.font())
-        font.setPointSizeF(13)
-        font.setWeight(QFont.Weight.DemiBold)
-        short_title = QFontMetrics(font).elidedText(title, Qt.TextElideMode.ElideRight, room)
-        short_where = self.header.fontMetrics().elidedText(where, Qt.TextElideMode.ElideMiddle, room)
-        cut = "\n".join(x for x, y in ((title, short_title), (where, short_where)) if x != y)
-        tip = "\n".join(x for x in (cut, also) if x)
-        self.header.setToolTip(f"<p style='white-space:pre-wrap'>{esc(tip)}</p>" if tip else "")
-        muted = theme.colors().muted
-        self.header.setText(f"<span style='font-size:13pt; font-weight:600'>{esc(short_title)}"
-                            f"</span><br><span style='color:{muted}'>{esc(short_where)}</span>")
-
-    def _branch_words(self) -> None:
-        session = self.state.session
-        if session is None or not session.forked_from:
-            self.branch_note.hide()
-            return
-        title = self._original_title
-        named = f"“{esc(title)}”" if title else ("a session deleted since" if title == "" else
-                                                  "another session")
-        link = "" if title == "" else " — <a href='original'>open the original</a>"
-        self.branch_note.setText(f"Branched from {named} at an earlier message{link}.")
-        self.branch_note.show()
 
     def _refresh_turn(self) -> None:
         s = self.state
         self.turn_actions = latest(s.transcript.items, s.status, frozenset(self.undone))
         self.thinking.setVisible(self.turn_actions.thinking)
-        showing_note = time.monotonic() < self._note_until  # an undo's note stays a while
-        offers = self.turn_actions.retry_text is not None or self.turn_actions.undo_turn is not None
-        if showing_note:
-            self.turn_bar.show()
-        elif offers:
-            parts = []
-            if self.turn_actions.retry_text is not None:
-                parts.append("The last turn did not finish.")
-            if self.turn_actions.undo_turn is not None:
-                n = self.turn_actions.files_changed
-                who = "It" if parts else "The last turn"
-                parts.append(f"{who} changed files ({n} change{'s' if n != 1 else ''}).")
-            self.turn_label.setText(" ".join(parts))
-            self.retry_button.setVisible(self.turn_actions.retry_text is not None)
-            self.other_button.setVisible(self.turn_actions.provider_failed and bool(
-                others(s.session, self._providers())))
-            self.undo_button.setVisible(self.turn_actions.undo_turn is not None)
-            self.turn_bar.show()
-        else:
-            self.turn_bar.hide()
+        self.turn_bar.show_actions(self.turn_actions, bool(others(s.session, self._providers())))
         empty = s.loaded and not s.transcript.items and not s.busy
         if empty:
             self.empty.setText(self._welcome())
@@ -1045,10 +751,7 @@ class Conversation(QWidget):
         folder = home_relative(self.state.session.cwd) if self.state.session else "this folder"
         server = self.link.server
         summary = server.capabilities.provider if server is not None else None
-        now = current(self.state.session, self._providers())  # the session's own provider
-        model = (now.model if now else "") or (summary.model if summary is not None else "") \
-            or "the configured model"
-        name = (now.provider if now else "") or (summary.name if summary is not None else "") or ""
+        model, name = words.answering(self.state.session, self._providers(), summary)
         who = esc(model) + (f" ({esc(name)})" if name else "")
         weak = ""
         if summary is not None and summary.offline_default:
@@ -1073,8 +776,7 @@ class Conversation(QWidget):
             card.tick()
         if self.thinking.isVisible():
             self.thinking.setText("Thinking" + "." * (1 + int(time.monotonic()) % 3))
-        if self._note_until and time.monotonic() >= self._note_until:
-            self._note_until = 0.0
+        if self.turn_bar.note_ended():
             self._refresh_turn()
         if self.state.notice is not None and self.state.notice.until is not None:
             self.notice.setText(self.state.notice.render(time.monotonic()))
