@@ -23,12 +23,12 @@ from desktop.qt.compat import emit
 from desktop.qt.composer import Composer, ComposerPanel
 from desktop.qt.conversation_answers import AnswerActions, BranchNote, call_again
 from desktop.qt.conversation_header import ConversationHeader
+from desktop.qt.conversation_shelves import ConversationShelves
 from desktop.qt.conversation_turn_bar import TurnBar
 from desktop.qt.doors import DoorWatch
 from desktop.qt.edit_prompt import EditPromptDialog
 from desktop.qt.follow import Follower
 from desktop.qt.screens import question
-from desktop.qt.shelves import ApprovalCard, QueuePanel, QueueRow, Shelf, change_preview
 from desktop.qt.transcript_view import TranscriptModel, esc, make_view
 from desktop.state import conversation as words
 from desktop.state import doors as door_words
@@ -37,13 +37,10 @@ from desktop.state.delegation import unnamed_children
 from desktop.state.model_choices import Choice, change, others
 from desktop.state.session import SessionState
 from desktop.state.sessions import home_relative
-from desktop.state.transcript import ToolItem
 from desktop.state.turns import TurnActions, latest, undo_words
 from shared import protocol as p
-from shared.client import RESYNC, ApprovalClosed, Incoming
+from shared.client import RESYNC, Incoming
 from shared.methods import (
-    AdmissionCancel,
-    ApprovalRespond,
     PromptSubmit,
     ProviderList,
     Request,
@@ -62,11 +59,6 @@ R = TypeVar("R")
 PAGE = 100
 RECONCILE_PAGES = 20  # a turn longer than this many pages keeps its live items
 MATCH_PAGES = 20  # how far back a search match is looked for before giving up
-# The approval cards under the transcript take at most this share of the conversation's height
-# (they scroll beyond), and the queue, opened, a few rows: the transcript keeps half or more.
-APPROVALS_SHARE = 0.2
-QUEUE_SHARE = 0.15
-QUEUE_ROWS_SHOWN = 3.5
 __all__ = ["IDLE_HINT", "LONG_MESSAGE_TOKENS", "RUNNING_HINT", "Composer", "Conversation"]
 
 
@@ -92,8 +84,6 @@ class Conversation(QWidget):
         self.closed = False
         self._resumed: list[p.Message] = []  # the page the session opened with
         self._listed: list[p.ProviderChoice] | None = None  # provider.list's, once answered
-        self.cards: dict[str, ApprovalCard] = {}
-        self.queue_rows: dict[str, QueueRow] = {}
         # The chat rooms (messaging doors) this session is also reached from: the header says so.
         self.doors = DoorWatch.of(link)
         self.answers = AnswerActions(self, self)  # regenerate, page answers, edit and branch
@@ -139,12 +129,13 @@ class Conversation(QWidget):
         self._build_composer()
         # Under the transcript, each bounded (resizeEvent): approvals scroll within their
         # share of the height, and many queued messages fold into one line.
-        self.approvals_shelf = Shelf("approvalsShelf")
-        self.queue_panel = QueuePanel()
-        self.queue_panel.toggled.connect(lambda _on: self._bound_shelves())
-        self._focus_card: str | None = None  # an approval to focus once its card is shown
-        self._bound_timer = QTimer(self, singleShot=True, interval=0)
-        self._bound_timer.timeout.connect(self._bound_shelves)
+        self.shelves = ConversationShelves(self, self)
+        self.shelves.error.connect(self._show_error)
+        self.shelves.settled.connect(self.refresh)
+        self.cards = self.shelves.cards
+        self.queue_rows = self.shelves.queue_rows
+        self.approvals_shelf = self.shelves.approvals_shelf
+        self.queue_panel = self.shelves.queue_panel
         above: list[QWidget] = [self.banner, self.folder_note, self.branch_note]
         below: list[QWidget] = [self.thinking, self.notice, self.turn_bar, self.approvals_shelf,
                                 self.queue_panel, self.composer_frame]
@@ -580,76 +571,22 @@ class Conversation(QWidget):
             spawn(self.link.call(TurnInterrupt(session_id=self.session_id)), self._show_error)
 
     def answer(self, approval_id: str, decision: p.Decision) -> None:
-        card = self.cards.get(approval_id)
-        if card is not None:
-            self._let_go(card)  # (its buttons are disabled now, the card goes soon)
-            card.busy(True)
-
-        async def go() -> None:
-            try:
-                await self.link.call(ApprovalRespond(approval_id=approval_id, decision=decision))
-            except Exception as exc:
-                if isinstance(exc, ApprovalClosed):
-                    self.state.approvals.pop(approval_id, None)  # answered elsewhere, or expired
-                    self.refresh()
-                    return
-                if card is not None:
-                    card.busy(False)
-                raise
-
-        spawn(go(), self._show_error)
+        self.shelves.answer(approval_id, decision)
 
     def cancel(self, admission_id: str) -> None:
-        async def go() -> None:
-            await self.link.call(AdmissionCancel(admission_id=admission_id))
-            self.state.queue.pop(admission_id, None)
-            self.refresh()
-
-        spawn(go(), self._show_error)
+        self.shelves.cancel(admission_id)
 
     def focus_first_approval(self) -> None:
         """Ctrl+Shift+A: the focus on the first waiting approval's Allow once."""
-        first = next(iter(self.cards), None)
-        if first is not None:
-            self.focus_approval(first)
+        self.shelves.focus_first_approval()
 
     def focus_approval(self, approval_id: str) -> None:
-        """Puts the focus on the approval's Allow once, scrolled into view (a notification
-        was clicked): now, or when its card is shown (the session may still be loading)."""
-        card = self.cards.get(approval_id)
-        if card is None:
-            self._focus_card = approval_id
-            return
-        self._focus_card = None
-        card.buttons["once"].setFocus(Qt.FocusReason.OtherFocusReason)
-        self.approvals_shelf.ensureWidgetVisible(card, 0, 0)
+        """The focus on the approval's Allow once, now or when its card is shown."""
+        self.shelves.focus_approval(approval_id)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
-        self._bound_shelves()
-
-    def _bound_shelves(self) -> None:
-        """The approvals take at most APPROVALS_SHARE of the height (or the first card's least
-        height: its preview gives way first), the opened queue at most QUEUE_SHARE or a few
-        rows: both scroll beyond, and the transcript keeps the rest."""
-        height = self.height()
-        limit = int(height * APPROVALS_SHARE)
-        first = next(iter(self.cards.values()), None)
-        if first is not None:  # (its answers are never scrolled out of view)
-            limit = max(limit, first.least_height())
-        self.approvals_shelf.bound(limit)
-        for card in self.cards.values():
-            card.fit(self.approvals_shelf.maximumHeight())
-        rows = int(self.queue_panel.row_height() * QUEUE_ROWS_SHOWN)
-        self.queue_panel.shelf.bound(min(rows, int(height * QUEUE_SHARE)))
-
-    def _let_go(self, going: QWidget) -> None:
-        """A card or a queued row that goes (answered, cancelled, started): the focus it holds
-        goes to the message box, so the person types on; left to Qt, it would move along the
-        window's focus chain to its first control (the sidebar's New session button)."""
-        focused = self.window().focusWidget()
-        if focused is not None and going.isAncestorOf(focused):
-            self.composer.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.shelves.bound()
 
     def focus_composer(self) -> None:
         self.composer.setFocus(Qt.FocusReason.ActiveWindowFocusReason)
@@ -698,41 +635,8 @@ class Conversation(QWidget):
             self.notice.show()
         else:
             self.notice.hide()
-        self._refresh_cards()
-        self._refresh_queue()
-        self._bound_shelves()
+        self.shelves.refresh()
         emit(self.changed)
-
-    def _refresh_cards(self) -> None:
-        """A card for each approval waiting, none for those answered."""
-        approvals = self.state.approvals
-        for aid in [a for a in self.cards if a not in approvals]:
-            card = self.cards.pop(aid)
-            self._let_go(card)
-            self.approvals_shelf.remove(card)
-            card.deleteLater()
-        for aid, approval in approvals.items():
-            if aid not in self.cards:
-                card = ApprovalCard(approval, self.answer, self._preview(approval))
-                card.reflowed.connect(self._bound_timer.start)
-                self.cards[aid] = card
-                self.approvals_shelf.add(card)
-                if aid == self._focus_card:  # (once it is laid out)
-                    QTimer.singleShot(0, self, lambda a=aid: self.focus_approval(a))
-
-    def _refresh_queue(self) -> None:
-        """A row for each message queued, none for those started or cancelled."""
-        s = self.state
-        for adm in [a for a in self.queue_rows if a not in s.queue]:
-            row = self.queue_rows.pop(adm)
-            self._let_go(row)
-            self.queue_panel.remove(row)
-            row.deleteLater()
-        for adm, receipt in s.queue.items():
-            if adm not in self.queue_rows:
-                row = QueueRow(receipt, receipt.text or s.prompts.get(adm, ""), self.cancel)
-                self.queue_rows[adm] = row
-                self.queue_panel.add(row)
 
     def _refresh_turn(self) -> None:
         s = self.state
@@ -764,16 +668,8 @@ class Conversation(QWidget):
                 f"and every change can be undone.</p>"
                 f"<p style='color:{c.muted}'>Answering: {who}</p>{weak}")
 
-    def _preview(self, approval: p.Approval) -> tuple[str, str] | None:
-        row = self.state.transcript.find(f"call:{approval.call_id}")
-        item = self.state.transcript.items[row] if row is not None else None
-        if not isinstance(item, ToolItem):
-            return None
-        return change_preview(item.name or approval.tool, item.arguments)
-
     def _on_tick(self) -> None:
-        for card in self.cards.values():
-            card.tick()
+        self.shelves.tick()
         if self.thinking.isVisible():
             self.thinking.setText("Thinking" + "." * (1 + int(time.monotonic()) % 3))
         if self.turn_bar.note_ended():
