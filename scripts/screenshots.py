@@ -693,7 +693,7 @@ async def branches_scene(data: Path, tmp: Path, fake: FakeOpenAI) -> None:
         prompt = next(i for i in conv.state.transcript.items if isinstance(i, UserItem))
         fake.script(Reply(deltas=["For a public API, `parse_iso_date` is clearer: it names the "
                                   "format it accepts."]))
-        conv._fork(prompt.key, "Is parse_date a good name for a public API function?", False)
+        conv.answers._fork(prompt.key, "Is parse_date a good name for a public API function?", False)
         await wait(lambda: win.session_id != sid)
         branch = win.conversation
         await wait(lambda: branch.state.loaded and branch.state.status == "idle"

@@ -37,6 +37,12 @@ def said(fake: FakeOpenAI, n: int) -> list[str]:
             if m.get("role") in ("user", "assistant")]
 
 
+def editing(conv: Any) -> bool:
+    """The edit-and-branch dialog is open."""
+    dialog = conv.edit_dialog
+    return dialog is not None and bool(dialog.isVisible())
+
+
 def keys(qtbot: Any, win: Any, key: Qt.Key, mods: Qt.KeyboardModifier) -> None:
     """A shortcut pressed in the window, with the focus in its message box."""
     win.show()
@@ -122,9 +128,9 @@ def test_edit_and_branch_opens_a_new_session_with_the_edited_message(
     menu.deleteLater()
 
     keys(qtbot, win, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)  # the last message
-    qtbot.waitUntil(lambda: getattr(conv, "edit_dialog", None) is not None
-                    and conv.edit_dialog.isVisible(), timeout=5_000)
+    qtbot.waitUntil(lambda: editing(conv), timeout=5_000)
     dialog = conv.edit_dialog
+    assert dialog is not None
     assert dialog.editor.toPlainText() == "two"
     assert not dialog.restore.isChecked(), "files stay as they are unless asked"
     dialog.editor.setPlainText("two, edited")

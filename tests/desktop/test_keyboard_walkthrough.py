@@ -143,10 +143,12 @@ def test_a_whole_session_without_the_mouse(
     assert focused() is conv.view
     press(qtbot, Qt.Key.Key_Home)
     press(qtbot, Qt.Key.Key_E, CTRL)
-    qtbot.waitUntil(lambda: getattr(conv, "edit_dialog", None) is not None
-                    and conv.edit_dialog.isVisible(), timeout=5_000)
-    qtbot.waitUntil(lambda: focused() is conv.edit_dialog.editor, timeout=5_000)
-    assert conv.edit_dialog.editor.toPlainText() == "remove the old folder"
+    qtbot.waitUntil(lambda: conv.edit_dialog is not None and conv.edit_dialog.isVisible(),
+                    timeout=5_000)
+    editor_dialog = conv.edit_dialog
+    assert editor_dialog is not None
+    qtbot.waitUntil(lambda: focused() is editor_dialog.editor, timeout=5_000)
+    assert editor_dialog.editor.toPlainText() == "remove the old folder"
     press(qtbot, Qt.Key.Key_A, CTRL)
     type_text(qtbot, "list the old folder instead")
     press(qtbot, Qt.Key.Key_Return)

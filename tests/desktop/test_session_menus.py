@@ -108,22 +108,24 @@ def test_one_table_makes_every_windows_menus_and_palette(qtbot: Any, controller:
     controller.open_session(sid)
     win = open_window(qtbot, controller, sid, new_window=True)
     keys: dict[str, str] = {}
-    for command in (*APP_COMMANDS, *CONVERSATION_COMMANDS):
-        action = main.app_actions.get(command.name) or main.conversation_actions[command.name]
+    names = [c.name for c in APP_COMMANDS] + [c.name for c in CONVERSATION_COMMANDS]
+    for name in names:
+        action = main.app_actions.get(name) or main.conversation_actions[name]
         for key in action.shortcuts():
             text = key.toString()
-            assert text not in keys, f"{text} is both {keys.get(text)} and {command.name}"
-            keys[text] = command.name
+            assert text not in keys, f"{text} is both {keys.get(text)} and {name}"
+            keys[text] = name
     for w in (main, win):
-        menus = {m.text(): [a for a in m.menu().actions()] for m in w.menuBar().actions()}
-        for title, names in TABLE:
+        menus = {m.text(): list(m.menu().actions()) for m in w.menuBar().actions()  # type: ignore[attr-defined]
+                 if m.menu() is not None}
+        for title, entries in TABLE:
             shown = [a for a in menus[title] if not a.isSeparator()]
-            for name in names:
-                if name in w.conversation_actions:
-                    assert w.conversation_actions[name] in shown, f"{name} not in {title}"
-                elif name in w.app_actions:
-                    assert w.app_actions[name] in shown, f"{name} not in {title}"
+            for entry in entries:
+                if entry in w.conversation_actions:
+                    assert w.conversation_actions[entry] in shown, f"{entry} not in {title}"
+                elif entry in w.app_actions:
+                    assert w.app_actions[entry] in shown, f"{entry} not in {title}"
         listed = {palette.plain(a.text()) for a in palette.actions_of(w)}
-        for name, action in w.conversation_actions.items():
-            assert (palette.plain(action.text()) in listed) == action.isEnabled(), name
+        for key_name, action in w.conversation_actions.items():
+            assert (palette.plain(action.text()) in listed) == action.isEnabled(), key_name
         assert palette.plain(w.app_actions["settings"].text()) in listed
