@@ -23,20 +23,19 @@ from desktop.qt.compat import emit
 from desktop.qt.composer import Composer, ComposerPanel
 from desktop.qt.conversation_answers import AnswerActions, BranchNote, call_again
 from desktop.qt.conversation_header import ConversationHeader
+from desktop.qt.conversation_loading import ConversationLoading
 from desktop.qt.conversation_shelves import ConversationShelves
 from desktop.qt.conversation_turn_bar import TurnBar
 from desktop.qt.doors import DoorWatch
 from desktop.qt.edit_prompt import EditPromptDialog
 from desktop.qt.follow import Follower
 from desktop.qt.screens import question
-from desktop.qt.transcript_view import TranscriptModel, esc, make_view
+from desktop.qt.transcript_view import TranscriptModel, make_view
 from desktop.state import conversation as words
 from desktop.state import doors as door_words
 from desktop.state.composer import IDLE_HINT, LONG_MESSAGE_TOKENS, RUNNING_HINT
-from desktop.state.delegation import unnamed_children
 from desktop.state.model_choices import Choice, change, others
 from desktop.state.session import SessionState
-from desktop.state.sessions import home_relative
 from desktop.state.turns import TurnActions, latest, undo_words
 from shared import protocol as p
 from shared.client import RESYNC, Incoming
@@ -44,9 +43,6 @@ from shared.methods import (
     PromptSubmit,
     ProviderList,
     Request,
-    SessionList,
-    SessionMessages,
-    SessionResume,
     SessionUndo,
     SessionUpdate,
     TurnInterrupt,
@@ -56,9 +52,6 @@ if TYPE_CHECKING:
     from desktop.link import Link
 
 R = TypeVar("R")
-PAGE = 100
-RECONCILE_PAGES = 20  # a turn longer than this many pages keeps its live items
-MATCH_PAGES = 20  # how far back a search match is looked for before giving up
 __all__ = ["IDLE_HINT", "LONG_MESSAGE_TOKENS", "RUNNING_HINT", "Composer", "Conversation"]
 
 
@@ -80,9 +73,7 @@ class Conversation(QWidget):
         self.state.on_turn_done = self._turn_done
         self.state.on_change = self._refresh_soon
         self.model = TranscriptModel(self.state.transcript)
-        self.fetching = False
         self.closed = False
-        self._resumed: list[p.Message] = []  # the page the session opened with
         self._listed: list[p.ProviderChoice] | None = None  # provider.list's, once answered
         # The chat rooms (messaging doors) this session is also reached from: the header says so.
         self.doors = DoorWatch.of(link)
@@ -90,6 +81,11 @@ class Conversation(QWidget):
         self.answers.error.connect(self._show_error)
         self.answers.submitted.connect(self._refresh_soon)
         self.answers.switch.connect(lambda sid, at: emit(self.switch_requested, sid, at))
+        self.loading = ConversationLoading(self, self)  # opening, paging, reloading
+        self.loading.error.connect(self._show_error)
+        self.loading.opened.connect(lambda: spawn(self._fetch_providers()))
+        self.loading.changed.connect(self._refresh_soon)
+        self.loading.moved.connect(self._continued)
         self._build()
         link.received.connect(self._on_event)
         link.state.connect(self._on_link_state)
@@ -100,7 +96,7 @@ class Conversation(QWidget):
         self._tick.timeout.connect(self._on_tick)
         self._tick.start()
         theme.changed.connect(self._restyle)
-        spawn(self._open(at_message), self._show_error)
+        spawn(self.loading.open(at_message), self._show_error)
 
     # --- layout --------------------------------------------------------------------
 
@@ -179,7 +175,7 @@ class Conversation(QWidget):
         self.view.regenerate_requested.connect(self.regenerate)
         self.view.edit_requested.connect(lambda row: self.edit_prompt(row))
         self.view.branch_requested.connect(lambda sid: emit(self.switch_requested, sid, ""))
-        self.view.verticalScrollBar().valueChanged.connect(self._scrolled)
+        self.view.verticalScrollBar().valueChanged.connect(self.loading.scrolled)
         self.empty = QLabel(self.view.viewport())
         self.empty.setObjectName("conversationEmpty")
         self.empty.setWordWrap(True)
@@ -295,81 +291,21 @@ class Conversation(QWidget):
             spawn(self.link.call(SessionUpdate(session_id=self.session_id, title=title)),
                   self._show_error)
 
-    # --- loading -------------------------------------------------------------------
+    # --- loading (conversation_loading.py) ----------------------------------------
 
-    async def _open(self, at_message: str | None) -> None:
-        result = await self.link.open_session(self.session_id)
-        if self.closed:
-            await self.link.close_session(self.session_id)
-            return
-        self.state.load(result)
-        self._resumed = result.messages
-        self.follower.jump()
-        self.refresh()
-        spawn(self._fetch_providers())  # (the box shows the default provider until it answers)
-        await self._name_children()
-        await self._name_original()
-        if at_message:
-            await self.show_message(at_message)
-
-    async def _name_children(self) -> None:
-        """Delegate cards loaded while their call runs learn their sub-agent's session from
-        the listing of this session's sub-agents (their announcement is not replayed)."""
-        if unnamed_children(self.state.transcript.items):
-            found = await self.link.call(SessionList(delegated_from=self.session_id, limit=500))
-            self.state.transcript.link_children(found.sessions)
-
-    async def _name_original(self) -> None:
-        """A branch's banner names the session it was made from (read once)."""
-        if await self.answers.name_original():
-            self.refresh()
+    @property
+    def fetching(self) -> bool:
+        """An older page is being read."""
+        return self.loading.fetching
 
     async def show_message(self, message_id: str) -> bool:
-        """Scrolls to a stored message (a search match), loading older pages until it is
-        there; False when it is not within MATCH_PAGES pages."""
-        key = words.message_key(message_id, self._resumed)
-        for _ in range(MATCH_PAGES):
-            if key is not None and self.state.transcript.find(key) is not None:
-                break
-            t = self.state.transcript
-            if not t.has_more or not t.oldest_message_id:
-                break
-            page = await self.link.call(SessionMessages(
-                session_id=self.session_id, before_id=t.oldest_message_id, limit=PAGE))
-            self.state.transcript.prepend(page.messages, page.has_more)
-            key = key or words.message_key(message_id, page.messages)
-        row = self.state.transcript.find(key) if key is not None else None
-        if row is None:
-            return False
-        self.view.doItemsLayout()
-        index = self.model.index(row, 0)
-        self.follower.stuck = False
-        self.view.setCurrentIndex(index)
-        self.view.scrollTo(index, self.view.ScrollHint.PositionAtCenter)
-        self.follower._show_button()
-        return True
+        """Scrolls to a stored message (a search match); see `ConversationLoading.show_message`."""
+        return await self.loading.show_message(message_id)
 
-    async def _reload(self) -> None:
-        self.state.reset()
-        result = await self.link.call(SessionResume(session_id=self.session_id))
-        with self.follower.replacing():
-            self.state.load(result)
-        self.refresh()
-        await self._name_children()
+    def fetch_older(self) -> None:
+        self.loading.fetch_older()
 
-    async def _continue_in(self, child: str) -> None:
-        """Compression rotated the conversation into a child session: this view follows it
-        (the earlier messages stay in the parent session, listed in the sidebar)."""
-        parent = self.session_id
-        notice = self.state.notice  # "context compressed", said in the parent
-        self.session_id = self.state.session_id = child
-        self.state.reset()
-        result = await self.link.open_session(child)
-        self.state.load(result)
-        if self.state.notice is None:
-            self.state.notice = notice
-        self.follower.jump()
-        await self.link.close_session(parent)
+    def _continued(self, parent: str, child: str) -> None:
         emit(self.moved, parent, child)
         self.banner.setText("The conversation continues in a new session; earlier messages are "
                             "summarized here and kept in full in the previous session.")
@@ -377,35 +313,12 @@ class Conversation(QWidget):
         QTimer.singleShot(10_000, self, self.banner.hide)
         self.refresh()
 
-    def fetch_older(self) -> None:
-        t = self.state.transcript
-        if self.fetching or not t.has_more or not t.oldest_message_id:
-            return
-        self.fetching = True
-        spawn(self._fetch_older(t.oldest_message_id), self._show_error)
-
-    async def _fetch_older(self, before_id: str) -> None:
-        try:
-            page = await self.link.call(SessionMessages(
-                session_id=self.session_id, before_id=before_id, limit=PAGE))
-            bar = self.view.verticalScrollBar()
-            keep = bar.maximum() - bar.value()
-            self.state.transcript.prepend(page.messages, page.has_more)
-            self.view.doItemsLayout()
-            bar.setValue(bar.maximum() - keep)  # the same messages stay under the reader's eyes
-        finally:
-            self.fetching = False
-
-    def _scrolled(self, value: int) -> None:
-        if value <= self.view.verticalScrollBar().minimum() + 4 and self.state.loaded:
-            self.fetch_older()
-
     # --- events --------------------------------------------------------------------
 
     def _on_event(self, event: Incoming) -> None:
         mine = event.session_id == self.session_id
         if event.type == RESYNC and mine:
-            spawn(self._reload(), self._show_error)
+            spawn(self.loading.reload(), self._show_error)
             return
         if isinstance(event.data, p.SessionDeletedEvent) and mine:
             self.banner.setText("This session was deleted.")
@@ -413,7 +326,7 @@ class Conversation(QWidget):
             self.composer.setEnabled(False)
             return
         if isinstance(event.data, p.CompressionComplete) and mine and event.data.child_session_id:
-            spawn(self._continue_in(event.data.child_session_id), self._show_error)
+            spawn(self.loading.continue_in(event.data.child_session_id), self._show_error)
         lost = (isinstance(event.data, p.SessionUpdated) and mine and self.state.loaded
                 and event.data.session.status == "unknown" and self.state.status != "unknown")
         self.state.apply(event)  # the follower keeps a reader at the bottom there
@@ -421,7 +334,7 @@ class Conversation(QWidget):
             # The running turn was lost (its backend died and another took the session over,
             # or its end could not be saved): no end event comes, so the stored rows are
             # loaded afresh: what was streamed, marked unknown, and the note saying why.
-            spawn(self._reload(), self._show_error)
+            spawn(self.loading.reload(), self._show_error)
 
     def _on_link_state(self, state: str) -> None:
         if state == "connected" and self.state.loaded:
@@ -429,28 +342,7 @@ class Conversation(QWidget):
         self._refresh_soon()
 
     def _turn_done(self, turn_id: str) -> None:
-        spawn(self._reconcile(turn_id), self._show_error)
-
-    async def _reconcile(self, turn_id: str) -> None:
-        """The finished turn as stored, in place of what was streamed."""
-        request = SessionMessages(session_id=self.session_id, limit=PAGE)
-        rows: list[p.Message] = []
-        for _ in range(RECONCILE_PAGES):  # back to the turn's first row (its prompt)
-            page = await self.link.call(request)
-            rows = page.messages + rows
-            if not page.has_more or not rows or any(
-                    m.turn_id == turn_id and m.role == "user" for m in page.messages) \
-                    or rows[0].turn_id != turn_id:
-                break
-            request = SessionMessages(session_id=self.session_id, limit=PAGE,
-                                      before_id=rows[0].message_id)
-        if self.closed:
-            return  # another session took its place meanwhile: its widgets are going
-        with self.follower.replacing():  # the stored rows of what was shown: not news
-            self.state.transcript.reconcile_turn(turn_id, rows)
-        # The stored rows may bring what the turn bar offers on (a failed turn's note, the
-        # Retry beside it): refresh, or it waits for the next event, which may never come.
-        self._refresh_soon()
+        spawn(self.loading.reconcile(turn_id), self._show_error)
 
     # --- actions -------------------------------------------------------------------
 
@@ -652,21 +544,10 @@ class Conversation(QWidget):
     def _welcome(self) -> str:
         """What a new session can do, and which model answers it."""
         c = theme.colors()
-        folder = home_relative(self.state.session.cwd) if self.state.session else "this folder"
         server = self.link.server
         summary = server.capabilities.provider if server is not None else None
-        model, name = words.answering(self.state.session, self._providers(), summary)
-        who = esc(model) + (f" ({esc(name)})" if name else "")
-        weak = ""
-        if summary is not None and summary.offline_default:
-            weak = (f"<p style='color:{c.warning}'>No provider is set up, so the small built-in "
-                    "offline model answers: fine for trying Turnkey out, weak at real work. Add a "
-                    "provider in Settings (Ctrl+,).</p>")
-        return (f"<p style='font-size:15pt; font-weight:600; color:{c.text}'>New session</p>"
-                f"<p style='color:{c.muted}'>Ask Turnkey to read, change and run things in "
-                f"<b>{esc(folder)}</b>. It asks you before anything outside the folder or risky, "
-                f"and every change can be undone.</p>"
-                f"<p style='color:{c.muted}'>Answering: {who}</p>{weak}")
+        return words.welcome(self.state.session, self._providers(), summary,
+                             text=c.text, muted=c.muted, warning=c.warning)
 
     def _on_tick(self) -> None:
         self.shelves.tick()

@@ -62,6 +62,26 @@ def answering(session: p.Session | None, providers: Sequence[p.ProviderChoice],
     return model, name
 
 
+def welcome(session: p.Session | None, providers: Sequence[p.ProviderChoice],
+            summary: p.ProviderSummary | None, *, text: str, muted: str, warning: str) -> str:
+    """A new session's welcome (rich text, in the theme's `text`, `muted` and `warning`
+    colours): what it can do, in which folder, which model answers it, and, when only the
+    built-in offline model is set up, that it is weak at real work."""
+    folder = home_relative(session.cwd) if session else "this folder"
+    model, name = answering(session, providers, summary)
+    who = html.escape(model, quote=False) + (f" ({html.escape(name, quote=False)})" if name else "")
+    weak = ""
+    if summary is not None and summary.offline_default:
+        weak = (f"<p style='color:{warning}'>No provider is set up, so the small built-in "
+                "offline model answers: fine for trying Turnkey out, weak at real work. Add a "
+                "provider in Settings (Ctrl+,).</p>")
+    return (f"<p style='font-size:15pt; font-weight:600; color:{text}'>New session</p>"
+            f"<p style='color:{muted}'>Ask Turnkey to read, change and run things in "
+            f"<b>{html.escape(folder, quote=False)}</b>. It asks you before anything outside the "
+            f"folder or risky, and every change can be undone.</p>"
+            f"<p style='color:{muted}'>Answering: {who}</p>{weak}")
+
+
 def editable(item: Any) -> bool:
     """A message of yours that can be edited into a branch: a prompt whose row is stored."""
     return is_prompt(item) and not item.hidden and not item.key.startswith("prompt:")

@@ -12,6 +12,7 @@ from desktop.state.conversation import (
     edit_target,
     message_key,
     status_tone,
+    welcome,
     where,
 )
 from desktop.state.items import AssistantItem, UserItem
@@ -57,6 +58,26 @@ def test_the_welcome_names_the_sessions_model_else_the_default_one() -> None:
                  p.ProviderChoice(name="other", model="small", kind="openai")]
     s = session(model="small", provider="other")
     assert answering(s, providers, summary) == ("small", "other")
+
+
+def test_the_welcome_says_the_folder_and_model_escaped_in_the_themes_colours() -> None:
+    summary = p.ProviderSummary(configured=True, name="a<b", model="big")
+    text = welcome(session(cwd="/srv/<x>"), [], summary, text="#111", muted="#222", warning="#333")
+    assert "<b>/srv/&lt;x&gt;</b>" in text
+    assert "Answering: some-model (a&lt;b)" in text, "the session's own model"
+    assert "color:#111'>New session" in text
+    assert "color:#222" in text
+    assert "#333" not in text
+    assert "offline" not in text
+    assert "<b>this folder</b>" in welcome(None, [], None, text="", muted="", warning="")
+
+
+def test_the_welcome_warns_when_only_the_offline_model_answers() -> None:
+    summary = p.ProviderSummary(configured=False, name="offline", model="tiny",
+                                offline_default=True)
+    text = welcome(None, [], summary, text="#111", muted="#222", warning="#333")
+    assert "<p style='color:#333'>No provider is set up" in text
+    assert "Answering: tiny (offline)" in text
 
 
 def prompt(key: str, text: str, **kw: object) -> UserItem:
