@@ -9,9 +9,7 @@ followers, so the same session in two places is one subscription) until `close_c
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut
@@ -21,9 +19,10 @@ from desktop.qt import theme
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.composer import Composer, ComposerPanel
-from desktop.qt.conversation_answers import AnswerActions, BranchNote, call_again
+from desktop.qt.conversation_answers import AnswerActions, BranchNote
 from desktop.qt.conversation_header import ConversationHeader
 from desktop.qt.conversation_loading import ConversationLoading
+from desktop.qt.conversation_sending import ConversationSending
 from desktop.qt.conversation_shelves import ConversationShelves
 from desktop.qt.conversation_turn_bar import TurnBar
 from desktop.qt.doors import DoorWatch
@@ -36,22 +35,14 @@ from desktop.state import doors as door_words
 from desktop.state.composer import IDLE_HINT, LONG_MESSAGE_TOKENS, RUNNING_HINT
 from desktop.state.model_choices import Choice, change, others
 from desktop.state.session import SessionState
-from desktop.state.turns import TurnActions, latest, undo_words
+from desktop.state.turns import TurnActions, latest
 from shared import protocol as p
 from shared.client import RESYNC, Incoming
-from shared.methods import (
-    PromptSubmit,
-    ProviderList,
-    Request,
-    SessionUndo,
-    SessionUpdate,
-    TurnInterrupt,
-)
+from shared.methods import ProviderList, SessionUpdate
 
 if TYPE_CHECKING:
     from desktop.link import Link
 
-R = TypeVar("R")
 __all__ = ["IDLE_HINT", "LONG_MESSAGE_TOKENS", "RUNNING_HINT", "Composer", "Conversation"]
 
 
@@ -83,9 +74,12 @@ class Conversation(QWidget):
         self.answers.switch.connect(lambda sid, at: emit(self.switch_requested, sid, at))
         self.loading = ConversationLoading(self, self)  # opening, paging, reloading
         self.loading.error.connect(self._show_error)
-        self.loading.opened.connect(lambda: spawn(self._fetch_providers()))
+        self.loading.opened.connect(lambda: spawn(self.fetch_providers()))
         self.loading.changed.connect(self._refresh_soon)
         self.loading.moved.connect(self._continued)
+        self.sending = ConversationSending(self, self)  # send, steer, stop, retry, undo
+        self.sending.error.connect(self._show_error)
+        self.sending.submitted.connect(self._refresh_soon)
         self._build()
         link.received.connect(self._on_event)
         link.state.connect(self._on_link_state)
@@ -157,7 +151,7 @@ class Conversation(QWidget):
         self.conn_label = self.header_widget.conn_label
         self.model_box = self.header_widget.model_box
         self.model_box.chosen.connect(self._choose)
-        self.model_box.opening.connect(lambda: spawn(self._fetch_providers()))
+        self.model_box.opening.connect(lambda: spawn(self.fetch_providers()))
         self.header_bar = self.header_widget.bar  # a window adds its own buttons here (pop out)
 
     def _build_view(self) -> None:
@@ -249,7 +243,7 @@ class Conversation(QWidget):
         self.empty.setGeometry((area.width() - width) // 2, max(10, (area.height() - height) // 3),
                                width, height)
 
-    def _providers(self) -> list[p.ProviderChoice]:
+    def providers(self) -> list[p.ProviderChoice]:
         """The providers a session can choose, as last listed; until then (or from a backend
         that does not list them) the one turns use first, as `initialize` said."""
         if self._listed is not None:
@@ -261,7 +255,7 @@ class Conversation(QWidget):
         return [p.ProviderChoice(name=summary.name, model=summary.model or "",
                                  kind=summary.kind or "", default=True)]
 
-    async def _fetch_providers(self) -> None:
+    async def fetch_providers(self) -> None:
         """Asks the backend which providers there are (at open, on reconnecting, and each time
         the model box or the Try another provider menu opens: settings may have changed)."""
         server = self.link.server
@@ -273,7 +267,7 @@ class Conversation(QWidget):
             self._refresh_soon()
 
     def _choose(self, choice: Choice) -> None:
-        fields = change(choice, self.state.session, self._providers())
+        fields = change(choice, self.state.session, self.providers())
         if fields:
             spawn(self.link.call(SessionUpdate(session_id=self.session_id, **fields)),
                   self._show_error)
@@ -338,7 +332,7 @@ class Conversation(QWidget):
 
     def _on_link_state(self, state: str) -> None:
         if state == "connected" and self.state.loaded:
-            spawn(self._fetch_providers())  # (the backend may have been started anew)
+            spawn(self.fetch_providers())  # (the backend may have been started anew)
         self._refresh_soon()
 
     def _turn_done(self, turn_id: str) -> None:
@@ -347,46 +341,15 @@ class Conversation(QWidget):
     # --- actions -------------------------------------------------------------------
 
     def send(self) -> None:
-        self._send("queue")
+        self.sending.send("queue")
 
     def steer(self) -> None:
         """Into the running turn (an idle session simply runs it, as Send would)."""
-        self._send("steer")
-
-    def _send(self, intent: Literal["queue", "steer"]) -> None:
-        text = self.composer.toPlainText().strip()
-        if not text:
-            return
-        self.composer.clear()
-        self.follower.jump()  # sending always shows the end, where the answer will come
-        spawn(self._submit(text, intent), self._submit_failed(text))
-
-    async def _submit(self, text: str, intent: Literal["queue", "steer"] = "queue") -> None:
-        # The same request id on every attempt: if the connection drops after the backend took
-        # the prompt, sending it again returns the first receipt instead of running it twice.
-        result = await self._call_again(PromptSubmit(
-            session_id=self.session_id, request_id=str(uuid.uuid4()), text=text, intent=intent))
-        self.state.submitted(result.receipt, text)
-        self._refresh_soon()
-
-    def _submit_failed(self, text: str) -> Callable[[str], None]:
-        def failed(message: str) -> None:
-            if not self.composer.toPlainText().strip():
-                self.composer.setPlainText(text)  # the words are not lost
-            self._show_error(f"Not sent: {message}")
-        return failed
-
-    async def _call_again(self, request: Request[R]) -> R:
-        return await call_again(self.link, request)
+        self.sending.send("steer")
 
     def retry(self) -> None:
-        """The failed or stopped turn's prompt answered again, in place: no second message."""
-        actions = self.turn_actions
-        if actions.retry_text is None or self.state.busy:
-            return
-        self.turn_actions = TurnActions()
-        self.turn_bar.hide()
-        self.answers.answer_again(actions.prompt_key)
+        """The failed or stopped turn's prompt answered again; see `ConversationSending.retry`."""
+        self.sending.retry()
 
     def regenerate(self) -> None:
         """The last prompt answered again (Ctrl+Shift+R); see `AnswerActions.regenerate`."""
@@ -405,62 +368,22 @@ class Conversation(QWidget):
         self.answers.open_original()
 
     def try_another(self) -> None:
-        """The provider failed the turn: a menu of the other providers' models; the one picked
-        becomes the session's, and the failed turn's prompt is sent again on it."""
-        spawn(self._offer_others(), self._show_error)
-
-    async def _offer_others(self) -> None:
-        await self._fetch_providers()
-        if self.closed:
-            return
-        self.turn_bar.offer_choices(others(self.state.session, self._providers()))
+        """The other providers' models, one to answer the failed turn again on."""
+        self.sending.try_another()
 
     def retry_on(self, choice: Choice) -> None:
-        """`choice` becomes the session's provider and model, then the failed turn's prompt
-        is sent again (after the change is stored: the turn reads it when it starts)."""
-        text = self.turn_actions.retry_text
-        if text is None or self.state.busy:
-            return
-        fields = change(choice, self.state.session, self._providers())
-        self.turn_actions = TurnActions()
-        self.turn_bar.hide()
-        self.follower.jump()
-
-        async def go() -> None:
-            if fields:
-                await self.link.call(SessionUpdate(session_id=self.session_id, **fields))
-            await self._submit(text)
-
-        spawn(go(), self._submit_failed(text))
+        """The failed turn's prompt again on `choice`; see `ConversationSending.retry_on`."""
+        self.sending.retry_on(choice)
 
     def undo(self) -> None:
-        turn = self.turn_actions.undo_turn
-        if turn is None or self.state.busy:
-            return
-        self.undone.add(turn)
-        self.undo_button.setEnabled(False)
-
-        async def go() -> None:
-            try:
-                result = await self.link.call(SessionUndo(session_id=self.session_id, turn_id=turn))
-            except Exception:
-                self.undone.discard(turn)
-                raise
-            finally:
-                self.undo_button.setEnabled(True)
-            self.state.notice = None
-            self.banner_note(undo_words(result.restored))
-            self.refresh()
-
-        spawn(go(), self._show_error)
+        self.sending.undo()
 
     def banner_note(self, text: str) -> None:
         """A passing note under the transcript (not an error)."""
         self.turn_bar.note(text)
 
     def interrupt(self) -> None:
-        if self.state.busy:
-            spawn(self.link.call(TurnInterrupt(session_id=self.session_id)), self._show_error)
+        self.sending.interrupt()
 
     def answer(self, approval_id: str, decision: p.Decision) -> None:
         self.shelves.answer(approval_id, decision)
@@ -519,7 +442,7 @@ class Conversation(QWidget):
         self.folder_note.setText(warning or "")
         self.folder_note.setVisible(bool(warning))
         self.branch_note.show_branch(self.answers.branch_words())
-        self.model_box.show_session(s.session, self._providers())
+        self.model_box.show_session(s.session, self.providers())
         self.composer_frame.show_session(s.status, s.busy, s.usage_line())
         self._refresh_turn()
         if s.notice is not None:
@@ -534,7 +457,7 @@ class Conversation(QWidget):
         s = self.state
         self.turn_actions = latest(s.transcript.items, s.status, frozenset(self.undone))
         self.thinking.setVisible(self.turn_actions.thinking)
-        self.turn_bar.show_actions(self.turn_actions, bool(others(s.session, self._providers())))
+        self.turn_bar.show_actions(self.turn_actions, bool(others(s.session, self.providers())))
         empty = s.loaded and not s.transcript.items and not s.busy
         if empty:
             self.empty.setText(self._welcome())
@@ -546,7 +469,7 @@ class Conversation(QWidget):
         c = theme.colors()
         server = self.link.server
         summary = server.capabilities.provider if server is not None else None
-        return words.welcome(self.state.session, self._providers(), summary,
+        return words.welcome(self.state.session, self.providers(), summary,
                              text=c.text, muted=c.muted, warning=c.warning)
 
     def _on_tick(self) -> None:
