@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import QFrame, QLabel, QMenu, QVBoxLayout, QWidget
 
@@ -25,6 +25,7 @@ from desktop.qt.conversation_loading import ConversationLoading
 from desktop.qt.conversation_sending import ConversationSending
 from desktop.qt.conversation_shelves import ConversationShelves
 from desktop.qt.conversation_turn_bar import TurnBar
+from desktop.qt.conversation_welcome import Welcome
 from desktop.qt.doors import DoorWatch
 from desktop.qt.edit_prompt import EditPromptDialog
 from desktop.qt.follow import Follower
@@ -170,13 +171,7 @@ class Conversation(QWidget):
         self.view.edit_requested.connect(lambda row: self.edit_prompt(row))
         self.view.branch_requested.connect(lambda sid: emit(self.switch_requested, sid, ""))
         self.view.verticalScrollBar().valueChanged.connect(self.loading.scrolled)
-        self.empty = QLabel(self.view.viewport())
-        self.empty.setObjectName("conversationEmpty")
-        self.empty.setWordWrap(True)
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty.setTextFormat(Qt.TextFormat.RichText)
-        self.empty.hide()
-        self.view.viewport().installEventFilter(self)
+        self.empty = Welcome(self.view.viewport())  # a new session's welcome
 
     def _build_notes(self) -> None:
         """The labels over and under the transcript, each hidden until it has something to say."""
@@ -229,19 +224,6 @@ class Conversation(QWidget):
     @property
     def edit_dialog(self) -> EditPromptDialog | None:
         return self.answers.edit_dialog
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        """The empty-session text stays centred in the transcript."""
-        if event.type() == QEvent.Type.Resize and watched is self.view.viewport():
-            self._place_empty()
-        return False
-
-    def _place_empty(self) -> None:
-        area = self.view.viewport().rect()
-        width = min(560, area.width() - 40)
-        height = self.empty.heightForWidth(width)
-        self.empty.setGeometry((area.width() - width) // 2, max(10, (area.height() - height) // 3),
-                               width, height)
 
     def providers(self) -> list[p.ProviderChoice]:
         """The providers a session can choose, as last listed; until then (or from a backend
@@ -459,10 +441,7 @@ class Conversation(QWidget):
         self.thinking.setVisible(self.turn_actions.thinking)
         self.turn_bar.show_actions(self.turn_actions, bool(others(s.session, self.providers())))
         empty = s.loaded and not s.transcript.items and not s.busy
-        if empty:
-            self.empty.setText(self._welcome())
-            self._place_empty()
-        self.empty.setVisible(empty)
+        self.empty.show_text(self._welcome() if empty else None)
 
     def _welcome(self) -> str:
         """What a new session can do, and which model answers it."""
