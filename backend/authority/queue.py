@@ -102,18 +102,10 @@ class SessionAuthority:
         retired = frozenset(self._retired)
 
         def job(tx: Tx) -> tuple[Receipt, Claim | None]:
-            # A conversation that compression rotated continues in its newest session; the
-            # request id is looked up where it was sent and where it would run.
-            sent_to = params.session_id
-            params.session_id = compression.leaf(tx, sent_to)
-            existing = admissions.by_key(tx, principal, sent_to, params.request_id) \
-                or admissions.by_key(tx, principal, params.session_id, params.request_id)
+            existing = _admitted_before(tx, principal, params)
             if existing is not None:
                 if existing.payload_digest != payload.digest:
-                    raise AdmissionConflict(
-                        f"request_id {params.request_id!r} was already used with different "
-                        "input in this session; use a new request_id for new input"
-                    )
+                    raise _reused(params.request_id)
                 return wire.receipt(admissions.receipt(tx, existing, duplicate=True)), None
             if not sessions.exists(tx, params.session_id):
                 raise NotFound("session", params.session_id)
@@ -151,16 +143,11 @@ class SessionAuthority:
         retired = frozenset(self._retired)
 
         def job(tx: Tx) -> tuple[Receipt, Claim | None]:
-            sent_to = params.session_id
-            params.session_id = compression.leaf(tx, sent_to)
-            existing = admissions.by_key(tx, principal, sent_to, params.request_id) \
-                or admissions.by_key(tx, principal, params.session_id, params.request_id)
+            existing = _admitted_before(tx, principal, params)
             if existing is not None:
                 again = Payload.from_json(existing.payload_json).regenerates
                 if again is None or (asked is not None and again != message_id(asked)):
-                    raise AdmissionConflict(
-                        f"request_id {params.request_id!r} was already used with different "
-                        "input in this session; use a new request_id for new input")
+                    raise _reused(params.request_id)
                 return wire.receipt(admissions.receipt(tx, existing, duplicate=True)), None
             if not sessions.exists(tx, params.session_id):
                 raise NotFound("session", params.session_id)
@@ -516,3 +503,20 @@ def _resolve_unknown(tx: Tx, admission_id: str) -> None:
         "end, while it ran",
     )
     settle_event(tx, admission_id)
+
+
+def _admitted_before(
+    tx: Tx, principal: str, params: PromptSubmitParams | SessionRegenerateParams,
+) -> AdmissionRecord | None:
+    """The admission this request id already made, looked up where it was sent and where it
+    would run: a conversation that compression rotated continues in its newest session,
+    which `params.session_id` becomes."""
+    sent_to = params.session_id
+    params.session_id = compression.leaf(tx, sent_to)
+    return admissions.by_key(tx, principal, sent_to, params.request_id) \
+        or admissions.by_key(tx, principal, params.session_id, params.request_id)
+
+
+def _reused(request_id: str) -> AdmissionConflict:
+    return AdmissionConflict(f"request_id {request_id!r} was already used with different input "
+                             "in this session; use a new request_id for new input")
