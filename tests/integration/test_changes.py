@@ -3,6 +3,7 @@ session.undo with `paths`: one file of a turn put back, the others kept."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -193,3 +194,33 @@ async def test_changes_need_read_and_per_file_undo_needs_submit_and_bad_params_a
     with pytest.raises(RpcError) as unchanged:
         await owner.call("session.undo", undo_one)
     assert (unchanged.value.code, unchanged.value.data.get("field")) == (-32602, "paths.0")
+
+
+@pytest.mark.parametrize("swap", ["symlink", "hard link", "fifo"])
+async def test_a_changed_file_swapped_for_a_way_out_is_not_read(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path, swap: str
+) -> None:
+    """A model that changed a file and then put a symbolic link (or a second name, or a pipe)
+    in its place does not get another file's content shown through session.changes, and a
+    pipe does not hang the backend: the diff says why the file is not read."""
+    work = (tmp_path / "work").resolve()
+    work.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-LINE\n")
+    rpc = await connect()
+    sid = await create_session(rpc, cwd=str(work))
+    await run_turn(rpc, fake_provider, sid, [write_file("notes.txt", "mine\n")])
+    notes = work / "notes.txt"
+    notes.unlink()
+    if swap == "symlink":
+        notes.symlink_to(secret)
+    elif swap == "hard link":
+        os.link(secret, notes)
+    else:
+        os.mkfifo(notes)
+    result = await changes(rpc, sid)
+    [turn] = result["turns"]
+    diff = files_of(turn)["notes.txt"]["diff"]
+    assert "TOP-SECRET" not in diff
+    assert diff.startswith("("), diff  # (why it is not read)
+    assert (await changes(rpc, sid))["turns"], "the backend still answers"
