@@ -157,10 +157,15 @@ async def test_kill9_at_fire_time_runs_once(backend: Backend, connect: Connect,
     assert fake_provider.snapshot() == [], "killed before its model call, nothing re-runs it"
 
 
-async def _downtime(backend: Backend, connect: Connect, missed: str) -> tuple[Json, list[Json], str]:
+async def _downtime(backend: Backend, connect: Connect,
+                    missed: str) -> tuple[Json, list[Json], datetime]:
     """A schedule firing every minute whose backend was down for 3 of its slots; returns the
-    schedule and the admissions of slots before the restart (a minute that turns while the
-    test watches fires on time, whatever the policy)."""
+    schedule, the admissions of slots before the restart (a minute that turns while the
+    test watches fires on time, whatever the policy) and when the backend was started.
+
+    The schedule's next slot is compared with that start, never with the clock after the
+    read: a minute that turns between the read and the check left a due slot that has not
+    fired yet (seen in CI: next 15:40:00, checked at 15:40:00.0013)."""
     rpc = await connect(name="before")
     sid = await create_session(rpc)
     sched = await _create(rpc, session_id=sid, text="every minute", cron="* * * * *",
@@ -170,6 +175,7 @@ async def _downtime(backend: Backend, connect: Connect, missed: str) -> tuple[Js
     # Stopped, it slept through three slots: as if down since 3 minutes before its next one.
     _set_next(backend, sched["schedule_id"],
               datetime.fromisoformat(sched["next_fire_at"]) - timedelta(minutes=3))
+    starting = datetime.now(UTC)
     backend.start()
     restarted = _iso(datetime.now(UTC))  # the scheduler started before READY: slots after it are on time
     rpc = await connect(name="after")
@@ -179,7 +185,7 @@ async def _downtime(backend: Backend, connect: Connect, missed: str) -> tuple[Js
     await asyncio.sleep(QUIET_S)
     missed_ones = [r for r in await _admissions(rpc, sid)
                    if _slot(r) < restarted]
-    return await _schedule(rpc, sched["schedule_id"]), missed_ones, sid
+    return await _schedule(rpc, sched["schedule_id"]), missed_ones, starting
 
 
 def _slot(receipt: Json) -> str:
@@ -189,19 +195,19 @@ def _slot(receipt: Json) -> str:
 
 async def test_missed_slots_fire_once_with_run_once(backend: Backend, connect: Connect,
                                                     fake_provider: FakeOpenAI) -> None:
-    sched, receipts, _ = await _downtime(backend, connect, "run_once")
+    sched, receipts, starting = await _downtime(backend, connect, "run_once")
     assert len(receipts) == 1, f"three missed slots fire once: {receipts}"
     fires = dict(_fires(backend, sched["schedule_id"]))
     assert fires[_slot(receipts[0])] == receipts[0]["admission_id"]
     latest = datetime.fromisoformat(_slot(receipts[0]))
     assert datetime.now(UTC) - latest < timedelta(minutes=2), "the latest missed slot fires"
-    assert datetime.fromisoformat(sched["next_fire_at"]) > datetime.now(UTC)
+    assert datetime.fromisoformat(sched["next_fire_at"]) > starting, "moved past missed slots"
 
 
 async def test_missed_slots_are_skipped_with_skip(backend: Backend, connect: Connect) -> None:
-    sched, receipts, _ = await _downtime(backend, connect, "skip")
+    sched, receipts, starting = await _downtime(backend, connect, "skip")
     assert receipts == [], "skip: nothing missed runs"
-    assert datetime.fromisoformat(sched["next_fire_at"]) > datetime.now(UTC)
+    assert datetime.fromisoformat(sched["next_fire_at"]) > starting, "moved past missed slots"
 
 
 async def test_one_shot_missed_while_down_fires_on_start(
