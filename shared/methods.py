@@ -94,6 +94,14 @@ class PromptSubmit(p.PromptSubmitParams, Request[p.ReceiptResult]):
     method = "prompt.submit"
 
 
+class AttachmentUpload(p.AttachmentUploadParams, Request[p.AttachmentUploadResult]):
+    method = "attachment.upload"
+
+
+class AttachmentGet(p.AttachmentGetParams, Request[p.AttachmentGetResult]):
+    method = "attachment.get"
+
+
 class AdmissionGet(p.AdmissionIdParams, Request[p.ReceiptResult]):
     method = "admission.get"
 

@@ -8,6 +8,7 @@ import msgspec
 
 from shared.literals import Role, SessionStatus
 from shared.protocol.approvals import Approval
+from shared.protocol.attachments import MessageAttachment
 from shared.protocol.base import (
     Event,
     EventData,
@@ -93,6 +94,8 @@ class Message(Wire):
     active: bool = True
     # Addition: on a prompt, the sessions forked at it (`session.fork`), oldest first.
     branches: list[str] | None = None
+    # Addition: on a prompt, the files sent with it (attachments), in the order given.
+    attachments: list[MessageAttachment] | None = None
 
 
 class SessionCreateParams(Params):

@@ -7,6 +7,7 @@ from typing import Literal
 import msgspec
 
 from shared.literals import AdmissionOutcome, AdmissionStatus
+from shared.protocol.attachments import Attachment, MessageAttachment
 from shared.protocol.base import EventData, EventSpec, Id, Params, RequestId, Usage, Wire
 
 TurnStatus = Literal["completed", "failed", "interrupted"]
@@ -31,10 +32,8 @@ class Receipt(Wire):
     steer: bool = False  # addition: submitted with intent "steer"
     # Addition: `session.regenerate`'s: the prompt (message_id) whose answer it regenerates.
     regenerates: str | None = None
-
-
-class Attachment(Params):
-    path: str
+    # Addition: the files sent with the prompt (attachments), in the order given.
+    attachments: list[MessageAttachment] | None = None
 
 
 class PromptSubmitParams(Params):
