@@ -38,7 +38,7 @@ def test_digest_depends_on_content_only() -> None:
 
 def test_attachments_are_refused_until_supported() -> None:
     with pytest.raises(InvalidParams) as err:
-        normalize(submit("hi", attachments=[Attachment(path="/tmp/x")]))
+        normalize(submit("hi", attachments=[Attachment(sha256="0" * 64, name="x.png")]))
     assert err.value.field == "attachments"
 
 
