@@ -9,13 +9,15 @@ import base64
 import hashlib
 import io
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend
 from .wire import (
@@ -346,3 +348,34 @@ async def test_unnamed_files_are_collected_after_a_day(connect: Connect, backend
     assert stored_files(backend) == sorted([sha(kept), thumb])
     assert rows(backend) == sorted([sha(kept), thumb])
     assert partials(backend) == []
+
+
+def test_turnkey_chat_attach(backend: Backend, fake_provider: FakeOpenAI, tmp_path: Path) -> None:
+    """`turnkey chat --attach FILE` (repeatable) uploads each file and sends it with the
+    prompt; a missing or unsupported file is refused before anything is sent."""
+    fake_provider.default = Reply(deltas=["Two ", "files"])
+    picture, notes = tmp_path / "shot.png", tmp_path / "notes.md"
+    picture.write_bytes(png(300, 200, seed=11))
+    notes.write_text("# Notes\nline two\n")
+    env = backend.env()
+    cli = [sys.executable, "-m", "desktop.cli", "--data-dir", str(backend.data_dir)]
+    out = subprocess.run([*cli, "chat", "--attach", str(picture), "--attach", str(notes),
+                          "Describe these"], env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Two files"
+    assert "Describe these" in str(fake_provider.snapshot()[-1])
+    named = backend.query("SELECT x.name, a.mime_type, a.width FROM admission_attachments x "
+                          "JOIN attachments a ON a.sha256 = x.sha256 ORDER BY x.position")
+    assert named == [{"name": "shot.png", "mime_type": "image/png", "width": 300},
+                     {"name": "notes.md", "mime_type": "text/markdown", "width": None}]
+
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(b"\0\1\2 not a type taken")
+    for path, words in ((tmp_path / "missing.png", "No such file"),
+                        (binary, "not a type that can be attached")):
+        refused = subprocess.run([*cli, "chat", "--attach", str(path), "hi"], env=env,
+                                 capture_output=True, text=True, timeout=60, check=False)
+        assert refused.returncode == 2, refused.stderr
+        assert words in refused.stderr, refused.stderr
+    assert len(backend.query("SELECT * FROM admissions")) == 1, "nothing more was sent"
