@@ -25,9 +25,25 @@ from shared.paths import default_data_dir
 
 if TYPE_CHECKING:  # parsed only when --remote is given: see the module's docstring
     from shared.remote import RemoteTarget
+    from shared.uploads import Attached
 
 # The commands --remote (or $TURNKEY_REMOTE) points at another computer's backend; None: the app.
 REMOTE_COMMANDS = (None, "app", "chat", "sessions", "backends")
+
+
+def read_attachments(paths: list[Path], text: str | None) -> list[Attached] | str:
+    """`chat --attach`'s files, read and typed; or why one cannot go."""
+    from shared.protocol import MAX_ATTACHMENTS
+    from shared.uploads import read_attachment
+
+    if text is None:
+        return 'chat --attach needs the TEXT to send with the files (it may be "")'
+    if len(paths) > MAX_ATTACHMENTS:
+        return f"at most {MAX_ATTACHMENTS} files go with one prompt"
+    try:
+        return [read_attachment(path.expanduser()) for path in paths]
+    except ValueError as exc:
+        return str(exc)
 
 
 def read_secret(name: str) -> str:
@@ -104,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --session and TEXT: add TEXT to the turn running there, read at "
                         "its next step, instead of queueing it for after (an idle session "
                         "just runs it)")
+    c.add_argument("--attach", action="append", type=Path, default=[], metavar="FILE",
+                   help="send FILE with TEXT (repeatable): an image (PNG, JPEG, GIF, WebP), a "
+                        "PDF or a text file")
     c.add_argument("text", nargs="?", default=None)
     s = sub.add_parser("sessions", help="list sessions, most recent first")
     s.add_argument("--limit", type=int, default=20)
@@ -335,7 +354,8 @@ def _remote(args: argparse.Namespace) -> RemoteTarget | str | None:
         return f"--remote: {exc}"
 
 
-def _remote_command(args: argparse.Namespace, data_dir: Path, remote: RemoteTarget) -> int:
+def _remote_command(args: argparse.Namespace, data_dir: Path, remote: RemoteTarget,
+                    files: list[Attached]) -> int:
     """chat, sessions and backends against a backend on another computer: nothing starts
     here, and a new session's folder is the remote backend's default unless --cwd names one
     there."""
@@ -348,7 +368,8 @@ def _remote_command(args: argparse.Namespace, data_dir: Path, remote: RemoteTarg
         from desktop import fleet_commands
 
         return _end(_run(fleet_commands.run(route, args)))
-    return _end(_run(commands.chat(route, args.session, args.text, args.cwd, steer=args.steer)))
+    return _end(_run(commands.chat(route, args.session, args.text, args.cwd, steer=args.steer,
+                                   files=files)))
 
 
 def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
@@ -363,6 +384,13 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
         print("turnkey: chat --steer needs --session ID and the TEXT to add to the turn "
               "running there", file=sys.stderr)
         return 2
+    files: list[Attached] = []
+    if args.command == "chat" and args.attach:
+        attached = read_attachments(args.attach, args.text)
+        if isinstance(attached, str):
+            print(f"turnkey: {attached}", file=sys.stderr)
+            return 2
+        files = attached
     if args.command == "secret":
         value = read_secret(args.name)
         if not value.strip():
@@ -376,7 +404,7 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
             return 2
         table = made
     if remote is not None:
-        return _remote_command(args, data_dir, remote)
+        return _remote_command(args, data_dir, remote, files)
     memory = ""
     if args.command == "memory":
         read = memory_text(args)
@@ -394,7 +422,8 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
 
     if args.command == "chat":
         cwd = (args.cwd or Path.cwd()).expanduser().resolve()
-        return _end(_run(commands.chat(route, args.session, args.text, cwd, steer=args.steer)))
+        return _end(_run(commands.chat(route, args.session, args.text, cwd, steer=args.steer,
+                                       files=files)))
     if args.command == "sessions":
         return _end(_run(commands.sessions(route, args.limit)))
     if args.command == "secret":

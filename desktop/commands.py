@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec
@@ -25,6 +25,7 @@ from desktop.state.ansi import SGR_AND_EL, AnsiStripper
 from desktop.state.live_tail import Lines
 from desktop.state.sessions import local_time
 from shared import protocol as p
+from shared import uploads
 from shared.client import BackendNotFound, Client, ClientState, Incoming, InvalidParams, RpcError
 from shared.launcher import running, start_backend, stop_backend, wait_ready
 from shared.mcp_names import count_words, shown_name, shown_summary
@@ -47,6 +48,7 @@ from shared.methods import (
     TurnInterrupt,
 )
 from shared.remote import RemoteTarget
+from shared.uploads import Attached
 
 Starting = subprocess.Popen[bytes]  # a backend `shared.launcher.spawn` started, not yet READY
 P = ParamSpec("P")
@@ -316,16 +318,21 @@ class Chat:
             self.ended = "cancelled"
             self.done.set()
 
-    async def send(self, text: str, steer: bool = False) -> str:
-        """Sends `text` and streams its turn; returns how it ended ("completed", ...).
-        `steer`: into the running turn, if one runs (then its end is ours)."""
+    async def send(self, text: str, steer: bool = False, files: Sequence[Attached] = ()) -> str:
+        """Sends `text` (with `files`, uploaded first) and streams its turn; returns how it
+        ended ("completed", ...).  `steer`: into the running turn, if one runs (then its
+        end is ours)."""
         self.done.clear()
         self.shown = ""
         self.answer = Answer(self.rendered)
         self.waiting = self.joined = None
+        attached: list[p.Attachment] = []
+        for f in files:
+            held = await uploads.upload(self.client, f.data, f.mime_type)
+            attached.append(p.Attachment(sha256=held.sha256, name=f.name))
         answer = await self.client.call(PromptSubmit(
             session_id=self.session_id, request_id=uuid.uuid4().hex, text=text,
-            intent="steer" if steer else "queue"))
+            attachments=attached or None, intent="steer" if steer else "queue"))
         receipt = answer.receipt
         self.waiting = receipt.admission_id
         if receipt.status == "terminal":  # settled before we started listening
@@ -424,7 +431,7 @@ NO_SANDBOX_NOTE = (
 @connected
 async def chat(
     client: Client, session_id: str | None, text: str | None, cwd: Path | None,
-    steer: bool = False,
+    steer: bool = False, files: Sequence[Attached] = (),
 ) -> int:
     """Sends `text` and streams its turn, or with no `text` reads prompts until end of input."""
     _say_what_answers(client)
@@ -441,7 +448,7 @@ async def chat(
     client.follow(session_id)
     chat = Chat(client, session_id)
     if text is not None:
-        return 0 if await chat.send(text, steer=steer) == "completed" else 1
+        return 0 if await chat.send(text, steer=steer, files=files) == "completed" else 1
     print("Type a message; Enter sends, Ctrl-C interrupts a turn, Ctrl-D quits.", file=sys.stderr)
     while True:
         try:

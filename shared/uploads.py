@@ -12,7 +12,8 @@ import base64
 import hashlib
 import mimetypes
 from collections.abc import Callable
-from pathlib import PurePath
+from dataclasses import dataclass
+from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 from shared import methods as m
@@ -66,6 +67,37 @@ def attachment_name(path_or_name: str) -> str:
     if dot and 0 < len(ext) < 16:
         return stem[:p.MAX_ATTACHMENT_NAME - len(ext) - 1] + "." + ext
     return name[:p.MAX_ATTACHMENT_NAME]
+
+
+@dataclass(frozen=True)
+class Attached:
+    """A file read to send with a prompt: its name, declared type and bytes."""
+
+    name: str
+    mime_type: str
+    data: bytes
+
+
+def read_attachment(path: Path) -> Attached:
+    """A file from disk, ready to upload; raises ValueError saying why it cannot go (not
+    found, not a file, too large, a type not taken)."""
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise ValueError(f"{path} is not a file")
+        if size > p.MAX_ATTACHMENT_BYTES:
+            raise ValueError(f"{path} has {size} bytes; a file may have at most "
+                             f"{p.MAX_ATTACHMENT_BYTES // (1024 * 1024)} MiB")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    if not data:
+        raise ValueError(f"{path} is empty")
+    mime = sniff_mime(path.name, data)
+    if mime is None:
+        raise ValueError(f"{path} is not a type that can be attached: images (PNG, JPEG, GIF, "
+                         "WebP), PDF or UTF-8 text")
+    return Attached(attachment_name(str(path)), mime, data)
 
 
 async def upload(client: Caller, data: bytes, mime_type: str, *,
