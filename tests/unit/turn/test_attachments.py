@@ -17,6 +17,7 @@ from backend.compress.compressor import to_entry
 from backend.compress.summary import render_transcript
 from backend.compress.tokens import entry_chars, message_chars, request_chars
 from backend.providers import anthropic, openai
+from backend.providers.accounting import measure
 from backend.providers.base import ChatRequest, WireFile, WireMessage, WireToolCall
 from backend.store.messages import ModelRow
 from backend.turn.attachments import (
@@ -337,3 +338,12 @@ def test_the_summarizer_reads_of_a_prompts_files_by_name() -> None:
     plain = to_entry(tool_row)
     assert plain is not None
     assert plain.files == ()
+
+
+def test_an_estimated_usage_counts_images_by_the_providers_estimate() -> None:
+    img = png(1024, 1024)
+    req = _request(WireMessage("user", "x" * 400, files=(image_file(img),)))
+    sent = asyncio.run(PreparedFiles(Reads(img)).render(req, OPENAI)).request
+    usage = measure(None, sent, "")
+    assert usage.estimated
+    assert usage.input_tokens == (len("You help.") + len("x" * 400)) // 4 + 765
