@@ -122,3 +122,24 @@ async def test_people_are_told_once_a_turn_when_the_model_cannot_see(harness: Ha
     harness.provider.script(text("Ok."))
     await harness.turn(sid, "Thanks.")
     assert len([m for m in await harness.messages(sid) if m.note_kind == "attachments"]) == 1
+
+
+@pytest.mark.parametrize("harness_config", [config_toml(
+    window=12_000, extra='vision = true\n[compression]\nthreshold = 0.75\n')])
+async def test_a_tight_request_leaves_old_images_out_before_compressing(
+        harness: Harness) -> None:
+    harness.runner.read_file = Reads()
+    sid = await harness.session()
+    for n in range(6):  # earlier exchanges, each with the image (about 1,100 tokens each)
+        await _prompt_with_image(harness, sid)
+        seen = f"Seen {n}."
+        await harness.db.write(lambda tx, seen=seen: messages.insert(tx, sid, "assistant", seen))
+    await _prompt_with_image(harness, sid)
+    harness.provider.script(text("Fine."))
+    await harness.turn(sid, "And this one?")
+    [request] = harness.provider.requests
+    prompts = [m for m in request.messages if m.role == "user"]
+    assert [len(m.images) for m in prompts] == [0] * 6 + [1, 0]
+    assert prompts[0].content.startswith(
+        "[An image was attached here: plan.png, 3000×2000; left out of this request")
+    assert not harness.events(sid, "compression.start")
