@@ -4,6 +4,7 @@ once when the model cannot see, and the request is measured as sent."""
 from __future__ import annotations
 
 import base64
+import functools
 
 import pytest
 
@@ -132,8 +133,8 @@ async def test_a_tight_request_leaves_old_images_out_before_compressing(
     sid = await harness.session()
     for n in range(6):  # earlier exchanges, each with the image (about 1,100 tokens each)
         await _prompt_with_image(harness, sid)
-        seen = f"Seen {n}."
-        await harness.db.write(lambda tx, seen=seen: messages.insert(tx, sid, "assistant", seen))
+        await harness.db.write(functools.partial(messages.insert, session_id=sid,
+                                                 role="assistant", content=f"Seen {n}."))
     await _prompt_with_image(harness, sid)
     harness.provider.script(text("Fine."))
     await harness.turn(sid, "And this one?")
