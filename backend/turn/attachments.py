@@ -31,7 +31,7 @@ ANTHROPIC_LIMITS = ImageLimits(long_edge=1568, max_bytes=3_750_000)
 OPENAI_LIMITS = ImageLimits(long_edge=2048, max_bytes=20_000_000)
 PDF_PAGE_TOKENS = 1_500  # a natively read page: its text and a picture of it
 MAX_NATIVE_PDF_PAGES = 100  # Anthropic's limit; a longer PDF goes as text
-MAX_NATIVE_PDF_BYTES = 24 * 1024 * 1024  # under the 32 MB request limit, once in base64
+MAX_NATIVE_PDF_BYTES = 16 * 1024 * 1024  # 21 MB in base64: room under the 32 MB request limit
 MAX_FILE_CHARS = 100_000  # a PDF's text or a text file, as sent
 
 Form = Literal["image", "note", "dropped", "document", "pdf_text", "text"]

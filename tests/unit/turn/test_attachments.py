@@ -161,6 +161,8 @@ def test_a_pdf_goes_natively_to_anthropic_and_as_text_to_the_others() -> None:
 def test_a_long_pdf_goes_as_text_even_to_anthropic() -> None:
     f = WireFile("1" * 64, "book.pdf", "application/pdf", "pdf", 1000, pages=400)
     assert form(f, ANTHROPIC) == "pdf_text"
+    heavy = WireFile("2" * 64, "scan.pdf", "application/pdf", "pdf", 20 * 1024 * 1024, pages=3)
+    assert form(heavy, ANTHROPIC) == "pdf_text"  # its base64 would crowd the 32 MB request
 
 
 def test_a_text_file_is_fenced_under_its_name_and_bounded() -> None:
