@@ -87,7 +87,8 @@ def pasted_name() -> str:
 def png_bytes(image: QImage) -> bytes:
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, b"PNG")
+    # (PySide6 takes the format as str, though its stubs say bytes: bytes raise ValueError)
+    image.save(buffer, "PNG")  # type: ignore[call-overload]
     return bytes(buffer.data().data())
 
 
