@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from backend import wire
+from backend.authority.attachments import Attachments
 from backend.authority.branches import Branches
 from backend.authority.compaction import Compaction
 from backend.authority.delegate import ChildSessions
@@ -116,6 +117,7 @@ class Backend:
         self.scheduler: Scheduler | None = None
         self.takeover: Takeover | None = None  # peers on a shared PostgreSQL store
         self.doors: Doors | None = None
+        self.attachments: Attachments | None = None
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -147,6 +149,7 @@ class Backend:
         self.mcp = McpPool(self.config, self.secrets, box, self.data_dir, self._mcp_status)
         runner = TurnRunner(self.db, self.config, self.providers, executor, compressor, self.mcp)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
+        self.attachments = Attachments(self.db, self.data_dir / "attachments")
         self.scheduler = Scheduler(self.db, self.authority, runner.default_model)
         children = ChildSessions(self.db, self.authority, executor, self.config)
         registry.use_delegator(children)
@@ -190,6 +193,7 @@ class Backend:
         await self.doors.start(config)  # after the drainers: a message may start a turn at once
         self.loop_watch.start()
         self.gc_watch.start()
+        self.attachments.start()  # removes what no prompt named within a day, hourly
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port
@@ -200,13 +204,15 @@ class Backend:
         """What the methods call, each service over the parts it owns."""
         assert self.mcp is not None
         assert self.scheduler is not None
+        assert self.attachments is not None
         providers = ProviderService(self.config, self.secrets, self.providers)
         sessions = SessionService(self.db, authority, checkpoints, default_model,
                                   lambda: providers.listing().providers)
         return Services(
             config=self.config, sessions=sessions,
             compaction=Compaction(sessions, compressor, self.providers, self.config, self.mcp),
-            authority=authority, branches=Branches(self.db, authority, checkpoints),
+            authority=authority, attachments=self.attachments,
+            branches=Branches(self.db, authority, checkpoints),
             approvals=approvals,
             schedules=ScheduleBook(self.db, self.scheduler.wake),
             providers=providers,
@@ -320,6 +326,8 @@ class Backend:
             await self.authority.stop(SHUTDOWN_GRACE_S)
         if self.mcp is not None:
             await self.mcp.close()  # after the turns: a call still running was stopped with them
+        if self.attachments is not None:
+            await self.attachments.stop()
         await self.loop_watch.stop()
         self.gc_watch.stop()
         await self.providers.aclose()

@@ -18,6 +18,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from backend.ids import message_id, now, stamp
 from backend.store import events as log
 from backend.store.admissions import ReceiptRecord
@@ -119,14 +121,25 @@ def usage_row(r: UsageRecord) -> p.UsageRow:
 def message(r: MessageRecord, branches: list[str] | None = None) -> p.Message:
     """A transcript message; `compacted` as the record holds it (`messages.page` works it
     out: the row's flag, or a compression's range); `branches`, the sessions forked at it."""
+    meta = json.loads(r.meta) if r.meta else None
     return p.Message(
         message_id=message_id(r.id), session_id=r.session_id, role=r.role,
         content=r.content, compacted=r.compacted, created_at=r.created_at,
         turn_id=r.turn_id, tool_calls=json.loads(r.tool_calls) if r.tool_calls else None,
         call_id=r.call_id, tool_name=r.tool_name, status=r.status,
-        note_kind=r.note_kind, meta=json.loads(r.meta) if r.meta else None,
-        active=r.active, branches=branches or None,
+        note_kind=r.note_kind, meta=meta, active=r.active, branches=branches or None,
+        attachments=_attachments(meta.get("attachments")) if meta and r.role == "user" else None,
     )
+
+
+def _attachments(items: Any) -> list[p.MessageAttachment] | None:
+    """A prompt's files from its row's meta (a tool row's older `attachments`, MCP images
+    by path, are not these: they have no sha256)."""
+    if not isinstance(items, list):
+        return None
+    out = [msgspec.convert(i, p.MessageAttachment) for i in items
+           if isinstance(i, dict) and "sha256" in i]
+    return out or None
 
 
 def receipt(rr: ReceiptRecord) -> p.Receipt:
@@ -138,6 +151,8 @@ def receipt(rr: ReceiptRecord) -> p.Receipt:
         settled_at=r.settled_at, final_text=r.final_text,
         failure_reason=r.failure_reason, turn_id=r.turn_id,
         text=rr.text, steer=rr.steer, origin=rr.origin, regenerates=rr.regenerates,
+        attachments=[msgspec.convert(a, p.MessageAttachment) for a in rr.attachments]
+        if rr.attachments else None,
     )
 
 

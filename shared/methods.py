@@ -316,6 +316,9 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(SessionUnsubscribe, "read"),
     MethodSpec(EventsSince, "read"),
     MethodSpec(PromptSubmit, "submit", cleaned=("text",)),
+    # Addition: files sent with a prompt (attachments).
+    MethodSpec(AttachmentUpload, "submit"),
+    MethodSpec(AttachmentGet, "read"),
     MethodSpec(AdmissionGet, "read"),
     MethodSpec(AdmissionList, "read"),
     MethodSpec(AdmissionCancel, "submit"),

@@ -32,6 +32,7 @@ from backend.errors import (
 )
 from backend.ids import message_id, message_rowid, new_id
 from backend.store import admissions, answers, compression, peers, sessions
+from backend.store import attachments as files
 from backend.store.admissions import AdmissionRecord
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
@@ -49,6 +50,7 @@ from backend.turn.route import (
 from backend.turn.runner import TurnRunner
 from shared import logs
 from shared.protocol import (
+    MAX_PROMPT_ATTACHMENT_BYTES,
     AdmissionQueued,
     PromptSubmitParams,
     Receipt,
@@ -465,12 +467,29 @@ def admit(tx: Tx, principal: str, session_id: str, request_id: str, payload: Pay
     admission_id = new_id("adm")
     admissions.insert(tx, admission_id, principal, session_id, request_id,
                       payload.to_json(), payload.digest)
+    if payload.attachments:
+        _name_files(tx, admission_id, payload)
     # Named in the admission's transaction, so the session.updated this commit
     # broadcasts already carries the title (a title a person chose is kept).
     sessions.name_untitled(tx, session_id, payload.title())
     receipt = _receipt(tx, admission_id)
     wire.emit(tx, session_id, AdmissionQueued(receipt=receipt), admission_id=admission_id)
     return receipt
+
+
+def _name_files(tx: Tx, admission_id: str, payload: Payload) -> None:
+    """The admission's files, recorded in its transaction: each must be held whole (the
+    collection cannot remove it between this check and the commit: it writes too)."""
+    try:
+        held = files.admit(tx, admission_id, list(payload.attachments))
+    except LookupError as exc:
+        raise InvalidParams(f"attachments.{exc.args[0]}.sha256",
+                            "no such file is held: upload it first (attachment.upload)") from None
+    total = sum(f.bytes for f in held)
+    if total > MAX_PROMPT_ATTACHMENT_BYTES:
+        raise InvalidParams("attachments", f"the files of one prompt may have at most "
+                            f"{MAX_PROMPT_ATTACHMENT_BYTES // (1024 * 1024)} MiB together; "
+                            f"these have {total} bytes")
 
 
 def _prompt_param(value: str | None) -> int | None:

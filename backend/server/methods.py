@@ -156,6 +156,16 @@ class Methods:
             raise
         return p.ReceiptResult(receipt=receipt)
 
+    async def attachment_upload(
+        self, conn: Connection, params: p.AttachmentUploadParams
+    ) -> p.AttachmentUploadResult:
+        return await self.svc.attachments.upload(params)
+
+    async def attachment_get(
+        self, conn: Connection, params: p.AttachmentGetParams
+    ) -> p.AttachmentGetResult:
+        return await self.svc.attachments.get(params)
+
     async def session_regenerate(
         self, conn: Connection, params: p.SessionRegenerateParams
     ) -> p.ReceiptResult:

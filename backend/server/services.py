@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backend.authority.attachments import Attachments
 from backend.authority.branches import Branches
 from backend.authority.compaction import Compaction
 from backend.authority.fleet import Fleet
@@ -31,6 +32,7 @@ class Services:
     sessions: SessionService  # sessions, transcripts, replay, receipts, pending approvals
     compaction: Compaction
     authority: SessionAuthority  # prompts in, cancels and resolves
+    attachments: Attachments  # files sent with prompts: uploads, reads, garbage
     branches: Branches  # a prompt's answers shown, sessions forked at a prompt
     approvals: Approvals  # answers
     schedules: ScheduleBook

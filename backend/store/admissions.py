@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgspec
 
 from backend.ids import now
-from backend.store import sessions
+from backend.store import attachments, sessions
 from backend.store.db import POSTGRESQL, SQLITE, Cursor, Row, Tx
 from backend.store.records import Record
 from shared.literals import AdmissionOutcome, AdmissionStatus
@@ -292,6 +293,7 @@ class ReceiptRecord(msgspec.Struct, frozen=True, kw_only=True):
     steer: bool
     origin: str | None
     regenerates: str | None = None  # session.regenerate's: the prompt's message_id
+    attachments: list[dict[str, Any]] | None = None  # the files it names (MessageAttachment's)
 
 
 def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> ReceiptRecord:
@@ -308,4 +310,6 @@ def receipt(tx: Tx, r: AdmissionRecord, *, duplicate: bool = False) -> ReceiptRe
         steer=payload.get("intent") == "steer",
         origin=r.principal if r.principal.startswith(SCHEDULED) else None,
         regenerates=payload.get("regenerate"),
+        attachments=attachments.of_admission(tx, r.admission_id)
+        if payload.get("attachments") else None,
     )

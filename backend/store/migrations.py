@@ -416,9 +416,35 @@ def _m015(conn: sqlite3.Connection) -> None:
                  "WHERE forked_from IS NOT NULL")
 
 
+def _m016(conn: sqlite3.Connection) -> None:
+    # Attachments (store/attachments.py): the files held (their bytes are files in
+    # DIR/attachments/, named by SHA-256) and the files each admission names, in order.
+    conn.execute("""CREATE TABLE attachments (
+        sha256     TEXT PRIMARY KEY,
+        mime_type  TEXT NOT NULL,
+        bytes      INTEGER NOT NULL,
+        kind       TEXT NOT NULL CHECK (kind IN ('image', 'pdf', 'text')),
+        width      INTEGER,
+        height     INTEGER,
+        pages      INTEGER,
+        thumbnail  TEXT,
+        created_at REAL NOT NULL
+    ) WITHOUT ROWID""")
+    conn.execute("CREATE INDEX attachments_thumbnail ON attachments (thumbnail) "
+                 "WHERE thumbnail IS NOT NULL")
+    conn.execute("""CREATE TABLE admission_attachments (
+        admission_id TEXT NOT NULL REFERENCES admissions (admission_id) ON DELETE CASCADE,
+        position     INTEGER NOT NULL,
+        sha256       TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        PRIMARY KEY (admission_id, position)
+    ) WITHOUT ROWID""")
+    conn.execute("CREATE INDEX admission_attachments_sha ON admission_attachments (sha256)")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010, _m011, _m012,
-    _m013, _m014, _m015,
+    _m013, _m014, _m015, _m016,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -5,9 +5,10 @@ kept as epoch seconds are DOUBLE PRECISION, row ids are identities).  What only 
 has is written here, apart: full-text search is a generated `tsvector` column with a GIN
 index (instead of FTS5), accents folded by `unaccent`, and the message counter is kept by a
 plpgsql trigger.  Its own version line started at 1 with the SQLite file's version 11;
-version 2 is the SQLite file's 12, version 4 its 13, version 5 its 14, version 6 its 15 (`SQLITE_EQUIVALENT`;
-version 3 added a column only this store has).  A later change to the layout changes the declaration and
-adds a step here and a migration to store/migrations.py.
+version 2 is the SQLite file's 12, version 4 its 13, version 5 its 14, version 6 its 15,
+version 7 its 16 (`SQLITE_EQUIVALENT`; version 3 added a column only this store has).  A
+later change to the layout changes the declaration and adds a step here and a migration to
+store/migrations.py.
 
 `backends` is this store's own (declared `only` on PostgreSQL): one row per running backend
 process (its epoch), with a heartbeat, so a backend on another host can tell a live peer's
@@ -80,6 +81,8 @@ STEP_TABLES: tuple[tuple[str, ...], ...] = (
      "compacted_ranges", "schedules", "schedule_fires", "backends"),
     # Messaging doors: the SQLite file's version 12.
     ("door_rooms", "door_sent", "door_outbox", "door_inbox", "door_cursor"),
+    # Attachments: the SQLite file's version 16, and the bytes this store holds itself.
+    ("attachments", "admission_attachments", "attachment_data", "attachment_partial"),
 )
 STEPS: tuple[tuple[str, ...], ...] = (
     (*_BEFORE_TABLES, *schema.pg_ddl(STEP_TABLES[0]), *_AFTER_TABLES),
@@ -101,9 +104,11 @@ STEPS: tuple[tuple[str, ...], ...] = (
      "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS view_changes BIGINT NOT NULL DEFAULT 0",
      "CREATE INDEX IF NOT EXISTS sessions_forked ON sessions (forked_from, forked_at) "
      "WHERE forked_from IS NOT NULL"),
+    # Attachments: the SQLite file's version 16 (store/attachments.py).
+    schema.pg_ddl(STEP_TABLES[2]),
 )
 SCHEMA_VERSION = len(STEPS)
-SQLITE_EQUIVALENT = 15  # the SQLite file's version this schema's tables match
+SQLITE_EQUIVALENT = 16  # the SQLite file's version this schema's tables match
 
 
 def migrate(conn: Any, name: str = "this database") -> int:

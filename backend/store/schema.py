@@ -10,11 +10,11 @@ columns and their order from here.
 
 Types are neutral: TEXT, INT (a flag, a pid: INTEGER on both), BIG (a count, an id, a seq:
 INTEGER on SQLite, BIGINT on PostgreSQL), REAL (epoch seconds, dollars: DOUBLE PRECISION on
-PostgreSQL).  An `identity` column is the table's row id: AUTOINCREMENT on SQLite, an
-identity on PostgreSQL.  `notnull` is what SQLite holds to: a primary key's columns are
-NOT NULL on PostgreSQL whatever it says, but a rowid table's key (a TEXT one) takes NULL on
-SQLite, an old quirk of its, unless the column says NOT NULL.  Check and partial-index
-conditions are written in SQL both stores read.
+PostgreSQL), BLOB (bytes: BYTEA on PostgreSQL).  An `identity` column is the table's row
+id: AUTOINCREMENT on SQLite, an identity on PostgreSQL.  `notnull` is what SQLite holds
+to: a primary key's columns are NOT NULL on PostgreSQL whatever it says, but a rowid table's
+key (a TEXT one) takes NULL on SQLite, an old quirk of its, unless the column says NOT NULL.
+Check and partial-index conditions are written in SQL both stores read.
 
 What one store has and the other has not is declared where it lives: SQLite's FTS5 index and
 its triggers in its migrations, PostgreSQL's search column, its triggers and the `backends`
@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-TEXT, INT, BIG, REAL = "text", "int", "big", "real"
+TEXT, INT, BIG, REAL, BLOB = "text", "int", "big", "real", "blob"
 SQLITE, POSTGRESQL = "sqlite", "postgresql"  # the dialects of store/db.py
-_SQLITE_TYPES = {TEXT: "TEXT", INT: "INTEGER", BIG: "INTEGER", REAL: "REAL"}
-_PG_TYPES = {TEXT: "TEXT", INT: "INTEGER", BIG: "BIGINT", REAL: "DOUBLE PRECISION"}
+_SQLITE_TYPES = {TEXT: "TEXT", INT: "INTEGER", BIG: "INTEGER", REAL: "REAL", BLOB: "BLOB"}
+_PG_TYPES = {TEXT: "TEXT", INT: "INTEGER", BIG: "BIGINT", REAL: "DOUBLE PRECISION",
+             BLOB: "BYTEA"}
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,29 @@ TABLES: tuple[Table, ...] = (
           key=("door", "event_id"), without_rowid=True),
     Table("door_cursor", (_nn("door", TEXT), _nn("since", TEXT)), key=("door",),
           without_rowid=True),
+    # Attachments (migration 16, store/attachments.py): each file held, whole and checked,
+    # once by its SHA-256 (a thumbnail is a file too); the files each admission names, in
+    # order.  With SQLite the bytes are files in DIR/attachments/; with PostgreSQL they are
+    # `attachment_data`'s parts and an upload in progress is `attachment_partial`'s chunks.
+    Table("attachments", (
+        _nn("sha256", TEXT), _nn("mime_type", TEXT), _nn("bytes", BIG),
+        _nn("kind", TEXT, check="kind IN ('image', 'pdf', 'text')"),
+        Column("width", INT), Column("height", INT), Column("pages", INT),
+        Column("thumbnail", TEXT), _nn("created_at", REAL),
+    ), key=("sha256",), without_rowid=True,
+        indexes=(Index("attachments_thumbnail", ("thumbnail",),
+                       where="thumbnail IS NOT NULL"),)),
+    Table("admission_attachments", (
+        _nn("admission_id", TEXT, ref=Ref("admissions", "admission_id", "CASCADE")),
+        _nn("position", INT), _nn("sha256", TEXT), _nn("name", TEXT),
+    ), key=("admission_id", "position"), without_rowid=True,
+        indexes=(Index("admission_attachments_sha", ("sha256",)),)),
+    Table("attachment_data", (
+        _nn("sha256", TEXT), _nn("part", INT), _nn("data", BLOB),
+    ), key=("sha256", "part"), only=POSTGRESQL),
+    Table("attachment_partial", (
+        _nn("sha256", TEXT), _nn("at", BIG), _nn("data", BLOB), _nn("received_at", REAL),
+    ), key=("sha256", "at"), only=POSTGRESQL),
     # Backend processes on a shared database, by epoch, with a heartbeat (store/peers.py).
     Table("backends", (
         Column("epoch", BIG), _nn("host", TEXT), _nn("pid", INT), _nn("pid_start", TEXT),

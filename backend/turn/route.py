@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from backend import wire
-from backend.store import answers, messages
+from backend.store import answers, attachments, messages
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder, LeaseRecord
 from backend.turn.lease import LeaseWatch, try_take
@@ -73,7 +73,10 @@ def take_session(
     held = try_take(tx, session_id, holder, ttl)
     if held is None:
         if regenerates is None:
-            messages.insert(tx, session_id, "user", text, turn_id=turn_id)
+            # The files sent with the prompt: the model reads them, people see them.
+            files = attachments.of_admission(tx, admission_id) if admission_id else []
+            messages.insert(tx, session_id, "user", text, turn_id=turn_id,
+                            meta={"attachments": files} if files else None)
         else:
             _answer_again(tx, session_id, turn_id, regenerates, admission_id)
     return held

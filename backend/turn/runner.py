@@ -34,7 +34,7 @@ from backend.providers.base import ChatRequest, ToolSpec
 from backend.providers.errors import policy, told
 from backend.providers.registry import ConfiguredProvider, Providers
 from backend.race import unless_stopped
-from backend.store import admissions, messages, sessions
+from backend.store import admissions, attachments, messages, sessions
 from backend.store.db import Database, Tx
 from backend.store.fenced import TurnFence
 from backend.store.leases import LeaseRecord
@@ -243,9 +243,11 @@ class TurnRunner:
             for row in steers:
                 text = admissions.text_of(row)
                 admissions.mark_started(tx, row.admission_id, turn.holder.epoch, tid)
+                files = attachments.of_admission(tx, row.admission_id)
                 messages.insert(tx, sid, "user", text, turn_id=tid,
                                 api_content=STEER_FRAME.format(text=text),
-                                meta={"steer": True, "admission_id": row.admission_id})
+                                meta={"steer": True, "admission_id": row.admission_id,
+                                      **({"attachments": files} if files else {})})
                 wire.emit(tx, sid,
                           TurnSteered(turn_id=tid, admission_id=row.admission_id, text=text),
                           turn_id=tid, admission_id=row.admission_id)

@@ -36,10 +36,37 @@ def test_digest_depends_on_content_only() -> None:
     assert Payload.from_json(a.to_json()) == a
 
 
-def test_attachments_are_refused_until_supported() -> None:
+SHA = "ab" * 32
+
+
+def test_attachments_are_part_of_the_payload_and_its_digest() -> None:
+    plain = normalize(submit("hi"))
+    assert plain.to_json() == '{"text": "hi"}', "a plain prompt keeps its exact old bytes"
+    one = normalize(submit("hi", attachments=[Attachment(sha256=SHA, name="a.png")]))
+    renamed = normalize(submit("hi", attachments=[Attachment(sha256=SHA, name="b.png")]))
+    assert one.attachments == ((SHA, "a.png"),)
+    assert len({plain.digest, one.digest, renamed.digest}) == 3
+    assert Payload.from_json(one.to_json()) == one
+
+
+def test_files_alone_need_no_text_and_title_the_session() -> None:
+    alone = normalize(submit("  ", attachments=[Attachment(sha256=SHA, name="  chart  q3.png")]))
+    assert alone.title() == "chart q3.png"
     with pytest.raises(InvalidParams) as err:
-        normalize(submit("hi", attachments=[Attachment(path="/tmp/x")]))
-    assert err.value.field == "attachments"
+        normalize(submit("  "))
+    assert err.value.field == "text"
+
+
+@pytest.mark.parametrize(("names", "field"), [
+    (["a/b.png"], "attachments.0.name"),
+    (["ok.png", "nul\0.png"], "attachments.1.name"),
+    (["   "], "attachments.0.name"),
+    ([f"{i}.png" for i in range(11)], "attachments"),
+])
+def test_attachment_bounds(names: list[str], field: str) -> None:
+    with pytest.raises(InvalidParams) as err:
+        normalize(submit("hi", attachments=[Attachment(sha256=SHA, name=n) for n in names]))
+    assert err.value.field == field
 
 
 @pytest.mark.parametrize(("text", "title"), [
