@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QDialog, QLabel, QVBoxLayout, QWidget
 
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
-from desktop.state.attachments import caption, fitted
+from desktop.state.attachments import badge_text, caption, fitted
 from desktop.state.changes import default_open_refusal
 from shared import protocol as p
 from shared.uploads import download
@@ -26,7 +26,7 @@ from shared.uploads import download
 if TYPE_CHECKING:
     from desktop.link import Link
 
-THUMB_EDGE = 180  # px: the long edge of an image in the transcript
+THUMB_EDGE = 240  # px: the long edge of an image in the transcript
 THUMB_SCHEME = "turnkey-thumb"  # a document's own image resources: never a file or the network
 
 
@@ -66,22 +66,31 @@ class Thumbnails(QObject):
 def attachments_html(files: Sequence[p.MessageAttachment], action: str, accent: str,
                      muted: str) -> str:
     """The row of a prompt's files: images as thumbnails (the document's resources, by
-    `thumb_url`), other files as a line with their name and size; each a link
-    `{action}/N` (N its index) that opens it."""
-    parts: list[str] = []
+    `thumb_url`), other files as a line with their extension, name and size; each a
+    link `{action}/N` (N its index) that opens it."""
+    images: list[str] = []
+    others: list[str] = []
     for n, a in enumerate(files):
         href = f"{action}/{n}"
         name = _esc(a.name)
         if a.kind == "image" and a.thumbnail:
             w, h = fitted(a.width, a.height, THUMB_EDGE)
-            parts.append(f'<a href="{href}"><img src="{thumb_url(a.thumbnail).toString()}" '
-                         f'width="{w}" height="{h}" alt="{name}"></a>&nbsp;&nbsp;')
+            images.append(f'<a href="{href}"><img src="{thumb_url(a.thumbnail).toString()}" '
+                          f'width="{w}" height="{h}" alt="{name}"></a>')
         else:
-            parts.append(f'<br><a href="{href}" style="color:{accent}; text-decoration:none">'
-                         f'<b>📄 {name}</b></a>'
-                         f'<span style="color:{muted}">&nbsp;&nbsp;{_esc(caption(a))}</span>')
-    body = "".join(parts).removeprefix("<br>")
-    return f'<p style="margin-top:0px; margin-bottom:6px; line-height:130%">{body}</p>'
+            badge = _esc(badge_text(a.name, a.mime_type))
+            others.append(f'<a href="{href}" style="color:{accent}; text-decoration:none">'
+                          f'<span style="font-size:small">{badge}</span>&nbsp;&nbsp;'
+                          f'<b>{name}</b></a>'
+                          f'<span style="color:{muted}">&nbsp;&nbsp;{_esc(caption(a))}</span>')
+    # (No line-height on the images' paragraph: a percentage would grow with the picture.)
+    html = ""
+    if images:
+        html += f'<p style="margin-top:0px; margin-bottom:6px">{"&nbsp;&nbsp;".join(images)}</p>'
+    if others:
+        html += (f'<p style="margin-top:0px; margin-bottom:6px; line-height:130%">'
+                 f'{"<br>".join(others)}</p>')
+    return html
 
 
 def add_thumbnails(doc: QTextDocument, files: Sequence[p.MessageAttachment],

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from desktop.qt import theme
 from desktop.qt.compat import emit
-from desktop.state.attachments import PendingFile, chip_status, size_refusal
+from desktop.state.attachments import PendingFile, badge_text, chip_status, size_refusal
 
 CHIP_THUMB = 56  # px: an image chip's thumbnail (its long edge)
 CHIP_HEIGHT = 68
@@ -101,14 +101,6 @@ def scaled_pixmap(data: bytes, edge: int) -> QPixmap | None:
         image = image.scaled(edge, edge, Qt.AspectRatioMode.KeepAspectRatio,
                              Qt.TransformationMode.SmoothTransformation)
     return QPixmap.fromImage(image)
-
-
-def badge_text(name: str, mime_type: str) -> str:
-    """A file chip's badge: its extension ("PDF", "MD"), else its kind."""
-    ext = PurePath(name).suffix.lstrip(".").upper()
-    if ext and len(ext) <= 4:
-        return ext
-    return "PDF" if mime_type == "application/pdf" else "TXT"
 
 
 class AttachmentChip(QFrame):

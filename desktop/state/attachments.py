@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Literal
 
 from shared import protocol as p
@@ -186,6 +187,14 @@ def waiting_words(pending: Pending) -> str | None:
         return None
     count = sum(1 for f in pending.files if f.state == "uploading")
     return f"Sends when {'the upload finishes' if count == 1 else f'{count} uploads finish'}…"
+
+
+def badge_text(name: str, mime_type: str) -> str:
+    """A file chip's badge: its extension ("PDF", "MD"), else its kind."""
+    ext = PurePath(name).suffix.lstrip(".").upper()
+    if ext and len(ext) <= 4:
+        return ext
+    return "PDF" if mime_type == "application/pdf" else "TXT"
 
 
 def caption(a: p.MessageAttachment) -> str:

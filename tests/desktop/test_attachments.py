@@ -6,6 +6,7 @@ with the prompt, and the transcript shows the image's thumbnail and the file, wh
 from __future__ import annotations
 
 import stat
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,10 @@ def drop_files(on: QWidget, *paths: Path) -> bool:
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(path)) for path in paths])
     at = QPointF(on.rect().center())
-    enter = QDragEnterEvent(at.toPoint(), Qt.DropAction.CopyAction, mime,
-                            Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    with warnings.catch_warnings():  # (PySide6 marks Qt 6's one constructor deprecated)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        enter = QDragEnterEvent(at.toPoint(), Qt.DropAction.CopyAction, mime,
+                                Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(on, enter)
     drop = QDropEvent(at, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
                       Qt.KeyboardModifier.NoModifier)
@@ -70,8 +73,12 @@ def test_paste_and_drop_attach_files_that_go_with_the_prompt_and_show_in_the_tra
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     opened: list[QUrl] = []
-    monkeypatch.setattr("desktop.qt.attachment_viewing.QDesktopServices.openUrl",
-                        lambda url: opened.append(url) or True)
+
+    def fake_open(url: QUrl) -> bool:
+        opened.append(url)
+        return True
+
+    monkeypatch.setattr("desktop.qt.attachment_viewing.QDesktopServices.openUrl", fake_open)
     fake_provider.script(Reply(deltas=["A blue screenshot and your notes."]))
     sid = new_session(qtbot, controller, tmp_path)
     win = open_window(qtbot, controller, sid)
@@ -143,7 +150,7 @@ def test_paste_and_drop_attach_files_that_go_with_the_prompt_and_show_in_the_tra
     doc = conv.view.delegate.document(item, conv.view.delegate.content_width(item))
     shown = doc.resource(QTextDocument.ResourceType.ImageResource.value, thumb_url(thumb))
     assert isinstance(shown, QImage)
-    assert (shown.width(), shown.height()) == (300, 200), "under 256 px: the thumbnail is whole"
+    assert (shown.width(), shown.height()) == (256, 171), "the backend's thumbnail: 256 px long"
 
     # Clicking the image opens it full size; clicking the file saves it privately and hands
     # it to the system's viewer.
