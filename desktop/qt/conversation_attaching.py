@@ -158,18 +158,17 @@ class ConversationAttaching(QObject):
         emit(self.changed)
 
     def show_note(self) -> None:
-        """The line over the chips: a refusal, else a model that cannot see the image waiting,
-        else Send waiting for uploads."""
+        """The line over the chips: a refusal, else a model that cannot see the image waiting
+        and Send waiting for uploads."""
         h = self.host
         provider = (h.state.session.provider or "") if h.state.session else ""
         blind = vision_notice(self.pending.has_image, current_vision(provider, h.providers()))
         waiting = waiting_words(self.pending)
         if self.refused:
             h.composer_frame.note(self.refused, "danger")
-        elif blind or waiting:
-            h.composer_frame.note(blind or waiting, "warning" if blind else "muted")
         else:
-            h.composer_frame.note(None)
+            said = [words for words in (blind, waiting) if words]
+            h.composer_frame.note("\n".join(said) or None, "warning" if blind else "muted")
 
     def open(self, a: p.MessageAttachment) -> None:
         """A prompt's file clicked in the transcript."""

@@ -184,18 +184,12 @@ def test_send_during_an_upload_waits_for_it_and_files_alone_can_go(
     assert conv.attaching.pending.uploading, "the upload runs in the background"
     conv.send()  # no text: the image alone
     assert conv.attaching.pending.waiting == "queue"
-    assert conv.composer_frame.attach_note.text() == "Sends when the upload finishes…"
+    assert "Sends when the upload finishes…" in conv.composer_frame.attach_note.text()
     qtbot.waitUntil(lambda: turn_done(win, 1), timeout=20_000)
     stored = drive(qtbot, controller.link.call(SessionMessages(session_id=sid)))
     prompt = next(m for m in stored.messages if m.role == "user")
     assert prompt.content == ""
     assert [a.kind for a in prompt.attachments or []] == ["image"]
-
-
-class Seeing(p.ProviderChoice):
-    """A provider as provider.list tells it once it says whether its model sees images."""
-
-    vision: bool | None = None
 
 
 def test_a_model_that_cannot_see_is_marked_while_an_image_waits(
@@ -206,8 +200,9 @@ def test_a_model_that_cannot_see_is_marked_while_an_image_waits(
     conv = win.conversation
     model = conv.state.session.model if conv.state.session else ""
     qtbot.waitUntil(lambda: conv._listed is not None, timeout=5_000)  # (provider.list answered)
-    conv._listed = [Seeing(name="local", model=model, kind="openai", default=True, vision=False),
-                    Seeing(name="cloud", model="gpt-4o", kind="openai", vision=True)]
+    conv._listed = [
+        p.ProviderChoice(name="local", model=model, kind="openai", default=True, vision=False),
+        p.ProviderChoice(name="cloud", model="gpt-4o", kind="openai", vision=True)]
     conv.refresh()
     assert not conv.model_box.currentText().endswith(NO_VISION_MARK)
     assert not conv.composer_frame.attach_note.isVisible()

@@ -18,6 +18,7 @@ from desktop.state.attachments import (
     shown,
     size_refusal,
     vision_notice,
+    vision_of,
     waiting_words,
 )
 from desktop.state.model_choices import Choice, marked
@@ -25,12 +26,6 @@ from shared import protocol as p
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 40
 PDF = b"%PDF-1.7\n" + b"x" * 20
-
-
-class Seeing(p.ProviderChoice):
-    """A provider as provider.list says once it tells whether the model sees images."""
-
-    vision: bool | None = None
 
 
 def stored(sha: str, size: int, kind: p.AttachmentKind = "image") -> p.StoredFile:
@@ -144,18 +139,18 @@ def test_a_prompts_files_in_one_line_and_images_fitted_without_enlarging() -> No
 
 
 def test_models_that_cannot_see_are_marked_only_while_an_image_waits() -> None:
-    providers: list[p.ProviderChoice] = [
-        Seeing(name="main", model="gpt-4o", kind="openai", default=True, vision=True),
-        Seeing(name="local", model="llama3", kind="openai", vision=False),
-        p.ProviderChoice(name="old", model="m", kind="openai"),  # a backend that does not say
+    providers = [
+        p.ProviderChoice(name="main", model="gpt-4o", kind="openai", default=True, vision=True),
+        p.ProviderChoice(name="local", model="llama3", kind="openai", vision=False),
     ]
     assert current_vision("", providers) is True, "the default provider"
     assert current_vision("local", providers) is False
-    assert current_vision("old", providers) is None
+    assert current_vision("gone", providers) is None, "a provider not listed: unknown"
+    assert vision_of(object()) is None, "a backend that does not say: unknown"
     assert marked(Choice("local", "llama3"), providers, images=True) == "local · llama3" + NO_VISION_MARK
     assert marked(Choice("local", "llama3"), providers, images=False) == "local · llama3"
     assert marked(Choice("main", "gpt-4o"), providers, images=True) == "main · gpt-4o"
-    assert marked(Choice("old", "m"), providers, images=True) == "old · m", "unknown: no mark"
+    assert marked(Choice("gone", "m"), providers, images=True) == "gone · m", "unknown: no mark"
     assert vision_notice(True, False) == NO_VISION_NOTICE
     assert vision_notice(True, None) is None
     assert vision_notice(False, False) is None
