@@ -790,6 +790,8 @@ async def attachments_scene(data: Path, tmp: Path, fake: FakeOpenAI) -> None:
     try:
         ctl.start(restore=False)
         await wait(lambda: ctl.link.current == "connected")
+        # The fake model's name says nothing of vision: configured as seeing, as a real one is.
+        await ctl.link.call(ConfigSet(patch={"providers": {"main": {"vision": True}}}))
         made = await ctl.link.call(SessionCreate(title="Sign-in fails with a 500",
                                                  cwd=str(project)))
         sid = made.session.session_id
