@@ -73,10 +73,16 @@ def form(file: WireFile, target: Target, *, drop: bool = False) -> Form:
     return "text"
 
 
-def key(file: WireFile, target: Target, *, drop: bool = False) -> tuple[str, Form, ImageLimits | None]:
-    """What a prepared part depends on: the file, its form, and (images) the limits."""
+PartKey = tuple[str, Form, ImageLimits | None, str]
+
+
+def key(file: WireFile, target: Target, *, drop: bool = False) -> PartKey:
+    """What a prepared part depends on: the file, its form, (images) the limits, and (every
+    other form: notes, documents and texts name the file) the name it was attached under."""
     f = form(file, target, drop=drop)
-    return file.sha256, f, target.limits if f == "image" else None
+    if f == "image":
+        return file.sha256, f, target.limits, ""
+    return file.sha256, f, None, file.name
 
 
 def needs_bytes(f: Form) -> bool:

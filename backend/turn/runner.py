@@ -54,7 +54,7 @@ from backend.turn.finalize import (
 )
 from backend.turn.lease import LeaseWatch, wait_for_lease
 from backend.turn.preflight import preflight
-from backend.turn.prepared import PreparedFiles, Reader
+from backend.turn.prepared import PartCache, PreparedFiles, Reader
 from backend.turn.request import assemble
 from backend.turn.retry import MAX_ATTEMPTS, delay_for
 from backend.turn.route import RunningTurn, for_model, take_session
@@ -152,6 +152,7 @@ class TurnRunner:
         # Where a prompt's files are read from: the store (attachments, by sha256).
         self.read_file: Reader = files or functools.partial(
             attachments.read_bytes, db, executor.data_dir / "attachments")
+        self.parts = PartCache()  # prepared files, shared by the turns of this backend
         self.mcp = mcp
         self.config = config
         self.providers = providers
@@ -166,7 +167,7 @@ class TurnRunner:
 
     async def run(self, turn: RunningTurn) -> TurnStatus:
         started = time.monotonic()
-        st = TurnState(turn, TurnFence(self.db, turn), files=PreparedFiles(self.read_file))
+        st = TurnState(turn, TurnFence(self.db, turn), files=PreparedFiles(self.read_file, self.parts))
         if not turn.claim.leased and not await self._wait_lease(st):
             return st.status
         cfg = self.config.config

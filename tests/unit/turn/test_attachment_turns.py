@@ -103,7 +103,7 @@ async def test_every_call_of_a_turn_reuses_the_prepared_image(harness: Harness) 
     assert reads.count == 1
     harness.provider.script(text("Two."))
     await harness.turn(sid, "And again.")
-    assert reads.count == 2  # the prepared form lives with its turn
+    assert reads.count == 1  # the next turn sends it again from the backend's PartCache
     assert not [m for m in await harness.messages(sid) if m.note_kind == "attachments"]
 
 

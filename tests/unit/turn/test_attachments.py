@@ -24,16 +24,18 @@ from backend.turn.attachments import (
     ANTHROPIC_LIMITS,
     MAX_FILE_CHARS,
     PDF_PAGE_TOKENS,
+    Part,
     Target,
     current_from,
     fenced,
     form,
+    key,
     prepare,
     render,
 )
 from backend.turn.media import anthropic_image_tokens, openai_image_tokens
 from backend.turn.preflight import estimate_tokens
-from backend.turn.prepared import PreparedFiles
+from backend.turn.prepared import PartCache, PreparedFiles, part_bytes
 from tests.attachment_samples import encoded, pdf, png, sha
 
 ANTHROPIC = Target("anthropic", vision=True)
@@ -253,6 +255,41 @@ def test_the_loader_prepares_each_file_once_a_turn_and_counts_what_is_sent() -> 
         assert blind.request.messages[1].content.startswith("[An image was attached: shot.png")
 
     asyncio.run(run())
+
+
+def test_turns_share_prepared_parts_within_a_budget() -> None:
+    big, other = png(4000, 3000), png(3000, 2000)
+    reads = Reads(big, other)
+    shared = PartCache()
+    req = _request(WireMessage("user", "Look", files=(image_file(big),)))
+
+    async def run() -> None:
+        first = await PreparedFiles(reads, shared).render(req, ANTHROPIC)
+        # The next turn of the session sends the image again: scaled once, read once.
+        later = await PreparedFiles(reads, shared).render(req, ANTHROPIC)
+        assert later.request == first.request
+        assert reads.reads == [sha(big)]
+        # Past its budget, the cache lets the least recently used part go.
+        shared.budget = shared.held + 10
+        two = _request(WireMessage("user", "And", files=(image_file(other, "b.png"),)))
+        await PreparedFiles(reads, shared).render(two, ANTHROPIC)
+        assert shared.held <= shared.budget
+        await PreparedFiles(reads, shared).render(req, ANTHROPIC)
+        assert reads.reads == [sha(big), sha(other), sha(big)]
+        assert part_bytes(shared.get(key(image_file(big), ANTHROPIC)) or Part()) > 0
+
+    asyncio.run(run())
+
+
+def test_one_file_under_two_names_is_named_as_each() -> None:
+    data = b"same bytes"
+    req = _request(WireMessage("user", "", files=(text_file(data, "a.txt"),
+                                                  text_file(data, "b.txt"))))
+    shared = PartCache()
+    out = asyncio.run(PreparedFiles(Reads(data), shared).render(req, OPENAI))
+    content = out.request.messages[1].content
+    assert "File a.txt:" in content
+    assert "File b.txt:" in content
 
 
 def test_a_file_gone_from_the_store_is_named() -> None:
