@@ -14,6 +14,9 @@ from desktop.state.model_choices import Choice, current, entries, marked, typed
 from shared import protocol as p
 
 
+POPUP_PADDING = 40  # px beside the widest entry: the items' margins and a scroll bar
+
+
 class ModelBox(QComboBox):
     """Shows what `show_session` is given; says what was chosen with `chosen` (a Choice, maybe
     the session's own: the caller asks the backend only for a change) and that the list is
@@ -61,6 +64,12 @@ class ModelBox(QComboBox):
 
     def showPopup(self) -> None:
         emit(self.opening)
+        # The list is as wide as its longest entry, whatever the box's width: a label cut in
+        # the middle hid "(can't see images)" and the model's name with it.
+        metrics = self.view().fontMetrics()
+        widest = max((metrics.horizontalAdvance(self.itemText(i)) for i in range(self.count())),
+                     default=0)
+        self.view().setMinimumWidth(widest + POPUP_PADDING)
         super().showPopup()
 
     def _pick(self, text: str) -> None:

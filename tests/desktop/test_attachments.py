@@ -210,6 +210,14 @@ def test_a_model_that_cannot_see_is_marked_while_an_image_waits(
     qtbot.waitUntil(lambda: conv.model_box.currentText().endswith(NO_VISION_MARK), timeout=5_000)
     labels = [conv.model_box.itemText(i) for i in range(conv.model_box.count())]
     assert labels == [f"local · {model}{NO_VISION_MARK}", "cloud · gpt-4o"]
+    # The open list shows every label whole, however narrow the box (seen cut in the middle,
+    # "(can't see images)" lost, in the real app).
+    conv.model_box.showPopup()
+    view = conv.model_box.view()
+    qtbot.waitUntil(view.isVisible, timeout=5_000)
+    widest = max(view.fontMetrics().horizontalAdvance(label) for label in labels)
+    assert view.width() > widest
+    conv.model_box.hidePopup()
     assert conv.composer_frame.attach_note.text() == NO_VISION_NOTICE
     conv.attaching.remove(conv.attaching.pending.files[0].key)
     qtbot.waitUntil(lambda: not conv.model_box.currentText().endswith(NO_VISION_MARK), timeout=5_000)
