@@ -18,7 +18,7 @@ TRAY_STATES = ("idle", "working", "approval", "offline")
 UI_ICON_SIZES = (16, 20, 24, 32, 48)  # 48: a 24 px icon on a 2x screen
 UI_ICONS = ("new", "search", "send", "stop", "settings", "pop-out", "sidebar", "allow", "deny",
             "folder", "trash", "rename", "more", "jump-down", "queue", "warning", "tool", "copy",
-            "chevron-down", "schedule")
+            "chevron-down", "schedule", "paperclip")
 
 
 def assets_dir() -> Path:

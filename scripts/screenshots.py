@@ -719,9 +719,125 @@ async def branches_scene(data: Path, tmp: Path, fake: FakeOpenAI) -> None:
         await ctl.link.close()
 
 
+def fake_screenshot() -> Any:
+    """A screenshot of a sign-in form showing an error, as someone would paste one."""
+    from PySide6.QtCore import QRect, Qt
+    from PySide6.QtGui import QColor, QFont, QImage, QPainter
+
+    image = QImage(720, 460, QImage.Format.Format_RGB32)
+    image.fill(QColor("#eef1f5"))
+    p = QPainter(image)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing)
+    p.fillRect(QRect(0, 0, 720, 36), QColor("#2d3748"))
+    p.setPen(QColor("#ffffff"))
+    p.setFont(QFont("DejaVu Sans", 11))
+    p.drawText(QRect(14, 0, 400, 36), Qt.AlignmentFlag.AlignVCenter, "Acme Portal — Sign in")
+    p.setBrush(QColor("#ffffff"))
+    p.setPen(QColor("#d0d5dd"))
+    p.drawRoundedRect(QRect(190, 70, 340, 330), 10, 10)
+    p.setPen(QColor("#1a202c"))
+    p.setFont(QFont("DejaVu Sans", 16, QFont.Weight.Bold))
+    p.drawText(QRect(190, 86, 340, 36), Qt.AlignmentFlag.AlignCenter, "Welcome back")
+    p.setFont(QFont("DejaVu Sans", 10))
+    for n, (label, value) in enumerate((("Email", "dana@acme.test"), ("Password", "••••••••••"))):
+        top = 140 + n * 70
+        p.setPen(QColor("#4a5568"))
+        p.drawText(QRect(215, top, 290, 18), Qt.AlignmentFlag.AlignLeft, label)
+        p.setPen(QColor("#cbd5e0"))
+        p.setBrush(QColor("#f7fafc"))
+        p.drawRoundedRect(QRect(215, top + 22, 290, 34), 6, 6)
+        p.setPen(QColor("#1a202c"))
+        p.drawText(QRect(227, top + 22, 270, 34), Qt.AlignmentFlag.AlignVCenter, value)
+    p.setPen(Qt.PenStyle.NoPen)
+    p.setBrush(QColor("#fde8e8"))
+    p.drawRoundedRect(QRect(215, 286, 290, 34), 6, 6)
+    p.setPen(QColor("#c53030"))
+    p.drawText(QRect(215, 286, 290, 34), Qt.AlignmentFlag.AlignCenter,
+               "Something went wrong (HTTP 500)")
+    p.setPen(Qt.PenStyle.NoPen)
+    p.setBrush(QColor("#3182ce"))
+    p.drawRoundedRect(QRect(215, 334, 290, 38), 6, 6)
+    p.setPen(QColor("#ffffff"))
+    p.setFont(QFont("DejaVu Sans", 11, QFont.Weight.Bold))
+    p.drawText(QRect(215, 334, 290, 38), Qt.AlignmentFlag.AlignCenter, "Sign in")
+    p.end()
+    return image
+
+
+async def attachments_scene(data: Path, tmp: Path, fake: FakeOpenAI) -> None:
+    """docs/screenshots/attachments.png (and attachments-dark.png): a pasted screenshot and a dropped log in
+    the transcript (thumbnail and file line), and a stylesheet waiting in the message box."""
+    from PySide6.QtGui import QGuiApplication
+
+    from desktop.state.transcript import UserItem
+
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    project = tmp / "acme-portal"
+    project.mkdir()
+    log = project / "server.log"
+    log.write_text("2026-03-02 09:14:07 INFO  POST /api/session 500 (41 ms)\n"
+                   "2026-03-02 09:14:07 ERROR KeyError: 'remember_me'\n"
+                   "  File \"portal/auth.py\", line 88, in create_session\n"
+                   "    ttl = LONG if form['remember_me'] else SHORT\n")
+    css = project / "login.css"
+    css.write_text(".error { color: #c53030; background: #fde8e8; }\n")
+    ctl = Controller(data, restart_after_s=None)
+    ctl.keep_layout = False
+    win = ctl.main
+    win.resize(1240, 800)
+    win.move(20, 20)
+    try:
+        ctl.start(restore=False)
+        await wait(lambda: ctl.link.current == "connected")
+        # The fake model's name says nothing of vision: configured as seeing, as a real one is.
+        await ctl.link.call(ConfigSet(patch={"providers": {"main": {"vision": True}}}))
+        made = await ctl.link.call(SessionCreate(title="Sign-in fails with a 500",
+                                                 cwd=str(project)))
+        sid = made.session.session_id
+        conv = ctl.open_session(sid).conversation
+        await wait(lambda: conv.state.loaded)
+        QGuiApplication.clipboard().setImage(fake_screenshot())
+        conv.composer.setFocus()
+        conv.composer.paste()
+        conv.attaching.give_paths([str(log)])
+        await wait(lambda: len(conv.attaching.pending.files) == 2
+                   and not conv.attaching.pending.uploading)
+        fake.script(Reply(deltas=[
+            "The form posts without a `remember_me` field when the box is unchecked, and "
+            "`create_session` reads it with `form['remember_me']` (server.log, line 2), so the "
+            "request fails with `KeyError` and the page shows the 500 in your screenshot.\n\n"
+            "Read it with a default instead:\n\n"
+            "```python\nttl = LONG if form.get('remember_me') else SHORT\n```"]))
+        await run_turn(ctl, conv, "Signing in shows this error. The server log is attached: "
+                       "what's wrong?", 1)
+        prompt = next(i for i in conv.state.transcript.items if isinstance(i, UserItem))
+        thumbs = [a.thumbnail for a in prompt.attachments if a.thumbnail]
+        await wait(lambda: all(t in conv.attaching.thumbnails.images for t in thumbs))
+        conv.attaching.give_paths([str(css)])
+        conv.composer.setPlainText("And make the error box match our red from login.css")
+        await wait(lambda: not conv.attaching.pending.uploading)
+        await asyncio.sleep(1.0)
+        win.banner.hide()
+        OUT.mkdir(parents=True, exist_ok=True)
+        for name in ("light", "dark"):
+            switch_theme(app, name)
+            await asyncio.sleep(0.8)
+            conv.view.scrollToBottom()
+            conv.composer.setFocus()
+            await asyncio.sleep(0.4)
+            win.grab().save(str(OUT / ("attachments.png" if name == "light"
+                                       else "attachments-dark.png")))
+        switch_theme(app, "light")
+    finally:
+        win.close()
+        await settle()
+        await ctl.link.close()
+
+
 def run(scenes: list[str] | None = None) -> int:
     """Every screenshot, or only the scenes named ("backends", "doors", "changes", "branches",
-    "messaging")."""
+    "messaging", "attachments")."""
     only = set(scenes or [])
     with tempfile.TemporaryDirectory(prefix="turnkey-shots-") as tmp:
         data, project = Path(tmp) / "data", Path(tmp) / "date-utils"
@@ -754,6 +870,8 @@ def run(scenes: list[str] | None = None) -> int:
                     await branches_scene(data, Path(tmp), fake)
                 if not only or "messaging" in only:
                     await messaging_scene(Path(tmp), fake)
+                if not only or "attachments" in only:
+                    await attachments_scene(data, Path(tmp), fake)
                 app.quit()
 
             qasync.run(everything())

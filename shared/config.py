@@ -79,6 +79,35 @@ class ProviderConfig(Strict, kw_only=True, frozen=True):
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
     model_path: str | None = None  # kind "local": a GGUF file (default: the bundled model)
     tools: bool = True  # offer the built-in tools (a tiny local model cannot use them)
+    # Whether its models see images (attachments go to them natively); None: known from the
+    # kind and the model's name (`sees_images`).  `model_vision` overrides it per model name
+    # (a session may pick another of the provider's models).
+    vision: Annotated[bool, msgspec.Meta(title="Sees images")] | None = None
+    model_vision: dict[ModelName, bool] = {}
+
+
+# Model names that see images on OpenAI-compatible servers: OpenAI's vision families by
+# prefix, and the open models' usual markers anywhere in the name.
+VISION_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
+VISION_MARKERS = ("vision", "-vl", "_vl", "llava", "pixtral", "gemma-3", "gemma3", "qwen2.5-vl",
+                  "minicpm-v", "moondream", "bakllava", "gemini", "claude", "llama-4", "llama4")
+
+
+def sees_images(cfg: ProviderConfig, model: str | None = None) -> bool:
+    """Whether `model` (default: the provider's own) sees images: `model_vision[model]`,
+    else the provider's `vision`, else the kind's rule (Anthropic's models all see; an
+    OpenAI-compatible one by its name).  A local model never does: its prompt is text."""
+    model = model or cfg.model
+    if cfg.kind == "local":
+        return False
+    if model in cfg.model_vision:
+        return cfg.model_vision[model]
+    if cfg.vision is not None:
+        return cfg.vision
+    if cfg.kind == "anthropic":
+        return True
+    name = model.lower().rsplit("/", 1)[-1]  # "openai/gpt-4o" on a router
+    return name.startswith(VISION_PREFIXES) or any(m in name for m in VISION_MARKERS)
 
 
 class Approvals(Strict, frozen=True):
@@ -286,6 +315,7 @@ def validate(raw: dict[str, Any]) -> Config:
     providers = raw.get("providers")
     if isinstance(providers, dict):
         for name, table in providers.items():
+            _check_model_vision(table, f"providers.{name}.model_vision")
             try:
                 convert(table, ProviderConfig)
             except ParamsError as exc:
@@ -315,6 +345,16 @@ def validate(raw: dict[str, Any]) -> Config:
         if name is not None and name not in cfg.providers:
             raise ParamsError(key, f"no provider named {name!r}; add [providers.{name}]")
     return cfg
+
+
+def _check_model_vision(table: object, field: str) -> None:
+    """`model_vision`'s values, named by model (msgspec's error paths elide dict keys)."""
+    models = table.get("model_vision") if isinstance(table, dict) else None
+    if not isinstance(models, dict):
+        return
+    for model, sees in models.items():
+        if not isinstance(sees, bool):
+            raise ParamsError(f"{field}.{model}", "true or false: whether this model sees images")
 
 
 def _mcp_server(table: object, field: str) -> McpServerConfig | None:

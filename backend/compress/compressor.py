@@ -107,6 +107,13 @@ class Compressor:
     def measure(self, request: ChatRequest, provider: str) -> int:
         return self.calibration(provider).tokens(tok.request_chars(request)) + 4 * len(request.messages)
 
+    def over_threshold(self, request: ChatRequest, link: ConfiguredProvider) -> bool:
+        """Whether the request measures over the compression threshold of `link`'s window
+        (the turn then leaves old images out before any text is compressed)."""
+        cfg = self.config.config.compression
+        limit = tok.threshold_tokens(link.cfg.context_window, cfg.threshold)
+        return self.measure(request, link.name) >= limit
+
     async def due(
         self, session_id: str, request: ChatRequest, link: ConfiguredProvider, attempts: int,
     ) -> str | None:
@@ -446,7 +453,33 @@ def to_entry(r: ModelRow) -> Entry | None:
     raw_calls = r.api_tool_calls or r.tool_calls
     if role == "assistant" and raw_calls:
         calls = tuple(Call(c["call_id"], c["name"], raw_arguments(c)) for c in json.loads(raw_calls))
-    return Entry(r.id, role, str(content), calls, r.call_id, r.tool_name)
+    files, chars = described_files(r) if role == "user" else ((), 0)
+    return Entry(r.id, role, str(content), calls, r.call_id, r.tool_name, files=files,
+                 file_chars=chars)
+
+
+def described_files(r: ModelRow) -> tuple[tuple[str, ...], int]:
+    """A prompt's files (meta.attachments, items with a sha256) named for the summarizer,
+    and what they cost (compress/tokens.file_chars)."""
+    if not r.meta or '"sha256"' not in r.meta:  # most rows: no parse
+        return (), 0
+    items = json.loads(r.meta).get("attachments")
+    if not isinstance(items, list):
+        return (), 0
+    names: list[str] = []
+    chars = 0
+    for a in items:
+        if not isinstance(a, dict) or not isinstance(a.get("sha256"), str):
+            continue
+        name, kind = str(a.get("name") or "file"), str(a.get("kind") or "")
+        w, h, pages = a.get("width"), a.get("height"), a.get("pages")
+        if kind == "image":
+            names.append(f"[image {name}, {w}×{h}]" if w and h else f"[image {name}]")
+        else:
+            names.append(f"[file {name}]")
+        chars += tok.file_chars(kind, int(a.get("bytes") or 0),
+                                pages if isinstance(pages, int) else None)
+    return tuple(names), chars
 
 
 def raw_arguments(call: dict[str, Any]) -> str:

@@ -38,3 +38,8 @@ class Entry(msgspec.Struct, frozen=True, gc=False):
     call_id: str | None = None
     name: str | None = None  # a tool entry's tool name
     meta: dict[str, Any] | None = None  # a repair's stub says so here (plan.repair)
+    # A user's prompt's files as the summarizer reads of them ("[image a.png, 800×600]",
+    # "[file notes.pdf]"): their bytes never go to it, and once summarized they leave the
+    # model's view with the rest of the middle.
+    files: tuple[str, ...] = ()
+    file_chars: int = 0  # what they cost, as characters (compress/tokens.py's estimate)

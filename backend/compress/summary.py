@@ -146,7 +146,7 @@ def _render(entry: Entry) -> str:
         head = "[earlier summary]"
     else:
         head = f"[{entry.role}]"
-    lines = [head]
+    lines = [head, *entry.files]
     if entry.content:
         lines.append(_clip(entry.content, ENTRY_CHARS))
     for call in entry.calls:

@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 
 from backend.compress.model import Entry
-from backend.providers.base import ChatRequest, ToolSpec, WireMessage
+from backend.providers.base import DEFAULT_IMAGE_TOKENS, ChatRequest, ToolSpec, WireMessage
 
 CHARS_PER_TOKEN = 4  # the uncalibrated default (the same as turn.preflight's)
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing around each message
@@ -49,15 +49,14 @@ def request_chars(request: ChatRequest) -> int:
     return sum(message_chars(m) for m in request.messages) + tools_chars(request.tools)
 
 
-# What an image in a request is counted as: ~1,600 tokens, what Anthropic bills a picture of
-# about a megapixel (its limit before it scales one down), at CHARS_PER_TOKEN.
-IMAGE_CHARS = 1_600 * CHARS_PER_TOKEN
-
-
 def message_chars(m: WireMessage) -> int:
-    """One message's characters: its text, its calls, and a fixed count per image."""
+    """One message's characters: its text, its calls, and its images and documents as the
+    provider's own estimate of their tokens (an MCP tool's image: DEFAULT_IMAGE_TOKENS), at
+    CHARS_PER_TOKEN.  Files not rendered yet count nothing: the turn renders them for the
+    provider it calls and counts what that sends (turn/prepared.py)."""
+    pictures = sum(i.tokens for i in m.images) + sum(d.tokens for d in m.documents)
     return (len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
-            + IMAGE_CHARS * len(m.images))
+            + pictures * CHARS_PER_TOKEN)
 
 
 def _clamp(ratio: float) -> float:
@@ -97,8 +96,25 @@ _DEFAULT = Calibration()  # never observed: the plain CHARS_PER_TOKEN estimate
 
 
 def entry_chars(entry: Entry) -> int:
-    """The characters of an entry the model is sent: its content and its calls' names and arguments."""
-    return len(entry.content) + sum(len(c.name) + len(c.arguments) for c in entry.calls)
+    """The characters of an entry the model is sent: its content, its calls' names and
+    arguments, and its files' estimate (`file_chars`)."""
+    return (len(entry.content) + sum(len(c.name) + len(c.arguments) for c in entry.calls)
+            + entry.file_chars)
+
+
+# A prompt's file before it is rendered for a provider, as characters: an image as
+# DEFAULT_IMAGE_TOKENS, a PDF as a page's picture and text each, text as itself (bounded
+# as turn/attachments.py bounds it).
+PDF_PAGE_CHARS = 1_500 * CHARS_PER_TOKEN
+MAX_FILE_CHARS = 100_000
+
+
+def file_chars(kind: str, size: int, pages: int | None) -> int:
+    if kind == "image":
+        return DEFAULT_IMAGE_TOKENS * CHARS_PER_TOKEN
+    if kind == "pdf":
+        return PDF_PAGE_CHARS * max(1, pages or 1)
+    return min(size, MAX_FILE_CHARS)
 
 
 def entry_tokens(entry: Entry, cal: Calibration | None = None) -> int:

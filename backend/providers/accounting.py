@@ -10,7 +10,9 @@ CHARS_PER_TOKEN = 4
 
 
 def measure(usage: UsageChunk | None, request: ChatRequest, answer: str) -> Usage:
-    """The provider's reported usage, or an estimate marked as such when it reported none."""
+    """The provider's reported usage, or an estimate marked as such when it reported none.
+    Image tokens are in the reported input already (OpenAI's and Anthropic's input counts
+    include them; neither bills them apart), so nothing is added to a report."""
     if usage is not None:
         return Usage(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
@@ -18,8 +20,11 @@ def measure(usage: UsageChunk | None, request: ChatRequest, answer: str) -> Usag
         )
     sent = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls)
                for m in request.messages)
+    # Images and documents as the provider's own estimate of them (turn/attachments.py).
+    pictures = sum(sum(i.tokens for i in m.images) + sum(d.tokens for d in m.documents)
+                   for m in request.messages)
     return Usage(
-        input_tokens=max(1, sent // CHARS_PER_TOKEN),
+        input_tokens=max(1, sent // CHARS_PER_TOKEN + pictures),
         output_tokens=len(answer) // CHARS_PER_TOKEN,
         estimated=True,
     )

@@ -33,6 +33,8 @@ from backend.providers.base import (
     ToolCallChunk,
     ToolSpec,
     UsageChunk,
+    WireDocument,
+    WireImage,
     WireMessage,
 )
 from backend.providers.errors import error_page, from_http, looks_like_html
@@ -155,12 +157,13 @@ def _blocks(m: WireMessage) -> list[dict[str, Any]]:
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(m.tool_call_id or "")}
         if m.images:  # text and images as blocks of the result
             result["content"] = ([_text(m.content)] if m.content.strip() else []) + [
-                {"type": "image", "source": {"type": "base64", "media_type": i.media_type,
-                                             "data": i.data}} for i in m.images]
+                _image(i) for i in m.images]
         elif m.content.strip():  # empty content is left out: a blank text would be refused
             result["content"] = m.content
         return [result]
-    blocks = [_text(m.content)] if m.content.strip() else []
+    # A prompt's documents and images go ahead of its words, as Anthropic advises.
+    blocks = [*(_document(d) for d in m.documents), *(_image(i) for i in m.images)]
+    blocks += [_text(m.content)] if m.content.strip() else []
     if m.role == "assistant":
         blocks += [
             {"type": "tool_use", "id": _tool_id(c.call_id), "name": c.name, "input": tool_input(c.arguments)}
@@ -171,6 +174,16 @@ def _blocks(m: WireMessage) -> list[dict[str, Any]]:
 
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
+
+
+def _image(image: WireImage) -> dict[str, Any]:
+    return {"type": "image",
+            "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}
+
+
+def _document(document: WireDocument) -> dict[str, Any]:
+    return {"type": "document", "title": document.name,
+            "source": {"type": "base64", "media_type": document.media_type, "data": document.data}}
 
 
 def tool_input(arguments: str) -> dict[str, Any]:

@@ -18,20 +18,54 @@ class WireToolCall:
     arguments: str
 
 
+# What an image counts as when nothing better is known (an MCP tool's): about what
+# Anthropic bills a picture of a megapixel, its limit before it scales one down.
+DEFAULT_IMAGE_TOKENS = 1_600
+
+
 @dataclass(frozen=True)
 class WireImage:
-    """An image a tool returned (an MCP server's), for providers that take images in a tool
-    result (Anthropic); the others send only the result's text, which names the file."""
+    """An image for the model: one a tool returned (an MCP server's, sent by providers that
+    take images in a tool result) or one attached to a prompt, prepared for the provider
+    called (turn/attachments.py).  `tokens`: the provider's own estimate of it."""
 
     media_type: str  # image/png, image/jpeg, image/gif or image/webp
     data: str  # base64
+    tokens: int = DEFAULT_IMAGE_TOKENS
+
+
+@dataclass(frozen=True)
+class WireDocument:
+    """A PDF attached to a prompt, for a provider that reads PDFs itself (Anthropic)."""
+
+    name: str
+    data: str  # base64
+    tokens: int  # the estimate: text and a picture of every page
+    media_type: str = "application/pdf"
+
+
+@dataclass(frozen=True)
+class WireFile:
+    """A file attached to a prompt (the user row's meta.attachments), as the transcript
+    names it.  Never sent as is: before each call the turn replaces it with what the
+    provider called takes (turn/attachments.py), so providers never see one."""
+
+    sha256: str
+    name: str
+    mime_type: str
+    kind: str  # image | pdf | text
+    bytes: int = 0
+    width: int | None = None
+    height: int | None = None
+    pages: int | None = None
 
 
 @dataclass(frozen=True)
 class WireMessage:
     """One message of a request.  Assistant rows may carry tool calls (content may be
     empty); tool rows carry the `tool_call_id` they answer and the tool's `name`, and
-    maybe images."""
+    maybe images.  A user's prompt may carry `files` (until the turn renders them) and then
+    `images` and `documents` (PDFs), which go ahead of its text."""
 
     role: WireRole
     content: str
@@ -39,6 +73,8 @@ class WireMessage:
     tool_call_id: str | None = None
     name: str | None = None
     images: tuple[WireImage, ...] = ()
+    files: tuple[WireFile, ...] = ()
+    documents: tuple[WireDocument, ...] = ()
 
 
 @dataclass(frozen=True)

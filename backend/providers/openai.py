@@ -100,6 +100,12 @@ def _wire_message(m: WireMessage) -> dict[str, Any]:
         # `name` is left out: OpenAI's schema has no such field on tool rows and strict
         # OpenAI-compatible servers reject unknown fields; the id alone pairs the result.
         return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
+    if m.role == "user" and m.images:
+        # A prompt's images: parts after its text, each a data URL (no fetch on their side).
+        parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+        parts += [{"type": "image_url",
+                   "image_url": {"url": f"data:{i.media_type};base64,{i.data}"}} for i in m.images]
+        return {"role": "user", "content": parts}
     return {"role": m.role, "content": m.content}
 
 

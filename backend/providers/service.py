@@ -15,7 +15,7 @@ from backend.providers.probe import PROBE_TIMEOUT_S, probe
 from backend.providers.registry import ConfiguredProvider, Providers
 from backend.secrets import Secrets, checked
 from shared import protocol as p
-from shared.config import ConfigView
+from shared.config import ConfigView, sees_images
 
 
 class ProviderService:
@@ -46,7 +46,8 @@ class ProviderService:
             named[chosen[0]] = chosen[1]
         order = sorted(named, key=lambda n: n != default)  # stable: config's order after it
         return p.ProviderListResult(providers=[
-            p.ProviderChoice(name=n, model=named[n].model, kind=named[n].kind, default=n == default)
+            p.ProviderChoice(name=n, model=named[n].model, kind=named[n].kind, default=n == default,
+                             vision=sees_images(named[n]))
             for n in order])
 
     def effective(self) -> ConfigView:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from backend.providers.base import WireImage, WireMessage, WireToolCall
+from backend.providers.base import WireFile, WireImage, WireMessage, WireToolCall
 from backend.store.messages import ModelRow
 from backend.tools.beneath import NotPlain, read_plain
 from shared.codec import clean_text
@@ -131,9 +131,28 @@ def row_messages(r: ModelRow, results: Mapping[str, ModelRow]) -> Emitted:
         ))]
         out.extend(_result(c, results.get(c["call_id"])) for c in calls)
         return Emitted(tuple(out), any(c["call_id"] not in results for c in calls))
-    if role in ("user", "assistant") and content:
-        return Emitted((WireMessage(role, content),))
+    files = prompt_files(r) if role == "user" else ()
+    if role in ("user", "assistant") and (content or files):
+        return Emitted((WireMessage(role, content, files=files),))
     return NOTHING
+
+
+def prompt_files(row: ModelRow) -> tuple[WireFile, ...]:
+    """The files a user's prompt carries (meta.attachments, items with a sha256; a tool
+    row's older `path` items are MCP images, `_images`), in the order given."""
+    items = _meta(row).get("attachments") if row.meta else None
+    if not isinstance(items, list):
+        return ()
+    return tuple(WireFile(
+        sha256=str(a["sha256"]), name=str(a.get("name") or "file"),
+        mime_type=str(a.get("mime_type") or ""), kind=str(a.get("kind") or ""),
+        bytes=_int(a.get("bytes")) or 0, width=_int(a.get("width")),
+        height=_int(a.get("height")), pages=_int(a.get("pages")),
+    ) for a in items if isinstance(a, dict) and isinstance(a.get("sha256"), str))
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def in_model_order(rows: list[ModelRow]) -> list[ModelRow]:

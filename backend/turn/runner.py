@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -42,6 +43,7 @@ from backend.tools import memory, registry
 from backend.tools.base import Tool
 from backend.tools.executor import BatchContext, Executor
 from backend.tools.sandbox import child_env
+from backend.turn.attachments import Target
 from backend.turn.call import ModelCallResult, attempt
 from backend.turn.finalize import (
     CLOSE_RETRY_S,
@@ -52,6 +54,7 @@ from backend.turn.finalize import (
 )
 from backend.turn.lease import LeaseWatch, wait_for_lease
 from backend.turn.preflight import preflight
+from backend.turn.prepared import PartCache, PreparedFiles, Reader
 from backend.turn.request import assemble
 from backend.turn.retry import MAX_ATTEMPTS, delay_for
 from backend.turn.route import RunningTurn, for_model, take_session
@@ -59,6 +62,7 @@ from backend.turn.stages import Action
 from backend.turn.stream import DeltaWriter
 from backend.turn.tool_round import prepare, run_round, signature
 from backend.turn.transcript import Transcripts
+from shared.config import sees_images
 from shared.protocol import (
     LeaseWaiting,
     ProviderFallback,
@@ -114,6 +118,8 @@ class TurnState:
     # one: a write during the turn shows from the next turn, and the cached prefix holds.
     memory: str | None = None
     depth: int | None = None  # delegations below a person's session (read once per turn)
+    files: PreparedFiles | None = None  # the prompts' files as prepared for this turn's calls
+    told_unseen: bool = False  # people were told the model cannot see this prompt's images
 
     @property
     def link(self) -> ConfiguredProvider:
@@ -140,9 +146,13 @@ class TurnState:
 class TurnRunner:
     def __init__(
         self, db: Database, config: ConfigFile, providers: Providers, executor: Executor,
-        compressor: Compressor, mcp: McpPool | None = None,
+        compressor: Compressor, mcp: McpPool | None = None, files: Reader | None = None,
     ) -> None:
         self.db = db
+        # Where a prompt's files are read from: the store (attachments, by sha256).
+        self.read_file: Reader = files or functools.partial(
+            attachments.read_bytes, db, executor.data_dir / "attachments")
+        self.parts = PartCache()  # prepared files, shared by the turns of this backend
         self.mcp = mcp
         self.config = config
         self.providers = providers
@@ -157,7 +167,7 @@ class TurnRunner:
 
     async def run(self, turn: RunningTurn) -> TurnStatus:
         started = time.monotonic()
-        st = TurnState(turn, TurnFence(self.db, turn))
+        st = TurnState(turn, TurnFence(self.db, turn), files=PreparedFiles(self.read_file, self.parts))
         if not turn.claim.leased and not await self._wait_lease(st):
             return st.status
         cfg = self.config.config
@@ -270,13 +280,11 @@ class TurnRunner:
             st.memory = await asyncio.to_thread(memory.block, self.executor.data_dir)
 
         async def build() -> ChatRequest:
-            return await assemble(self.db, self.transcripts, st.turn.session_id,
-                                  link.provider.model, tools,
-                                  summary_for=summary_for,
-                                  model=None if st.chain_index == 0 else link.cfg.model,
-                                  memory=(st.memory or "") if roomy else "",
-                                  turn_id=st.turn.turn_id,
-                                  fence=st.fence)
+            return await self._with_files(st, link, await assemble(
+                self.db, self.transcripts, st.turn.session_id, link.provider.model, tools,
+                summary_for=summary_for, model=None if st.chain_index == 0 else link.cfg.model,
+                memory=(st.memory or "") if roomy else "", turn_id=st.turn.turn_id,
+                fence=st.fence))
 
         # Preflight compression: measure, compress if due, measure again (a few times at most).
         # A long session is counted in SQL first: one far over its window compresses before a
@@ -295,6 +303,41 @@ class TurnRunner:
         if checked.request is None:
             st.fail(checked.reason or "the request does not fit the model's window")
         return checked.request
+
+    async def _with_files(self, st: TurnState, link: ConfiguredProvider,
+                          request: ChatRequest) -> ChatRequest:
+        """The prompts' files rendered for the provider about to be called (a fallback gets
+        its own form, and preflight measures what it is sent).  Over the compression
+        threshold, old prompts' images and PDFs are left out first (notes name them): they
+        cost the most and say the least by now.  A model that cannot see this prompt's
+        images gets notes in their place, and people are told once a turn."""
+        if st.files is None or not any(m.files for m in request.messages):
+            return request
+        target = Target(link.cfg.kind, sees_images(link.cfg, request.model))
+        done = await st.files.render(request, target)
+        if self.compressor.over_threshold(done.request, link):
+            lighter = await st.files.render(request, target, drop_old=True)
+            if lighter.dropped:
+                log.info("turn %s: %d earlier attachment(s) left out to save room",
+                         st.turn.turn_id, lighter.dropped)
+                done = lighter
+        if done.unseen and not st.told_unseen:
+            st.told_unseen = True
+            await self._note(st, f"{link.name}'s model {request.model} cannot see images, so "
+                             "it was told only the name and size of each image attached. To "
+                             "send images, choose a provider or model that sees them (vision).")
+        return done.request
+
+    async def _note(self, st: TurnState, text: str) -> None:
+        """A note for people (kind `attachments`) among the turn's rows; the model never
+        reads notes."""
+        turn = st.turn
+
+        def job(tx: Tx) -> None:
+            messages.insert(tx, turn.session_id, "system_note", text, turn_id=turn.turn_id,
+                            note_kind="attachments")
+
+        await st.fence.write(job)
 
     async def _offer(self, st: TurnState) -> tuple[ToolSpec, ...]:
         """The tools for the next request: the built-ins, then each enabled MCP server's, in

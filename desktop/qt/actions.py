@@ -86,6 +86,9 @@ CONVERSATION_COMMANDS: tuple[ConversationCommand, ...] = (
                         lambda c: not c.state.busy and c.turn_actions.undo_turn is not None),
     ConversationCommand("composer", "Go to the &message box", ("Ctrl+L",),
                         lambda c: c.focus_composer()),
+    # Files for the message: a picker (they can be pasted or dropped on the window too).
+    ConversationCommand("attach", "A&ttach files…", ("Ctrl+U",), lambda c: c.attach_files(),
+                        lambda c: c.composer.isEnabled()),
     ConversationCommand("latest", "Jump to &latest", ("Ctrl+End",), lambda c: c.follower.jump()),
 )
 
@@ -95,7 +98,7 @@ CONVERSATION_COMMANDS: tuple[ConversationCommand, ...] = (
 MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     ("&File", ("new", "pop_out", None, "schedules", "settings", None, "remote", None, "close",
                "quit")),
-    ("&Edit", ("find", "composer")),
+    ("&Edit", ("find", "composer", "attach")),
     ("&View", ("sessions", "changes", "latest", None, "backends")),
     ("&Session", ("rename", "stop", "approval", None, "regenerate", "previous_answer",
                   "next_answer", "edit", "original", None, "undo", None, "pop_out", None,

@@ -1,11 +1,12 @@
-"""The message box under a conversation: the editor, its long-message warning, the usage line
-and Stop, Steer and Send (Queue while a turn runs).  What a key does and what the buttons say
-is `desktop/state/composer.py`'s."""
+"""The message box under a conversation: the files waiting to go (chips, `attachments.py`), the
+editor, its long-message warning, the usage line, the attach button and Stop, Steer and Send
+(Queue while a turn runs).  What a key does and what the buttons say is
+`desktop/state/composer.py`'s."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QKeyEvent, QTextCursor
+from PySide6.QtCore import QEvent, QMimeData, QObject, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -13,10 +14,12 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
+    QToolButton,
     QVBoxLayout,
 )
 
 from desktop.qt import theme
+from desktop.qt.attachments import ChipRow, carries_files, given_files
 from desktop.qt.compat import emit, set_placeholder
 from desktop.qt.shelves import shrinkable
 from desktop.state import composer as words
@@ -33,6 +36,7 @@ class Composer(QPlainTextEdit):
 
     send = Signal()
     steer = Signal()
+    files_given = Signal(object)  # list[Given]: files (or an image) pasted into the box
 
     def __init__(self) -> None:
         super().__init__()
@@ -67,6 +71,36 @@ class Composer(QPlainTextEdit):
             return
         super().keyPressEvent(e)
 
+    # A paste of files or of an image attaches them; text pastes as text.
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return carries_files(source) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        if carries_files(source):
+            emit(self.files_given, given_files(source))
+            return
+        super().insertFromMimeData(source)
+
+    # Files dragged over the box are left to the conversation, which takes them anywhere in
+    # it and shows where they will go (a drag of text still drops here as text).
+    def dragEnterEvent(self, e: QDragEnterEvent) -> None:
+        if carries_files(e.mimeData()):
+            e.ignore()
+            return
+        super().dragEnterEvent(e)
+
+    def dragMoveEvent(self, e: QDragMoveEvent) -> None:
+        if carries_files(e.mimeData()):
+            e.ignore()
+            return
+        super().dragMoveEvent(e)
+
+    def dropEvent(self, e: QDropEvent) -> None:
+        if carries_files(e.mimeData()):
+            e.ignore()
+            return
+        super().dropEvent(e)
+
 
 class ComposerPanel(QFrame):
     """The framed message box (its frame shows its focus) with the usage line and the buttons
@@ -75,6 +109,7 @@ class ComposerPanel(QFrame):
     send = Signal()
     steer = Signal()
     stop = Signal()
+    attach = Signal()  # the attach button: pick files
 
     def __init__(self) -> None:
         super().__init__()
@@ -95,12 +130,21 @@ class ComposerPanel(QFrame):
         self.long_note.setWordWrap(True)
         self.long_note.hide()
         self.composer.textChanged.connect(self._measure)
+        self.chips = ChipRow()  # the files waiting to go with the message
+        # About those files: one refused, Send waiting for uploads, a model that cannot see.
+        self.attach_note = QLabel()
+        self.attach_note.setObjectName("attachNote")
+        self.attach_note.setWordWrap(True)
+        self.attach_note.hide()
         inner = QVBoxLayout(self)
         inner.setContentsMargins(10, 6, 8, 8)
         inner.setSpacing(4)
+        inner.addWidget(self.attach_note)
+        inner.addWidget(self.chips)
         inner.addWidget(self.composer)
         inner.addWidget(self.long_note)
         under = QHBoxLayout()
+        under.addWidget(self.attach_button)
         under.addWidget(self.usage_label, 1)
         under.addWidget(self.stop_button)
         under.addWidget(self.steer_button)
@@ -109,6 +153,13 @@ class ComposerPanel(QFrame):
         self.restyle()
 
     def _build_buttons(self) -> None:
+        self.attach_button = QToolButton()
+        self.attach_button.setObjectName("attachButton")
+        self.attach_button.setAutoRaise(True)
+        self.attach_button.setToolTip("Attach images, PDFs or text files (Ctrl+U); you can also "
+                                      "paste an image or drop files here")
+        self.attach_button.setAccessibleName("Attach files")
+        self.attach_button.clicked.connect(lambda: emit(self.attach))
         # Send (Enter) is the primary action, whether it sends now or queues after the running
         # turn; Steer (Alt+Enter) is secondary.
         self.send_button = QPushButton("Send")
@@ -134,6 +185,7 @@ class ComposerPanel(QFrame):
     def restyle(self) -> None:
         """The buttons' icons, for the theme now."""
         self.send_button.setIcon(theme.icon(self._mode.send_icon))
+        self.attach_button.setIcon(theme.icon("paperclip"))
         self.steer_button.setIcon(theme.icon("send"))
         self.stop_button.setIcon(theme.icon("stop"))
 
@@ -149,6 +201,13 @@ class ComposerPanel(QFrame):
             self.send_button.setText(mode.send_text)
             self.send_button.setToolTip(mode.send_tip)
             set_placeholder(self.composer, mode.placeholder)
+
+    def note(self, text: str | None, tone: str = "warning") -> None:
+        """The line over the files (None: hidden)."""
+        self.attach_note.setText(text or "")
+        theme.restyle(self.attach_note, tone=tone if tone != "muted" else "",
+                      muted=tone == "muted")
+        self.attach_note.setVisible(bool(text))
 
     def quote(self, text: str) -> None:
         """Quote in reply: `text` as "> " lines at the end of the message box, which takes focus."""

@@ -1,4 +1,5 @@
-"""One session's conversation: header, transcript, approvals, queue, notices and composer.
+"""One session's conversation: header, transcript, approvals, queue, notices and composer
+(files dropped anywhere on it attach to the message).
 
 A `Conversation` is a widget, not a window: the main window shows one beside its sessions
 sidebar (and swaps it when another session is chosen), and a popped-out `SessionWindow`
@@ -12,14 +13,24 @@ import time
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut
+from PySide6.QtGui import (
+    QDragEnterEvent,
+    QDragLeaveEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QKeySequence,
+    QResizeEvent,
+    QShortcut,
+)
 from PySide6.QtWidgets import QFrame, QLabel, QMenu, QVBoxLayout, QWidget
 
 from desktop.qt import theme
 from desktop.qt.aio import spawn
+from desktop.qt.attachments import carries_files, given_files
 from desktop.qt.compat import emit
 from desktop.qt.composer import Composer, ComposerPanel
 from desktop.qt.conversation_answers import AnswerActions, BranchNote
+from desktop.qt.conversation_attaching import ConversationAttaching
 from desktop.qt.conversation_header import ConversationHeader
 from desktop.qt.conversation_loading import ConversationLoading
 from desktop.qt.conversation_sending import ConversationSending
@@ -212,6 +223,23 @@ class Conversation(QWidget):
         panel.steer.connect(self.steer)
         panel.stop.connect(self.interrupt)
         self.follower = Follower(self.view, self.composer)
+        self.attaching = ConversationAttaching(self, self)  # paste, drop, pick; upload; open
+        self.attaching.changed.connect(self._refresh_soon)
+        self.attaching.ready.connect(lambda intent: self.sending.send(intent))
+        self.attaching.thumbnails.loaded.connect(self.state.transcript.touch_attachments)
+        self.view.thumbnails = self.attaching.thumbnails
+        self.view.attachment_requested.connect(self.attaching.open)
+        self._build_drop_target()
+
+    def _build_drop_target(self) -> None:
+        """Files dragged over the conversation: it says where they go (over everything, and
+        let through to the widgets under it: the drop lands on the conversation)."""
+        self.setAcceptDrops(True)
+        self.drop_target = QLabel("Drop files to attach them to your message", self)
+        self.drop_target.setObjectName("dropTarget")
+        self.drop_target.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.drop_target.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.drop_target.hide()
 
     def _restyle(self, _scheme: str = "") -> None:
         self.composer_frame.restyle()
@@ -384,6 +412,34 @@ class Conversation(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self.shelves.bound()
+        self.drop_target.setGeometry(self.rect().adjusted(8, 8, -8, -8))
+
+    # --- files dropped anywhere on the conversation (the message box lets them through) ---
+
+    def attach_files(self) -> None:
+        """Ctrl+U or the paperclip: pick files to attach."""
+        self.attaching.pick()
+
+    def dragEnterEvent(self, e: QDragEnterEvent) -> None:
+        if not carries_files(e.mimeData()) or not self.composer.isEnabled():
+            e.ignore()
+            return
+        e.acceptProposedAction()
+        self.drop_target.setGeometry(self.rect().adjusted(8, 8, -8, -8))
+        self.drop_target.raise_()
+        self.drop_target.show()
+
+    def dragMoveEvent(self, e: QDragMoveEvent) -> None:
+        e.acceptProposedAction()
+
+    def dragLeaveEvent(self, e: QDragLeaveEvent) -> None:
+        self.drop_target.hide()
+
+    def dropEvent(self, e: QDropEvent) -> None:
+        self.drop_target.hide()
+        if carries_files(e.mimeData()):
+            e.acceptProposedAction()
+            self.attaching.give(given_files(e.mimeData()))
 
     def focus_composer(self) -> None:
         self.composer.setFocus(Qt.FocusReason.ActiveWindowFocusReason)
@@ -424,7 +480,8 @@ class Conversation(QWidget):
         self.folder_note.setText(warning or "")
         self.folder_note.setVisible(bool(warning))
         self.branch_note.show_branch(self.answers.branch_words())
-        self.model_box.show_session(s.session, self.providers())
+        self.model_box.show_session(s.session, self.providers(), self.attaching.pending.has_image)
+        self.attaching.show_note()
         self.composer_frame.show_session(s.status, s.busy, s.usage_line())
         self._refresh_turn()
         if s.notice is not None:

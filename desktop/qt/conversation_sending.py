@@ -6,7 +6,7 @@ say is `desktop/state/turns.py`'s."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from PySide6.QtCore import QObject, Signal
@@ -16,8 +16,10 @@ from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.composer import Composer
 from desktop.qt.conversation_answers import AnswerActions, call_again
+from desktop.qt.conversation_attaching import ConversationAttaching
 from desktop.qt.conversation_turn_bar import TurnBar
 from desktop.qt.follow import Follower
+from desktop.state.attachments import PendingFile, named, shown
 from desktop.state.model_choices import Choice, change, others
 from desktop.state.session import SessionState
 from desktop.state.turns import TurnActions, undo_words
@@ -38,6 +40,7 @@ class Host(Protocol):
     state: SessionState
     follower: Follower
     composer: Composer
+    attaching: ConversationAttaching
     turn_bar: TurnBar
     undo_button: QPushButton
     answers: AnswerActions
@@ -66,28 +69,39 @@ class ConversationSending(QObject):
         emit(self.error, message)
 
     def send(self, intent: Intent = "queue") -> None:
-        """The message box's text, queued (or, with "steer", into the running turn)."""
+        """The message box's text and files, queued (or, with "steer", into the running turn);
+        while files upload, Send waits for them (and goes when they are done)."""
         h = self.host
         text = h.composer.toPlainText().strip()
-        if not text:
+        why = h.attaching.pending.blocked(text)
+        if why is not None:
+            if why:
+                h.attaching.say(why)
             return
+        if h.attaching.hold(intent):
+            return
+        files = h.attaching.take()
         h.composer.clear()
         h.follower.jump()  # sending always shows the end, where the answer will come
-        spawn(self.submit(text, intent), self.submit_failed(text))
+        spawn(self.submit(text, intent, files), self.submit_failed(text, files))
 
-    async def submit(self, text: str, intent: Intent = "queue") -> None:
+    async def submit(self, text: str, intent: Intent = "queue",
+                     files: Sequence[PendingFile] = ()) -> None:
         h = self.host
         # The same request id on every attempt: if the connection drops after the backend took
         # the prompt, sending it again returns the first receipt instead of running it twice.
         result = await call_again(h.link, PromptSubmit(
-            session_id=h.session_id, request_id=str(uuid.uuid4()), text=text, intent=intent))
-        h.state.submitted(result.receipt, text)
+            session_id=h.session_id, request_id=str(uuid.uuid4()), text=text,
+            attachments=named(files) or None, intent=intent))
+        h.state.submitted(result.receipt, text, shown(files))
         emit(self.submitted)
 
-    def submit_failed(self, text: str) -> Callable[[str], None]:
+    def submit_failed(self, text: str, files: Sequence[PendingFile] = ()) -> Callable[[str], None]:
         def failed(message: str) -> None:
             if not self.host.composer.toPlainText().strip():
                 self.host.composer.setPlainText(text)  # the words are not lost
+            if files:
+                self.host.attaching.put_back(files)  # nor the files
             self._failed(f"Not sent: {message}")
         return failed
 

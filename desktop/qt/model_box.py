@@ -1,5 +1,6 @@
 """A session's model box: every configured provider with its model, as "provider · model",
-the session's own choice shown; a person picks one or types a model's name."""
+the session's own choice shown; a person picks one or types a model's name.  While an image
+waits in the message box, models that cannot see images say so."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox
 
 from desktop.qt.compat import emit
-from desktop.state.model_choices import Choice, current, entries, typed
+from desktop.state.model_choices import Choice, current, entries, marked, typed
 from shared import protocol as p
 
 
@@ -40,17 +41,20 @@ class ModelBox(QComboBox):
             entry.setAccessibleName("Model name")
             entry.returnPressed.connect(lambda: self._pick(self.currentText()))
 
-    def show_session(self, session: p.Session | None, providers: Sequence[p.ProviderChoice]) -> None:
+    def show_session(self, session: p.Session | None, providers: Sequence[p.ProviderChoice],
+                     images: bool = False) -> None:
+        """`images`: an image waits to be sent (blind models are marked)."""
         self.session, self.providers = session, list(providers)
         shown = entries(session, providers)
-        if [self.itemText(i) for i in range(self.count())] != [c.label for c in shown]:
+        labels = [marked(c, providers, images) for c in shown]
+        if [self.itemText(i) for i in range(self.count())] != labels:
             self.clear()
-            for choice in shown:
-                self.addItem(choice.label, choice)
+            for choice, label in zip(shown, labels, strict=True):
+                self.addItem(label, choice)
         now = current(session, providers)
         entry = self.lineEdit()
         if now is not None and not (entry is not None and entry.hasFocus()):
-            self.setCurrentText(now.label)
+            self.setCurrentText(marked(now, providers, images))
             if entry is not None:
                 entry.setCursorPosition(0)  # the start of a long label in view: the provider
         self.setToolTip(f"Asked of {now.provider}" if now is not None and now.provider else "")

@@ -232,6 +232,20 @@ QPushButton#doorRow[tone="danger"] { color: $danger; border: 1px solid $danger; 
 QPushButton#doorRow[tone="warning"] { color: $warning; }
 QPushButton#doorRow[tone="muted"] { color: $muted; }
 QFrame#doorPopover { background: $raised; border: 1px solid $border; border-radius: 8px; }
+/* Files waiting in the message box (attachments.py): a chip each; a refused one outlined;
+   the whole conversation outlined while files are dragged over it. */
+QFrame#attachmentChip { background: $surface; border: 1px solid $border; border-radius: 8px; }
+QFrame#attachmentChip:focus { border: 2px solid $focus; }
+QFrame#attachmentChip[tone="danger"] { border: 1px solid $danger; }
+QLabel#fileBadge {
+    color: $accent; background: $info_fill; border-radius: 4px; font-weight: 600;
+}
+QToolButton#removeAttachment { border: none; border-radius: 9px; padding: 0px; }
+QToolButton#removeAttachment:hover { background: $hover; }
+QLabel#dropTarget {
+    color: $accent; background: $info_fill; border: 2px dashed $accent; border-radius: 12px;
+    font-size: 14pt; font-weight: 600;
+}
 QPushButton#doorRoom { text-align: left; color: $accent; padding: 2px 6px; }
 """)
 

@@ -65,6 +65,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.qt import delegate_card, markdown, theme
+from desktop.qt.attachment_viewing import Thumbnails, add_thumbnails, attachments_html
 from desktop.qt.compat import emit
 from desktop.qt.drag_select import DragSelect
 from desktop.qt.reader import Reader, SafeDocument
@@ -116,6 +117,7 @@ NOTE_LABELS = {"summary": "Summary of earlier messages", "continued": "Continued
 PREV, NEXT = f"{markdown.ACTION}:prev", f"{markdown.ACTION}:next"
 REGENERATE = f"{markdown.ACTION}:regenerate"
 BRANCH = f"{markdown.ACTION}:branch"
+ATTACHMENT = f"{markdown.ACTION}:attachment"  # /N: the prompt's Nth file, to open
 NOTE_COLOR = {"failed": "danger", "interrupted": "warning", "recovered": "warning", "summary": "muted",
               "notice": "warning"}
 
@@ -184,15 +186,18 @@ def is_long(text: str) -> bool:
     return len(text) > LONG_CHARS or text.count("\n") >= LONG_LINES
 
 
-def user_html(text: str, expanded: bool, branches: int = 0) -> str:
-    """The user's message as typed: escaped (never markdown), its line breaks and indentation
-    kept; a long one shows its first lines and a link to show all of it (or less again); one
-    edited into new branches (`session.fork`) links to each."""
+def user_html(text: str, expanded: bool, branches: int = 0, files: str = "") -> str:
+    """The user's message as typed: its files first (`files`, their HTML), then its words
+    escaped (never markdown), line breaks and indentation kept; a long one shows its first
+    lines and a link to show all of it (or less again); one edited into new branches
+    (`session.fork`) links to each."""
     shown = text
     long = is_long(text)
     if long and not expanded:
         shown = "\n".join(text.split("\n")[:PREVIEW_LINES])[:PREVIEW_CHARS].rstrip()
-    parts = [f'<p style="white-space:pre-wrap; margin:0px; line-height:125%">{esc(shown)}</p>']
+    parts = [files] if files else []
+    if shown or not files:
+        parts.append(f'<p style="white-space:pre-wrap; margin:0px; line-height:125%">{esc(shown)}</p>')
     if long:
         lines = text.count("\n") + 1
         size = f"{lines:,} lines" if lines > 1 else f"{len(text):,} characters"
@@ -303,7 +308,9 @@ class TranscriptDelegate(QStyledItemDelegate):
             return markdown.render(item.text or " ", look(dark, self.view.font().pointSizeF()),
                                    streaming=item.streaming, copied=state, colored=colored)
         if isinstance(item, UserItem):
-            return markdown.Rendered(user_html(item.text, state == 1, len(item.branches)))
+            files = attachments_html(item.attachments, ATTACHMENT, tone("accent"),
+                                     tone("muted")) if item.attachments else ""
+            return markdown.Rendered(user_html(item.text, state == 1, len(item.branches), files))
         if isinstance(item, AnswerBar):
             return markdown.Rendered(bar_html(item))
         if isinstance(item, ToolItem):
@@ -321,6 +328,8 @@ class TranscriptDelegate(QStyledItemDelegate):
         doc.setDefaultFont(self.view.font())
         text_color = self.view.palette().color(QPalette.ColorRole.Text).name()
         doc.setDefaultStyleSheet(f"body {{ color: {text_color}; }} pre {{ margin: 0; }}")
+        if isinstance(item, UserItem) and item.attachments:
+            add_thumbnails(doc, item.attachments, self.view.thumbnails)
         doc.setHtml(self.rendered(item, colored).html)
         doc.setTextWidth(max(50, width))
         return doc
@@ -536,6 +545,7 @@ class TranscriptView(QListView):
     edit_requested = Signal(int)
     branch_requested = Signal(str)
     link_clicked = Signal(QUrl)  # a link in a message (http, https or mailto) was clicked
+    attachment_requested = Signal(object)  # a prompt's file (MessageAttachment) to open
 
     def __init__(self, model: TranscriptModel) -> None:
         super().__init__()
@@ -553,6 +563,7 @@ class TranscriptView(QListView):
         self.verticalScrollBar().setSingleStep(24)
         self.setMouseTracking(True)  # links under the pointer show a hand, text an I-beam
         self.expanded: set[str] = set()  # long user messages shown in full, by item key
+        self.thumbnails: Thumbnails | None = None  # the prompts' images (the conversation's)
         self.copied: tuple[str, int] | None = None  # (item key, code block) just copied
         self.selecting = DragSelect(self)  # the text selected with the mouse
         self._reading: QPersistentModelIndex | None = None
@@ -785,6 +796,8 @@ class TranscriptView(QListView):
             emit(self.branch_requested, item.branches[n])
         elif what == "expand":
             self.toggle_expanded(index)
+        elif what == "attachment" and isinstance(item, UserItem) and n < len(item.attachments):
+            emit(self.attachment_requested, item.attachments[n])
         elif href == delegate_card.OPEN_CHILD and isinstance(item, ToolItem) and item.child_session_id:
             emit(self.open_session_requested, item.child_session_id)
         elif what == "copy" and item is not None:

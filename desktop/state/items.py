@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from desktop.state.live_tail import LiveTail
+from shared import protocol as p
 
 _versions = itertools.count(1)
 
@@ -29,6 +30,7 @@ class UserItem(Item):
     text: str = ""
     steer: bool = False  # sent into a running turn: part of its answer, not a prompt
     branches: list[str] = field(default_factory=list)  # sessions forked at this prompt
+    attachments: list[p.MessageAttachment] = field(default_factory=list)  # files sent with it
 
 
 @dataclass(eq=False)

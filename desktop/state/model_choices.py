@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from desktop.state.attachments import NO_VISION_MARK, current_vision
 from shared import protocol as p
 
 SEP = " · "
@@ -75,3 +76,10 @@ def change(choice: Choice, session: p.Session | None,
     if not choice.provider or (now is not None and choice.provider == now.provider):
         return {"model": choice.model}
     return {"provider": choice.provider, "model": choice.model}
+
+
+def marked(choice: Choice, providers: Sequence[p.ProviderChoice], images: bool) -> str:
+    """An entry's words: its label, marked when images wait to be sent and its provider is
+    known not to see them (a provider that does not say is not marked)."""
+    blind = images and choice.provider and current_vision(choice.provider, providers) is False
+    return choice.label + NO_VISION_MARK if blind else choice.label

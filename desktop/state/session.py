@@ -10,7 +10,7 @@ at or below the snapshot's `latest_seq` is dropped: each event counts once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from desktop.state.transcript import Listener, Transcript
@@ -47,6 +47,8 @@ class SessionState:
     mark: int | None = None  # the snapshot's latest_seq, then the highest seq applied
     loaded: bool = False
     prompts: dict[str, str] = field(default_factory=dict)  # admission_id -> text, for turn.started
+    # admission_id -> the files sent with it (its receipt's), for turn.started too
+    files: dict[str, list[p.MessageAttachment]] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)  # admissions seen started or settled: never queued again
     on_turn_done: Callable[[str], None] = lambda turn_id: None
     on_change: Callable[[], None] = lambda: None
@@ -66,8 +68,7 @@ class SessionState:
         self.usage = resume.session.usage
         self.queue = {r.admission_id: r for r in resume.queue}
         for r in self.queue.values():
-            if r.text:
-                self.prompts[r.admission_id] = r.text
+            self._remember(r)
         self.approvals = {a.approval_id: a for a in resume.pending_approvals}
         self.notice = None
         self.mark = resume.latest_seq
@@ -79,11 +80,16 @@ class SessionState:
             self.apply(event)
         self.on_change()
 
-    def submitted(self, receipt: p.Receipt, text: str) -> None:
-        """This window's own prompt was admitted.  The receipt can arrive after the events of
-        its turn (they come on the same connection, but the reply resumes a coroutine later),
-        so a prompt whose turn already started or settled is not put back in the queue."""
+    def submitted(self, receipt: p.Receipt, text: str,
+                  files: Sequence[p.MessageAttachment] = ()) -> None:
+        """This window's own prompt was admitted (with `files`, as the receipt names them when
+        it does).  The receipt can arrive after the events of its turn (they come on the same
+        connection, but the reply resumes a coroutine later), so a prompt whose turn already
+        started or settled is not put back in the queue."""
         self.prompts.setdefault(receipt.admission_id, text)
+        sent = list(receipt.attachments or files)
+        if sent and receipt.admission_id not in self.gone:
+            self.files.setdefault(receipt.admission_id, sent)
         if receipt.status == "queued" and self.busy and receipt.admission_id not in self.gone:
             self.queue.setdefault(receipt.admission_id, receipt)
             self.on_change()
@@ -117,8 +123,7 @@ class SessionState:
         data = event.data
         if isinstance(data, p.AdmissionQueued):
             receipt = data.receipt
-            if receipt.text:
-                self.prompts[receipt.admission_id] = receipt.text
+            self._remember(receipt)
             if receipt.status == "queued":
                 self.queue[receipt.admission_id] = receipt
                 if self.status == "idle":
@@ -131,18 +136,21 @@ class SessionState:
             self.notice = None
             self.transcript.apply(event)
             if data.regenerates is None:  # (a regeneration answers its prompt again: no row)
-                self.transcript.add_user(aid, data.turn_id, self.prompts.get(aid, ""))
+                self.transcript.add_user(aid, data.turn_id, self.prompts.get(aid, ""),
+                                         attachments=self.files.pop(aid, []))
         elif isinstance(data, p.TurnSteered):
             # A steer joined the running turn: it leaves the queue, and its words show where
             # the model read them (the stored row replaces this when the turn reconciles).
             self.gone.add(data.admission_id)
             self.queue.pop(data.admission_id, None)
-            self.transcript.add_user(data.admission_id, data.turn_id, data.text, steer=True)
+            self.transcript.add_user(data.admission_id, data.turn_id, data.text, steer=True,
+                                     attachments=self.files.pop(data.admission_id, []))
         elif isinstance(data, p.AdmissionSettled):
             receipt = data.receipt
             self.gone.add(receipt.admission_id)
             self.queue.pop(receipt.admission_id, None)
             self.prompts.pop(receipt.admission_id, None)
+            self.files.pop(receipt.admission_id, None)
             # A turn still running (or waiting for a person's approval) keeps its status.
             if not self.queue and self.status not in ("running", "waiting_approval"):
                 self.status = "idle"
@@ -184,6 +192,13 @@ class SessionState:
                 self.on_turn_done(done)
         else:
             self.transcript.apply(event)
+
+    def _remember(self, receipt: p.Receipt) -> None:
+        """A queued prompt's words and files, for the row its turn shows when it starts."""
+        if receipt.text:
+            self.prompts[receipt.admission_id] = receipt.text
+        if receipt.attachments:
+            self.files[receipt.admission_id] = list(receipt.attachments)
 
     def _summary(self, session: p.Session) -> None:
         self.session = session

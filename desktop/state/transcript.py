@@ -82,7 +82,8 @@ def items_from_messages(messages: Iterable[p.Message]) -> list[Item]:
         if m.role == "user":
             out.append(UserItem(m.message_id, turn, text=m.content, hidden=hidden,
                                 steer=bool((m.meta or {}).get("steer")),
-                                branches=list(m.branches or [])))
+                                branches=list(m.branches or []),
+                                attachments=list(m.attachments or [])))
         elif m.role == "assistant":
             if m.content:
                 out.append(AssistantItem(m.message_id, turn, text=m.content, hidden=hidden))
@@ -411,14 +412,21 @@ class Transcript:
                 self._touch(item)
 
     def add_user(self, admission_id: str, turn_id: str | None, text: str,
-                 steer: bool = False) -> None:
+                 steer: bool = False, attachments: Iterable[p.MessageAttachment] = ()) -> None:
         """The prompt that a turn just started with (or a steer that joined it), until the
         stored row replaces it."""
         if any(isinstance(it, UserItem) and it.key == f"prompt:{admission_id}" for it in self.items):
             return
         self._end_stream()
         self._insert(len(self.items), [UserItem(f"prompt:{admission_id}", turn_id, text=text,
-                                                steer=steer)])
+                                                steer=steer, attachments=list(attachments))])
+
+    def touch_attachments(self, sha256: str) -> None:
+        """Draws again the prompts showing the file (or thumbnail) `sha256`: it just arrived."""
+        for item in self.items:
+            if isinstance(item, UserItem) and any(
+                    sha256 in (a.sha256, a.thumbnail) for a in item.attachments):
+                self._touch(item)
 
     def toggle(self, index: int) -> None:
         item = self.items[index]

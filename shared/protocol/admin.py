@@ -94,12 +94,14 @@ class ProviderTestResult(Wire):
 
 class ProviderChoice(Wire):
     """A configured provider a session can use: its name, its model and kind; `default`: the
-    one a session without a provider of its own starts on."""
+    one a session without a provider of its own starts on; `vision` (an addition): whether
+    its model sees images (config `vision`; a model that does not gets a note instead)."""
 
     name: str
     model: str
     kind: str
     default: bool = False
+    vision: bool = True
 
 
 class ProviderListResult(Wire):

@@ -20,6 +20,7 @@ event after the text instead of finishing; ``truncate`` drops the connection the
 from __future__ import annotations
 
 import base64
+import io
 import itertools
 import json
 import re
@@ -28,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from PIL import Image
 
 from tests.fakes.loopback import ScriptedServer
 
@@ -348,6 +351,10 @@ def _check_block(role: str, block: dict[str, Any]) -> list[str]:
         if named and isinstance(block.get("input"), dict):
             return []
         return ["tool_use needs an id matching [A-Za-z0-9_-]+, a name and an input object"]
+    if kind in ("image", "document"):  # a prompt's attachments
+        if role != "user":
+            return [f"{kind} blocks are only allowed in user messages"]
+        return _check_image(block) if kind == "image" else _check_document(block)
     if kind == "tool_result":
         if role != "user":
             return ["tool_result blocks are only allowed in user messages"]
@@ -363,6 +370,10 @@ def _check_block(role: str, block: dict[str, Any]) -> list[str]:
 _IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 
 
+MAX_IMAGE_BASE64 = 5 * 1024 * 1024  # the API refuses an image over 5 MB (as base64)
+MAX_IMAGE_EDGE = 8000  # ... or over 8000 px on a side
+
+
 def _check_result_part(part: Any) -> list[str]:
     if not isinstance(part, dict):
         return ["tool_result content blocks must be objects"]
@@ -370,6 +381,10 @@ def _check_result_part(part: Any) -> list[str]:
         return _check_block("user", part)
     if part.get("type") != "image":
         return [f"tool_result content cannot hold a {part.get('type')!r} block"]
+    return _check_image(part)
+
+
+def _check_image(part: dict[str, Any]) -> list[str]:
     source = part.get("source")
     if not isinstance(source, dict) or source.get("type") != "base64":
         return ["image.source must be {type: base64, media_type, data}"]
@@ -379,7 +394,38 @@ def _check_result_part(part: Any) -> list[str]:
         base64.b64decode(str(source.get("data")), validate=True)
     except ValueError:
         return ["image.source.data is not base64"]
+    if len(str(source.get("data"))) > MAX_IMAGE_BASE64:
+        return ["image exceeds 5 MB maximum"]
+    size = _image_size(str(source.get("data")))
+    if size is None:
+        return ["image.source.data is not an image"]
+    if max(size) > MAX_IMAGE_EDGE:
+        return [f"image dimensions exceed max allowed size: {MAX_IMAGE_EDGE} pixels"]
     return [] if source.get("data") else ["image.source.data is empty"]
+
+
+def _image_size(data: str) -> tuple[int, int] | None:
+    try:
+        with Image.open(io.BytesIO(base64.b64decode(data))) as image:
+            return image.size
+    except (OSError, ValueError):
+        return None
+
+
+def _check_document(part: dict[str, Any]) -> list[str]:
+    source = part.get("source")
+    if not isinstance(source, dict) or source.get("type") != "base64":
+        return ["document.source must be {type: base64, media_type, data}"]
+    if source.get("media_type") != "application/pdf":
+        return ["document.source.media_type must be application/pdf"]
+    try:
+        data = base64.b64decode(str(source.get("data")), validate=True)
+    except ValueError:
+        return ["document.source.data is not base64"]
+    if not data.startswith(b"%PDF-"):
+        return ["document.source.data is not a PDF"]
+    title = part.get("title")
+    return [] if title is None or isinstance(title, str) else ["document.title must be a string"]
 
 
 def _check_results(i: int, blocks: list[dict[str, Any]], results: list[Any], uses: set[str]) -> list[str]:

@@ -15,6 +15,7 @@ the arguments in about three pieces, and finish_reason ``"tool_calls"``.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import select
@@ -85,6 +86,21 @@ class Recorded:
             if msg.get("role") == "user":
                 return content_text(msg)
         return ""
+
+
+    @property
+    def user_images(self) -> list[tuple[str, bytes]]:
+        """The images the user's messages carry (image_url parts with data URLs), in order:
+        (media type, bytes)."""
+        out: list[tuple[str, bytes]] = []
+        for msg in self.body.get("messages", []):
+            content = msg.get("content") if msg.get("role") == "user" else None
+            for part in content if isinstance(content, list) else []:
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    url = str((part.get("image_url") or {}).get("url") or "")
+                    head, _, data = url.partition(";base64,")
+                    out.append((head.removeprefix("data:"), base64.b64decode(data)))
+        return out
 
 
 def content_text(msg: dict[str, Any]) -> str:

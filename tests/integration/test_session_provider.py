@@ -40,8 +40,10 @@ async def test_a_session_moved_to_another_provider_asks_it_from_the_next_turn_an
     try:
         listed = (await rpc.call("provider.list", {}))["providers"]
         assert listed == [
-            {"name": "main", "model": "main-model", "kind": "openai", "default": True},
-            {"name": "other", "model": "other-model", "kind": "openai"},
+            # (vision: false: models by those names are not known to see images)
+            {"name": "main", "model": "main-model", "kind": "openai", "default": True,
+             "vision": False},
+            {"name": "other", "model": "other-model", "kind": "openai", "vision": False},
         ]
         stays = await create_session(rpc)
         moves = await create_session(rpc)
