@@ -156,7 +156,7 @@ class Backend:
         authority = self.authority
         self.doors = Doors(self.db, authority, approvals, self.secrets, runner.default_model,
                            lambda sid: interrupt_anywhere(self.db, authority, sid),
-                           self._door_state)
+                           self._door_state, self.attachments)
         # The store's reports of changed sessions and schedules become their broadcasts here.
         self.db.publisher = wire.announcing(_both(self.hub.publish, children.observe,
                                                   approvals.observe, self.doors.observe))

@@ -13,7 +13,8 @@ says what happened.  It refuses, before writing anything:
   layout (store/copy.py says why an older file is not upgraded here).
 
 The file itself is opened read-only and left as it was: removing the `store` line from
-config.toml goes back to it.
+config.toml goes back to it.  The attachments' files (DIR/attachments) are copied into the
+database too, and left where they are.
 
 Exit status: 0 copied and verified; 1 the copy failed (rolled back) or the verification
 found a difference; 2 refused (what to do is said); 3 a backend is running on the folder
@@ -92,14 +93,14 @@ def _copy_and_check(data_dir: Path, config: ConfigFile, src: sqlite3.Connection,
     print(f"copying {data_dir / 'state.db'} into {name}")
     started = time.monotonic()
     try:
-        copied = copy.copy_all(src, dst, _progress)
+        copied = copy.copy_all(src, dst, _progress, data_dir / "attachments")
     except copy.CopyRefused as exc:
         raise Refused(exc.message) from None
     except copy.CopyFailed as exc:
         return _say_error(_clean_text(exc.message, dsn), FAILED)
     took = time.monotonic() - started
     try:
-        source, found = _verify(src, dst)
+        source, found = _verify(src, dst, data_dir / "attachments")
     except (psycopg.Error, KeyboardInterrupt) as exc:
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else _clean(exc, dsn)
         return _say_error(f"the copy into {name} was committed but could not be checked "
@@ -199,13 +200,14 @@ def _refuse_live_backends(dst: Any, name: str) -> None:
 # --- checking and reporting ----------------------------------------------------------
 
 
-def _verify(src: sqlite3.Connection, dst: Any) -> tuple[copy.Snapshot, list[str]]:
-    """Both sides read again after the commit, each in one snapshot; the source's and
-    what differs."""
+def _verify(src: sqlite3.Connection, dst: Any,
+            files: Path) -> tuple[copy.Snapshot, list[str]]:
+    """Both sides read again after the commit, each in one snapshot (the attachments' bytes
+    too); the source's and what differs."""
     src.execute("BEGIN")
     dst.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
     try:
-        source, target = copy.snapshot(src), copy.snapshot(dst)
+        source, target = copy.snapshot(src, files), copy.snapshot(dst)
     finally:
         src.execute("ROLLBACK")
         dst.execute("ROLLBACK")
@@ -221,7 +223,8 @@ def _done(config: ConfigFile, copied: dict[str, int], took: float, dsn: str, swi
     rows = sum(copied.values())
     rate = f", {rows / took:,.0f} rows/s" if took > 0 else ""
     print(f"verified: {len(copied)} tables, {rows} rows, {source.counts['sessions']} sessions, "
-          f"{source.events} events; every count, event seq and message id matches "
+          f"{source.events} events, {len(source.held or {})} attachment files; every count, "
+          "event seq, message id and file's size matches "
           f"(copied in {took:.1f} s{rate})")
     line = f'store = "{store_redacted(dsn)}"'
     if not switch:

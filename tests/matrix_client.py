@@ -146,6 +146,23 @@ class MatrixClient:
     def send_text(self, room_id: str, body: str, txn_id: str | None = None) -> str:
         return self.send(room_id, "m.room.message", {"msgtype": "m.text", "body": body}, txn_id)
 
+    def upload(self, data: bytes, content_type: str, filename: str) -> str:
+        """Puts a file in the homeserver's media repository -> its mxc:// URL."""
+        found = self.request("POST", "/_matrix/media/v3/upload", f"upload {filename}",
+                             params={"filename": filename}, content=data,
+                             headers={"Content-Type": content_type})
+        return str(found["content_uri"])
+
+    def send_file(self, room_id: str, msgtype: str, url: str, body: str, *,
+                  filename: str | None = None, info: dict[str, Any] | None = None) -> str:
+        """An m.image / m.file event for an uploaded file (`filename` set: `body` is its
+        caption, as Matrix 1.10 has it)."""
+        content: dict[str, Any] = {"msgtype": msgtype, "body": body, "url": url,
+                                   "info": info or {}}
+        if filename is not None:
+            content["filename"] = filename
+        return self.send(room_id, "m.room.message", content)
+
     def edit(self, room_id: str, event_id: str, body: str, txn_id: str | None = None) -> str:
         """Replace the text of ``event_id`` (an m.replace edit, with the usual "* " fallback)."""
         content = {

@@ -182,7 +182,8 @@ class MatrixServer:
             "database": {"name": "sqlite3", "args": {"database": str(self.root / "homeserver.db")}},
             "log_config": str(log_config),
             "media_store_path": str(self.root / "media"),
-            "enable_media_repo": False,
+            "enable_media_repo": True,  # files and images sent to the door (issue 36)
+            "max_upload_size": "64M",
             "url_preview_enabled": False,
             "presence": {"enabled": False},
             "signing_key_path": str(key_path),

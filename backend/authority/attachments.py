@@ -112,6 +112,24 @@ class Attachments:
         else:
             await self.db.write(lambda tx: store.pg_drop_partial(tx, sha))
 
+    async def store_bytes(self, data: bytes, mime_type: str) -> StoredFile:
+        """A whole file the backend received itself (a door's download), checked and held
+        as an upload is; raises InvalidParams as `attachment.upload` would."""
+        if attachment_kind(mime_type) is None:
+            raise InvalidParams("mime_type", f"{mime_type!r} is not a type taken: "
+                                "images (PNG, JPEG, GIF, WebP), PDF, or text")
+        if len(data) > MAX_ATTACHMENT_BYTES:
+            raise InvalidParams("size", f"a file may have at most {_mib(MAX_ATTACHMENT_BYTES)}; "
+                                f"this one has {len(data)} bytes")
+        sha = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
+        async with self._lock(sha):
+            found = await self._held(sha)
+            if found is not None:
+                await self.db.write(lambda tx: store.touch(tx, sha))
+                return stored_file(found)
+            checked = await asyncio.to_thread(filecheck.check, data, sha, mime_type)
+            return stored_file(await self._keep(sha, mime_type, data, checked))
+
     async def _finish(self, sha: str, mime_type: str) -> FileRecord:
         """The whole upload, checked and stored, its partial dropped; a file that fails
         its check leaves nothing behind."""
@@ -124,6 +142,11 @@ class Attachments:
         except InvalidParams:
             await self._drop_partial(sha)
             raise
+        return await self._keep(sha, mime_type, blob, checked)
+
+    async def _keep(self, sha: str, mime_type: str, blob: bytes,
+                    checked: filecheck.Checked) -> FileRecord:
+        """A checked file (and its thumbnail) stored and recorded; its upload, if any, dropped."""
         now = time.time()
         files: list[tuple[FileRecord, bytes]] = []
         thumb: str | None = None

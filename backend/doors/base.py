@@ -26,6 +26,23 @@ class Message:
 
 
 @dataclass(frozen=True)
+class File:
+    """A person's file or image in a room: a prompt carrying it.  `url` is where the
+    platform serves its bytes (None: end-to-end encrypted, the door cannot read it);
+    `declared_*` are what the sender's client said, checked against the bytes."""
+
+    room_id: str
+    event_id: str
+    sender: str
+    name: str
+    caption: str  # the text sent with it ("" when none)
+    url: str | None
+    declared_type: str | None = None
+    declared_bytes: int | None = None
+    kind: str = "m.file"  # the platform's kind of message: m.image, m.file, m.audio, m.video
+
+
+@dataclass(frozen=True)
 class Reaction:
     """A person's reaction (an emoji) to a message."""
 
@@ -50,13 +67,17 @@ class Batch:
     cursor: str
     first: bool
     invites: list[Invite] = field(default_factory=list)
-    items: list[Message | Reaction] = field(default_factory=list)
+    items: list[Message | File | Reaction] = field(default_factory=list)
     room_names: dict[str, str] = field(default_factory=dict)
 
 
 class TransportError(Exception):
     """The platform could not be reached or refused; the message is for people (no secret
     in it) and says what to do when it is something they can fix."""
+
+
+class TooLarge(Exception):
+    """A file's bytes went past the limit its download was given."""
 
 
 class Transport(Protocol):
@@ -76,6 +97,10 @@ class Transport(Protocol):
     async def edit(self, room_id: str, target: str, txn_id: str, text: str, *,
                    notice: bool = False) -> str:
         """Replaces the text of our message `target`; idempotent on `txn_id` as `send`."""
+
+    async def download(self, url: str, limit: int) -> bytes:
+        """A file's bytes from the platform; raises TooLarge past `limit` bytes (read no
+        further), TransportError when it cannot be had."""
 
     async def join(self, room_id: str) -> None: ...
 

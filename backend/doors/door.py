@@ -10,6 +10,13 @@ acts, so a redelivered command acts at most once (a repeated /approve or /stop w
 on the wrong thing), and its answer waits in `door_outbox` until sent.  The sync cursor
 is saved after its batch, so a restart continues where it left off.
 
+A file or image becomes a prompt of its own carrying it (its caption the text, else none),
+admitted the same way: the platform's bytes downloaded (at most MAX_ATTACHMENT_BYTES), typed
+by what they are, not by what the sender's client declared, and checked and stored as an
+upload is (authority/attachments.py).  A file the door cannot take gets one reply saying why.
+An image and the text sent just after it stay two prompts: joining them would mean
+holding the image back for a guessed while, and the second prompt sees the first anyway.
+
 Out: delivery.py sends each bound room its session's events.
 """
 
@@ -26,24 +33,38 @@ from pathlib import Path
 from typing import Any, Literal
 
 from backend import wire
+from backend.authority.attachments import Attachments
 from backend.authority.queue import SessionAuthority
 from backend.doors import commands, render
-from backend.doors.base import Batch, Invite, Message, Reaction, Transport, TransportError
+from backend.doors.base import (
+    Batch,
+    File,
+    Invite,
+    Message,
+    Reaction,
+    TooLarge,
+    Transport,
+    TransportError,
+)
 from backend.doors.delivery import RETRY_FIRST_S, RETRY_MAX_S, Delivery, txn
-from backend.errors import ApprovalClosed, NotFound, StoreUnavailable, TurnkeyError
+from backend.errors import ApprovalClosed, InvalidParams, NotFound, StoreUnavailable, TurnkeyError
 from backend.ids import new_id
 from backend.store import admissions, approvals, compression, sessions
 from backend.store import doors as store
 from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals
 from shared.protocol import (
+    MAX_ATTACHMENT_BYTES,
     Approval,
+    Attachment,
     DoorRoom,
     DoorState,
     DoorStatus,
     PromptSubmitParams,
     SessionCreated,
+    attachment_kind,
 )
+from shared.uploads import sniff_mime
 
 log = logging.getLogger("doors")
 
@@ -65,8 +86,10 @@ class Door:
         self, settings: Settings, transport: Transport, db: Database, authority: SessionAuthority,
         approvals_: Approvals, default_model: Callable[[], str],
         interrupt: Callable[[str], Any], on_state: Callable[[DoorStatus], None],
+        attachments: Attachments | None = None,
     ) -> None:
         self.settings = settings
+        self.attachments = attachments  # where files sent in rooms are kept (None: refused)
         self.transport = transport
         self.db = db
         self.authority = authority
@@ -182,6 +205,8 @@ class Door:
             try:
                 if isinstance(item, Reaction):
                     await self._reaction(item)
+                elif isinstance(item, File):
+                    await self._file(item)
                 else:
                     await self._message(item)
             except (TransportError, StoreUnavailable):
@@ -241,11 +266,49 @@ class Door:
                  "" if owed else " (already told)")
         self.out.owed()
 
-    async def _prompt(self, msg: Message, text: str, intent: Intent) -> None:
+    async def _file(self, f: File) -> None:
+        if f.sender not in self.settings.allowed_users:
+            await self._refuse(f.room_id, f.sender)
+            return
+        platform = self.transport.platform
+        principal, request_id = f"{platform}:{f.sender}", f"{platform}:{f.event_id}"
+        if await self.db.read(lambda tx: store.admitted(tx, principal, request_id)):
+            return  # a redelivery: its prompt is in already
+        key = f"file:{f.event_id}"
+        refusal = _refusal_before_download(f)
+        kept = self.attachments
+        if refusal is not None or f.url is None or kept is None:
+            await self._answer(f.room_id, key, render.file_refused(
+                f.name, refusal or "this backend does not keep files"))
+            return
+        try:
+            data = await self.transport.download(f.url, MAX_ATTACHMENT_BYTES)
+        except TooLarge:
+            await self._answer(f.room_id, key, render.file_refused(f.name, _too_big()))
+            return
+        except TransportError as exc:  # gone from the homeserver, or it refuses: say so once
+            await self._answer(f.room_id, key, render.file_refused(
+                f.name, f"it could not be downloaded ({exc}); send it again"))
+            return
+        mime = sniff_mime(f.name, data)
+        if mime is None or attachment_kind(mime) is None:
+            await self._answer(f.room_id, key, render.file_refused(
+                f.name, f"it is not a type I take; I take {render.TAKEN}"))
+            return
+        try:
+            stored = await kept.store_bytes(data, mime)
+        except InvalidParams as exc:
+            await self._answer(f.room_id, key, render.file_refused(f.name, exc.message))
+            return
+        await self._prompt(f, commands.prompt_text(f.caption), "queue",
+                           [Attachment(sha256=stored.sha256, name=f.name)])
+
+    async def _prompt(self, msg: Message | File, text: str, intent: Intent,
+                      files: list[Attachment] | None = None) -> None:
         session_id = await self._session_of(msg.room_id)
         platform = self.transport.platform
         params = PromptSubmitParams(session_id=session_id, request_id=f"{platform}:{msg.event_id}",
-                                    text=text, intent=intent)
+                                    text=text, intent=intent, attachments=files)
         # A steer joins the turn running now at its next step; to an idle session it is a
         # prompt of its own.
         joins = self.authority.running(session_id) is not None
@@ -256,7 +319,8 @@ class Door:
             await self._answer(msg.room_id, f"cmd:{msg.event_id}",
                                "↪ Added to the running turn." if joins else
                                "Nothing was running, so it runs as a new prompt.")
-        elif msg.text.lstrip().startswith("/queue") and receipt.status == "queued":
+        elif isinstance(msg, Message) and msg.text.lstrip().startswith("/queue") \
+                and receipt.status == "queued":
             await self._answer(msg.room_id, f"cmd:{msg.event_id}",
                                f"Queued (position {receipt.position or 1}).")
 
@@ -419,6 +483,22 @@ def _new_session(tx: Tx, door: str, room_id: str, cwd: str, model: str, title: s
     assert session is not None
     wire.broadcast(tx, session_id, SessionCreated(session=wire.session(session)))
     return store.bind(tx, door, room_id, session_id)
+
+
+def _refusal_before_download(f: File) -> str | None:
+    """Why a file is refused from what its event says, sparing the download; None to fetch it."""
+    if f.url is None:
+        return "it is end-to-end encrypted, and I cannot read encrypted files"
+    if f.kind in ("m.audio", "m.video"):
+        return f"I do not take {f.kind.removeprefix('m.')}; I take {render.TAKEN}"
+    if f.declared_bytes is not None and f.declared_bytes > MAX_ATTACHMENT_BYTES:
+        return _too_big(f.declared_bytes)
+    return None
+
+
+def _too_big(size: int | None = None) -> str:
+    has = f" and this one has {size:,} bytes" if size else ""
+    return f"a file may have at most {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MiB{has}"
 
 
 def _quiet(task: asyncio.Task[Any]) -> None:

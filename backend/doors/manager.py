@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from backend.authority.attachments import Attachments
 from backend.authority.queue import SessionAuthority
 from backend.doors.base import Transport
 from backend.doors.door import Door, Settings, home_cwd
@@ -46,8 +47,10 @@ PLATFORMS: dict[str, Callable[[DoorConfig, str], Transport]] = {"matrix": _matri
 class Doors:
     def __init__(self, db: Database, authority: SessionAuthority, approvals: Approvals,
                  secrets: Secrets, default_model: Callable[[], str],
-                 interrupt: Callable[[str], Any], on_state: Callable[[DoorStatus], None]) -> None:
+                 interrupt: Callable[[str], Any], on_state: Callable[[DoorStatus], None],
+                 attachments: Attachments | None = None) -> None:
         self.db = db
+        self.attachments = attachments  # files sent in rooms are kept as uploads are
         self.authority = authority
         self.approvals = approvals
         self.secrets = secrets
@@ -108,7 +111,7 @@ class Doors:
                             edit_interval_s=cfg.edit_interval_s,
                             token_secret=cfg.access_token_secret)
         door = Door(settings, transport, self.db, self.authority, self.approvals,
-                    self.default_model, self.interrupt, self.on_state)
+                    self.default_model, self.interrupt, self.on_state, self.attachments)
         self.doors[name] = door
         door.start()
         log.info("door %s: serving as %s for %d allowed user(s)", name, transport.account,

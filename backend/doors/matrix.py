@@ -7,6 +7,10 @@ the first event instead of posting a second.  Text goes as Markdown in `body` an
 HTML in `formatted_body` (raw HTML in the model's text is escaped, never passed on).
 Edits are `m.replace` relations.  Encrypted rooms are not supported: their messages
 cannot be read without the end-to-end keys, and the door says so in the room.
+
+Images and files (`m.image`, `m.file`, and `m.audio`/`m.video`, refused by the door) are
+downloaded from the homeserver's authenticated media API, streamed and cut off at the
+door's limit: matrix-nio's `download` reads a whole body into memory whatever its size.
 """
 
 from __future__ import annotations
@@ -15,16 +19,20 @@ import json
 import logging
 import os
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 from markdown_it import MarkdownIt
 
-from backend.doors.base import Batch, Invite, Message, Reaction, TransportError
+from backend.doors.base import Batch, File, Invite, Message, Reaction, TooLarge, TransportError
+from shared.uploads import attachment_name
 
 log = logging.getLogger("doors")
 
 POLL_MS = 25_000  # the sync long-poll
 REQUEST_TIMEOUT_S = 45.0  # longer than the long-poll
 MAX_EVENT_BYTES = 60_000  # Matrix refuses events over 65,536 bytes
+DOWNLOAD_TIMEOUT_S = 300.0  # a whole file (32 MiB over a slow link)
+FILE_TYPES = ("m.image", "m.file", "m.audio", "m.video")
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False})
 # Only what the door reads: messages, reactions and membership; no presence or receipts.
 SYNC_FILTER: dict[str, Any] = {
@@ -110,6 +118,43 @@ class MatrixTransport:
                 part.pop("formatted_body", None)
         return await self._send(room_id, txn_id, content)
 
+    async def download(self, url: str, limit: int) -> bytes:
+        """The bytes at `url` (mxc://SERVER/MEDIA), through the homeserver, with the token
+        in a header (never in the URL, which proxies log)."""
+        import aiohttp
+
+        server, media = _mxc(url)
+        path = f"{quote(server, safe='')}/{quote(media, safe='')}"
+        headers = {"Authorization": f"Bearer {self._client.access_token}"}
+        timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as http:
+                # The authenticated media API (Matrix 1.11); the older one for a homeserver
+                # that does not know it.
+                for api in ("_matrix/client/v1/media/download", "_matrix/media/v3/download"):
+                    async with http.get(f"{self.homeserver}/{api}/{path}", headers=headers,
+                                        allow_redirects=True) as resp:
+                        if resp.status in (404, 405) and api.startswith("_matrix/client") \
+                                and await _unrecognized(resp):
+                            continue
+                        if resp.status != 200:
+                            raise TransportError(
+                                f"{self.homeserver} did not serve the file ({resp.status} "
+                                f"{(await resp.text())[:200]})")
+                        if (resp.content_length or 0) > limit:
+                            raise TooLarge(resp.content_length)
+                        data = bytearray()
+                        async for chunk in resp.content.iter_chunked(256 * 1024):
+                            data += chunk
+                            if len(data) > limit:
+                                raise TooLarge(len(data))
+                        return bytes(data)
+        except (TransportError, TooLarge):
+            raise
+        except Exception as exc:  # aiohttp's errors, timeouts
+            raise TransportError(f"cannot download from {self.homeserver}: {_reason(exc)}") from None
+        raise TransportError(f"{self.homeserver} has no media download API")
+
     async def join(self, room_id: str) -> None:
         from nio import JoinResponse
 
@@ -144,6 +189,24 @@ class MatrixTransport:
             raise TransportError(f"cannot reach {self.homeserver}: {_reason(exc)}; retrying") from None
 
 
+def _mxc(url: str) -> tuple[str, str]:
+    """An mxc:// URL's server and media id; TransportError for anything else."""
+    parts = urlsplit(url)
+    media = parts.path.lstrip("/")
+    if parts.scheme != "mxc" or not parts.netloc or not media or "/" in media:
+        raise TransportError(f"not a Matrix media URL: {url[:100]!r}")
+    return parts.netloc, media
+
+
+async def _unrecognized(resp: Any) -> bool:
+    """A homeserver's answer for an endpoint it does not have (M_UNRECOGNIZED)."""
+    try:
+        body = await resp.json(content_type=None)
+    except Exception:  # not JSON: a proxy's page
+        return False
+    return isinstance(body, dict) and body.get("errcode") == "M_UNRECOGNIZED"
+
+
 def _reason(exc: BaseException) -> str:
     """Why a request failed, in words: the system's for a refused or unroutable connection."""
     os_error = getattr(exc, "os_error", None)
@@ -168,7 +231,7 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
-def _item(room_id: str, event: Any) -> Message | Reaction | None:
+def _item(room_id: str, event: Any) -> Message | File | Reaction | None:
     source = getattr(event, "source", None) or {}
     kind = source.get("type")
     content = source.get("content") or {}
@@ -185,6 +248,8 @@ def _item(room_id: str, event: Any) -> Message | Reaction | None:
         return Message(room_id, event_id, sender, "", None, encrypted=True)  # the door says so
     if kind != "m.room.message" or relates.get("rel_type") == "m.replace":
         return None  # an edit of an earlier message is not a new prompt
+    if content.get("msgtype") in FILE_TYPES:
+        return _file(room_id, event_id, sender, content)
     if content.get("msgtype") not in ("m.text", "m.notice", "m.emote"):
         return None
     body = content.get("body")
@@ -194,6 +259,26 @@ def _item(room_id: str, event: Any) -> Message | Reaction | None:
     if reply_to:
         body = _strip_reply_fallback(body)
     return Message(room_id, event_id, sender, body, reply_to if isinstance(reply_to, str) else None)
+
+
+def _file(room_id: str, event_id: str, sender: str, content: dict[str, Any]) -> File:
+    """An image or file event.  Since Matrix 1.10 `filename` names the file and a `body`
+    that differs from it is the caption; before, `body` was the name alone."""
+    body, filename = _text(content, "body"), _text(content, "filename")
+    caption = body if filename and body != filename else ""
+    raw_info = content.get("info")
+    info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+    size = info.get("size")
+    url = _text(content, "url")  # an encrypted file has `file` (its keys) instead
+    return File(room_id, event_id, sender, attachment_name(filename or body or "file"), caption,
+                url or None, _text(info, "mimetype") or None,
+                size if isinstance(size, int) and not isinstance(size, bool) else None,
+                _text(content, "msgtype"))
+
+
+def _text(content: dict[str, Any], key: str) -> str:
+    value = content.get(key)
+    return value if isinstance(value, str) else ""
 
 
 def _strip_reply_fallback(body: str) -> str:

@@ -35,6 +35,13 @@ ENCRYPTED = (
     "a room without encryption (create it with encryption off)."
 )
 
+TAKEN = "images (PNG, JPEG, GIF, WebP), PDFs and text files"
+
+
+def file_refused(name: str, why: str) -> str:
+    """Why a file sent in the room was not taken (nothing ran)."""
+    return f"I did not take **{name}**: {why}. Nothing was sent to the model."
+
 
 @dataclass
 class Draft:

@@ -18,6 +18,12 @@ this module in three steps, each its own function so each can be tested alone:
 3. `snapshot` of both sides and `differences`: row counts per table, and per session
    the events' seqs (gapless from 1), the message ids and the message counter.
 
+Attachments' bytes, which SQLite keeps as files in DIR/attachments/ and PostgreSQL in
+`attachment_data`, go in the same transaction (`_copy_files`): each file an `attachments`
+row records is read, checked against its SHA-256 and written in parts, so the new store
+serves every file its prompts name; a file missing or changed fails the copy.  Uploads
+left unfinished (DIR/attachments/partial) are not copied: a client resumes from nothing.
+
 What SQLite has and PostgreSQL does not (the FTS5 index and its shadow tables,
 sqlite_sequence) is not copied: PostgreSQL's search column is generated from the copied
 text, and its identities replace AUTOINCREMENT.  schema_migrations is each database's own,
@@ -26,6 +32,7 @@ and so is PostgreSQL's `backends` table (left as it is).
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,7 +42,7 @@ from urllib.parse import quote
 
 import psycopg
 
-from backend.store import migrations, pg_schema, schema
+from backend.store import attachments, migrations, pg_schema, schema
 
 # Parents before children (the declaration's order): sessions before what references them.
 TABLES: tuple[str, ...] = tuple(t.name for t in schema.shared_tables())
@@ -49,6 +56,7 @@ IDENTITIES: tuple[tuple[str, str], ...] = tuple(
 COUNTED = ("sessions", "message_count")
 COUNTER_TRIGGER = "messages_count_insert"
 FETCH = 5000  # rows read from SQLite at a time
+FILE_TABLE = "attachment_data"  # PostgreSQL's attachments' bytes; SQLite's are files
 MAX_REPORTED = 20  # differences named one by one; the rest are counted
 
 
@@ -171,11 +179,13 @@ def occupied(dst: Any) -> dict[str, int]:
 Progress = Callable[[str, int], None]
 
 
-def copy_all(src: sqlite3.Connection, dst: Any, progress: Progress | None = None) -> dict[str, int]:
+def copy_all(src: sqlite3.Connection, dst: Any, progress: Progress | None = None,
+             files: Path | None = None) -> dict[str, int]:
     """Copies every table of `src` into `dst` (a psycopg connection in autocommit mode whose
-    schema is migrated) in one transaction; returns the rows copied per table.  Raises
-    CopyRefused when the target already holds data and CopyFailed when PostgreSQL refuses a
-    row; either way nothing is written."""
+    schema is migrated) in one transaction, and the attachments' bytes from `files`
+    (DIR/attachments); returns the rows copied per table.  Raises CopyRefused when the
+    target already holds data and CopyFailed when PostgreSQL refuses a row or a file is
+    missing; either way nothing is written."""
     copied: dict[str, int] = {}
     src.execute("BEGIN")  # one read snapshot of the file for the whole copy
     dst.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
@@ -189,6 +199,10 @@ def copy_all(src: sqlite3.Connection, dst: Any, progress: Progress | None = None
             copied[table] = _copy_table(src, dst, table, counting)
             if progress is not None:
                 progress(table, copied[table])
+        if files is not None:
+            copied[FILE_TABLE] = _copy_files(src, dst, files)
+            if progress is not None:
+                progress(FILE_TABLE, copied[FILE_TABLE])
         if not counting:
             dst.execute(f"ALTER TABLE messages ENABLE TRIGGER {COUNTER_TRIGGER}")
         _advance_identities(dst)
@@ -228,6 +242,32 @@ def _copy_table(src: sqlite3.Connection, dst: Any, table: str, counting: bool) -
             copy.write_row(row)
             n += 1
     return n
+
+
+def _copy_files(src: sqlite3.Connection, dst: Any, root: Path) -> int:
+    """Each recorded file's bytes from `root` into attachment_data's parts; returns the
+    parts written.  The bytes are checked against their name: a row means a whole file."""
+    parts = 0
+    with dst.cursor().copy(f"COPY {FILE_TABLE} (sha256, part, data) FROM STDIN") as copy:
+        for (sha,) in src.execute("SELECT sha256 FROM attachments ORDER BY sha256").fetchall():
+            data = _file_bytes(root, sha)
+            for part, at in enumerate(range(0, len(data), attachments.PART_BYTES)):
+                copy.write_row((sha, part, data[at:at + attachments.PART_BYTES]))
+                parts += 1
+    return parts
+
+
+def _file_bytes(root: Path, sha: str) -> bytes:
+    path = attachments.file_path(root, sha)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CopyFailed(f"the attachment {path} that the store records cannot be read "
+                         f"({exc.strerror or exc}); nothing was written") from None
+    if hashlib.sha256(data).hexdigest() != sha:
+        raise CopyFailed(f"the attachment {path} does not hold the bytes its name says (it "
+                         "was changed on disk); nothing was written")
+    return data
 
 
 def _pause_counter(dst: Any) -> bool:
@@ -304,14 +344,17 @@ class Snapshot:
     seqs: dict[str, list[int]] = field(default_factory=dict)  # events, per session
     message_ids: dict[str, list[int]] = field(default_factory=dict)
     message_counts: dict[str, int] = field(default_factory=dict)  # sessions.message_count
+    # Attachments' bytes held, by sha256 (None: not read, as a file's without its folder).
+    held: dict[str, int] | None = None
 
     @property
     def events(self) -> int:
         return sum(len(s) for s in self.seqs.values())
 
 
-def snapshot(conn: Any) -> Snapshot:
-    """Reads a snapshot from a sqlite3 or psycopg connection (plain SQL both understand)."""
+def snapshot(conn: Any, files: Path | None = None) -> Snapshot:
+    """Reads a snapshot from a sqlite3 or psycopg connection (plain SQL both understand);
+    the attachments' bytes from `files` (DIR/attachments) or, in PostgreSQL, its table."""
     snap = Snapshot()
     for table in TABLES:
         snap.counts[table] = int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
@@ -320,7 +363,20 @@ def snapshot(conn: Any) -> Snapshot:
         "SELECT session_id, id FROM messages ORDER BY session_id, id"))
     snap.message_counts = {sid: int(n) for sid, n in conn.execute(
         "SELECT session_id, message_count FROM sessions")}
+    if files is not None:
+        snap.held = {sha: _size(attachments.file_path(files, sha)) for (sha,) in
+                     conn.execute("SELECT sha256 FROM attachments").fetchall()}
+    elif not isinstance(conn, sqlite3.Connection):
+        snap.held = {sha: int(n) for sha, n in conn.execute(
+            f"SELECT sha256, SUM(octet_length(data)) FROM {FILE_TABLE} GROUP BY sha256")}
     return snap
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return -1  # said as missing
 
 
 def _grouped(rows: Iterable[tuple[Any, ...]]) -> dict[str, list[int]]:
@@ -355,9 +411,19 @@ def differences(source: Snapshot, target: Snapshot) -> list[str]:
         a_n, b_n = source.message_counts.get(sid), target.message_counts.get(sid)
         if a_n != b_n:
             found.append(f"session {sid}: message_count {a_n} in the file, {b_n} in PostgreSQL")
+    if source.held is not None and target.held is not None:
+        for sha in sorted(source.held.keys() | target.held.keys()):
+            a_b, b_b = source.held.get(sha, -1), target.held.get(sha, -1)
+            if a_b != b_b:
+                found.append(f"attachment {sha[:12]}: {_bytes(a_b)} in the data folder, "
+                             f"{_bytes(b_b)} in PostgreSQL")
     if len(found) > MAX_REPORTED:
         found = [*found[:MAX_REPORTED], f"... and {len(found) - MAX_REPORTED} more differences"]
     return found
+
+
+def _bytes(n: int) -> str:
+    return "missing" if n < 0 else f"{n} bytes"
 
 
 def _span(values: list[int]) -> str:

@@ -163,3 +163,10 @@ def save_cursor(tx: Tx, door: str, since: str) -> None:
         "ON CONFLICT (door) DO UPDATE SET since = excluded.since",
         (door, since),
     )
+
+
+def admitted(tx: Tx, principal: str, request_id: str) -> bool:
+    """Whether a platform message was admitted already, in any session (its id is unique on
+    the platform): a redelivered file is then not downloaded again."""
+    return tx.one("SELECT 1 FROM admissions WHERE principal = ? AND request_id = ? LIMIT 1",
+                  (principal, request_id)) is not None

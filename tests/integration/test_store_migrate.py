@@ -24,10 +24,13 @@ import pytest
 from psycopg import sql
 
 from backend.store import copy, pg_schema
+from backend.store.attachments import PART_BYTES
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.pg_server import PgServer
 
 from .backend_proc import Backend, BackendFactory
+from .test_attachments import download, png, sha, upload
+from .test_attachments import submit as submit_files
 from .wire import Json, Rpc, create_session, run_turn, submit, terminal, wait_complete
 
 SECRET = "hunter2-not-for-logs"
@@ -332,3 +335,70 @@ async def test_a_bad_connection_string_is_refused_without_its_password(
     assert switch.returncode == 2
     assert "--switch would write the password into config.toml" in switch.stderr
     assert SECRET not in switch.stderr
+
+
+# --- attachments' bytes --------------------------------------------------------------------
+
+
+async def _prompt_with_files(backend: Backend) -> tuple[str, dict[str, bytes]]:
+    """A session whose prompt carries an image (more than one part) and a text file; the
+    bytes by sha256 (the image's thumbnail read back too)."""
+    image, notes = png(900, 700), b"# notes\nline two\n"
+    assert len(image) > PART_BYTES, "the test needs a file of two parts"
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc)
+        thumb = (await upload(rpc, image, "image/png"))["file"]["thumbnail"]
+        await upload(rpc, notes, "text/markdown")
+        receipt = await submit_files(rpc, sid, "f1", "look", [(sha(image), "shot.png"),
+                                                              (sha(notes), "notes.md")])
+        await wait_complete(rpc, receipt["admission_id"])
+        files = {sha(image): image, sha(notes): notes}
+        files[thumb] = await download(rpc, sid, thumb)
+        return sid, files
+    finally:
+        await rpc.close()
+
+
+async def test_attachments_bytes_move_with_the_store_and_are_served_from_postgresql(
+    pg: Targets, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    backend = backend_factory(fake_provider.base_url)
+    sid, files = await _prompt_with_files(backend)
+    backend.terminate()
+    dsn = pg.dsn(pg.create_database())
+    done = migrate(backend, "--to", dsn, "--switch")
+    assert done.returncode == 0, done.stderr
+    assert "attachment_data: 4 rows" in done.stdout, "two parts, one, and the thumbnail's one"
+    assert "3 attachment files" in done.stdout
+    with psycopg.connect(dsn) as conn:
+        parts = conn.execute("SELECT sha256, COUNT(*), SUM(octet_length(data)) FROM "
+                             "attachment_data GROUP BY sha256").fetchall()
+    assert {s: n for s, _, n in parts} == {s: len(b) for s, b in files.items()}
+    assert (backend.data_dir / "attachments").is_dir(), "the folder's files are left as they were"
+
+    backend.start()  # on PostgreSQL now
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        for digest_, data in files.items():
+            assert await download(rpc, sid, digest_) == data
+    finally:
+        await rpc.close()
+
+
+async def test_a_recorded_file_missing_from_the_folder_fails_the_copy_and_writes_nothing(
+    pg: Targets, backend_factory: BackendFactory, fake_provider: FakeOpenAI
+) -> None:
+    backend = backend_factory(fake_provider.base_url)
+    _, files = await _prompt_with_files(backend)
+    backend.terminate()
+    lost = sorted(files)[0]
+    (backend.data_dir / "attachments" / lost[:2] / lost).unlink()
+    dsn = pg.dsn(pg.create_database())
+    failed = migrate(backend, "--to", dsn)
+    assert failed.returncode == 1, failed.stderr
+    assert f"the attachment {backend.data_dir / 'attachments' / lost[:2] / lost} that the store " \
+        "records cannot be read" in failed.stderr
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone() == (0,)
+        assert conn.execute("SELECT COUNT(*) FROM attachment_data").fetchone() == (0,)

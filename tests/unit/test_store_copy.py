@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.store import copy, migrations
+from backend.store import attachments, copy, migrations
 from backend.store.copy import Snapshot, differences
 from backend.store.dbfile import prepare
 
@@ -194,3 +194,48 @@ def test_missing_empty_and_foreign_files_are_refused(tmp_path: Path) -> None:
 def test_binary_values_stop_the_copy_naming_the_table() -> None:
     with pytest.raises(copy.CopyFailed, match="table messages holds binary data"):
         copy._check_values("messages", (7, b"\x00\x01"))
+
+
+# --- attachments' bytes ----------------------------------------------------------------
+
+
+def test_a_files_bytes_missing_or_short_in_postgresql_are_named() -> None:
+    a, b = "a" * 64, "b" * 64
+    source = snap(held={a: 10, b: 20})
+    assert differences(source, snap(held={a: 10, b: 20})) == []
+    assert differences(source, snap(held={a: 10, b: 19})) == [
+        f"attachment {'b' * 12}: 20 bytes in the data folder, 19 bytes in PostgreSQL"]
+    assert differences(source, snap(held={a: 10})) == [
+        f"attachment {'b' * 12}: 20 bytes in the data folder, missing in PostgreSQL"]
+    assert differences(source, snap()) == [], "a side not read is not compared"
+
+
+def test_a_snapshot_reads_the_files_the_store_records_from_the_folder(state: Path) -> None:
+    root = state.parent / "attachments"
+    data = b"some notes\n"
+    held = hashlib.sha256(data).hexdigest()
+    gone = "c" * 64
+    conn = sqlite3.connect(state, isolation_level=None)
+    for sha in (held, gone):
+        conn.execute("INSERT INTO attachments (sha256, mime_type, bytes, kind, created_at) "
+                     "VALUES (?, 'text/plain', 11, 'text', 0)", (sha,))
+    conn.close()
+    attachments.write_file(root, held, data)
+    source = copy.open_source(state)
+    try:
+        assert copy.snapshot(source, root).held == {held: len(data), gone: -1}
+        assert copy.snapshot(source).held is None
+    finally:
+        source.close()
+
+
+def test_a_file_changed_on_disk_stops_the_copy(tmp_path: Path) -> None:
+    data = b"original"
+    sha = hashlib.sha256(data).hexdigest()
+    attachments.write_file(tmp_path, sha, data)
+    assert copy._file_bytes(tmp_path, sha) == data
+    attachments.file_path(tmp_path, sha).write_bytes(b"changed!")
+    with pytest.raises(copy.CopyFailed, match="does not hold the bytes its name says"):
+        copy._file_bytes(tmp_path, sha)
+    with pytest.raises(copy.CopyFailed, match="cannot be read"):
+        copy._file_bytes(tmp_path, "d" * 64)

@@ -7,8 +7,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from backend.doors import matrix
-from backend.doors.base import Message, Reaction
+from backend.doors.base import File, Message, Reaction, TransportError
 
 
 def ev(source: dict[str, Any]) -> SimpleNamespace:
@@ -51,9 +53,42 @@ def test_an_encrypted_message_is_marked_unreadable() -> None:
     assert item.text == ""
 
 
-def test_images_and_files_are_not_prompts() -> None:
-    assert matrix._item("!r", ev({"type": "m.room.message", "sender": "@a:x", "event_id": "$6",
-                                  "content": {"msgtype": "m.image", "body": "cat.png"}})) is None
+def test_an_image_is_a_file_named_by_its_body_without_a_caption() -> None:
+    item = matrix._item("!r", ev({"type": "m.room.message", "sender": "@a:x", "event_id": "$6",
+                                  "content": {"msgtype": "m.image", "body": "cat.png",
+                                              "url": "mxc://x/abc",
+                                              "info": {"mimetype": "image/png", "size": 12}}}))
+    assert item == File("!r", "$6", "@a:x", "cat.png", "", "mxc://x/abc", "image/png", 12,
+                        "m.image")
+
+
+def test_a_body_other_than_the_filename_is_the_caption() -> None:
+    item = matrix._item("!r", ev({"type": "m.room.message", "sender": "@a:x", "event_id": "$7",
+                                  "content": {"msgtype": "m.file", "body": "look at this",
+                                              "filename": "dir/../notes.txt",
+                                              "url": "mxc://x/n", "info": {"size": True}}}))
+    assert isinstance(item, File)
+    assert (item.name, item.caption) == ("notes.txt", "look at this"), "the name's last part"
+    assert (item.declared_type, item.declared_bytes) == (None, None)
+
+
+def test_an_encrypted_file_has_no_url_and_a_video_is_a_file_too() -> None:
+    secret = matrix._item("!r", ev({"type": "m.room.message", "sender": "@a:x", "event_id": "$8",
+                                    "content": {"msgtype": "m.image", "body": "s.png",
+                                                "file": {"url": "mxc://x/e"}}}))
+    assert isinstance(secret, File)
+    assert secret.url is None
+    video = matrix._item("!r", ev({"type": "m.room.message", "sender": "@a:x", "event_id": "$9",
+                                   "content": {"msgtype": "m.video", "body": "", "url": "mxc://x/v"}}))
+    assert isinstance(video, File)
+    assert (video.kind, video.name) == ("m.video", "file")
+
+
+def test_only_mxc_urls_are_downloaded() -> None:
+    assert matrix._mxc("mxc://tk.test/AbC") == ("tk.test", "AbC")
+    for bad in ("https://tk.test/AbC", "mxc://tk.test/", "mxc:///AbC", "mxc://tk.test/a/b"):
+        with pytest.raises(TransportError):
+            matrix._mxc(bad)
 
 
 def test_html_from_the_model_is_escaped_not_passed_on() -> None:
