@@ -13,7 +13,6 @@ from desktop.qt.compat import emit
 from desktop.state.model_choices import Choice, current, entries, marked, typed
 from shared import protocol as p
 
-
 POPUP_PADDING = 40  # px beside the widest entry: the items' margins and a scroll bar
 
 
