@@ -34,11 +34,13 @@ CHIP_NAME_WIDTH = 140  # px: a chip's name is elided beyond this
 
 @dataclass(frozen=True)
 class Given:
-    """A file a paste or a drop brought: its name and bytes, or why it was not read."""
+    """A file a paste or a drop brought: its name and bytes, or why it was not read, or
+    (`path`) a local file still to be read (`read_file`, off the UI thread)."""
 
     name: str
     data: bytes = b""
     refused: str = ""
+    path: str = ""
 
 
 def carries_files(mime: QMimeData) -> bool:
@@ -51,20 +53,25 @@ def carries_files(mime: QMimeData) -> bool:
 
 
 def given_files(mime: QMimeData) -> list[Given]:
-    """The files `mime` carries (`carries_files`), read; an image as PNG."""
+    """The files `mime` carries (`carries_files`): local files to read (`path`), or an image
+    as PNG."""
     paths = [url.toLocalFile() for url in mime.urls() if url.isLocalFile()]
     if paths:
-        return [read_file(path) for path in paths]
+        return [to_read(path) for path in paths]
     image = mime.imageData()
     if isinstance(image, QImage) and not image.isNull():
         return [Given(pasted_name(), png_bytes(image))]
     return [Given("image", refused="The pasted image could not be read.")]
 
 
+def to_read(path: str) -> Given:
+    return Given(PurePath(path).name or path, path=path)
+
+
 def read_file(path: str) -> Given:
     """A local file's bytes; a folder, a missing file or one over the size bound is refused
-    before it is read.  (A local read of at most 32 MiB: done in the slot, it takes
-    milliseconds, and the file's type is judged from its bytes before the chip shows.)"""
+    before it is read.  Blocks (up to 32 MiB from a disk that may be slow or remote): callers
+    run it in a thread."""
     name = PurePath(path).name or path
     try:
         info = os.stat(path)

@@ -5,6 +5,7 @@ Which files are taken and what the chips say is `desktop/state/attachments.py`'s
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -13,7 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from desktop.qt.aio import spawn
 from desktop.qt.attachment_viewing import FileOpener, Thumbnails
-from desktop.qt.attachments import Given, read_file
+from desktop.qt.attachments import Given, read_file, to_read
 from desktop.qt.compat import emit
 from desktop.qt.composer import ComposerPanel
 from desktop.state.attachments import (
@@ -67,6 +68,8 @@ class ConversationAttaching(QObject):
         self.opener = FileOpener(host.link, host.session_id, window)
         self.opener.said.connect(self.say)
         self.picker: QFileDialog | None = None
+        self._reading: asyncio.Lock | None = None  # made on the loop, at the first read
+        self.reads = 0  # drops and picks whose files are being read
         panel = host.composer_frame
         panel.chips.remove.connect(self.remove)
         panel.attach.connect(self.pick)
@@ -75,7 +78,12 @@ class ConversationAttaching(QObject):
     # --- adding --------------------------------------------------------------------
 
     def give(self, given: Sequence[Given]) -> None:
-        """Files pasted, dropped or picked: each taken (its upload started) or refused, saying why."""
+        """Files pasted, dropped or picked: each taken (its upload started) or refused, saying
+        why.  Local files still to read are read in a thread first: the window stays live."""
+        if any(g.path for g in given):
+            self.reads += 1  # now, not when the read starts: a Send right after waits for it
+            spawn(self._read_then_give(given), self.say)
+            return
         refusals: list[str] = []
         for g in given:
             added = self.pending.add(g.name, g.data) if not g.refused else g.refused
@@ -96,7 +104,31 @@ class ConversationAttaching(QObject):
         dialog.open()
 
     def give_paths(self, paths: Sequence[str]) -> None:
-        self.give([read_file(path) for path in paths])
+        self.give([to_read(path) for path in paths])
+
+    async def _read_then_give(self, given: Sequence[Given]) -> None:
+        def read_all() -> list[Given]:
+            return [read_file(g.path) if g.path else g for g in given]
+
+        # One read at a time, in the order given (asyncio's lock is first come, first
+        # served): two drops in a row attach in the order they were dropped.
+        self._reading = self._reading or asyncio.Lock()
+        try:
+            async with self._reading:
+                self.give(await asyncio.to_thread(read_all))
+        finally:
+            self.reads -= 1
+            self._maybe_ready()
+
+    def _maybe_ready(self) -> None:
+        """A Send held for the files sends once none is being read or uploaded."""
+        if self.pending.waiting is not None and not self.busy:
+            emit(self.ready, self.pending.waiting)
+
+    @property
+    def busy(self) -> bool:
+        """Files are still being read (a drop, a pick) or uploaded: Send waits."""
+        return self.reads > 0 or self.pending.uploading
 
     async def _upload(self, f: PendingFile) -> None:
         def progress(received: int, _size: int) -> None:
@@ -106,8 +138,7 @@ class ConversationAttaching(QObject):
         stored = await upload(self.host.link, f.data, f.mime_type, progress=progress)
         self.pending.done(f.key, stored)
         self.show()
-        if self.pending.waiting is not None and not self.pending.uploading:
-            emit(self.ready, self.pending.waiting)
+        self._maybe_ready()
 
     def _failing(self, key: int) -> Callable[[str], None]:
         def failed(words: str) -> None:
@@ -118,14 +149,14 @@ class ConversationAttaching(QObject):
     def remove(self, key: int) -> None:
         self.pending.remove(key)
         self.show()
-        if self.pending.waiting is not None and not self.pending.uploading:
-            emit(self.ready, self.pending.waiting)
+        self._maybe_ready()
 
     # --- sending -------------------------------------------------------------------
 
     def hold(self, intent: Intent) -> bool:
-        """Whether Send must wait for uploads (it is then remembered and goes when they end)."""
-        if not self.pending.uploading:
+        """Whether Send must wait for files being read or uploaded (it is then remembered and
+        goes when they end)."""
+        if not self.busy:
             return False
         self.pending.waiting = intent
         self.show()

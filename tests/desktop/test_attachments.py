@@ -117,9 +117,11 @@ def test_paste_and_drop_attach_files_that_go_with_the_prompt_and_show_in_the_tra
     program = tmp_path / "tool.bin"
     program.write_bytes(b"\x7fELF\x02\x01\x01\0" + bytes(range(256)))
     assert drop_files(conv.view.viewport(), program)
+    # (dropped files are read in a thread: the window stays live while a big one is read)
+    qtbot.waitUntil(lambda: panel.attach_note.text().startswith(
+        "Not attached: tool.bin is not a type Turnkey sends"), timeout=5_000)
     assert len(conv.attaching.pending.files) == 2
     assert panel.attach_note.isVisible()
-    assert panel.attach_note.text().startswith("Not attached: tool.bin is not a type Turnkey sends")
 
     conv.composer.setPlainText("What is in these?")
     panel.send_button.click()
@@ -192,6 +194,26 @@ def test_send_during_an_upload_waits_for_it_and_files_alone_can_go(
     assert [a.kind for a in prompt.attachments or []] == ["image"]
 
 
+def test_send_right_after_a_drop_waits_for_the_file_to_be_read(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_provider.script(Reply(deltas=["Read it."]))
+    sid = new_session(qtbot, controller, tmp_path)
+    win = open_window(qtbot, controller, sid)
+    conv = win.conversation
+    notes = tmp_path / "plan.md"
+    notes.write_text("# Plan\n")
+    assert drop_files(conv.view.viewport(), notes)
+    conv.composer.setPlainText("Summarize it")
+    conv.send()  # before the dropped file was read (in a thread) or uploaded
+    assert conv.attaching.pending.waiting == "queue"
+    qtbot.waitUntil(lambda: turn_done(win, 1), timeout=20_000)
+    stored = drive(qtbot, controller.link.call(SessionMessages(session_id=sid)))
+    prompt = next(m for m in stored.messages if m.role == "user")
+    assert prompt.content == "Summarize it"
+    assert [a.name for a in prompt.attachments or []] == ["plan.md"]
+
+
 def test_a_model_that_cannot_see_is_marked_while_an_image_waits(
     qtbot: Any, controller: Controller, tmp_path: Path
 ) -> None:
@@ -243,5 +265,6 @@ def test_text_pastes_as_text_and_copied_files_as_files(
     QGuiApplication.clipboard().setMimeData(mime)
     qtbot.keyClick(conv.composer, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
     assert conv.composer.toPlainText() == "just words", "the path is not pasted"
-    assert [f.name for f in conv.attaching.pending.files] == ["copied.json"]
+    qtbot.waitUntil(lambda: [f.name for f in conv.attaching.pending.files] == ["copied.json"],
+                    timeout=5_000)
     assert conv.attaching.pending.files[0].mime_type == "application/json"
