@@ -36,6 +36,11 @@ MAX_FILE_CHARS = 100_000  # a PDF's text or a text file, as sent
 
 Form = Literal["image", "note", "dropped", "document", "pdf_text", "text"]
 
+# A session with a screenshot in every prompt sends them all again with each request: past
+# these, the oldest prompts' images and PDFs are left out (named by notes) until it fits.
+ANTHROPIC_REQUEST_BINARY = 28 * 1000 * 1000
+OPENAI_REQUEST_BINARY = 45 * 1000 * 1000
+
 
 @dataclass(frozen=True)
 class Target:
@@ -48,6 +53,12 @@ class Target:
     @property
     def limits(self) -> ImageLimits:
         return ANTHROPIC_LIMITS if self.kind == "anthropic" else OPENAI_LIMITS
+
+    @property
+    def binary_budget(self) -> int:
+        """Base64 bytes of images and documents one request may carry: under Anthropic's
+        32 MB per request, and OpenAI's 50 MB of images, with room for the words."""
+        return ANTHROPIC_REQUEST_BINARY if self.kind == "anthropic" else OPENAI_REQUEST_BINARY
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,12 @@ def part_bytes(part: Part) -> int:
         + (len(part.document.data) if part.document else 0)
 
 
+def binary_bytes(parts: list[Part]) -> int:
+    """The base64 bytes of the images and documents among `parts`."""
+    return sum((len(p.image.data) if p.image else 0) + (len(p.document.data) if p.document else 0)
+               for p in parts)
+
+
 class PartCache:
     """Prepared parts shared by a backend's turns, least recently used first out once they
     hold more than `budget` bytes.  Measured (tests/bench/test_attachment_bench.py): a
@@ -92,24 +98,42 @@ class PreparedFiles:
     async def render(self, request: ChatRequest, target: Target, *, drop_old: bool = False,
                      ) -> Rendered:
         """`request` with every message's files rendered for `target`; `drop_old`: old
-        prompts' images and PDFs as notes instead.  Its `chars` follow what is sent."""
+        prompts' images and PDFs as notes instead.  Its `chars` follow what is sent.  Past
+        the target's `binary_budget`, the oldest prompts' images and PDFs are left out first,
+        one prompt at a time, until the request fits (the latest prompt's are kept)."""
         current = current_from(request.messages)
-        out: list[WireMessage] = []
-        delta = unseen = dropped = 0
+        done: dict[int, tuple[WireMessage, list[Part], bool]] = {}
         for i, m in enumerate(request.messages):
-            if not m.files:
+            if m.files:
+                done[i] = await self._message(m, target, drop_old and i < current)
+        binary = sum(binary_bytes(parts) for _, parts, _ in done.values())
+        for i in sorted(done):
+            if binary <= target.binary_budget or i >= current:
+                break
+            _, parts, dropped = done[i]
+            if dropped or not binary_bytes(parts):
+                continue
+            done[i] = await self._message(request.messages[i], target, True)
+            binary -= binary_bytes(parts) - binary_bytes(done[i][1])
+        out: list[WireMessage] = []
+        delta = unseen = dropped_count = 0
+        for i, m in enumerate(request.messages):
+            if i not in done:
                 out.append(m)
                 continue
-            drop = drop_old and i < current
-            parts = [await self._part(f, target, drop) for f in m.files]
-            done = render(m, parts)
-            delta += message_chars(done) - message_chars(m)
+            sent, parts, drop = done[i]
+            delta += message_chars(sent) - message_chars(m)
             if i >= current:
                 unseen += sum(p.unseen for p in parts)
-            dropped += sum(drop and f.kind in ("image", "pdf") for f in m.files)
-            out.append(done)
+            dropped_count += sum(drop and f.kind in ("image", "pdf") for f in m.files)
+            out.append(sent)
         chars = None if request.chars is None else request.chars + delta
-        return Rendered(replace(request, messages=out, chars=chars), unseen, dropped)
+        return Rendered(replace(request, messages=out, chars=chars), unseen, dropped_count)
+
+    async def _message(self, m: WireMessage, target: Target,
+                       drop: bool) -> tuple[WireMessage, list[Part], bool]:
+        parts = [await self._part(f, target, drop) for f in m.files]
+        return render(m, parts), parts, drop
 
     async def _part(self, file: WireFile, target: Target, drop: bool) -> Part:
         k = key(file, target, drop=drop)

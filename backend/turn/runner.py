@@ -315,6 +315,9 @@ class TurnRunner:
             return request
         target = Target(link.cfg.kind, sees_images(link.cfg, request.model))
         done = await st.files.render(request, target)
+        if done.dropped:
+            log.info("turn %s: %d earlier attachment(s) left out to fit the request's size",
+                     st.turn.turn_id, done.dropped)
         if self.compressor.over_threshold(done.request, link):
             lighter = await st.files.render(request, target, drop_old=True)
             if lighter.dropped:

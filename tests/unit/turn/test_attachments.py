@@ -257,6 +257,33 @@ def test_the_loader_prepares_each_file_once_a_turn_and_counts_what_is_sent() -> 
     asyncio.run(run())
 
 
+def test_a_request_past_the_providers_byte_budget_leaves_the_oldest_images_out() -> None:
+    shot = png(1000, 1000, noise=True)  # ~3 MB: 4 MB in base64, sent as it is to Anthropic
+    messages: list[WireMessage] = []
+    for k in range(8):  # a screenshot in every prompt: all sent again with each request
+        messages += [WireMessage("user", f"shot {k}", files=(image_file(shot, f"s{k}.png"),)),
+                     WireMessage("assistant", "Seen.")]
+    messages.append(WireMessage("user", "and this", files=(image_file(shot, "now.png"),)))
+    out = asyncio.run(PreparedFiles(Reads(shot)).render(_request(*messages), ANTHROPIC))
+    sent = out.request.messages
+    assert sum(len(i.data) for m in sent for i in m.images) <= ANTHROPIC.binary_budget
+    with_images = [i for i, m in enumerate(sent) if m.images]
+    prompts = [i for i, m in enumerate(sent) if m.role == "user"]
+    assert with_images == prompts[-len(with_images):], "the oldest are left out first"
+    assert len(with_images) == ANTHROPIC.binary_budget // len(_b64_of(shot))
+    assert sent[-1].images, "the latest prompt keeps its image"
+    assert "s0.png" in sent[1].content
+    assert "left out of this request to save room" in sent[1].content
+    assert out.dropped == len(prompts) - len(with_images)
+    # Within the budget nothing is left out.
+    few = _request(*messages[-3:])
+    assert asyncio.run(PreparedFiles(Reads(shot)).render(few, ANTHROPIC)).dropped == 0
+
+
+def _b64_of(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
 def test_turns_share_prepared_parts_within_a_budget() -> None:
     big, other = png(4000, 3000), png(3000, 2000)
     reads = Reads(big, other)
