@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 from desktop.qt import theme
 from desktop.qt.compat import emit
 from desktop.qt.transcript_view import esc
+from desktop.state.attachments import queued_line
 from shared import protocol as p
 from shared.mcp_names import shown_name
 
@@ -329,10 +330,9 @@ class QueueRow(QFrame):
         self.setObjectName("queueRow")
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 4, 6, 4)
-        lines = text.strip().splitlines()
         icon = QLabel()
         icon.setPixmap(theme.icon("queue").pixmap(16, 16))
-        first = (lines[0] if lines else "")[:200]
+        first = queued_line(text, receipt.attachments)
         # A steer waits for the running turn's next step; a queued message for its end.
         label = Elided(f"Steering at the next step: {first}" if receipt.steer else f"Queued: {first}")
         label.setProperty("muted", True)

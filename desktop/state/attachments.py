@@ -208,6 +208,18 @@ def caption(a: p.MessageAttachment) -> str:
     return f"{what} · {human_size(a.bytes)}"
 
 
+def queued_line(text: str, files: Sequence[p.MessageAttachment] | None) -> str:
+    """A queued (or steering) message as its row shows it: its first line, then the files it
+    carries ("· 2 files: shot.png, log.txt"), so a message of files alone is not blank."""
+    lines = text.strip().splitlines()
+    first = (lines[0] if lines else "")[:200]
+    if not files:
+        return first
+    names = ", ".join(f.name for f in files[:3]) + (", …" if len(files) > 3 else "")
+    count = "1 file" if len(files) == 1 else f"{len(files)} files"
+    return f"{first} · {count}: {names}" if first else f"{count}: {names}"
+
+
 def fitted(width: int | None, height: int | None, edge: int) -> tuple[int, int]:
     """An image of `width`×`height` shown with its long edge at most `edge` (never enlarged);
     a square of `edge` when its size is unknown."""

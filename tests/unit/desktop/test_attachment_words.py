@@ -15,6 +15,7 @@ from desktop.state.attachments import (
     fitted,
     human_size,
     named,
+    queued_line,
     shown,
     size_refusal,
     vision_notice,
@@ -154,3 +155,14 @@ def test_models_that_cannot_see_are_marked_only_while_an_image_waits() -> None:
     assert vision_notice(True, False) == NO_VISION_NOTICE
     assert vision_notice(True, None) is None
     assert vision_notice(False, False) is None
+
+
+def test_a_queued_message_names_its_files_and_files_alone_are_not_blank() -> None:
+    def f(name: str) -> p.MessageAttachment:
+        return p.MessageAttachment(sha256="0" * 64, name=name, mime_type="text/plain", bytes=3,
+                                   kind="text")
+
+    assert queued_line("Fix it\nplease", None) == "Fix it"
+    assert queued_line("Fix it", [f("a.log")]) == "Fix it · 1 file: a.log"
+    assert queued_line("", [f("a.png"), f("b.png")]) == "2 files: a.png, b.png"
+    assert queued_line("", [f(n) for n in "abcd"]) == "4 files: a, b, c, …"
