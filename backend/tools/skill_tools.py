@@ -92,9 +92,11 @@ class SkillTool:
             return "project" if asked == "project" else "user"
         try:
             skills.load("user", name, ctx.data_dir, None)
-            return "user"
-        except (OSError, SkillUnsafe):
+        except SkillUnsafe:
+            return "user"  # there, and refused when loaded
+        except OSError:
             return "project"
+        return "user"
 
 
 def _shown(loaded: skills.Loaded, scope: SkillScope) -> str:
