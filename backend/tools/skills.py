@@ -208,7 +208,7 @@ def found(data_dir: Path, cwd: Path | None) -> list[Skill]:
         where = root_of(scope, data_dir, cwd)
         if where is not None:
             out.extend(_found_in(scope, *where))
-    return sorted(out, key=lambda s: (s.name, SCOPES.index(s.scope)))  # yours first
+    return sorted(out, key=lambda s: (s.name, s.scope))
 
 
 def _found_in(scope: SkillScope, base: Path, parts: tuple[str, ...]) -> list[Skill]:

@@ -107,10 +107,3 @@ def test_the_persons_folder_is_written_never_through_a_link(tmp_path: Path) -> N
     assert skills.disabled(tmp_path) == {"user:a"}
     skill_writes.remove("user", "a", tmp_path, None)
     assert not (tmp_path / "skills" / "a").exists()
-
-
-def test_of_two_skills_of_one_name_the_persons_is_listed_first(tmp_path: Path) -> None:
-    data, proj = tmp_path / "data", tmp_path / "proj"
-    put(data / "skills", "deploy", "Mine.")
-    put(proj / ".agents" / "skills", "deploy", "The project's.")
-    assert [s.scope for s in skills.found(data, proj)] == ["user", "project"]
