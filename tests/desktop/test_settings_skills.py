@@ -12,7 +12,6 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pytestqt.qtbot import QtBot
@@ -208,21 +207,3 @@ def test_every_control_of_the_page_has_a_name(dialog: SettingsDialog, page: Skil
     for i in range(dialog.tabs.count()):  # every page, each as it shows when chosen
         dialog.tabs.setCurrentIndex(i)
         assert unnamed(dialog) == [], dialog.tabs.tabText(i)
-
-
-def test_the_app_lists_the_shown_sessions_project_skills(controller: Any, tmp_path: Path,
-                                                         qtbot: QtBot) -> None:
-    project = tmp_path / "shown"
-    write_skill(project / ".agents" / "skills", "deploy", "Deploy the site.", "Run make deploy.\n")
-    made = drive(qtbot, controller.link.call(SessionCreate(cwd=str(project))))
-    controller.open_session(made.session.session_id)
-    qtbot.waitUntil(lambda: controller.main.session_id == made.session.session_id,
-                    timeout=WAIT_MS)
-    controller.open_settings("Skills")
-    settings = controller.settings
-    assert isinstance(settings, SettingsDialog)
-    page = settings.skills_page
-    qtbot.waitUntil(lambda: not settings.busy and bool(page.shown), timeout=WAIT_MS)
-    assert [(r.name, r.where) for r in page.shown] == [("deploy", "This project's")]
-    assert str(project / ".agents" / "skills") in page.project_label.text()
-    settings.close()
