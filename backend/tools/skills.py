@@ -250,7 +250,7 @@ def _read_skill(root_fd: int, name: str, scope: SkillScope, root: str, *, with_f
         fields, body = parse(text)
         skill = Skill(name, scope, one_line(fields.get("description", "")), root,
                       _problem(name, fields))
-        return Loaded(skill, body, tuple(sorted(listing(fd))) if with_files else (), cut)
+        return Loaded(skill, body, tuple(listing(fd)) if with_files else (), cut)
     finally:
         os.close(fd)
 
