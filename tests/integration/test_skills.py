@@ -14,9 +14,9 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
-from .backend_proc import Backend, BackendFactory
+from .backend_proc import Backend
 from .test_tokens import mint
-from .wire import Connect, Json, Rpc, RpcError, create_session, run_turn, tool_messages
+from .wire import Connect, Json, RpcError, create_session, run_turn, tool_messages
 
 SECRET = "TOP-SECRET-d41d8cd98f00b204"
 INVALID_PARAMS = -32602
@@ -222,39 +222,3 @@ async def test_skill_methods_list_get_disable_and_delete(
         await reader.call("skill.delete", {"name": "tea", "scope": "user"})
     assert forbidden.value.code == FORBIDDEN, "deleting needs admin"
     assert (backend.data_dir / "skills" / "tea" / "SKILL.md").exists()
-
-
-async def test_the_command_line_lists_shows_and_removes(
-    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
-) -> None:
-    from .test_mcp_cli import Cli
-
-    backend = backend_factory(fake_provider.base_url, extra_env={"TURNKEY_NO_KEYRING": "1"})
-    cli = Cli(backend)
-    empty = cli("skill", "list")
-    assert (empty.returncode, empty.stdout) == (0, "no skills (none in the data folder's skills/)\n")
-    folder = put_skill(backend.data_dir / "skills", "tea", "Brew tea.", "Boil water.")
-    (folder / "kinds.md").write_text("green, black\n")
-    put_skill(tmp_path / ".agents" / "skills", "coffee", "Make coffee.", "Grind.")
-    rpc = await Rpc.open(backend.port, backend.token)
-    try:
-        sid = await create_session(rpc, cwd=str(tmp_path))
-    finally:
-        await rpc.close()
-
-    listed = cli("skill", "list", "--session", sid)
-    assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.splitlines() == ["coffee  project  on       Make coffee.",
-                                          "tea     user     on       Brew tea."]
-    shown = cli("skill", "show", "tea")
-    assert shown.stdout.splitlines() == [
-        f"tea (user, on) in {backend.data_dir / 'skills'}", "Brew tea.", "", "Boil water.", "",
-        "Files:", "  kinds.md"]
-    needs = cli("skill", "rm", "coffee", "--project")
-    assert needs.returncode == 1, "a project skill is found through a session"
-    removed = cli("skill", "rm", "coffee", "--project", "--session", sid)
-    assert (removed.returncode, removed.stdout) == (0, "removed project skill coffee\n"), removed.stderr
-    assert not (tmp_path / ".agents" / "skills" / "coffee").exists()
-    gone = cli("skill", "show", "nope")
-    assert gone.returncode == 1
-    assert "skill 'nope' not found" in gone.stderr
