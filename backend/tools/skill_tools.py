@@ -92,11 +92,9 @@ class SkillTool:
             return "project" if asked == "project" else "user"
         try:
             skills.load("user", name, ctx.data_dir, None)
-        except SkillUnsafe:
-            return "user"  # there, and refused when loaded
-        except OSError:
+            return "user"
+        except (OSError, SkillUnsafe):
             return "project"
-        return "user"
 
 
 def _shown(loaded: skills.Loaded, scope: SkillScope) -> str:
