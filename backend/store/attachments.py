@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import time
 from pathlib import Path
@@ -244,8 +245,9 @@ def append_partial(root: Path, sha256: str, at: int, data: bytes) -> int:
     """Appends a chunk starting at `at` when that is where the upload stands, durably;
     returns where it stands after."""
     path = partial_path(root, sha256)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    _folder(root, path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                 0o600)
     try:
         size = os.fstat(fd).st_size
         if size == 0:
@@ -262,7 +264,7 @@ def append_partial(root: Path, sha256: str, at: int, data: bytes) -> int:
 
 
 def read_partial(root: Path, sha256: str) -> bytes:
-    return partial_path(root, sha256).read_bytes()
+    return _read(root, partial_path(root, sha256))
 
 
 def drop_partial(root: Path, sha256: str) -> None:
@@ -274,9 +276,11 @@ def write_file(root: Path, sha256: str, data: bytes) -> None:
     """Writes a whole file under its name, durably: a temporary name, fsync, rename, and
     the folder's fsync."""
     path = file_path(root, sha256)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _folder(root, path.parent)
     tmp = path.with_name(f".{sha256}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a temporary name left by a crash (or a link put there): never written through
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         view = memoryview(data)
         while view:
@@ -289,9 +293,33 @@ def write_file(root: Path, sha256: str, data: bytes) -> None:
 
 
 def read_file(root: Path, sha256: str, offset: int = 0, limit: int | None = None) -> bytes:
-    with open(file_path(root, sha256), "rb") as f:
+    return _read(root, file_path(root, sha256), offset, limit)
+
+
+def _read(root: Path, path: Path, offset: int = 0, limit: int | None = None) -> bytes:
+    """A file of the store, never through a link (a file or folder below `root` swapped for
+    one would make attachment.get serve whatever it points at)."""
+    _no_links(root, path.parent)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
         f.seek(offset)
         return f.read() if limit is None else f.read(limit)
+
+
+def _folder(root: Path, folder: Path) -> None:
+    """Makes `folder` (below `root`) if need be, and refuses one that is, or lies through, a
+    link: every write of the store lands in its own folders only."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _no_links(root, folder)
+
+
+def _no_links(root: Path, folder: Path) -> None:
+    here = root
+    for part in folder.relative_to(root).parts:
+        here = here / part
+        if here.is_symlink():
+            raise OSError(errno.ELOOP, "a folder of the attachment store is a symbolic link",
+                          str(here))
 
 
 def remove_files(root: Path, sha256s: list[str]) -> None:
