@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import os
 import time
@@ -27,8 +26,8 @@ from statistics import median
 
 import httpx
 import pytest
-from PIL import Image
 
+from tests.attachment_samples import png
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.anthropic_server import Reply as ClaudeReply
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -41,13 +40,6 @@ EDGE = 1830  # random RGB pixels: a PNG of about 10 MB that no compression shrin
 CHUNK = 1024 * 1024
 RAW = {"main": ("/chat/completions", {}),
        "claude": ("/messages", {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"})}
-
-
-def _image() -> bytes:
-    out = io.BytesIO()
-    Image.frombytes("RGB", (EDGE, EDGE), os.urandom(EDGE * EDGE * 3)).save(
-        out, "PNG", compress_level=1)
-    return out.getvalue()
 
 
 async def _upload(client: BenchClient, data: bytes) -> Json:
@@ -136,7 +128,7 @@ async def test_image_upload_and_first_request(tmp_path: Path) -> None:
     firsts: dict[str, dict[str, list[float]]] = {}
     try:
         for _ in range(ROUNDS):
-            data = _image()
+            data = png(EDGE, EDGE, noise=True)
             t0 = time.monotonic()
             held = await _upload(client, data)
             uploads.append(time.monotonic() - t0)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import io
 import os
 import subprocess
@@ -17,6 +16,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from tests import attachment_samples as samples
+from tests.attachment_samples import sha
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend
@@ -38,16 +39,8 @@ CHUNK = 512 * 1024  # smaller than the bound: the client picks its chunks
 
 
 def png(width: int, height: int, seed: int = 0) -> bytes:
-    """A PNG of noise (it does not compress: 800×600 is about 1.4 MB)."""
-    img = Image.frombytes("RGB", (width, height), os.urandom(width * height * 3) if seed == 0
-                          else bytes((i * seed) % 251 for i in range(width * height * 3)))
-    out = io.BytesIO()
-    img.save(out, format="PNG")
-    return out.getvalue()
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    """A PNG of noise, or of a pattern of its own with `seed`."""
+    return samples.png(width, height, noise=not seed, seed=seed)
 
 
 async def send(rpc: Rpc, data: bytes, mime: str, offset: int, length: int = CHUNK) -> Json:

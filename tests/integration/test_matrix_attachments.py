@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
-import io
-import os
 
 import pytest
-from PIL import Image
 
 from backend.doors.base import TooLarge, TransportError
 from backend.doors.matrix import MatrixTransport
+from tests import attachment_samples as samples
+from tests.attachment_samples import sha
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .test_matrix_door import Room, admissions, one_reply, room  # noqa: F401  (the fixture)
@@ -23,14 +21,8 @@ from .wire import Json, Rpc, transcript
 
 
 def png(width: int, height: int) -> bytes:
-    img = Image.frombytes("RGB", (width, height), os.urandom(width * height * 3))
-    out = io.BytesIO()
-    img.save(out, format="PNG")
-    return out.getvalue()
+    return samples.png(width, height, noise=True)
 
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 async def download(rpc: Rpc, sid: str, digest: str) -> bytes:
