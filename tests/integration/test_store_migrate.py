@@ -25,11 +25,12 @@ from psycopg import sql
 
 from backend.store import copy, pg_schema
 from backend.store.attachments import PART_BYTES
+from tests.attachment_samples import sha
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.pg_server import PgServer
 
 from .backend_proc import Backend, BackendFactory
-from .test_attachments import download, png, sha, upload
+from .test_attachments import download, png, upload
 from .test_attachments import submit as submit_files
 from .wire import Json, Rpc, create_session, run_turn, submit, terminal, wait_complete
 
