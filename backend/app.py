@@ -67,6 +67,7 @@ from backend.tools.checkpoints import Checkpoints
 from backend.tools.executor import Executor
 from backend.tools.notebooks import Notebooks
 from backend.tools.procs import ProcessTable
+from backend.tools.skillbook import Skillbook
 from backend.turn.runner import TurnRunner
 from shared import logs
 from shared.protocol import (
@@ -218,6 +219,7 @@ class Backend:
             providers=providers,
             mcp=McpService(self.mcp, self.config),
             memory=Notebooks(self.config.path.parent),  # the data folder: config.toml's
+            skills=Skillbook(self.db, self.config.path.parent),
             secrets=self.secrets, tokens=auth, doors=self.doors,
             door_service=DoorService(self.config, self.secrets, self.doors), sandbox=box, procs=procs,
             stats=BackendStats(self.loop_watch, self.gc_watch, self.db.holds),

@@ -151,6 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     _token_parser(sub)
     _schedule_parser(sub)
     _memory_parser(sub)
+    _skill_parser(sub)
     _store_parser(sub)
     return parser
 
@@ -285,6 +286,23 @@ def _memory_parser(sub: Any) -> None:
     m_set.add_argument("file", help="a text file, or - for stdin")
     m_clear = m_sub.add_parser("clear", help="empty a notebook")
     m_clear.add_argument("target", choices=["user", "environment"])
+
+
+def _skill_parser(sub: Any) -> None:
+    s = sub.add_parser("skill", help="the agent's skills: list, show or remove one")
+    s_sub = s.add_subparsers(dest="action", required=True)
+    listing = s_sub.add_parser("list", help="the skills found, enabled or not, and any problem")
+    listing.add_argument("--session", default=None, metavar="ID",
+                         help="also the skills of this session's folder (.agents/skills)")
+    for action, words in (("show", "a skill's description, instructions and files"),
+                          ("rm", "remove a skill's folder")):
+        one = s_sub.add_parser(action, help=words)
+        one.add_argument("name")
+        one.add_argument("--session", default=None, metavar="ID",
+                         help="with --project: the session whose folder holds it")
+        one.add_argument("--project", action="store_true",
+                         help="the project's skill (.agents/skills of --session's folder), "
+                              "not the user's")
 
 
 def _store_parser(sub: Any) -> None:
@@ -436,6 +454,10 @@ def _client_command(args: argparse.Namespace, data_dir: Path) -> int:
         if args.action == "remove":
             return _end(_run(commands.mcp_remove(route, args.name)))
         return _end(_run(commands.mcp_test(route, args.name)))
+    if args.command == "skill":
+        from desktop import skill_commands
+
+        return _end(_run(skill_commands.run(route, args)))
     if args.command == "token":
         from desktop import token_commands
 

@@ -274,6 +274,25 @@ class MemorySet(p.MemorySetParams, Request[p.MemoryResult]):
     method = "memory.set"
 
 
+# --- skills (addition) ---
+
+
+class SkillList(p.SkillListParams, Request[p.SkillsResult]):
+    method = "skill.list"
+
+
+class SkillGet(p.SkillParams, Request[p.SkillDetail]):
+    method = "skill.get"
+
+
+class SkillSetEnabled(p.SkillEnableParams, Request[p.SkillDetail]):
+    method = "skill.set_enabled"
+
+
+class SkillDelete(p.SkillParams, Request[p.SkillsResult]):
+    method = "skill.delete"
+
+
 # --- the table --------------------------------------------------------------------------
 
 
@@ -365,6 +384,12 @@ METHODS: dict[str, MethodSpec] = _table(
     # editing it needs no more than that scope (PROTOCOL.md, memory.set).
     MethodSpec(MemoryGet, "read"),
     MethodSpec(MemorySet, "submit"),
+    # The model writes the person's skills in any `submit` turn, so turning one off needs no
+    # more; removing a folder (a project's too, without the file approval) needs `admin`.
+    MethodSpec(SkillList, "read"),
+    MethodSpec(SkillGet, "read"),
+    MethodSpec(SkillSetEnabled, "submit"),
+    MethodSpec(SkillDelete, "admin"),
     MethodSpec(DoorList, "read"),
     # Like provider.test: a form's token for one request, to the homeserver the form names.
     MethodSpec(DoorTest, "admin", secret=("access_token",)),

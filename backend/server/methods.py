@@ -314,6 +314,20 @@ class Methods:
     async def memory_set(self, conn: Connection, params: p.MemorySetParams) -> p.MemoryResult:
         return await self.svc.memory.set(params.target, params.text)
 
+    # --- skills (addition): SKILL.md folders, backend/tools/skills.py --------------------
+
+    async def skill_list(self, conn: Connection, params: p.SkillListParams) -> p.SkillsResult:
+        return await self.svc.skills.listing(params.session_id)
+
+    async def skill_get(self, conn: Connection, params: p.SkillParams) -> p.SkillDetail:
+        return await self.svc.skills.get(params)
+
+    async def skill_set_enabled(self, conn: Connection, params: p.SkillEnableParams) -> p.SkillDetail:
+        return await self.svc.skills.set_enabled(params)
+
+    async def skill_delete(self, conn: Connection, params: p.SkillParams) -> p.SkillsResult:
+        return await self.svc.skills.delete(params)
+
     # --- scheduled prompts --------------------------------------------------------
 
     async def schedule_create(self, conn: Connection, params: p.ScheduleCreateParams) -> p.ScheduleResult:

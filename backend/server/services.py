@@ -24,6 +24,7 @@ from backend.tools.approvals import Approvals
 from backend.tools.notebooks import Notebooks
 from backend.tools.procs import ProcessTable
 from backend.tools.sandbox import Sandbox
+from backend.tools.skillbook import Skillbook
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Services:
     providers: ProviderService
     mcp: McpService
     memory: Notebooks
+    skills: Skillbook  # skill.list, get, set_enabled, delete
     secrets: Secrets
     tokens: Authenticator
     doors: Doors | None

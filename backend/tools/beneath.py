@@ -344,34 +344,42 @@ def read_plain(folder: str, name: str, max_bytes: int) -> bytes | None:
     except OSError:
         return None  # no folder: nothing to read
     try:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
-                         | os.O_CLOEXEC, dir_fd=dir_fd)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            if exc.errno != errno.ELOOP:
-                return None  # unreadable (permissions, a folder's name): as if absent
-            try:
-                target = os.readlink(name, dir_fd=dir_fd)
-            except OSError:
-                target = "?"
-            raise NotPlain(name, f"a symbolic link (to {target})") from exc
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise NotPlain(name, "not a plain file (a pipe, socket or device)")
-            if info.st_nlink > 1:
-                raise NotPlain(name, f"a file with {info.st_nlink} names (a hard link)")
-            chunks, left = [], max_bytes
-            while left > 0:
-                chunk = os.read(fd, min(left, 65536))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            return b"".join(chunks)
-        finally:
-            os.close(fd)
+        return read_plain_at(dir_fd, name, max_bytes)
     finally:
         os.close(dir_fd)
+
+
+def read_plain_at(dir_fd: int, name: str, max_bytes: int) -> bytes | None:
+    """`read_plain` in a folder already open (`dir_fd`, which the caller keeps and closes):
+    the same refusals (NotPlain) for a link, a pipe or device, or a second hard link."""
+    if "/" in name or name in ("", ".", ".."):
+        raise ValueError(f"not a name inside a folder: {name!r}")
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                     | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            return None  # unreadable (permissions, a folder's name): as if absent
+        try:
+            target = os.readlink(name, dir_fd=dir_fd)
+        except OSError:
+            target = "?"
+        raise NotPlain(name, f"a symbolic link (to {target})") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotPlain(name, "not a plain file (a pipe, socket or device)")
+        if info.st_nlink > 1:
+            raise NotPlain(name, f"a file with {info.st_nlink} names (a hard link)")
+        chunks, left = [], max_bytes
+        while left > 0:
+            chunk = os.read(fd, min(left, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

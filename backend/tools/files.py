@@ -158,6 +158,26 @@ class _FileChange:
         summary = f"{verb or ('created' if created else 'wrote')} {target.label} ({what})"
         return ok(summary, summary, diff=diff, created=created)
 
+    async def remove(self, path: str, ctx: ToolContext) -> ToolResult:
+        """Deletes a file as `change` writes one: resolved once, judged, its old content
+        checkpointed (undo brings it back), then unlinked through the same folder fd."""
+        opened = await asyncio.to_thread(_open_change, self.name, path, ctx)
+        if isinstance(opened, ToolResult):
+            return opened
+        target, old = opened
+        try:
+            if old is None:
+                return error(f"no such file or folder: {target.label}")
+            if ctx.checkpoint is not None:
+                await ctx.checkpoint(Path(target.landing.real), old)
+            await asyncio.to_thread(os.unlink, target.place.name, dir_fd=target.place.dir_fd)
+        except OSError as exc:
+            return os_error(exc, target.label)
+        finally:
+            target.place.close()
+        return ok(f"deleted {target.label}", f"deleted {target.label}",
+                  diff=fileio.unified_diff(old, b"", target.label), created=False)
+
 
 def _open_change(tool_name: str, path: str, ctx: ToolContext) -> tuple[Target, bytes | None] | ToolResult:
     """The target, judged again where it really lands now, and its old content."""

@@ -17,6 +17,7 @@ from backend.tools.files import Patch, ReadFile, WriteFile
 from backend.tools.folders import ListDir, SearchFiles
 from backend.tools.memory import Memory
 from backend.tools.sandbox import Sandbox
+from backend.tools.skill_tools import SkillManage, SkillTool
 from backend.tools.terminal import Terminal
 
 
@@ -34,8 +35,10 @@ class ToolArgsError(Exception):
 TERMINAL = Terminal()
 MEMORY = Memory()  # the backend sets MEMORY.changed at start-up (memory.changed events)
 DELEGATE = Delegate()
+SKILL, SKILL_MANAGE = SkillTool(), SkillManage()
 _ORDER: tuple[Tool, ...] = (
-    TERMINAL, ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir(), MEMORY, DELEGATE,
+    TERMINAL, ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir(), MEMORY, SKILL, SKILL_MANAGE,
+    DELEGATE,
 )
 BUILTINS: dict[str, Tool] = {tool.name: tool for tool in _ORDER}
 
@@ -52,7 +55,7 @@ def use_delegator(delegator: Delegator) -> None:
     DELEGATE.delegator = delegator
 
 
-# The agent's own tools (memory, sub-agents) need room: their schemas take ~500 tokens and
+# The agent's own tools (memory, skills, sub-agents) need room: their schemas take ~500 tokens and
 # the memory block up to ~900 more, a quarter to two thirds of a 2,048-token window such as
 # the bundled offline model's, which could then answer nothing.  A model that small cannot
 # curate a memory or direct sub-agents anyway; below this window it gets the file and
@@ -63,13 +66,13 @@ AGENT_TOOLS_MIN_WINDOW = 8_192
 def offered(depth: int, window: int = AGENT_TOOLS_MIN_WINDOW) -> dict[str, Tool]:
     """The built-ins a session `depth` delegations below a person's is offered, in order,
     for a model with a `window`-token context: all of them, less `delegate` where
-    sub-agents may not delegate further, and less both agent tools for a small window."""
+    sub-agents may not delegate further, and less the agent's own tools for a small window."""
     left_out: set[str] = set()
     delegator = DELEGATE.delegator
     if delegator is None or not delegator.offered(depth):
         left_out.add(DELEGATE.name)
     if window < AGENT_TOOLS_MIN_WINDOW:
-        left_out |= {DELEGATE.name, MEMORY.name}
+        left_out |= {DELEGATE.name, MEMORY.name, SKILL.name, SKILL_MANAGE.name}
     return {name: tool for name, tool in BUILTINS.items() if name not in left_out}
 
 

@@ -21,7 +21,7 @@ SUMMARY_REQUEST = (
 async def assemble(
     db: Database, transcripts: Transcripts, session_id: str, default_model: str,
     tools: tuple[ToolSpec, ...], fence: TurnFence, summary_for: str | None = None,
-    model: str | None = None, memory: str = "", turn_id: str | None = None,
+    model: str | None = None, volatile: str = "", turn_id: str | None = None,
 ) -> ChatRequest:
     """Builds the request from the durable transcript (never from in-memory state): the
     rows the model sees, as kept since the last request and extended by those stored after
@@ -31,9 +31,10 @@ async def assemble(
     call, and every later request replays those bytes.  `summary_for` makes the
     budget-exhausted request: tool-free, with a wire-only instruction appended.
     `model` overrides the session's model (a fallback provider answers as its own).
-    `memory` is the memory block (tools/memory.block), read once per turn by the runner: a
-    second system message right after the frozen prompt, so the prompt's bytes and the
-    provider's cache of them stay as they were; "" sends none.  `turn_id` and `fence` (the
+    `volatile` is the memory block (tools/memory.block) and the skills index
+    (tools/skills.block), read once per turn by the runner: a second system message right
+    after the frozen prompt, so the prompt's bytes and the provider's cache of them stay as
+    they were; "" sends none.  `turn_id` and `fence` (the
     turn's writes): the prompt and its notices are written only by the lease's holder,
     the notices as rows of that turn (a front-end shows them with the turn's stored rows).
     """
@@ -60,9 +61,9 @@ async def assemble(
         prompt = await fence.write(store)
     wire = [WireMessage("system", prompt), *history]
     chars += len(prompt)
-    if memory:
-        wire.insert(1, WireMessage("system", memory))
-        chars += len(memory)
+    if volatile:
+        wire.insert(1, WireMessage("system", volatile))
+        chars += len(volatile)
     if summary_for is not None:
         ask = SUMMARY_REQUEST.format(why=summary_for)
         wire.append(WireMessage("user", ask))

@@ -39,7 +39,7 @@ from backend.store import admissions, attachments, messages, sessions
 from backend.store.db import Database, Tx
 from backend.store.fenced import TurnFence
 from backend.store.leases import LeaseRecord
-from backend.tools import memory, registry
+from backend.tools import memory, registry, skills
 from backend.tools.base import Tool
 from backend.tools.executor import BatchContext, Executor
 from backend.tools.sandbox import child_env
@@ -114,9 +114,10 @@ class TurnState:
     offered: dict[str, Tool] = field(default_factory=lambda: dict(registry.BUILTINS))
     specs: tuple[ToolSpec, ...] = ()
     mcp_listed: bool = False  # the MCP servers' lists were refreshed for this turn
-    # The memory block, read at the turn's first request and sent unchanged by every later
-    # one: a write during the turn shows from the next turn, and the cached prefix holds.
-    memory: str | None = None
+    # The volatile block (memory, then the skills index), read at the turn's first request and
+    # sent unchanged by every later one: a write during the turn shows from the next turn, and
+    # the cached prefix holds.
+    volatile: str | None = None
     depth: int | None = None  # delegations below a person's session (read once per turn)
     files: PreparedFiles | None = None  # the prompts' files as prepared for this turn's calls
     told_unseen: bool = False  # people were told the model cannot see this prompt's images
@@ -276,14 +277,15 @@ class TurnRunner:
         link = st.link
         tools = await self._offer(st) if link.cfg.tools else ()
         roomy = link.cfg.context_window >= registry.AGENT_TOOLS_MIN_WINDOW
-        if st.memory is None and roomy:
-            st.memory = await asyncio.to_thread(memory.block, self.executor.data_dir)
+        if st.volatile is None and roomy:
+            st.volatile = await asyncio.to_thread(
+                _volatile, self.executor.data_dir, Path(st.turn.claim.cwd))
 
         async def build() -> ChatRequest:
             return await self._with_files(st, link, await assemble(
                 self.db, self.transcripts, st.turn.session_id, link.provider.model, tools,
                 summary_for=summary_for, model=None if st.chain_index == 0 else link.cfg.model,
-                memory=(st.memory or "") if roomy else "", turn_id=st.turn.turn_id,
+                volatile=(st.volatile or "") if roomy else "", turn_id=st.turn.turn_id,
                 fence=st.fence))
 
         # Preflight compression: measure, compress if due, measure again (a few times at most).
@@ -632,3 +634,9 @@ def tool_env(config: ConfigFile) -> dict[str, str]:
     cfg = config.config
     keys = {p.api_key_env for p in cfg.providers.values() if p.api_key_env}
     return child_env(os.environ, cfg.sandbox.env, keys)
+
+
+def _volatile(data_dir: Path, cwd: Path) -> str:
+    """The block after the frozen prompt: the memory, then the index of the skills enabled in
+    the person's folder and the session folder's; "" when both are empty."""
+    return "\n\n".join(part for part in (memory.block(data_dir), skills.block(data_dir, cwd)) if part)

@@ -454,7 +454,8 @@ class Controller(QObject):
         from desktop.qt.settings import SettingsDialog
 
         if self.settings is None:
-            dialog = SettingsDialog(self.link, self.data_dir, self.main)
+            dialog = SettingsDialog(self.link, self.data_dir, self.main,
+                                    session_of=self._shown_here)
             dialog.messaging_page.open_requested.connect(
                 lambda sid: self.open_session(sid, link=self.link))
             self.settings = dialog
@@ -462,6 +463,12 @@ class Controller(QObject):
             self.settings.show_tab(page)
         self.settings.show()
         self.settings.raise_()
+
+    def _shown_here(self) -> str | None:
+        """The session the main window shows, when it is this computer's backend's (the
+        settings' Skills page lists its folder's project skills)."""
+        current = self.main.current
+        return current.session_id if current is not None and current.link is self.link else None
 
     def open_backends(self, link: Link | None = None) -> FleetDialog:
         """The Backends view of `link`'s store (default: this computer's backend), one per

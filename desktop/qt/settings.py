@@ -1,6 +1,6 @@
 """The settings dialog: who answers now, and its pages: providers (their API keys and the
 provider test), the approval mode, the "always allow" rules, MCP servers, the agent's memory,
-messaging doors; and the data folder.
+its skills, messaging doors; and the data folder.
 
 A client of the backend only: everything it shows comes from `config.get` / `config.set` (the
 effective config, keys as "set"/"unset", and what turns use now) and the pages' own calls, each
@@ -9,7 +9,9 @@ pages out, loads the config and shows it on every page (after any page's `config
 keeps the operations in flight (`busy`); each page makes its own changes:
 `settings_providers.ProvidersPage` (its form, key and test in parts of their own, over
 `desktop/state/providers.py`), `settings_approvals.ApprovalsPage`, `settings_rules.RulesPage`,
-`settings_mcp.McpPage`, `settings_memory.MemoryPage`, `settings_messaging.MessagingPage`.  The
+`settings_mcp.McpPage`, `settings_memory.MemoryPage`, `settings_skills.SkillsPage` (the
+project skills of the session the main window shows, `session_of`),
+`settings_messaging.MessagingPage`.  The
 Providers and Approvals pages' controls and operations keep their names on the dialog.
 
 Errors are the backend's: `config.set` answers INVALID_PARAMS (-32602) with `data.field` (a
@@ -46,12 +48,13 @@ from desktop.qt.settings_memory import MemoryPage
 from desktop.qt.settings_messaging import MessagingPage
 from desktop.qt.settings_providers import ProvidersPage
 from desktop.qt.settings_rules import RulesPage
+from desktop.qt.settings_skills import SessionOf, SkillsPage
 from desktop.state.providers import ProviderSettings
 from desktop.state.settings import answering
 from shared.config import ConfigView, ProviderView
 from shared.methods import ConfigGet, ProviderTest, Request
 
-TABS = ("Providers", "Approvals", "Rules", "MCP servers", "Memory", "Messaging")
+TABS = ("Providers", "Approvals", "Rules", "MCP servers", "Memory", "Skills", "Messaging")
 
 R = TypeVar("R")
 
@@ -72,10 +75,12 @@ class SettingsDialog(QDialog):
     tested = Signal(object)  # provider.test's result (an RPC failure as ok false, kind "rpc")
     failed = Signal(str)  # any error shown to the person, in the words shown
 
-    def __init__(self, link: Rpc, data_dir: Path, parent: QWidget | None = None) -> None:
+    def __init__(self, link: Rpc, data_dir: Path, parent: QWidget | None = None,
+                 session_of: SessionOf = lambda: None) -> None:
         super().__init__(parent)
         self.link = link
         self.data_dir = data_dir
+        self.session_of = session_of  # the session whose folder's project skills are listed
         self.busy: set[str] = set()  # in flight: load, save, key, test, mode, rules, mcp-…, …
         self.state = ProviderSettings(self.busy)  # the config, and the provider the form shows
         self.setWindowTitle("Turnkey settings")
@@ -151,12 +156,15 @@ class SettingsDialog(QDialog):
         self.mcp_page = McpPage(self.link, self._run, confirm, self._mcp_saved,
                                 lambda: self.reload(refill=False))
         self.memory_page = MemoryPage(self.link, self._run)
+        self.skills_page = SkillsPage(self.link, self._run, confirm,
+                                      lambda: self.session_of())  # looked up now: replaceable
         # Its form sets a door up (door.test, door.set) and fills from the config loaded here.
         self.messaging_page = MessagingPage(
             self.link, lambda: self.reload(refill=False))  # type: ignore[arg-type]  # (a Link)
         self.loaded.connect(self.messaging_page.show_config)
         for title, page in zip(TABS, (self.providers_page, self.approvals_page, self.rules_page,
-                                      self.mcp_page, self.memory_page, self.messaging_page),
+                                      self.mcp_page, self.memory_page, self.skills_page,
+                                      self.messaging_page),
                                strict=True):
             self.tabs.addTab(page, title)
         received = getattr(self.link, "received", None)
@@ -199,6 +207,7 @@ class SettingsDialog(QDialog):
             self.rules_page.reload()
             self.mcp_page.reload()
             self.memory_page.reload()
+            self.skills_page.reload()
 
     def showEvent(self, event: QShowEvent) -> None:
         """Shown again (the app keeps one dialog): what answers and the rules may have changed
@@ -210,15 +219,18 @@ class SettingsDialog(QDialog):
                 self.rules_page.reload()
             self.mcp_page.reload()
             self.memory_page.reload()  # never over unsaved typing (desktop/state/memory.py)
+            self.skills_page.reload()  # the session shown may have changed, or the folders
 
     def show_tab(self, name: str) -> None:
         """Opens a page of the dialog by its title ("Providers", "Approvals", "Rules",
-        "MCP servers", "Memory", "Messaging")."""
+        "MCP servers", "Memory", "Skills", "Messaging")."""
         self.tabs.setCurrentIndex(TABS.index(name))
 
     def _on_tab(self, index: int) -> None:
         if self.tabs.widget(index) is self.rules_page and "rules" not in self.busy:
             self.rules_page.reload()  # rules made by answers since the dialog opened
+        elif self.tabs.widget(index) is self.skills_page and "skills" not in self.busy:
+            self.skills_page.reload()  # skills the agent wrote since
 
     async def _load(self, refill: bool) -> None:
         config = await self.link.call(ConfigGet())

@@ -3,7 +3,7 @@
 The backend decodes params with these types and encodes results and events
 from them; the client uses the same types; `shared/schema.py` derives the
 shipped JSON Schema from them.  The types live in one module per domain
-(base, sessions, turns, tools, approvals, connection, admin, mcp, stats, backends, memory,
+(base, sessions, turns, tools, approvals, connection, admin, mcp, stats, backends, memory, skills,
 schedules, doors); the events table is `shared/protocol/events.py`.  This package
 re-exports every name, so `from shared.protocol import X` reads any of them.
 Adding a method means adding its params and result in its domain's module and its
@@ -216,6 +216,16 @@ from shared.protocol.sessions import (
     SessionUsageResult,
     UndoResult,
     UsageUpdate,
+)
+from shared.protocol.skills import (
+    SkillDetail,
+    SkillEnableParams,
+    SkillInfo,
+    SkillListParams,
+    SkillName,
+    SkillParams,
+    SkillScope,
+    SkillsResult,
 )
 from shared.protocol.stats import (
     STATS_RECENT_MAX,
@@ -456,6 +466,14 @@ __all__ = [
     "SessionUpdateParams",
     "SessionUpdated",
     "SessionUsageResult",
+    "SkillDetail",
+    "SkillEnableParams",
+    "SkillInfo",
+    "SkillListParams",
+    "SkillName",
+    "SkillParams",
+    "SkillScope",
+    "SkillsResult",
     "StoreKind",
     "StoredFile",
     "TextDelta",

@@ -114,10 +114,10 @@ async def test_a_stdio_servers_tools_are_offered_called_and_stored_like_any_tool
         assert done["status"] == "completed", done
         first = fake_provider.snapshot()[0].body
         names = offered(first)
-        assert names[:8] == ["terminal", "read_file", "write_file", "patch", "search_files", "list_dir",
-                             "memory", "delegate"]
-        assert {"mcp__fake__echo", "mcp__fake__add", "mcp__fake__grow"} <= set(names[8:])
-        assert names[8:] == sorted(names[8:]), "a stable order keeps the prompt's prefix cached"
+        assert names[:10] == ["terminal", "read_file", "write_file", "patch", "search_files",
+                              "list_dir", "memory", "skill", "skill_manage", "delegate"]
+        assert {"mcp__fake__echo", "mcp__fake__add", "mcp__fake__grow"} <= set(names[10:])
+        assert names[10:] == sorted(names[10:]), "a stable order keeps the prompt's prefix cached"
         echo = next(t["function"] for t in first["tools"] if t["function"]["name"] == "mcp__fake__echo")
         assert echo["parameters"]["required"] == ["text"]
         assert echo["description"].startswith("[MCP server fake] Returns the text")
