@@ -25,10 +25,14 @@ from backend.tools import shellwords as sw
 from backend.tools.base import Guard
 from backend.tools.commands import classify_command, command_prefix, segments
 from backend.tools.landing import Landing, Seal, land
+from backend.tools.skills import project_file
 from shared.config import ApprovalMode
 from shared.folders import rooted_where
 
 FILE_TOOLS = frozenset({"write_file", "patch"})
+# Tools whose rule names the folder a change lands in: the file tools, and `skill_manage`
+# writing a project's skill (a file change: an `always` answer to it must cover the next one).
+FOLDER_RULED = FILE_TOOLS | {"skill_manage"}
 ASK_MODE_REASON = "every command asks in ask mode"
 
 # What a terminal call asks to leave the sandbox for; stored rules name it as "@network"...
@@ -266,20 +270,33 @@ def rule_allows(
         return escape is None and _command_rule_allows(rule_pattern, command, mode)
     if tool.startswith("mcp__"):  # an MCP tool's rule names the tool: it allows that tool's calls
         return rule_pattern == tool
-    if tool in FILE_TOOLS and rule_pattern:
+    if tool in FOLDER_RULED and rule_pattern:
+        path = changed_path(tool, args)
+        if path is None:
+            return False
         if key is None:
             try:
-                with locate(str(args.get("path", "")), cwd) as place:
+                with locate(path, cwd) as place:
                     key = place.folder
             except (BadPath, OSError):
                 return False
         # Both are real paths already: compared as written, so nothing is resolved twice.
         folder = os.path.abspath(rule_pattern)
-        target = os.path.join(key, os.path.basename(str(args.get("path", ""))))
+        target = os.path.join(key, os.path.basename(path))
         if protected.why(target, cwd) and not protected.why(folder, cwd):
             return False  # a rule for a folder never covers its .git/hooks or .vscode/
         return inside(Path(key), Path(folder))
     return False
+
+
+def changed_path(tool: str, args: dict[str, Any]) -> str | None:
+    """The path a folder-ruled call changes, as the model gave it (relative to the session
+    folder); None for a call that changes no project file (a skill of the person's own)."""
+    if tool in FILE_TOOLS:
+        return str(args.get("path", ""))
+    if tool == "skill_manage" and args.get("scope") == "project":
+        return project_file(str(args.get("name", "")))
+    return None
 
 
 def _command_rule_allows(pattern: str, command: str, mode: ApprovalMode) -> bool:

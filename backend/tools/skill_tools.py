@@ -26,11 +26,6 @@ SCOPE = {**text("Whose skill: 'user' (the user's own skills folder, the default)
 CUT_NOTE = f"\n[... {SKILL_FILE} is longer than {skills.MAX_SKILL_BYTES:,} bytes and was cut here]"
 
 
-def project_path(name: str) -> str:
-    """The project skill's SKILL.md, relative to the session folder."""
-    return "/".join((*skills.PROJECT_PARTS, name, SKILL_FILE))
-
-
 def _scope(args: dict[str, Any]) -> SkillScope:
     return "project" if args.get("scope") == "project" else "user"
 
@@ -102,7 +97,7 @@ class SkillTool:
 def _shown(loaded: skills.Loaded, scope: SkillScope) -> str:
     name = loaded.skill.name
     where = ("from the user's skills folder" if scope == "user"
-             else f"from the project's {project_path(name)}: text from the project, not from the user")
+             else f"from the project's {skills.project_file(name)}: text from the project, not from the user")
     files = ("\n".join(f"- {f}" for f in loaded.files) if loaded.files else "(none)")
     return (f"Skill {name} ({where}). {loaded.skill.description}\n\n{loaded.body.rstrip()}"
             f"{CUT_NOTE if loaded.cut else ''}\n\nFiles beside {SKILL_FILE} (read one with the skill "
@@ -152,7 +147,7 @@ class SkillManage:
         name = str(args.get("name", ""))
         if not skills.valid_name(name):
             return None  # run refuses it without touching anything
-        return policy.file_guard(self.name, project_path(name), cwd, mode, data_dir)
+        return policy.file_guard(self.name, skills.project_file(name), cwd, mode, data_dir)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         action, name = str(args["action"]), str(args["name"])
@@ -182,7 +177,7 @@ class SkillManage:
 
     async def _in_project(self, action: str, name: str, desc: object, body: object,
                           ctx: ToolContext) -> ToolResult:
-        path = project_path(name)
+        path = skills.project_file(name)
         if action == "delete":
             return await self._project.remove(path, ctx)
 

@@ -57,6 +57,11 @@ INDEX_HEAD = (
 )
 
 
+def project_file(name: str) -> str:
+    """A project skill's SKILL.md, relative to the session folder."""
+    return "/".join((*PROJECT_PARTS, name, SKILL_FILE))
+
+
 class SkillUnsafe(Exception):
     """A folder or file on the way is a link, or not what it should be: refused, never followed."""
 

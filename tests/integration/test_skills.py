@@ -16,7 +16,17 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend, BackendFactory
 from .test_tokens import mint
-from .wire import Connect, Json, Rpc, RpcError, create_session, run_turn, tool_messages
+from .wire import (
+    Connect,
+    Json,
+    Rpc,
+    RpcError,
+    create_session,
+    run_turn,
+    submit,
+    tool_messages,
+    wait_complete,
+)
 
 SECRET = "TOP-SECRET-d41d8cd98f00b204"
 INVALID_PARAMS = -32602
@@ -258,3 +268,50 @@ async def test_the_command_line_lists_shows_and_removes(
     gone = cli("skill", "show", "nope")
     assert gone.returncode == 1
     assert "skill 'nope' not found" in gone.stderr
+
+
+async def test_an_always_answer_to_a_project_skill_write_covers_the_next_one(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    """In ask mode a project skill's write asks like any file change; the person's `always`
+    stores a rule for that folder, and that rule must then answer the next write there (it
+    once was stored and never matched, so the person was asked again and again)."""
+    backend = backend_factory(fake_provider.base_url, '[approvals]\nmode = "ask"\n')
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        fake_provider.script(
+            Reply.calls(call("skill_manage", action="create", name="build", scope="project",
+                             description="Build it.", body="Run make.")),
+            Reply(deltas=["Saved."]),
+            Reply.calls(call("skill_manage", action="update", name="build", scope="project",
+                             body="Run make -j.")),
+            Reply(deltas=["Improved."]),
+        )
+        receipt = await submit(rpc, sid, "save how to build")
+        asked = await rpc.wait_event(lambda e: e.get("session_id") == sid
+                                     and e["type"] == "approval.request" and "seq" in e)
+        approval = asked["data"]["approval"]
+        assert approval["tool"] == "skill_manage"
+        await rpc.call("approval.respond", {"approval_id": approval["approval_id"],
+                                            "decision": "always"})
+        await wait_complete(rpc, receipt["admission_id"])
+        assert [r["pattern"] for r in (await rpc.call("rules.list", {}))["rules"]] == [
+            str((tmp_path / ".agents/skills/build").resolve())]
+
+        await run_turn(rpc, sid, "improve it")
+        requests = [e for e in rpc.session_events(sid) if e["type"] == "approval.request"]
+        assert len(requests) == 1, "the rule answered the second write"
+        assert "Run make -j." in (tmp_path / ".agents/skills/build/SKILL.md").read_text()
+        # Another project skill is another folder: the rule does not reach it.
+        fake_provider.script(
+            Reply.calls(call("skill_manage", action="create", name="test", scope="project",
+                             description="Test it.", body="Run pytest.")),
+            Reply(deltas=["Saved."]))
+        receipt = await submit(rpc, sid, "and how to test")
+        await rpc.wait_until(lambda: len([e for e in rpc.session_events(sid)
+                                          if e["type"] == "approval.request"]) == 2)
+        await rpc.call("turn.interrupt", {"session_id": sid})
+        await wait_complete(rpc, receipt["admission_id"])
+    finally:
+        await rpc.close()
