@@ -82,6 +82,9 @@ class SkillsPage(QWidget):
         self.table.setHeaderLabels(["Skill", "Where", "State", "Description"])
         self.table.setRootIsDecorated(False)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        # Names and places are short and must be read whole; the description takes the rest.
+        for column in (0, 1, 2):
+            self.table.header().setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         self.table.header().setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
         self.table.header().setAccessibleName("Skill columns")
         self.table.currentItemChanged.connect(lambda *_: self._chosen())
