@@ -79,6 +79,8 @@ from shared.protocol import (
     MemoryChanged,
     MemoryFile,
     MemoryTarget,
+    SkillsChanged,
+    SkillScope,
 )
 from shared.remote import is_loopback
 
@@ -143,6 +145,7 @@ class Backend:
         box = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
         registry.use_sandbox(box)
         registry.MEMORY.changed = self._memory_changed
+        registry.SKILL_MANAGE.changed = self._skills_changed
         procs = ProcessTable(self.data_dir)
         procs.kill_orphans()  # before READY: a crashed turn's commands stop here
         executor = Executor(self.db, approvals, checkpoints, self.data_dir, procs)
@@ -219,7 +222,7 @@ class Backend:
             providers=providers,
             mcp=McpService(self.mcp, self.config),
             memory=Notebooks(self.config.path.parent),  # the data folder: config.toml's
-            skills=Skillbook(self.db, self.config.path.parent),
+            skills=Skillbook(self.db, self.config.path.parent, self._skills_changed),
             secrets=self.secrets, tokens=auth, doors=self.doors,
             door_service=DoorService(self.config, self.secrets, self.doors), sandbox=box, procs=procs,
             stats=BackendStats(self.loop_watch, self.gc_watch, self.db.holds),
@@ -286,6 +289,10 @@ class Backend:
         """A notebook's `memory.changed` event, to every reader (it is no session's)."""
         file = MemoryFile(text=usage.text, used=usage.used, limit=usage.limit)
         self.hub.publish(wire.announcement(MemoryChanged(target=target, file=file)))
+
+    def _skills_changed(self, name: str, scope: SkillScope, folder: str) -> None:
+        """A skill's `skills.changed` event, to every reader (it is no session's)."""
+        self.hub.publish(wire.announcement(SkillsChanged(name=name, scope=scope, folder=folder)))
 
     def _sandbox_settings(self) -> tuple[bool, bool]:
         cfg = self.config.config.sandbox  # read per call: config.set applies at once

@@ -10,6 +10,7 @@ the session folder, checkpointed before the change (so undo and `session.changes
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,8 @@ class SkillManage:
 
     def __init__(self) -> None:
         self._project = _ProjectSkillFile()
+        # Called after each change: (name, scope, skills folder); the backend announces it.
+        self.changed: Callable[[str, SkillScope, str], None] = lambda name, scope, folder: None
 
     def summary(self, args: dict[str, Any]) -> str:
         return f"skill_manage {args.get('action', '?')} {args.get('name', '?')} ({_scope(args)})"
@@ -150,6 +153,13 @@ class SkillManage:
         return policy.file_guard(self.name, skills.project_file(name), cwd, mode, data_dir)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        result = await self._run(args, ctx)
+        if result.status == "ok":  # readers (the settings' Skills page) list it again
+            scope = _scope(args)
+            self.changed(str(args["name"]), scope, skills.folder_of(scope, ctx.data_dir, ctx.cwd))
+        return result
+
+    async def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         action, name = str(args["action"]), str(args["name"])
         desc, body = args.get("description"), args.get("body")
         if not skills.valid_name(name):

@@ -4,6 +4,7 @@ settings' Skills page, `turnkey skill`): the same folders and refusals as the `s
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from backend.errors import EnvironmentFault, NotFound
@@ -15,8 +16,10 @@ from shared import protocol as p
 
 
 class Skillbook:
-    def __init__(self, db: Database, data_dir: Path) -> None:
+    def __init__(self, db: Database, data_dir: Path,
+                 changed: Callable[[str, SkillScope, str], None] = lambda n, s, f: None) -> None:
         self.db, self.data_dir = db, data_dir
+        self.changed = changed  # (name, scope, skills folder) after a change: announced
 
     async def listing(self, session_id: str | None) -> p.SkillsResult:
         cwd = await self._cwd(session_id, "user")
@@ -50,6 +53,7 @@ class Skillbook:
         detail = await self.get(params)
         key = _skill(detail.skill).key
         await asyncio.to_thread(skill_writes.set_enabled, self.data_dir, key, params.enabled)
+        self.changed(params.name, params.scope, detail.skill.folder)
         return await self.get(params)
 
     async def delete(self, params: p.SkillParams) -> p.SkillsResult:
@@ -67,6 +71,7 @@ class Skillbook:
             skill_writes.set_enabled(self.data_dir, key, True)
 
         await asyncio.to_thread(remove)
+        self.changed(params.name, params.scope, _root(params.scope, self.data_dir, cwd))
         return await self.listing(params.session_id)
 
     async def _cwd(self, session_id: str | None, scope: SkillScope = "project") -> Path | None:

@@ -205,6 +205,13 @@ def root_of(scope: SkillScope, data_dir: Path, cwd: Path | None) -> tuple[Path, 
     return None if cwd is None else (cwd, PROJECT_PARTS)
 
 
+def folder_of(scope: SkillScope, data_dir: Path, cwd: Path) -> str:
+    """The skills folder of `scope`, as a Skill's `root` names it."""
+    where = root_of(scope, data_dir, cwd)
+    assert where is not None  # a cwd is given
+    return str(Path(where[0], *where[1]))
+
+
 def found(data_dir: Path, cwd: Path | None) -> list[Skill]:
     """Every skill of both folders, sorted by name (the person's before the project's),
     with its problem if it has one.  A skills folder that is a link yields one problem row."""

@@ -171,6 +171,7 @@ class SettingsDialog(QDialog):
         if received is not None:
             received.connect(self.mcp_page.on_event)
             received.connect(self.memory_page.on_event)
+            received.connect(self.skills_page.on_event)
         for part in (self.providers_page, self.approvals_page):
             part.saved.connect(self.saved)
             part.failed.connect(self.failed)

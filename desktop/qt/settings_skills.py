@@ -36,7 +36,7 @@ from desktop.qt.settings_rules import Confirm, Run
 from desktop.state import skills as words
 from desktop.state.skills import SkillRow, rows
 from shared import protocol as p
-from shared.client import RpcError
+from shared.client import STATE, ClientState, Incoming, RpcError
 from shared.errors import ErrorCode
 from shared.methods import SkillDelete, SkillGet, SkillList, SkillSetEnabled
 
@@ -183,6 +183,17 @@ class SkillsPage(QWidget):
         if self._alive():
             self.project_label.setText(words.project_note(result))
             self.show_rows(rows(result))
+
+    def on_event(self, event: Incoming) -> None:
+        """`skills.changed` (the agent wrote one, another window turned one off) or a
+        reconnection lists the skills again, unless a listing is already under way."""
+        if not self._alive():
+            return
+        data = event.data
+        changed = isinstance(data, p.SkillsChanged)
+        connected = event.type == STATE and isinstance(data, ClientState) and data.state == "connected"
+        if (changed or connected) and self.refresh_button.isEnabled():
+            self.reload()
 
     def show_rows(self, shown: list[SkillRow]) -> None:
         keep = self.selected()

@@ -218,12 +218,14 @@ from shared.protocol.sessions import (
     UsageUpdate,
 )
 from shared.protocol.skills import (
+    SKILL_EVENTS,
     SkillDetail,
     SkillEnableParams,
     SkillInfo,
     SkillListParams,
     SkillName,
     SkillParams,
+    SkillsChanged,
     SkillScope,
     SkillsResult,
 )
@@ -303,6 +305,7 @@ __all__ = [
     "SCHEDULE_EVENTS",
     "SCHEDULE_TEXT_MAX",
     "SESSION_EVENTS",
+    "SKILL_EVENTS",
     "SNIPPET_MAX",
     "STATS_RECENT_MAX",
     "THUMBNAIL_EDGE",
@@ -473,6 +476,7 @@ __all__ = [
     "SkillName",
     "SkillParams",
     "SkillScope",
+    "SkillsChanged",
     "SkillsResult",
     "StoreKind",
     "StoredFile",

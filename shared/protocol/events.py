@@ -21,6 +21,7 @@ from shared.protocol.mcp import MCP_EVENTS
 from shared.protocol.memory import MEMORY_EVENTS
 from shared.protocol.schedules import SCHEDULE_EVENTS
 from shared.protocol.sessions import SESSION_EVENTS
+from shared.protocol.skills import SKILL_EVENTS
 from shared.protocol.tools import TOOL_EVENTS
 from shared.protocol.turns import TURN_EVENTS
 
@@ -28,7 +29,7 @@ from shared.protocol.turns import TURN_EVENTS
 # session-less broadcasts.
 EVENT_SPECS: tuple[EventSpec, ...] = (
     *TURN_EVENTS, *TOOL_EVENTS, *APPROVAL_EVENTS, *SESSION_EVENTS,
-    *SCHEDULE_EVENTS, *MEMORY_EVENTS, *DOOR_EVENTS, *MCP_EVENTS,
+    *SCHEDULE_EVENTS, *MEMORY_EVENTS, *SKILL_EVENTS, *DOOR_EVENTS, *MCP_EVENTS,
 )
 
 

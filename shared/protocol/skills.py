@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from shared.protocol.base import Id, Params, Wire
+from shared.protocol.base import EventData, EventSpec, Id, Params, Wire
 
 SkillScope = Literal["user", "project"]
 # As backend/tools/skills.NAME: a-z, 0-9 and -, 1 to 64, not starting or ending with -.
@@ -58,3 +58,20 @@ class SkillEnableParams(Params):
     scope: SkillScope
     enabled: bool
     session_id: Id | None = None
+
+
+class SkillsChanged(EventData):
+    """Addition: a skill was written, removed, or turned on or off (by `skill_manage` or a
+    skill.* method); session-less (`session_id` ""), sent to every reader."""
+
+    name: str
+    scope: SkillScope
+    folder: str  # the skills folder it is in, as SkillInfo.folder
+
+
+SKILL_EVENTS = (
+    EventSpec("skills.changed", SkillsChanged,
+              "addition, session-less (`session_id` `\"\"`, no `seq`, sent to every connection "
+              "with `read`): `name`, `scope`, `folder` (as a SkillInfo's), after `skill_manage` "
+              "or `skill.set_enabled` / `skill.delete` changed a skill"),
+)

@@ -20,7 +20,7 @@ from pytestqt.qtbot import QtBot
 from desktop.link import Link
 from desktop.qt.settings import SettingsDialog
 from desktop.qt.settings_skills import SkillsPage
-from shared.methods import SessionCreate, SkillList
+from shared.methods import SessionCreate, SkillList, SkillSetEnabled
 from tests.integration.backend_proc import Backend
 
 from .conftest import drive
@@ -226,3 +226,12 @@ def test_the_app_lists_the_shown_sessions_project_skills(controller: Any, tmp_pa
     assert [(r.name, r.where) for r in page.shown] == [("deploy", "This project's")]
     assert str(project / ".agents" / "skills") in page.project_label.text()
     settings.close()
+
+
+def test_a_change_made_elsewhere_shows_without_refresh(page: SkillsPage, link: Link,
+                                                       qtbot: QtBot) -> None:
+    """Another window (here the same link, not through the page) turns a skill off: the
+    backend's `skills.changed` lists them again, no Refresh pressed."""
+    assert table_rows(page)[2][:3] == ["tidy-imports", "Yours", "On"]
+    drive(qtbot, link.call(SkillSetEnabled(name="tidy-imports", scope="user", enabled=False)))
+    qtbot.waitUntil(lambda: table_rows(page)[2][2] == "Off", timeout=WAIT_MS)

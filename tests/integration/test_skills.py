@@ -181,6 +181,19 @@ async def test_skill_manage_writes_the_persons_folder_unasked_and_the_projects_a
     assert (tmp_path / ".agents/skills/build/SKILL.md").read_text() == (
         '---\nname: build\ndescription: "Build: with make"\n---\n\nRun make.\n')
 
+    def announced_now() -> list[Json]:
+        return [e for e in rpc.events if e["type"] == "skills.changed"]
+
+    await rpc.wait_until(lambda: len(announced_now()) >= 2)
+    announced = announced_now()
+    # The batch's two calls run side by side: their announcements come in either order.
+    assert sorted(((e["session_id"], "seq" in e, e["data"]) for e in announced),
+                  key=lambda row: str(row[2]["name"])) == [
+        ("", False, {"name": "build", "scope": "project",
+                     "folder": str(tmp_path / ".agents" / "skills")}),
+        ("", False, {"name": "lint", "scope": "user", "folder": str(backend.data_dir / "skills")}),
+    ], "readers list them again"
+
     await run_turn(rpc, sid, "improve lint")
     assert (backend.data_dir / "skills/lint/SKILL.md").read_text() == skill_md(
         "lint", "Lint Python.", "Run ruff check --fix.")
