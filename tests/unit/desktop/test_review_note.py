@@ -7,7 +7,6 @@ from __future__ import annotations
 from desktop.state.items import NoteItem
 from desktop.state.transcript import Transcript, items_from_messages
 from desktop.state.turns import latest
-
 from tests.unit.desktop.factories import assistant, event, message, user
 
 
