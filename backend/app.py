@@ -31,6 +31,7 @@ from backend.authority.delegate import ChildSessions
 from backend.authority.fleet import Fleet
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
+from backend.authority.reviews import Reviews
 from backend.authority.schedule_book import ScheduleBook
 from backend.authority.schedules import Scheduler
 from backend.authority.sessions import SessionService
@@ -222,6 +223,8 @@ class Backend:
             providers=providers,
             mcp=McpService(self.mcp, self.config),
             memory=Notebooks(self.config.path.parent),  # the data folder: config.toml's
+            reviews=Reviews(self.db, self.config.path.parent, self._memory_changed,
+                            self._skills_changed),
             skills=Skillbook(self.db, self.config.path.parent, self._skills_changed),
             secrets=self.secrets, tokens=auth, doors=self.doors,
             door_service=DoorService(self.config, self.secrets, self.doors), sandbox=box, procs=procs,

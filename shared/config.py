@@ -154,6 +154,15 @@ class Compression(Strict, frozen=True):
     rotate: bool = False
 
 
+class Review(Strict, frozen=True):
+    """`[review]`: after a person's turn completes, the auxiliary model reads it and may
+    update memory and the person's skills (backend/turn/review.py).  Off by default."""
+
+    enabled: bool = False
+    # How long one review may take in all; a person's prompt stops it long before.
+    timeout_s: Annotated[float, msgspec.Meta(ge=5, le=600)] = 120
+
+
 class Sandbox(Strict, frozen=True):
     """How terminal commands are sandboxed (backend/tools/sandbox.py)."""
 
@@ -273,6 +282,7 @@ class Config(Strict, frozen=True):
     limits: Limits = Limits()
     lease: Lease = Lease()
     compression: Compression = Compression()
+    review: Review = Review()
     sandbox: Sandbox = Sandbox()
     mcp: Mcp = Mcp()
     doors: Doors = Doors()

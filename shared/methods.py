@@ -274,6 +274,13 @@ class MemorySet(p.MemorySetParams, Request[p.MemoryResult]):
     method = "memory.set"
 
 
+# --- the background review (addition) ---
+
+
+class ReviewUndo(p.ReviewUndoParams, Request[p.ReviewUndoResult]):
+    method = "review.undo"
+
+
 # --- skills (addition) ---
 
 
@@ -384,6 +391,8 @@ METHODS: dict[str, MethodSpec] = _table(
     # editing it needs no more than that scope (PROTOCOL.md, memory.set).
     MethodSpec(MemoryGet, "read"),
     MethodSpec(MemorySet, "submit"),
+    # It puts back only what a review wrote unasked in a `submit` turn, like memory.set.
+    MethodSpec(ReviewUndo, "submit"),
     # The model writes the person's skills in any `submit` turn, so turning one off needs no
     # more; removing a folder (a project's too, without the file approval) needs `admin`.
     MethodSpec(SkillList, "read"),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from backend import wire
 from backend.authority.payload import Payload, normalize
-from backend.authority.recovery import settle_lost
+from backend.authority.recovery import DELEGATE_PRINCIPAL, settle_lost
 from backend.errors import (
     AdmissionConflict,
     AdmissionState,
@@ -37,6 +37,7 @@ from backend.store.admissions import AdmissionRecord
 from backend.store.db import Database, Tx
 from backend.store.leases import Holder
 from backend.turn.finalize import CLOSE_RETRY_S, TurnEnd, close_turn, settle_event
+from backend.turn.lease import try_take
 from backend.turn.route import (
     DEFAULT_REASON,
     NEWER_PROMPT,
@@ -56,6 +57,7 @@ from shared.protocol import (
     Receipt,
     SessionRegenerateParams,
     TurnStarted,
+    TurnStatus,
     Usage,
 )
 
@@ -94,6 +96,7 @@ class SessionAuthority:
         self._retired: set[str] = set()
         self._lost: dict[str, LostTurn] = {}  # by admission id
         self._retry_now = asyncio.Event()  # set (and replaced) to cut store waits short
+        self._background: set[asyncio.Task[None]] = set()
 
     # --- input ----------------------------------------------------------------
 
@@ -124,6 +127,7 @@ class SessionAuthority:
         if claim is not None:
             self._start(claim)
         elif not receipt.duplicate:
+            await self.stop_review(params.session_id)
             if params.intent == "interrupt":
                 self.interrupt(params.session_id, NEWER_PROMPT)
             elif params.intent == "steer":
@@ -172,6 +176,7 @@ class SessionAuthority:
         if claim is not None:
             self._start(claim)
         elif not receipt.duplicate:
+            await self.stop_review(params.session_id)
             self.wake(params.session_id)
         return receipt
 
@@ -194,6 +199,9 @@ class SessionAuthority:
             self._start(claim)
         else:
             self.wake(receipt.session_id)
+            task = asyncio.create_task(self.stop_review(receipt.session_id))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     async def cancel(self, admission_id: str) -> Receipt:
         def job(tx: Tx) -> Receipt:
@@ -232,6 +240,28 @@ class SessionAuthority:
         turn.interrupt(reason)
         return True
 
+    async def stop_review(self, session_id: str) -> None:
+        """A person's input arrived: the session's background review, if one runs, stops now
+        (here, or on a shared store in the backend that runs it: a store signal naming that
+        review's turn, so a person's turn that started meanwhile is left alone).  A review
+        queued there was already cancelled by the admission (`admit`)."""
+        turn = self._active.find(session_id)
+        if turn is not None:
+            if turn.claim.review_of is not None:
+                turn.interrupt(NEWER_PROMPT)
+            return
+        row = await self.db.read(lambda tx: admissions.blocking(tx, session_id))
+        if row is not None and row.principal == admissions.REVIEW and row.turn_id \
+                and row.owner_epoch != self.epoch:
+            await self.db.signal({"kind": "interrupt", "session_id": session_id,
+                                  "review_turn": row.turn_id})
+
+    def interrupt_review(self, session_id: str, turn_id: str) -> None:
+        """Another backend's request: stop the review `turn_id` if it runs here."""
+        turn = self._active.find(session_id)
+        if turn is not None and turn.turn_id == turn_id and turn.claim.review_of is not None:
+            turn.interrupt(NEWER_PROMPT)
+
     def running(self, session_id: str) -> RunningTurn | None:
         """The turn running in a session: started there, or moved there by rotation."""
         return self._active.find(session_id)
@@ -264,13 +294,15 @@ class SessionAuthority:
                     return
                 turn = RunningTurn(claim, self._active)
                 try:
-                    unsaved = await self._run(turn)
+                    unsaved, status = await self._run(turn)
                 finally:
                     turn.done()
                     if turn.session_id != session_id:
                         self.wake(turn.session_id)  # its queue moved with it
                 if unsaved is not None:
                     await self._settle_lost(turn, unsaved, session_id)
+                elif status == "completed" and claim.reviewable and turn.session_id == session_id:
+                    first = await self._queue_review(turn)
         except Exception:
             logs.internal(log, "drainer of session %s stopped", session_id)
         finally:
@@ -292,24 +324,49 @@ class SessionAuthority:
                 delay = min(delay * 2, RETRY_MAX_S)
         return None
 
-    async def _run(self, turn: RunningTurn) -> str | None:
-        """Runs the turn; returns why its end could not be saved, or None when it was."""
+    async def _run(self, turn: RunningTurn) -> tuple[str | None, TurnStatus | None]:
+        """Runs the turn (or a review); returns why its end could not be saved (None when it
+        was) and how it ended (None when not known)."""
         try:
-            await self.runner.run(turn)
-            return None
+            if turn.claim.review_of is not None:
+                await self.runner.reviewer.run(turn, turn.claim.review_of)
+                return None, None
+            return None, await self.runner.run(turn)
         except LeaseLost:
             # Another process took the session (this one was paused past its lease, or its
             # peers declared it dead): the taker ended the turn; nothing more is ours to write.
             log.warning("turn %s of session %s was taken over by another process; it wrote "
                         "nothing more", turn.turn_id, turn.session_id)
-            return None
+            return None, None
         except StoreUnavailable as exc:
-            return exc.message
+            return exc.message, None
         except Exception:
             error_id = logs.internal(log, "turn %s crashed", turn.turn_id)
             if await self._settle_crashed(turn, error_id):
-                return None
-            return f"it crashed (error_id {error_id}), then the store failed"
+                return None, None
+            return f"it crashed (error_id {error_id}), then the store failed", None
+
+    async def _queue_review(self, turn: RunningTurn) -> Claim | None:
+        """After a person's turn completed: with `[review] enabled` and nothing else queued,
+        admits the background review of that turn (once per turn, whichever process gets
+        there: its request id is the turn's) and claims it.  Never raises."""
+        if not self.runner.config.config.review.enabled:
+            return None
+        sid, key = turn.session_id, f"{admissions.REVIEW}:{turn.turn_id}"
+
+        def job(tx: Tx) -> Claim | None:
+            if admissions.open_rows(tx, sid) or admissions.by_key(tx, admissions.REVIEW, sid, key):
+                return None  # a person's input waits: it goes first, and no review is owed
+            payload = Payload(text="")
+            admissions.insert(tx, new_id("adm"), admissions.REVIEW, sid, key, payload.to_json(),
+                              payload.digest)
+            return self._claim(tx, sid)
+
+        try:
+            return await self.db.write(job)
+        except Exception as exc:  # a review is worth nothing next to the queue moving on
+            log.warning("session %s: no review of turn %s: %r", sid, turn.turn_id, exc)
+            return None
 
     def _claim(self, tx: Tx, session_id: str) -> Claim | None:
         """Takes the oldest queued row unless the session's queue is held; starts its turn.
@@ -322,6 +379,8 @@ class SessionAuthority:
             return None
         session = sessions.row(tx, session_id)
         assert session is not None
+        if row.principal == admissions.REVIEW:
+            return self._claim_review(tx, row, session.cwd, session.provider)
         turn_id = new_id("turn")
         admission_id = row.admission_id
         admissions.mark_started(tx, admission_id, self.epoch, turn_id)
@@ -344,8 +403,25 @@ class SessionAuthority:
                               admission_id=admission_id) is None
         sessions.touch(tx, session_id)
         steers = admissions.steer_queued(tx, session_id)
+        reviewable = session.delegated_from is None and not row.principal.startswith(
+            (admissions.SCHEDULED, DELEGATE_PRINCIPAL))
         return Claim(session_id, admission_id, turn_id, payload.text, session.cwd, holder, leased,
-                     steers, session.provider, again)
+                     steers, session.provider, again, reviewable=reviewable)
+
+    def _claim_review(self, tx: Tx, row: AdmissionRecord, cwd: str,
+                      provider: str | None) -> Claim | None:
+        """A background review's claim: `started` and the lease taken, quietly (no
+        turn.started, no transcript row).  A session another process holds is not waited
+        for: the review is dropped."""
+        session_id, turn_id = row.session_id, new_id("turn")
+        admissions.mark_started(tx, row.admission_id, self.epoch, turn_id)
+        holder = Holder.here(self.epoch, turn_id)
+        if try_take(tx, session_id, holder, self.runner.config.config.lease.ttl_s) is not None:
+            admissions.settle(tx, row.admission_id, "cancelled",
+                              failure_reason="the session was busy in another process")
+            return None
+        return Claim(session_id, row.admission_id, turn_id, "", cwd, holder, provider=provider,
+                     review_of=row.request_id.removeprefix(f"{admissions.REVIEW}:"))
 
     @staticmethod
     def _next_row(tx: Tx, session_id: str) -> AdmissionRecord | None:
@@ -464,6 +540,8 @@ def admit(tx: Tx, principal: str, session_id: str, request_id: str, payload: Pay
     # The person moving on acknowledges a turn whose outcome is unknown.
     for unknown_id in admissions.unknown_ids(tx, session_id):
         _resolve_unknown(tx, unknown_id)
+    # A review never delays a person's input: one still queued is dropped.
+    admissions.cancel_queued_reviews(tx, session_id)
     admission_id = new_id("adm")
     admissions.insert(tx, admission_id, principal, session_id, request_id,
                       payload.to_json(), payload.digest)

@@ -115,8 +115,11 @@ def _settle_orphans(tx: Tx, rows: list[AdmissionRecord], live: dict[str, str],
         mark_lost(tx, row, RECOVERED_NOTE, UNKNOWN_RESULT)
         if turn_id:
             closed.add(turn_id)
-        log.warning("admission %s of session %s is unknown: the backend running it stopped",
-                    row.admission_id, sid)
+        if row.principal == admissions.REVIEW:
+            log.info("session %s: its review was dropped: the backend running it stopped", sid)
+        else:
+            log.warning("admission %s of session %s is unknown: the backend running it stopped",
+                        row.admission_id, sid)
 
 
 def _iso(t: float) -> str:

@@ -119,6 +119,10 @@ class Takeover:
     def on_signal(self, data: dict[str, Any]) -> None:
         """Another backend's request: interrupt a turn that runs here."""
         if data.get("kind") == INTERRUPT and isinstance(data.get("session_id"), str):
+            review = data.get("review_turn")
+            if isinstance(review, str):  # a person's input for a session whose review runs here
+                self.authority.interrupt_review(data["session_id"], review)
+                return
             reason = data.get("reason")
             if isinstance(reason, str) and reason:
                 self.authority.interrupt(data["session_id"], reason)

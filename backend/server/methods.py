@@ -314,6 +314,11 @@ class Methods:
     async def memory_set(self, conn: Connection, params: p.MemorySetParams) -> p.MemoryResult:
         return await self.svc.memory.set(params.target, params.text)
 
+    # --- the background review (addition): backend/turn/review.py ---------------------------
+
+    async def review_undo(self, conn: Connection, params: p.ReviewUndoParams) -> p.ReviewUndoResult:
+        return await self.svc.reviews.undo(params.session_id, params.message_id)
+
     # --- skills (addition): SKILL.md folders, backend/tools/skills.py --------------------
 
     async def skill_list(self, conn: Connection, params: p.SkillListParams) -> p.SkillsResult:

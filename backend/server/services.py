@@ -10,6 +10,7 @@ from backend.authority.branches import Branches
 from backend.authority.compaction import Compaction
 from backend.authority.fleet import Fleet
 from backend.authority.queue import SessionAuthority
+from backend.authority.reviews import Reviews
 from backend.authority.schedule_book import ScheduleBook
 from backend.authority.sessions import SessionService
 from backend.config import ConfigFile
@@ -40,6 +41,7 @@ class Services:
     providers: ProviderService
     mcp: McpService
     memory: Notebooks
+    reviews: Reviews  # review.undo
     skills: Skillbook  # skill.list, get, set_enabled, delete
     secrets: Secrets
     tokens: Authenticator

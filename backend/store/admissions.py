@@ -16,6 +16,9 @@ from shared.literals import AdmissionOutcome, AdmissionStatus
 # The principal of a scheduled prompt's admissions starts with this ("schedule:<id>"); no
 # token's id does, so its request ids can never meet a client's.
 SCHEDULED = "schedule:"
+# The principal of the background review's admissions (turn/review.py), request id
+# "review:<the reviewed turn's id>"; no token's id is this word.
+REVIEW = "review"
 
 
 class AdmissionRecord(Record, frozen=True):
@@ -133,6 +136,23 @@ def steer_queued(tx: Tx, session_id: str) -> bool:
 def text_of(r: AdmissionRecord) -> str:
     """The input as admitted (normalized)."""
     return str(json.loads(r.payload_json)["text"])
+
+
+def cancel_queued_reviews(tx: Tx, session_id: str) -> list[str]:
+    """Settles the session's queued reviews `cancelled` (a person's input goes first: a review
+    never delays it); returns their ids."""
+    ids = [str(r[0]) for r in tx.all(
+        "SELECT admission_id FROM admissions WHERE session_id = ? AND status = 'queued' "
+        "AND principal = ?", (session_id, REVIEW))]
+    for admission_id in ids:
+        settle(tx, admission_id, "cancelled", failure_reason="a newer prompt came first")
+    return ids
+
+
+def open_rows(tx: Tx, session_id: str) -> bool:
+    """Whether anything of the session is queued, started or unknown."""
+    return tx.one("SELECT 1 FROM admissions WHERE session_id = ? AND status IN ('queued', "
+                  "'started', 'unknown') LIMIT 1", (session_id,)) is not None
 
 
 def joined(tx: Tx, session_id: str, turn_id: str, admission_id: str) -> list[str]:

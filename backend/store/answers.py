@@ -24,7 +24,7 @@ from backend.ids import message_id
 from backend.store.db import Tx
 from backend.store.records import Record
 
-KEPT_NOTES = ("summary", "continued", "notice")  # the session's notes, not an answer's
+KEPT_NOTES = ("summary", "continued", "notice", "review")  # the session's notes, not an answer's
 PAGE_ROWS = 1000  # rows read at a time while walking an exchange
 _BACK = 50  # user rows read at a time while looking back for a prompt
 
@@ -134,7 +134,7 @@ def show(tx: Tx, session_id: str, ex: Exchange, turn_id: str) -> None:
     tx.execute(
         "UPDATE messages SET active = CASE WHEN turn_id = ? THEN 1 ELSE 0 END "
         "WHERE session_id = ? AND id > ? AND id < ? AND turn_id IS NOT NULL "
-        "AND NOT (role = 'system_note' AND coalesce(note_kind, '') IN (?, ?, ?))",
+        "AND NOT (role = 'system_note' AND coalesce(note_kind, '') IN (?, ?, ?, ?))",
         (turn_id, session_id, ex.prompt.id, end, *KEPT_NOTES))
     tx.execute("UPDATE sessions SET view_changes = view_changes + 1 WHERE session_id = ?",
                (session_id,))

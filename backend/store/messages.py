@@ -94,6 +94,22 @@ def mark_undone(tx: Tx, session_id: str, call_ids: list[str]) -> None:
         tx.execute("UPDATE messages SET meta = ? WHERE id = ?", (json.dumps(meta), r["id"]))
 
 
+def of_turn(tx: Tx, session_id: str, turn_id: str) -> list[MessageRecord]:
+    """A turn's rows in order (the background review reads the turn it reviews)."""
+    return [MessageRecord.from_row(r) for r in tx.all(
+        "SELECT * FROM messages WHERE session_id = ? AND turn_id = ? ORDER BY id",
+        (session_id, turn_id))]
+
+
+def by_rowid(tx: Tx, session_id: str, rowid: int) -> MessageRecord | None:
+    r = tx.one("SELECT * FROM messages WHERE session_id = ? AND id = ?", (session_id, rowid))
+    return MessageRecord.from_row(r) if r is not None else None
+
+
+def set_meta(tx: Tx, rowid: int, meta: dict[str, Any]) -> None:
+    tx.execute("UPDATE messages SET meta = ? WHERE id = ?", (json.dumps(meta), rowid))
+
+
 def prompts_of_turns(tx: Tx, session_id: str, turn_ids: list[str]) -> dict[str, tuple[str, str]]:
     """Each turn's first user row (its prompt): turn_id -> (content, created_at)."""
     if not turn_ids:

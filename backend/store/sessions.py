@@ -181,16 +181,20 @@ def delete(tx: Tx, session_id: str) -> None:
 
 
 def status(tx: Tx, session_id: str) -> SessionStatus:
-    """Derived from the admissions, which are the durable truth about running work.
+    """Derived from the admissions, which are the durable truth about running work.  A
+    background review (principal `review`, turn/review.py) is not people's work: a session
+    whose review runs or waits is as idle as without it.
 
     Each test is an index probe, never a scan of the queue: this runs for every
     `session.updated` broadcast, so its cost must not grow with a long queue.
     """
     r = tx.one(
-        "SELECT EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'started'), "
+        "SELECT EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'started' "
+        "AND principal <> 'review'), "
         "EXISTS (SELECT 1 FROM approvals WHERE status = 'pending' AND session_id = ?1), "
         "EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'unknown'), "
-        "EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'queued')",
+        "EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'queued' "
+        "AND principal <> 'review')",
         (session_id,),
     )
     assert r is not None

@@ -377,7 +377,7 @@ class Memory:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
-            target, change = _change(args)
+            target, change = parse_change(args)
             usage = await asyncio.to_thread(update, ctx.data_dir, target, change)
         except MemoryRefused as exc:
             return ToolResult("error", str(exc), f"memory: {_first_line(str(exc))}")
@@ -392,7 +392,8 @@ class Memory:
             {"target": target, "used": usage.used, "limit": usage.limit})
 
 
-def _change(args: dict[str, Any]) -> tuple[Target, Callable[[str], str]]:
+def parse_change(args: dict[str, Any]) -> tuple[Target, Callable[[str], str]]:
+    """The notebook a call changes and the change, or MemoryRefused (the tool's and a review's)."""
     action, target = str(args.get("action")), str(args.get("target"))
     if target not in LIMITS:
         raise MemoryRefused(f"argument 'target' must be 'user' or 'environment', got {target!r}")

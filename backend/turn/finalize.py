@@ -158,8 +158,14 @@ def settle_event(tx: Tx, admission_id: str) -> None:
 
 def mark_lost(tx: Tx, row: AdmissionRecord, note: str, result: str) -> None:
     """Marks a `started` admission `unknown` and closes its turn's transcript as far as it
-    is known: open calls get `result` (status unknown), delivered text stays, `note` ends it."""
+    is known: open calls get `result` (status unknown), delivered text stays, `note` ends it.
+    A background review's (turn/review.py) is settled `interrupted` instead, quietly: it wrote
+    no transcript rows, each of its writes was whole, and it must not hold the queue."""
     sid, turn_id = row.session_id, row.turn_id
+    if row.principal == admissions.REVIEW:
+        admissions.settle(tx, row.admission_id, "interrupted",
+                          failure_reason="the backend stopped while the review ran")
+        return
     admissions.mark_unknown(tx, row.admission_id)
     if turn_id:
         closed = close_tail(tx, sid, turn_id, "unknown", result, row.admission_id)

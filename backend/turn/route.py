@@ -55,6 +55,11 @@ class Claim:
     steers: bool = False  # other steers were queued at the claim: they join this turn
     provider: str | None = None  # the session's own provider at the claim; None: the default
     regenerates: int | None = None  # session.regenerate's: the row id of the prompt it answers
+    # A background review's claim (turn/review.py): the id of the turn it reviews.
+    review_of: str | None = None
+    # A person's turn (not a sub-agent's, a schedule's or a review): once completed, the
+    # background review may follow it.
+    reviewable: bool = False
 
 
 def take_session(

@@ -57,6 +57,7 @@ from backend.turn.preflight import preflight
 from backend.turn.prepared import PartCache, PreparedFiles, Reader
 from backend.turn.request import assemble
 from backend.turn.retry import MAX_ATTEMPTS, delay_for
+from backend.turn.review import Reviewer
 from backend.turn.route import RunningTurn, for_model, take_session
 from backend.turn.stages import Action
 from backend.turn.stream import DeltaWriter
@@ -160,6 +161,7 @@ class TurnRunner:
         self.executor = executor
         self.compressor = compressor
         self.transcripts = Transcripts()  # each session's model view, kept between requests
+        self.reviewer = Reviewer(db, config, providers, executor.data_dir)
         compressor.listeners.append(self.transcripts.forget)  # a compressed view is rebuilt
 
     def default_model(self) -> str:

@@ -179,6 +179,7 @@ class Conversation(QWidget):
         self.view.open_session_requested.connect(lambda sid: emit(self.open_requested, sid))
         self.view.page_requested.connect(lambda row, delta: self.page_answer(row, delta))
         self.view.regenerate_requested.connect(self.regenerate)
+        self.view.review_undo_requested.connect(self.answers.undo_review)
         self.view.edit_requested.connect(lambda row: self.edit_prompt(row))
         self.view.branch_requested.connect(lambda sid: emit(self.switch_requested, sid, ""))
         self.view.verticalScrollBar().valueChanged.connect(self.loading.scrolled)

@@ -21,7 +21,7 @@ from desktop.state import conversation as words
 from desktop.state.session import SessionState
 from desktop.state.turns import latest
 from shared.client import ConnectionLost
-from shared.methods import Request, SessionChoose, SessionFork, SessionGet, SessionRegenerate
+from shared.methods import Request, ReviewUndo, SessionChoose, SessionFork, SessionGet, SessionRegenerate
 
 if TYPE_CHECKING:
     from desktop.link import Link
@@ -110,6 +110,12 @@ class AnswerActions(QObject):
         actions = latest(self.host.state.transcript.items, "idle")
         if actions.regenerate or actions.retry_text is not None:
             self.answer_again(actions.prompt_key)
+
+    def undo_review(self, message_id: str) -> None:
+        """A review note's Undo: memory and skills back to what they were before the review
+        (refused, in words, when something changed them since); `review.undone` marks it."""
+        spawn(self.host.link.call(ReviewUndo(session_id=self.host.session_id,
+                                             message_id=message_id)), self._failed)
 
     def page_answer(self, row: int | None, delta: int) -> None:
         """Shows the previous (-1) or next (+1) answer of a prompt: the one whose bar, or row,

@@ -112,12 +112,13 @@ STATUS_TONE = {
 }
 STATUS_TEXT = {status: (TOOL_STATUS_WORDS[status], color) for status, color in STATUS_TONE.items()}
 NOTE_LABELS = {"summary": "Summary of earlier messages", "continued": "Continued in a new session",
-               "recovered": "Outcome unknown", "notice": "Note"}
+               "recovered": "Outcome unknown", "notice": "Note", "review": "Memory"}
 # The app's own links in a prompt's bubble and an answer bar (markdown.action_of reads them).
 PREV, NEXT = f"{markdown.ACTION}:prev", f"{markdown.ACTION}:next"
 REGENERATE = f"{markdown.ACTION}:regenerate"
 BRANCH = f"{markdown.ACTION}:branch"
 ATTACHMENT = f"{markdown.ACTION}:attachment"  # /N: the prompt's Nth file, to open
+UNDO_REVIEW = f"{markdown.ACTION}:undo_review"  # a review note's Undo (review.undo)
 NOTE_COLOR = {"failed": "danger", "interrupted": "warning", "recovered": "warning", "summary": "muted",
               "notice": "warning"}
 
@@ -237,6 +238,11 @@ def note_html(item: NoteItem) -> str:
     color = tone(NOTE_COLOR.get(item.kind, "muted"))
     label = NOTE_LABELS.get(item.kind, item.kind.capitalize())
     words = f'<p style="color:{color}"><b>{esc(label)}</b> — {esc(item.text)}</p>'
+    if item.kind == "review":  # quiet, with its Undo (or that it was undone)
+        muted, accent = tone("muted"), tone("accent")
+        words += (f'<p style="color:{muted}">Undone</p>' if item.undone else
+                  f'<p><a href="{UNDO_REVIEW}" style="color:{accent}; text-decoration:none">'
+                  'Undo</a></p>')
     if not item.detail:
         return words
     muted = tone("muted")
@@ -542,6 +548,7 @@ class TranscriptView(QListView):
     # again, edit a prompt into a new branch (its row), open a branch made at a prompt.
     page_requested = Signal(int, int)
     regenerate_requested = Signal()
+    review_undo_requested = Signal(str)  # a review note's message_id: put its changes back
     edit_requested = Signal(int)
     branch_requested = Signal(str)
     link_clicked = Signal(QUrl)  # a link in a message (http, https or mailto) was clicked
@@ -792,6 +799,8 @@ class TranscriptView(QListView):
             emit(self.page_requested, index.row(), -1 if what == "prev" else 1)
         elif what == "regenerate":
             emit(self.regenerate_requested)
+        elif what == "undo_review" and isinstance(item, NoteItem) and not item.undone:
+            emit(self.review_undo_requested, item.key)
         elif what == "branch" and isinstance(item, UserItem) and n < len(item.branches):
             emit(self.branch_requested, item.branches[n])
         elif what == "expand":

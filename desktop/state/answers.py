@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from desktop.state.items import Item, NoteItem, UserItem
 
-SESSION_NOTES = frozenset({"summary", "continued", "notice"})
+SESSION_NOTES = frozenset({"summary", "continued", "notice", "review"})
 
 
 @dataclass(eq=False)

@@ -77,3 +77,4 @@ class NoteItem(Item):
     detail: str = ""  # the raw words behind a failure (provider, HTTP status, what it said)
     expanded: bool = False  # the detail shown
     failure_kind: str = ""  # a failed note's provider-error kind: the provider failed the turn
+    undone: bool = False  # a `review` note whose changes review.undo put back

@@ -106,7 +106,8 @@ def items_from_messages(messages: Iterable[p.Message]) -> list[Item]:
             meta = m.meta or {}
             out.append(NoteItem(m.message_id, turn, kind=m.note_kind or "", text=m.content,
                                 detail=str(meta.get("detail") or ""),
-                                failure_kind=str(meta.get("kind") or ""), hidden=hidden))
+                                failure_kind=str(meta.get("kind") or ""), hidden=hidden,
+                                undone=bool(meta.get("undone"))))
     return out
 
 
@@ -304,6 +305,15 @@ class Transcript:
             self.running, self.again = data.turn_id, data.regenerates
             if data.regenerates is not None:
                 self._paginate()  # its prompt's bar goes until the new answer is complete
+        elif isinstance(data, p.ReviewNoted):
+            if self.find(data.message.message_id) is None:  # (a reload may have read it)
+                self._insert(len(self.items), items_from_messages([data.message]))
+        elif isinstance(data, p.ReviewUndone):
+            row = self.find(data.message_id)
+            noted = self.items[row] if row is not None else None
+            if isinstance(noted, NoteItem) and not noted.undone:
+                noted.undone = True
+                self._touch(noted)
         elif isinstance(data, p.AnswerChosen):
             self.choose(data.message_id, data.turn_id)
         elif isinstance(data, p.SessionForked):

@@ -3,7 +3,7 @@
 The backend decodes params with these types and encodes results and events
 from them; the client uses the same types; `shared/schema.py` derives the
 shipped JSON Schema from them.  The types live in one module per domain
-(base, sessions, turns, tools, approvals, connection, admin, mcp, stats, backends, memory, skills,
+(base, sessions, turns, tools, approvals, connection, admin, mcp, stats, backends, memory, review, skills,
 schedules, doors); the events table is `shared/protocol/events.py`.  This package
 re-exports every name, so `from shared.protocol import X` reads any of them.
 Adding a method means adding its params and result in its domain's module and its
@@ -159,6 +159,15 @@ from shared.protocol.memory import (
     MemorySetParams,
     MemoryTarget,
 )
+from shared.protocol.review import (
+    REVIEW_EVENTS,
+    ReviewChange,
+    ReviewChangeKind,
+    ReviewNoted,
+    ReviewUndone,
+    ReviewUndoParams,
+    ReviewUndoResult,
+)
 from shared.protocol.schedules import (
     CRON_MAX,
     SCHEDULE_EVENTS,
@@ -302,6 +311,7 @@ __all__ = [
     "PDF_TYPE",
     "PROTOCOL_VERSION",
     "RECENT_S",
+    "REVIEW_EVENTS",
     "SCHEDULE_EVENTS",
     "SCHEDULE_TEXT_MAX",
     "SESSION_EVENTS",
@@ -427,6 +437,12 @@ __all__ = [
     "ReceiptsResult",
     "RequestId",
     "ResumeResult",
+    "ReviewChange",
+    "ReviewChangeKind",
+    "ReviewNoted",
+    "ReviewUndoParams",
+    "ReviewUndoResult",
+    "ReviewUndone",
     "Role",
     "Rule",
     "RuleDeleteParams",

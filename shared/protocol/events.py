@@ -19,6 +19,7 @@ from shared.protocol.base import EventData, EventSpec
 from shared.protocol.doors import DOOR_EVENTS
 from shared.protocol.mcp import MCP_EVENTS
 from shared.protocol.memory import MEMORY_EVENTS
+from shared.protocol.review import REVIEW_EVENTS
 from shared.protocol.schedules import SCHEDULE_EVENTS
 from shared.protocol.sessions import SESSION_EVENTS
 from shared.protocol.skills import SKILL_EVENTS
@@ -29,7 +30,7 @@ from shared.protocol.turns import TURN_EVENTS
 # session-less broadcasts.
 EVENT_SPECS: tuple[EventSpec, ...] = (
     *TURN_EVENTS, *TOOL_EVENTS, *APPROVAL_EVENTS, *SESSION_EVENTS,
-    *SCHEDULE_EVENTS, *MEMORY_EVENTS, *SKILL_EVENTS, *DOOR_EVENTS, *MCP_EVENTS,
+    *REVIEW_EVENTS, *SCHEDULE_EVENTS, *MEMORY_EVENTS, *SKILL_EVENTS, *DOOR_EVENTS, *MCP_EVENTS,
 )
 
 
