@@ -15,10 +15,20 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, Reply, content_text
-from tests.procs import unique_sleep, wait_gone
+from tests.procs import unique_sleep, wait_gone, wait_running
 
 from .backend_proc import Backend, BackendFactory
-from .wire import Json, Rpc, create_session, run_turn, terminal, tool_messages, transcript
+from .wire import (
+    Json,
+    Rpc,
+    create_session,
+    run_turn,
+    submit,
+    terminal,
+    tool_messages,
+    transcript,
+    wait_complete,
+)
 
 BLOCK_RM = """
 import json, sys
@@ -268,5 +278,28 @@ async def test_the_model_cannot_add_a_hook(
         added = await rpc.call("config.set", {"patch": {"hooks": {"mine": {
             "event": "turn_end", "command": [sys.executable, "-c", "pass"]}}}})
         assert added["hooks"]["mine"]["event"] == "turn_end"
+    finally:
+        await rpc.close()
+
+
+async def test_interrupting_the_turn_kills_its_running_hook(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    token = unique_sleep(1000)
+    script = write_hook(tmp_path, "hang", HANG)
+    backend = backend_factory(fake_provider.base_url,
+                              hook_table("stuck", script, "pre_tool", token, "fork", timeout_s=600))
+    work = session_folder(tmp_path)
+    fake_provider.script(Reply.calls(terminal("echo ran")), Reply(deltas=["never asked"]))
+    rpc, sid = await open_session(backend, work)
+    try:
+        receipt = await submit(rpc, sid, "go")
+        assert await wait_running(token, 2, timeout=30), "the hook and its child run"
+        assert (await rpc.call("turn.interrupt", {"session_id": sid}))["interrupted"] is True
+        done = await wait_complete(rpc, receipt["admission_id"])
+        assert done["data"]["status"] == "interrupted", done
+        assert await wait_gone(token, timeout=30) == []  # long before its 600 s timeout
+        tool = [m for m in await transcript(rpc, sid) if m["role"] == "tool"]
+        assert tool[0]["status"] == "skipped"  # never run
     finally:
         await rpc.close()
