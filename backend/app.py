@@ -66,10 +66,11 @@ from backend.tools import memory, registry, sandbox
 from backend.tools.approvals import Approvals
 from backend.tools.checkpoints import Checkpoints
 from backend.tools.executor import Executor
+from backend.tools.hooks import HookRunner
 from backend.tools.notebooks import Notebooks
 from backend.tools.procs import ProcessTable
 from backend.tools.skillbook import Skillbook
-from backend.turn.runner import TurnRunner
+from backend.turn.runner import TurnRunner, tool_env
 from shared import logs
 from shared.protocol import (
     PROTOCOL_VERSION,
@@ -152,7 +153,9 @@ class Backend:
         executor = Executor(self.db, approvals, checkpoints, self.data_dir, procs)
         compressor = Compressor(self.db, self.config, self.providers, self.epoch)
         self.mcp = McpPool(self.config, self.secrets, box, self.data_dir, self._mcp_status)
-        runner = TurnRunner(self.db, self.config, self.providers, executor, compressor, self.mcp)
+        hooks = HookRunner(box, procs, lambda: tool_env(self.config))
+        runner = TurnRunner(self.db, self.config, self.providers, executor, compressor, self.mcp,
+                            hooks=hooks)
         self.authority = SessionAuthority(self.db, runner, self.epoch)
         self.attachments = Attachments(self.db, self.data_dir / "attachments")
         self.scheduler = Scheduler(self.db, self.authority, runner.default_model)

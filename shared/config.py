@@ -218,6 +218,32 @@ class Mcp(Strict, frozen=True):
     servers: dict[McpServerName, McpServerConfig] = {}
 
 
+HookEvent = Literal["session_start", "prompt_submit", "pre_tool", "post_tool", "turn_end"]
+HOOK_EVENTS: tuple[HookEvent, ...] = ("session_start", "prompt_submit", "pre_tool", "post_tool",
+                                      "turn_end")
+TOOL_EVENTS: tuple[HookEvent, ...] = ("pre_tool", "post_tool")  # the events `tools` narrows
+HOOK_NAME_PATTERN = MCP_NAME_PATTERN
+HookName = Annotated[str, msgspec.Meta(pattern=HOOK_NAME_PATTERN)]
+MAX_HOOK_TIMEOUT_S = 600.0
+DEFAULT_HOOK_TIMEOUT_S = 10.0
+
+
+class HookConfig(Strict, frozen=True):
+    """`[hooks.NAME]`: a command of the person's run at a point of every turn
+    (backend/tools/hooks.py).  It reads the event as one JSON object on stdin and may answer
+    with one on stdout; it runs in the command sandbox, in the session's folder."""
+
+    event: Annotated[HookEvent, msgspec.Meta(title="When it runs")]
+    command: Annotated[list[str], msgspec.Meta(title="Command")]  # argv: program, arguments
+    tools: list[str] = []  # pre_tool / post_tool: the tools it applies to; empty: every tool
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_HOOK_TIMEOUT_S, title="Timeout (s)")] = \
+        DEFAULT_HOOK_TIMEOUT_S
+    enabled: bool = True
+
+    def applies_to(self, tool: str | None) -> bool:
+        return tool is None or not self.tools or tool in self.tools
+
+
 class MatrixDoorConfig(Strict, frozen=True):
     """`[doors.matrix]`: talk to the agent from Matrix rooms (backend/doors/matrix.py).
 
@@ -286,6 +312,7 @@ class Config(Strict, frozen=True):
     sandbox: Sandbox = Sandbox()
     mcp: Mcp = Mcp()
     doors: Doors = Doors()
+    hooks: dict[HookName, HookConfig] = {}
 
     def provider(self, name: str | None = None) -> tuple[str, ProviderConfig] | None:
         """The named provider, or the default one; None when nothing is configured."""
@@ -343,6 +370,10 @@ def validate(raw: dict[str, Any]) -> Config:
             server = _mcp_server(table, field)
             if server is not None:
                 check_mcp_server(server, field)
+    hooks = raw.get("hooks")
+    if isinstance(hooks, dict):
+        for name, table in hooks.items():
+            _check_hook(name, table, f"hooks.{name}")
     cfg = convert(raw, Config)
     if cfg.store and not cfg.store.startswith(STORE_SCHEMES):
         raise ParamsError("store", "a PostgreSQL connection string (postgresql://USER@HOST:PORT/"
@@ -372,6 +403,22 @@ def _mcp_server(table: object, field: str) -> McpServerConfig | None:
         return convert(table, McpServerConfig)
     except ParamsError as exc:
         raise ParamsError(".".join(f for f in (field, exc.field) if f), exc.message) from None
+
+
+def _check_hook(name: object, table: object, field: str) -> None:
+    """A hook's table, its errors named by the hook (msgspec's paths elide dict keys)."""
+    if not isinstance(name, str) or not _MCP_NAME.fullmatch(name):
+        raise ParamsError(field, "a hook's name is 1 to 32 letters, digits and '-', starting "
+                          "with a letter or digit")
+    try:
+        hook = convert(table, HookConfig)
+    except ParamsError as exc:
+        raise ParamsError(".".join(f for f in (field, exc.field) if f), exc.message) from None
+    if not hook.command or not hook.command[0].strip():
+        raise ParamsError(_sub(field, "command"), "give the program and its arguments: "
+                          "command = [\"python3\", \"/path/to/hook.py\"]")
+    if hook.tools and hook.event not in TOOL_EVENTS:
+        raise ParamsError(_sub(field, "tools"), "only pre_tool and post_tool hooks apply to tools")
 
 
 def _sub(field: str, key: str) -> str:

@@ -1,5 +1,5 @@
 """Which config changes make the backend less careful (no I/O): approvals, the sandbox, MCP
-servers, doors, where a provider's stored key is sent, and the store itself.
+servers, hooks, doors, where a provider's stored key is sent, and the store itself.
 
 `config.set` asks this before it applies a patch; a change named here needs
 more than the `admin` scope (see `Methods.config_set`).  Both configs are the
@@ -40,6 +40,7 @@ def loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     if _names(_value(new, "sandbox", "env")) - _names(_value(old, "sandbox", "env")):
         found.append("sandbox.env")  # another variable passed into commands
     found.extend(_mcp_loosened(old, new))
+    found.extend(_hooks_loosened(old, new))
     found.extend(_doors_loosened(old, new))
     found.extend(_providers_loosened(old, new))
     if old.get("store") != new.get("store"):
@@ -130,6 +131,26 @@ def _mcp_loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
             found.append(field)
         elif _trusts_more(was, server):
             found.append(f"{field}.approval")
+    return found
+
+
+# Keys of a hook whose change makes it run other code, or at other times.  Removing or
+# disabling a hook, or changing only its timeout, loosens nothing.
+_HOOK_KEYS = ("event", "command", "tools")
+
+
+def _hooks_loosened(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """A hook is a program run at every turn, outside any approval: adding or enabling one,
+    or changing what it runs or when, is as loose as allowing a command."""
+    before, after = _tables(old, "hooks"), _tables(new, "hooks")
+    found = []
+    for name, hook in sorted(after.items()):
+        if hook.get("enabled", True) is False:
+            continue
+        was = before.get(name)
+        if was is None or was.get("enabled", True) is False \
+                or any(hook.get(k) != was.get(k) for k in _HOOK_KEYS):
+            found.append(f"hooks.{name}")
     return found
 
 

@@ -39,7 +39,7 @@ from backend.mcp.names import model_name
 from backend.mcp.tool import McpTool
 from backend.secrets import Secrets
 from backend.tools.base import Tool
-from backend.tools.sandbox import Sandbox, child_env, exec_argv
+from backend.tools.sandbox import Sandbox, child_env, exec_argv, under_tmp
 from shared.config import McpServerConfig
 from shared.protocol import McpServerStatus, McpState, McpToolInfo
 
@@ -256,29 +256,7 @@ class McpPool:
         return Launch(argv, env, folder, sandboxed=False)
 
     def _under_tmp(self, argv: list[str]) -> list[Path]:
-        """The folders of the program and of the files its command line names that live
-        under /tmp or /var/tmp, which the sandbox replaces with private ones: shown read-only, so a
-        server installed there (a virtualenv, a checkout) still runs.  A program in a `bin`
-        folder brings the prefix above it (a virtualenv's `lib`); the data folder stays
-        hidden."""
-        temps = {Path("/tmp"), Path(os.path.realpath("/var/tmp"))}
-        data = Path(os.path.realpath(self.data_dir))
-        found: set[Path] = set()
-        for n, arg in enumerate(argv):
-            if not arg.startswith("/"):
-                continue
-            for path in {Path(os.path.abspath(arg)), Path(os.path.realpath(arg))}:
-                tmp = next((t for t in temps if t in path.parents), None)
-                if not path.exists() or tmp is None:
-                    continue
-                folder = path if path.is_dir() else path.parent
-                if n == 0 and folder.name == "bin" and folder.parent != tmp:
-                    folder = folder.parent
-                # A folder holding the data folder may be shown: the data folder is hidden
-                # again over it (tools/sandbox.py mounts it last), as in a session folder.
-                if folder != tmp and folder != data and data not in folder.parents:
-                    found.add(folder)
-        return sorted(found)
+        return under_tmp(argv, self.data_dir)
 
     def _headers(self, name: str, cfg: McpServerConfig) -> dict[str, str]:
         return {**cfg.headers, **self._stored(cfg.header_secrets, f"the MCP server {name!r} cannot "

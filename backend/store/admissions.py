@@ -175,6 +175,12 @@ def of_turn(tx: Tx, session_id: str, turn_id: str) -> str | None:
     return str(r[0]) if r is not None else None
 
 
+def turned_before(tx: Tx, session_id: str, turn_id: str) -> bool:
+    """Whether the session had a turn before `turn_id` (its session_start hooks ran then)."""
+    return tx.one("SELECT 1 FROM admissions WHERE session_id = ? AND turn_id IS NOT NULL "
+                  "AND turn_id != ? LIMIT 1", (session_id, turn_id)) is not None
+
+
 def mark_started(tx: Tx, admission_id: str, epoch: int, turn_id: str) -> None:
     cur = tx.execute(
         "UPDATE admissions SET status = 'started', owner_epoch = ?, turn_id = ?, started_at = ? "

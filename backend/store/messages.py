@@ -110,6 +110,20 @@ def set_meta(tx: Tx, rowid: int, meta: dict[str, Any]) -> None:
     tx.execute("UPDATE messages SET meta = ? WHERE id = ?", (json.dumps(meta), rowid))
 
 
+def add_to_prompt(tx: Tx, session_id: str, turn_id: str, api_content: str,
+                  meta: dict[str, Any]) -> bool:
+    """Gives the turn's prompt row (its first user row) what the model reads instead of its
+    text, and adds `meta` to its meta; False when the turn has no prompt row."""
+    r = tx.one("SELECT id, meta FROM messages WHERE session_id = ? AND turn_id = ? "
+               "AND role = 'user' ORDER BY id LIMIT 1", (session_id, turn_id))
+    if r is None:
+        return False
+    merged = {**(json.loads(r["meta"]) if r["meta"] else {}), **meta}
+    tx.execute("UPDATE messages SET api_content = ?, meta = ? WHERE id = ?",
+               (api_content, json.dumps(merged), r["id"]))
+    return True
+
+
 def prompts_of_turns(tx: Tx, session_id: str, turn_ids: list[str]) -> dict[str, tuple[str, str]]:
     """Each turn's first user row (its prompt): turn_id -> (content, created_at)."""
     if not turn_ids:

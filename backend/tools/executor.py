@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from backend import wire
 from backend.errors import StoreUnavailable
@@ -81,6 +81,27 @@ class FinishedCall:
     spilled_path: str | None = None
 
 
+@dataclass(frozen=True)
+class Blocked:
+    """A hook's refusal of a call: its name and its reason, which the model reads."""
+
+    hook: str
+    reason: str
+
+
+class CallHooks(Protocol):
+    """The person's `pre_tool` and `post_tool` hooks, as a batch runs them (turn/hooks.py).
+    Neither raises: a hook that fails is reported and counts as no opinion."""
+
+    async def before(self, call: PreparedCall) -> Blocked | None:
+        """Runs before the call's guard and approval: a block stops it there."""
+        ...
+
+    async def after(self, call: PreparedCall, status: ToolStatus, content: str) -> str | None:
+        """Runs after the call ran: what the hooks add to the result the model reads."""
+        ...
+
+
 @dataclass
 class BatchContext:
     """The turn a batch belongs to."""
@@ -100,6 +121,7 @@ class BatchContext:
     on_progress: Callable[[], None] = lambda: None  # the turn's liveness watchdog
     on_person: Callable[[int], None] = lambda delta: None  # +1 / -1 around approval waits
     why: Callable[[], str] = lambda: "the turn was interrupted"  # why `stop` was set
+    hooks: CallHooks | None = None  # the person's pre_tool / post_tool hooks
 
 
 @dataclass
@@ -230,6 +252,16 @@ class _Batch:
         began = time.monotonic()
         if p.error is not None or p.tool is None:
             return FinishedCall(p.call_id, p.name, "error", p.error or "unknown tool", call.summary)
+        # A person's hook judges first (it never loosens what follows); stopped while it
+        # runs, it is killed and the call skipped.
+        judged, blocked = await unless_stopped(self._hook_before(p), self.halt)
+        if not judged:
+            return self._skipped(call)
+        if blocked is not None:
+            return FinishedCall(p.call_id, p.name, "denied",
+                                f"Not run: blocked by hook {blocked.hook}: {blocked.reason}",
+                                f"blocked by hook {blocked.hook}", meta={
+                                    **unasked_meta("hook"), "hook": blocked.hook})
         # Stopped while a person was being asked: the request expires, the call is skipped.
         answered, denial = await unless_stopped(self._approve(call, p.tool), self.halt)
         if not answered:
@@ -248,8 +280,20 @@ class _Batch:
             status: ToolStatus = "error" if self.deadline_hit else "interrupted"
             return FinishedCall(p.call_id, p.name, status, f"{self.halt_reason}; the command was stopped.",
                            call.summary, ms)
-        return FinishedCall(p.call_id, p.name, result.status, result.content, result.summary or call.summary,
+        content = result.content
+        added, extra = await unless_stopped(self._hook_after(p, result), self.halt)
+        if added and extra:
+            content = f"{content}\n\n{extra}"
+        return FinishedCall(p.call_id, p.name, result.status, content, result.summary or call.summary,
                        ms, result.meta)
+
+    async def _hook_before(self, p: PreparedCall) -> Blocked | None:
+        hooks = self.scope.hooks
+        return await hooks.before(p) if hooks is not None else None
+
+    async def _hook_after(self, p: PreparedCall, result: ToolResult) -> str | None:
+        hooks = self.scope.hooks
+        return await hooks.after(p, result.status, result.content) if hooks is not None else None
 
     async def _invoke(self, call: _Call, tool: Tool) -> ToolResult:
         p, s = call.prepared, self.scope

@@ -30,6 +30,7 @@ every command that is not plainly read-only.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import shutil
@@ -121,7 +122,7 @@ LIFELINE_FD = 9  # where a call's lifeline is inside the sandbox (dash takes one
 def bound(lifeline: bool) -> str:
     """The shell script that starts the program (see BOUND_TO_PARENT).  With `lifeline`, fd
     LIFELINE_FD is the read end of a pipe whose only write end the backend holds (the
-    terminal's `_lifeline`): a watcher waits on it, and when
+    `lifeline_pipe`): a watcher waits on it, and when
     the backend dies, however it dies, the pipe ends and the watcher kills every process of
     the sandbox.  The death signals bubblewrap chains (backend, bubblewrap, its pid 1) are
     not enough alone: with a backend of several threads, under load, about one kill -9 in
@@ -132,6 +133,45 @@ def bound(lifeline: bool) -> str:
     fd = LIFELINE_FD
     watch = f"(read -r _ <&{fd}; kill -KILL -1) & exec {fd}<&-; "
     return BOUND_TO_PARENT.replace('exec "$0"', watch + 'exec "$0"')
+
+
+def lifeline_pipe() -> tuple[int, int]:
+    """A pipe (read end, write end) for a call's sandbox: the read end goes to the child as
+    LIFELINE_FD, the write end stays with the backend until the call ends (see `bound`).
+    The read end is numbered above the standard three: with stdin closed, a pipe could get
+    0, which the child's stdin replaces."""
+    read, write = os.pipe()
+    try:
+        high = fcntl.fcntl(read, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(read)
+    return high, write
+
+
+def under_tmp(argv: list[str], data_dir: Path) -> list[Path]:
+    """The folders of the program and of the files its command line names that live
+    under /tmp or /var/tmp, which the sandbox replaces with private ones: shown read-only, so a
+    program installed there (a virtualenv, a checkout, a hook's script) still runs.  A program
+    in a `bin` folder brings the prefix above it (a virtualenv's `lib`); the data folder stays
+    hidden."""
+    temps = {Path("/tmp"), Path(os.path.realpath("/var/tmp"))}
+    data = Path(os.path.realpath(data_dir))
+    found: set[Path] = set()
+    for n, arg in enumerate(argv):
+        if not arg.startswith("/"):
+            continue
+        for path in {Path(os.path.abspath(arg)), Path(os.path.realpath(arg))}:
+            tmp = next((t for t in temps if t in path.parents), None)
+            if not path.exists() or tmp is None:
+                continue
+            folder = path if path.is_dir() else path.parent
+            if n == 0 and folder.name == "bin" and folder.parent != tmp:
+                folder = folder.parent
+            # A folder holding the data folder may be shown: the data folder is hidden
+            # again over it (exec_argv mounts it last), as in a session folder.
+            if folder != tmp and folder != data and data not in folder.parents:
+                found.add(folder)
+    return sorted(found)
 
 
 def _isolation(*, network: bool) -> list[str]:
@@ -330,6 +370,21 @@ class Sandbox:
         """The `preexec_fn` of a sandboxed call (see the function of that name)."""
         assert self.probe.bwrap is not None, "child_setup() of an unavailable sandbox"
         return child_setup(self.probe.bwrap)
+
+    def program_argv(self, program: list[str], *, workdir: Path, env: Mapping[str, str],
+                     lifeline: bool = False) -> tuple[list[str], bool]:
+        """(argv, sandboxed) for a program of the person's (a hook) run as a command would be:
+        in the profile with `workdir` writable and the network as `[sandbox] network` says,
+        else as a command let out of the sandbox (`unsandboxed_argv`), else as it is."""
+        if self.active:
+            assert self.probe.bwrap is not None
+            return exec_argv(self.probe.bwrap, program, workdir=workdir, session_dir=workdir,
+                             data_dir=self.data_dir, env=env, network=self.network,
+                             readable=under_tmp(program, self.data_dir), lifeline=lifeline), True
+        if self.probe.bwrap is None or not self.probe.available:
+            return list(program), False
+        return unsandboxed_argv(self.probe.bwrap, program, workdir=workdir,
+                                data_dir=self.data_dir, lifeline=lifeline), False
 
     def outside_argv(self, command: str, *, workdir: Path, lifeline: bool = False) -> list[str]:
         """A command that runs outside the sandbox (let out by a person, or with the sandbox

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import fcntl
 import os
 import signal
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from typing import Any
 from backend.host import die_with_parent, user_umask
 from backend.tools import policy, protected
 from backend.tools.base import Guard, ResultStatus, ToolContext, ToolResult
-from backend.tools.sandbox import LIFELINE_FD, Sandbox, unavailable
+from backend.tools.sandbox import LIFELINE_FD, Sandbox, lifeline_pipe, unavailable
 from shared.config import ApprovalMode
 from shared.paths import default_data_dir
 
@@ -138,7 +137,7 @@ class Terminal:
         sandboxed = self.sandbox.active and args.get("sandbox", True) is not False
         network = bool(args.get("network")) or self.sandbox.network
         writable = ctx.approved.writable if ctx.approved is not None else ()
-        lifeline, held = _lifeline()  # the sandbox ends when `held` closes (sandbox.bound)
+        lifeline, held = lifeline_pipe()  # the sandbox ends when `held` closes (sandbox.bound)
         try:
             if sandboxed:
                 # The walks (project folders, sockets) read the disk: off the event loop,
@@ -184,19 +183,6 @@ class Terminal:
         after = await asyncio.to_thread(protected.scan, ctx.cwd, workdir)
         _planted(result, protected.planted(before, after), ctx.cwd)
         return result
-
-
-def _lifeline() -> tuple[int, int]:
-    """A pipe (read end, write end) for a call's sandbox: the read end goes to the child as
-    LIFELINE_FD (`_Shell.start`), the write end stays with the backend until the call ends.
-    The read end is numbered above the standard three: with stdin closed, a pipe could get
-    0, which the child's stdin replaces."""
-    read, write = os.pipe()
-    try:
-        high = fcntl.fcntl(read, fcntl.F_DUPFD_CLOEXEC, 3)
-    finally:
-        os.close(read)
-    return high, write
 
 
 def _escape(args: dict[str, Any], network_allowed: bool) -> policy.Escape:

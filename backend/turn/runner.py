@@ -42,6 +42,7 @@ from backend.store.leases import LeaseRecord
 from backend.tools import memory, registry, skills
 from backend.tools.base import Tool
 from backend.tools.executor import BatchContext, Executor
+from backend.tools.hooks import HookRunner
 from backend.tools.sandbox import child_env
 from backend.turn.attachments import Target
 from backend.turn.call import ModelCallResult, attempt
@@ -52,6 +53,7 @@ from backend.turn.finalize import (
     close_turn,
     record_ledger,
 )
+from backend.turn.hooks import TurnHooks
 from backend.turn.lease import LeaseWatch, wait_for_lease
 from backend.turn.preflight import preflight
 from backend.turn.prepared import PartCache, PreparedFiles, Reader
@@ -122,6 +124,7 @@ class TurnState:
     depth: int | None = None  # delegations below a person's session (read once per turn)
     files: PreparedFiles | None = None  # the prompts' files as prepared for this turn's calls
     told_unseen: bool = False  # people were told the model cannot see this prompt's images
+    hooks: TurnHooks | None = None  # the person's hooks (None: no runner for them)
 
     @property
     def link(self) -> ConfiguredProvider:
@@ -149,8 +152,10 @@ class TurnRunner:
     def __init__(
         self, db: Database, config: ConfigFile, providers: Providers, executor: Executor,
         compressor: Compressor, mcp: McpPool | None = None, files: Reader | None = None,
+        hooks: HookRunner | None = None,
     ) -> None:
         self.db = db
+        self.hooks = hooks  # runs the person's [hooks.*] commands
         # Where a prompt's files are read from: the store (attachments, by sha256).
         self.read_file: Reader = files or functools.partial(
             attachments.read_bytes, db, executor.data_dir / "attachments")
@@ -171,6 +176,8 @@ class TurnRunner:
     async def run(self, turn: RunningTurn) -> TurnStatus:
         started = time.monotonic()
         st = TurnState(turn, TurnFence(self.db, turn), files=PreparedFiles(self.read_file, self.parts))
+        if self.hooks is not None:
+            st.hooks = TurnHooks(self.hooks, lambda: self.config.config.hooks, self.db, turn, st.fence)
         if not turn.claim.leased and not await self._wait_lease(st):
             return st.status
         cfg = self.config.config
@@ -182,6 +189,8 @@ class TurnRunner:
                                 f"{cfg.limits.turn_timeout_s:g} s, limits.turn_timeout_s")
         relay = asyncio.create_task(_relay(turn.stop, st.halt))
         try:
+            if st.hooks is not None:  # before the first model call; an interrupt kills them
+                await unless_stopped(st.hooks.start(turn.claim.text), st.halt)
             await self._loop(st, watch)
             if st.budget_why and not st.interrupted and st.status == "completed" and not st.text:
                 await self._summarize(st, watch)
@@ -195,6 +204,8 @@ class TurnRunner:
             await watch.stop()
         if st.interrupted and st.status == "completed":
             st.status, st.reason = "interrupted", turn.reason
+        if st.hooks is not None:
+            await self._turn_end(st)
         await self._finalize(st)
         log.info("turn %s session %s %s after %d calls in %.0f ms%s", turn.turn_id,
                  turn.session_id, st.status, st.iterations, (time.monotonic() - started) * 1000,
@@ -511,7 +522,7 @@ class TurnRunner:
             stop=st.halt, on_progress=watch.progress, on_person=on_person,
             why=lambda: for_model(turn.reason) if st.interrupted else
             f"the turn reached its limit ({st.budget_why})",
-            fence=st.fence,
+            fence=st.fence, hooks=st.hooks,
         )
         ledger, st.ledger = st.ledger, []
         outcome = await run_round(self.db, self.executor, scope, result.text, prepared,
@@ -586,6 +597,16 @@ class TurnRunner:
             turn.session_id, turn.admission_id, turn.turn_id, st.status, "", Usage(),
             st.reason, transcript=False)), CLOSE_RETRY_S)
         return False
+
+    async def _turn_end(self, st: TurnState) -> None:
+        """The turn_end hooks, once its outcome is known; bounded by their own timeouts
+        (the stop that ended the turn must not cut them short).  Nothing of theirs may keep
+        the turn from closing."""
+        assert st.hooks is not None
+        try:
+            await st.hooks.end(st.status)
+        except StoreUnavailable as exc:
+            log.warning("turn %s: turn_end hooks: %s", st.turn.turn_id, exc.message)
 
     async def _finalize(self, st: TurnState) -> None:
         """Closes the turn, retrying a while if the store fails; raises StoreUnavailable if

@@ -112,7 +112,8 @@ STATUS_TONE = {
 }
 STATUS_TEXT = {status: (TOOL_STATUS_WORDS[status], color) for status, color in STATUS_TONE.items()}
 NOTE_LABELS = {"summary": "Summary of earlier messages", "continued": "Continued in a new session",
-               "recovered": "Outcome unknown", "notice": "Note", "review": "Memory"}
+               "recovered": "Outcome unknown", "notice": "Note", "review": "Memory",
+               "hook": "Hook"}
 # The app's own links in a prompt's bubble and an answer bar (markdown.action_of reads them).
 PREV, NEXT = f"{markdown.ACTION}:prev", f"{markdown.ACTION}:next"
 REGENERATE = f"{markdown.ACTION}:regenerate"
@@ -120,7 +121,7 @@ BRANCH = f"{markdown.ACTION}:branch"
 ATTACHMENT = f"{markdown.ACTION}:attachment"  # /N: the prompt's Nth file, to open
 UNDO_REVIEW = f"{markdown.ACTION}:undo_review"  # a review note's Undo (review.undo)
 NOTE_COLOR = {"failed": "danger", "interrupted": "warning", "recovered": "warning", "summary": "muted",
-              "notice": "warning"}
+              "notice": "warning", "hook": "warning"}
 
 
 def tone(name: str) -> str:
@@ -925,6 +926,8 @@ def denied_words(item: ToolItem) -> str:
         return f"Not run: the turn stopped before it was answered{at}."
     if item.decided_by == "policy":
         return "Not run: Turnkey never runs this (a built-in rule)."
+    if item.decided_by == "hook":
+        return f"Not run: blocked by your hook {item.hook or '(unnamed)'}{at}."
     return "Not run: it was refused."
 
 

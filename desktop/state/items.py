@@ -54,8 +54,10 @@ class ToolItem(Item):
     spilled_path: str | None = None
     expanded: bool = False
     # Who let it run or stopped it (meta of its result): "user", "timeout", "stopped", "rule",
-    # "policy"; when (RFC 3339 UTC); the answer given; how long an unanswered ask waited.
+    # "policy", "hook" (the person's pre_tool hook blocked it: `hook` names it); when (RFC 3339
+    # UTC); the answer given; how long an unanswered ask waited.
     decided_by: str | None = None
+    hook: str = ""
     decided_at: str | None = None
     decision: str | None = None
     timeout_s: float | None = None

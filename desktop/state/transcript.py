@@ -144,6 +144,7 @@ def _decided(card: ToolItem, meta: dict[str, Any]) -> None:
     card.decided_by = str(by) if by else card.decided_by
     card.decided_at = str(meta["decided_at"]) if meta.get("decided_at") else card.decided_at
     card.decision = str(meta["decision"]) if meta.get("decision") else card.decision
+    card.hook = str(meta["hook"]) if meta.get("hook") else card.hook
     timeout = meta.get("timeout_s")
     card.timeout_s = float(timeout) if isinstance(timeout, int | float) else card.timeout_s
 

@@ -861,3 +861,19 @@ def test_a_denied_card_knows_who_decided_and_a_failure_note_keeps_its_detail() -
     assert (card.decided_by, card.decided_at, card.decision) == ("user", "2026-11-30T14:02:00.000Z", "deny")
     note = next(i for i in items if isinstance(i, NoteItem))
     assert note.detail == "HTTP 401: bad key"
+
+
+def test_a_call_blocked_by_a_hook_names_it_and_a_hook_note_is_a_note() -> None:
+    r = Rows()
+    r.user("clean", "t1")
+    r.assistant("", "t1", [call("c1", "terminal", command="rm -rf build")])
+    r.tool("c1", "Not run: blocked by hook no-rm: no rm here", "t1", status="denied",
+           meta={"decided_by": "hook", "hook": "no-rm", "decided_at": "2026-11-30T14:02:00.000Z"})
+    r.note("hook", "The post_tool hook audit exited with status 1; the turn went on without it.",
+           "t1")
+    items = items_from_messages(r.rows)
+    card = next(i for i in items if isinstance(i, ToolItem))
+    assert (card.decided_by, card.hook) == ("hook", "no-rm")
+    note = next(i for i in items if isinstance(i, NoteItem))
+    assert note.kind == "hook"
+    assert "audit" in note.text
