@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from backend import wire
 from backend.authority.attachments import Attachments
+from backend.authority.questions import Questions
 from backend.authority.queue import SessionAuthority
 from backend.doors import commands, render
 from backend.doors.base import (
@@ -47,7 +48,13 @@ from backend.doors.base import (
     TransportError,
 )
 from backend.doors.delivery import RETRY_FIRST_S, RETRY_MAX_S, Delivery, txn
-from backend.errors import ApprovalClosed, InvalidParams, NotFound, StoreUnavailable, TurnkeyError
+from backend.errors import (
+    ApprovalClosed,
+    InvalidParams,
+    NotFound,
+    StoreUnavailable,
+    TurnkeyError,
+)
 from backend.ids import new_id
 from backend.store import admissions, approvals, compression, sessions
 from backend.store import doors as store
@@ -84,7 +91,7 @@ class Settings:
 class Door:
     def __init__(
         self, settings: Settings, transport: Transport, db: Database, authority: SessionAuthority,
-        approvals_: Approvals, default_model: Callable[[], str],
+        approvals_: Approvals, questions_: Questions, default_model: Callable[[], str],
         interrupt: Callable[[str], Any], on_state: Callable[[DoorStatus], None],
         attachments: Attachments | None = None,
     ) -> None:
@@ -94,6 +101,7 @@ class Door:
         self.db = db
         self.authority = authority
         self.approvals = approvals_
+        self.questions = questions_  # the clarify tool's questions, answered by a reply
         self.default_model = default_model
         self._interrupt = interrupt
         self._on_state = on_state
@@ -470,6 +478,7 @@ class Door:
 
 _STATUS = {
     "idle": "idle", "running": "running a turn", "waiting_approval": "waiting for your approval",
+    "waiting_answer": "waiting for your answer to a question",
     "queued": "about to start the next message",
     "unknown": "a turn's outcome is unknown (the backend stopped during it)",
 }

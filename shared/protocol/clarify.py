@@ -1,10 +1,10 @@
 """Questions back to the person: the `clarify` tool's question, clarify.* params, results, events.
 
 A question waits like an approval (the call waits, `clarify.timeout_s`, then the model is told
-nobody answered), but it outlives its turn: a question still pending when its turn ends (a
-restart, an interrupt after the answer was wanted) keeps waiting until it expires, and an
-answer given then is admitted as a prompt of its own (`followup_admission_id`), so the model
-reads it in the session's next turn.
+nobody answered), but it outlives a crash: a question still pending when the backend stops
+keeps waiting until it expires, and an answer given then is admitted as a prompt of its own
+(`followup_admission_id`), so the model reads it in the session's next turn.  A turn that
+ends otherwise while its question waits (interrupted) withdraws it (`cancelled`).
 """
 
 from __future__ import annotations
