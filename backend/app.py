@@ -29,6 +29,7 @@ from backend.authority.branches import Branches
 from backend.authority.compaction import Compaction
 from backend.authority.delegate import ChildSessions
 from backend.authority.fleet import Fleet
+from backend.authority.questions import Questions
 from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
 from backend.authority.reviews import Reviews
@@ -123,6 +124,7 @@ class Backend:
         self.takeover: Takeover | None = None  # peers on a shared PostgreSQL store
         self.doors: Doors | None = None
         self.attachments: Attachments | None = None
+        self.questions: Questions | None = None
 
     async def start(self) -> int:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -161,13 +163,17 @@ class Backend:
         self.scheduler = Scheduler(self.db, self.authority, runner.default_model)
         children = ChildSessions(self.db, self.authority, executor, self.config)
         registry.use_delegator(children)
+        self.questions = questions = Questions(self.db, self.config, self.authority)
+        registry.use_asker(questions)
         authority = self.authority
-        self.doors = Doors(self.db, authority, approvals, self.secrets, runner.default_model,
+        self.doors = Doors(self.db, authority, approvals, questions, self.secrets,
+                           runner.default_model,
                            lambda sid: interrupt_anywhere(self.db, authority, sid),
                            self._door_state, self.attachments)
         # The store's reports of changed sessions and schedules become their broadcasts here.
         self.db.publisher = wire.announcing(_both(self.hub.publish, children.observe,
-                                                  approvals.observe, self.doors.observe))
+                                                  approvals.observe, questions.observe,
+                                                  self.doors.observe))
         token = secrets.token_urlsafe(32)
         auth = Authenticator(self.db, token)
         if self.db.dialect == POSTGRESQL:
@@ -202,6 +208,7 @@ class Backend:
         self.loop_watch.start()
         self.gc_watch.start()
         self.attachments.start()  # removes what no prompt named within a day, hourly
+        questions.start()  # expires questions whose turn a restart ended, once they are due
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port
@@ -213,6 +220,7 @@ class Backend:
         assert self.mcp is not None
         assert self.scheduler is not None
         assert self.attachments is not None
+        assert self.questions is not None
         providers = ProviderService(self.config, self.secrets, self.providers)
         sessions = SessionService(self.db, authority, checkpoints, default_model,
                                   lambda: providers.listing().providers)
@@ -221,7 +229,7 @@ class Backend:
             compaction=Compaction(sessions, compressor, self.providers, self.config, self.mcp),
             authority=authority, attachments=self.attachments,
             branches=Branches(self.db, authority, checkpoints),
-            approvals=approvals,
+            approvals=approvals, questions=self.questions,
             schedules=ScheduleBook(self.db, self.scheduler.wake),
             providers=providers,
             mcp=McpService(self.mcp, self.config),
@@ -343,6 +351,8 @@ class Backend:
             await self.mcp.close()  # after the turns: a call still running was stopped with them
         if self.attachments is not None:
             await self.attachments.stop()
+        if self.questions is not None:
+            await self.questions.stop()
         await self.loop_watch.stop()
         self.gc_watch.stop()
         await self.providers.aclose()

@@ -13,7 +13,8 @@
     │   ├── SessionBusy          -32009
     │   ├── AdmissionConflict    -32010
     │   ├── AdmissionState       -32012
-    │   └── ApprovalClosed       -32013
+    │   ├── ApprovalClosed       -32013
+    │   └── QuestionClosed       -32014
     ├── EnvironmentFault         the world's fault: disk, provider, load
     │   ├── StoreUnavailable     -32603 (store could not commit)
     │   ├── StoreRefused         the database cannot be used at all: the backend exits 2
@@ -109,6 +110,12 @@ class ApprovalClosed(CallerError):
     """The approval was already decided or expired."""
 
     code = ErrorCode.APPROVAL_CLOSED
+
+
+class QuestionClosed(CallerError):
+    """The question was answered otherwise, expired or withdrawn."""
+
+    code = ErrorCode.QUESTION_CLOSED
 
 
 class EnvironmentFault(TurnkeyError):

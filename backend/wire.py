@@ -28,6 +28,7 @@ from backend.store.db import Hold, Tx
 from backend.store.events import EventRecord, Report, StoredEvent, as_data
 from backend.store.messages import MessageRecord
 from backend.store.peers import PeerRecord
+from backend.store.questions import QuestionRecord
 from backend.store.schedules import ScheduleChange, ScheduleRecord
 from backend.store.sessions import Match, SessionChanged, SessionRecord, SessionSummary
 from backend.store.tokens import TokenRecord
@@ -165,6 +166,16 @@ def approval(r: ApprovalRecord) -> p.Approval:
         call_id=r.call_id, tool=r.tool, summary=r.summary, reason=r.reason, status=r.status,
         created_at=r.created_at, expires_at=r.expires_at, decision=r.decision,
         decided_at=r.decided_at, decided_by=r.decided_by,
+    )
+
+
+def question(r: QuestionRecord) -> p.Question:
+    return p.Question(
+        question_id=r.question_id, session_id=r.session_id, turn_id=r.turn_id,
+        call_id=r.call_id, question=r.question, choices=list(r.choices),
+        allow_other=r.allow_other, status=r.status, created_at=r.created_at,
+        expires_at=r.expires_at, answer=r.answer, choice=r.choice, answered_at=r.answered_at,
+        answered_by=r.answered_by, followup_admission_id=r.followup_admission_id,
     )
 
 

@@ -32,6 +32,7 @@ from shared.mcp_names import count_words, shown_name, shown_summary
 from shared.methods import (
     AdmissionGet,
     ApprovalRespond,
+    ClarifyRespond,
     ConfigGet,
     ConfigSet,
     McpList,
@@ -253,6 +254,9 @@ class Chat:
             # else may be watching it, so it is asked here.
             self._on_approval(data)
             return
+        if isinstance(data, p.QuestionEvent) and ev.seq is None and ev.session_id in self._children:
+            self._on_question(data)  # a sub-agent's question, as its approvals
+            return
         if ev.session_id != self.session_id or self.waiting is None:
             return
         if isinstance(data, p.SessionUpdated) and data.session.status == "unknown":
@@ -262,6 +266,9 @@ class Chat:
             return
         if isinstance(data, p.ApprovalEvent) and ev.seq is not None:  # the stored copy, once
             self._on_approval(data)
+            return
+        if isinstance(data, p.QuestionEvent) and ev.seq is not None:  # the stored copy, once
+            self._on_question(data)
             return
         if isinstance(data, p.TurnSteered) and data.admission_id == self.waiting:
             # The steer joined a running turn: that turn's events are ours from here on.
@@ -398,6 +405,42 @@ class Chat:
         decision = DECISIONS.get(answer.strip().lower()[:1], "deny")
         try:
             await self.client.call(ApprovalRespond(approval_id=approval.approval_id, decision=decision))
+        except RpcError as exc:
+            print(f"  [{exc.message}]", file=sys.stderr)
+
+    def _on_question(self, event: p.QuestionEvent) -> None:
+        question = event.question
+        if isinstance(event, p.QuestionResolved):
+            if question.question_id in self._asked and question.status == "expired":
+                print("[nobody answered the question in time]", file=sys.stderr)
+            return
+        if question.question_id in self._asked:
+            return
+        self._asked.add(question.question_id)
+        self._spawn(self._ask_question(question))
+
+    async def _ask_question(self, question: p.Question) -> None:
+        """Asks on the terminal: a choice's number, or words where the question takes them.
+        No answer (no terminal, end of input) leaves it to expire or to another window."""
+        print(f"\n[question] {question.question}", file=sys.stderr)
+        for number, text in enumerate(question.choices, 1):
+            print(f"  {number}. {text}", file=sys.stderr)
+        how = ("a number or your answer" if question.allow_other else "a number") \
+            if question.choices else "your answer"
+        print(f"  {how} (expires at {local_time(question.expires_at, '%H:%M:%S')}): ", end="",
+              file=sys.stderr, flush=True)
+        try:
+            line = (await asyncio.to_thread(_read_line)).strip()
+        except (EOFError, KeyboardInterrupt):
+            print("  [no answer; the model is told nobody answered when it expires]",
+                  file=sys.stderr)
+            return
+        choice = int(line) - 1 if line.isdigit() and 1 <= int(line) <= len(question.choices) \
+            else None
+        try:
+            await self.client.call(ClarifyRespond(
+                question_id=question.question_id, choice=choice,
+                answer=None if choice is not None else line[:p.MAX_ANSWER]))
         except RpcError as exc:
             print(f"  [{exc.message}]", file=sys.stderr)
 

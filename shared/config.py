@@ -115,6 +115,10 @@ class Approvals(Strict, frozen=True):
     timeout_s: Seconds = 300
 
 
+class Clarify(Strict, frozen=True):
+    timeout_s: Seconds = 600  # a question nobody answers: the model is told so and goes on
+
+
 class Limits(Strict, frozen=True):
     max_iterations: Positive = 90
     turn_timeout_s: Seconds = 3600
@@ -305,6 +309,7 @@ class Config(Strict, frozen=True):
     max_frame_bytes: Annotated[int, msgspec.Meta(ge=1024)] = DEFAULT_MAX_FRAME_BYTES
     providers: dict[str, ProviderConfig] = {}
     approvals: Approvals = Approvals()
+    clarify: Clarify = Clarify()
     limits: Limits = Limits()
     lease: Lease = Lease()
     compression: Compression = Compression()

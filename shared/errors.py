@@ -19,6 +19,7 @@ class ErrorCode(IntEnum):
     ADMISSION_CONFLICT = -32010  # a request_id reused with different input
     ADMISSION_STATE = -32012  # the admission is not in a state the call applies to
     APPROVAL_CLOSED = -32013  # already decided elsewhere, or expired
+    QUESTION_CLOSED = -32014  # a `clarify` question answered otherwise, expired or withdrawn
 
 
 class CloseCode(IntEnum):

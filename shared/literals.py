@@ -13,7 +13,7 @@ from typing import Literal
 Scope = Literal["read", "submit", "approve", "admin"]
 ALL_SCOPES: tuple[Scope, ...] = ("read", "submit", "approve", "admin")
 
-SessionStatus = Literal["idle", "queued", "running", "waiting_approval", "unknown"]
+SessionStatus = Literal["idle", "queued", "running", "waiting_approval", "waiting_answer", "unknown"]
 AdmissionStatus = Literal["queued", "started", "unknown", "terminal"]
 AdmissionOutcome = Literal["completed", "failed", "interrupted", "cancelled", "rejected"]
 Role = Literal["user", "assistant", "tool", "system_note"]
@@ -23,6 +23,9 @@ Decision = Literal["once", "session", "always", "deny"]
 # Who closed an approval: a person's answer; nobody within approvals.timeout_s; or nobody,
 # because its turn stopped (interrupted, or the backend restarted) before the time ran out.
 DecidedBy = Literal["user", "timeout", "stopped"]
+# A `clarify` question: waiting; answered by a person; nobody answered within
+# clarify.timeout_s; or withdrawn (its turn was interrupted before an answer was needed).
+QuestionStatus = Literal["pending", "answered", "expired", "cancelled"]
 
 UsageTask = Literal["turn", "compression", "title"]  # what a cost ledger row paid for
 MissedPolicy = Literal["run_once", "skip"]  # a schedule's firings missed while no backend ran

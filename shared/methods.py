@@ -158,6 +158,14 @@ class ApprovalRespond(p.ApprovalRespondParams, Request[p.ApprovalResult]):
     method = "approval.respond"
 
 
+class ClarifyList(p.ClarifyListParams, Request[p.QuestionsResult]):
+    method = "clarify.list"
+
+
+class ClarifyRespond(p.ClarifyRespondParams, Request[p.QuestionResult]):
+    method = "clarify.respond"
+
+
 class RulesList(p.NoParams, Request[p.RulesResult]):
     method = "rules.list"
 
@@ -360,6 +368,10 @@ METHODS: dict[str, MethodSpec] = _table(
     MethodSpec(SessionUsage, "read"),
     MethodSpec(ApprovalList, "read"),
     MethodSpec(ApprovalRespond, "approve"),
+    # A question is answered by whoever may answer its approvals: what the person chooses steers
+    # the turn as a decision does.
+    MethodSpec(ClarifyList, "read"),
+    MethodSpec(ClarifyRespond, "approve"),
     MethodSpec(RulesList, "read"),
     MethodSpec(RulesDelete, "approve"),
     MethodSpec(ConfigGet, "admin"),

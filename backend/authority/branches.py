@@ -25,6 +25,8 @@ from shared import protocol as p
 
 BRANCH_PREFIX = "ses_"  # a branch's id: this and 24 hex digits, as every session's
 BUSY = "the session is running a turn; wait for it or interrupt it first"
+# The statuses in which a turn runs (waiting for a person included).
+TURN_RUNS = ("running", "waiting_approval", "waiting_answer")
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class Branches:
 
         def job(tx: Tx) -> p.ChooseResult:
             _must_exist(tx, sid)
-            if sessions.status(tx, sid) in ("running", "waiting_approval"):
+            if sessions.status(tx, sid) in TURN_RUNS:
                 raise SessionBusy(BUSY)
             prompt = answers.prompt_of_turn(tx, sid, turn_id)
             ex = answers.exchange(tx, sid, prompt) if prompt is not None else None
@@ -137,7 +139,7 @@ class Branches:
             raise NotFound("session", ask.session_id)
         if answers.prompt_at(tx, ask.session_id, ask.at) is None:
             raise InvalidParams("message_id", "message_id must name one of the session's prompts")
-        if ask.restore_files and sessions.status(tx, ask.session_id) in ("running", "waiting_approval"):
+        if ask.restore_files and sessions.status(tx, ask.session_id) in TURN_RUNS:
             raise SessionBusy(BUSY)
         return None
 

@@ -21,7 +21,17 @@ from backend.authority.queue import SessionAuthority
 from backend.authority.takeover import interrupt_anywhere
 from backend.errors import InvalidParams, NotFound, SessionBusy
 from backend.ids import message_rowid, new_id
-from backend.store import admissions, approvals, branches, events, leases, messages, sessions, usage
+from backend.store import (
+    admissions,
+    approvals,
+    branches,
+    events,
+    leases,
+    messages,
+    questions,
+    sessions,
+    usage,
+)
 from backend.store.checkpoints import paths_of_turn
 from backend.store.db import Database, Tx
 from backend.store.messages import MessageRecord
@@ -231,6 +241,7 @@ class SessionService:
                 has_more=more, latest_seq=latest, events=replay, truncated=truncated,
                 pending_approvals=[wire.approval(a) for a in approvals.pending(tx, sid)],
                 queue=queue, active_turn=self._active_turn(tx, sid),
+                pending_questions=[wire.question(q) for q in questions.pending(tx, sid)],
             )
 
         return await self.db.read(read)

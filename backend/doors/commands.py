@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.protocol import Decision
+from shared.protocol import MAX_ANSWER, Decision, Question
 
 Name = Literal["stop", "queue", "steer", "status", "new", "approve", "deny", "help"]
 NAMES: tuple[Name, ...] = ("stop", "queue", "steer", "status", "new", "approve", "deny", "help")
@@ -23,6 +23,8 @@ HELP = (
     "- /new: start a new session in this room\n"
     "- /approve [once|session|always] or /deny: answer the approval waiting (reply to its "
     "message when several wait); or react 👍 / 👎 to it\n"
+    "- a question from the agent: reply to it with a number or your answer (while it is the "
+    "only one waiting, just send them)\n"
     "- //TEXT: a prompt that starts with /"
 )
 APPROVE_WORDS: dict[str, Decision] = {"once": "once", "session": "session", "always": "always"}
@@ -74,3 +76,14 @@ def approval_answer(arg: str) -> tuple[Decision, str | None] | str:
         else:
             return f"/approve takes once, session or always (and optionally an approval id), not {word!r}"
     return decision, chosen
+
+
+def question_answer(question: Question, text: str) -> tuple[int | None, str | None] | None:
+    """(choice, answer) for clarify.respond from a message's text: a choice's number (from
+    1), or the words where the question takes words; None when the text is neither."""
+    words = text.strip()
+    if words.isdigit() and 1 <= int(words) <= len(question.choices):
+        return int(words) - 1, None
+    if words and question.allow_other:
+        return None, words[:MAX_ANSWER]
+    return None

@@ -42,6 +42,8 @@ from shared.protocol import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
+    QuestionAsked,
+    QuestionResolved,
     Receipt,
     TextDelta,
     ToolComplete,
@@ -244,6 +246,9 @@ class Delivery:
             if event.turn_id:
                 self._draft(room_id, event).waiting_approval = False
             return True
+        if isinstance(data, QuestionAsked | QuestionResolved):
+            await self._question(room_id, event, data)
+            return True
         if isinstance(data, AdmissionSettled):
             receipt = data.receipt
             # (A steer that joined a turn settles with it, with its outcome and text: whichever
@@ -263,6 +268,28 @@ class Delivery:
             draft.tool = None
             draft.tools_done += 1
         return False
+
+    async def _question(self, room_id: str, event: Event,
+                        data: QuestionAsked | QuestionResolved) -> None:
+        """A question posted once (`question:ID`, which a reply names), and edited once it
+        stops waiting; the running reply's status says a question waits."""
+        question = data.question
+        key = f"question:{question.question_id}"
+        if isinstance(data, QuestionAsked):
+            await self._post_once(room_id, key, txn("q", question.question_id),
+                                  render.question_request(question))
+            self._draft(room_id, event).waiting_answer = True
+            return
+        target = await self.db.read(lambda tx: store.sent_id(tx, self.name, room_id, key))
+        if target is not None:
+            await self.transport.edit(room_id, target, txn("qr", question.question_id),
+                                      render.question_closed(question))
+        # Only a reply still shown: a question answered after a restart belongs to a turn
+        # whose reply was ended already.
+        reply = self._replies.get((room_id, event.turn_id or ""))
+        if reply is not None:
+            reply.draft.waiting_answer = False
+            reply.dirty = True
 
     def _draft(self, room_id: str, event: Event) -> render.Draft:
         assert event.turn_id is not None

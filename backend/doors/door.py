@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from backend import wire
 from backend.authority.attachments import Attachments
+from backend.authority.questions import Questions
 from backend.authority.queue import SessionAuthority
 from backend.doors import commands, render
 from backend.doors.base import (
@@ -47,9 +48,16 @@ from backend.doors.base import (
     TransportError,
 )
 from backend.doors.delivery import RETRY_FIRST_S, RETRY_MAX_S, Delivery, txn
-from backend.errors import ApprovalClosed, InvalidParams, NotFound, StoreUnavailable, TurnkeyError
+from backend.errors import (
+    ApprovalClosed,
+    InvalidParams,
+    NotFound,
+    QuestionClosed,
+    StoreUnavailable,
+    TurnkeyError,
+)
 from backend.ids import new_id
-from backend.store import admissions, approvals, compression, sessions
+from backend.store import admissions, approvals, compression, questions, sessions
 from backend.store import doors as store
 from backend.store.db import Database, Tx
 from backend.tools.approvals import Approvals
@@ -61,6 +69,7 @@ from shared.protocol import (
     DoorState,
     DoorStatus,
     PromptSubmitParams,
+    Question,
     SessionCreated,
     attachment_kind,
 )
@@ -84,7 +93,7 @@ class Settings:
 class Door:
     def __init__(
         self, settings: Settings, transport: Transport, db: Database, authority: SessionAuthority,
-        approvals_: Approvals, default_model: Callable[[], str],
+        approvals_: Approvals, questions_: Questions, default_model: Callable[[], str],
         interrupt: Callable[[str], Any], on_state: Callable[[DoorStatus], None],
         attachments: Attachments | None = None,
     ) -> None:
@@ -94,6 +103,7 @@ class Door:
         self.db = db
         self.authority = authority
         self.approvals = approvals_
+        self.questions = questions_  # the clarify tool's questions, answered by a reply
         self.default_model = default_model
         self._interrupt = interrupt
         self._on_state = on_state
@@ -245,6 +255,8 @@ class Door:
         if not msg.text.strip():
             return
         command = commands.parse(msg.text)
+        if command is None and await self._answered(msg):
+            return
         if command is None:
             await self._prompt(msg, commands.prompt_text(msg.text), "queue")
         elif command.name == "queue" or command.name == "steer":
@@ -257,6 +269,42 @@ class Door:
             await self._prompt(msg, command.arg, intent)
         else:
             await self._command(msg, command)
+
+    async def _answered(self, msg: Message) -> bool:
+        """Answers a question with `msg` when it is one: a reply to a question's message, or,
+        while only one question waits in the room, a number or (where it takes them) words.
+        False when it is not an answer (then it is a prompt)."""
+        found = await self.db.read(lambda tx: self._question_for(tx, msg))
+        if found is None:
+            return False
+        question, replied = found
+        answer = commands.question_answer(question, msg.text)
+        if answer is None and not replied:
+            return False  # not an answer this question takes: a prompt
+        if not await self.db.write(lambda tx: store.claim(tx, self.name, msg.event_id)):
+            return True  # already handled: a redelivery
+        key = f"cmd:{msg.event_id}"
+        if answer is None:
+            await self._answer(msg.room_id, key, f"Reply with a number from 1 to "
+                               f"{len(question.choices)}.")
+            return True
+        try:
+            await self.questions.respond(question.question_id, *answer)
+        except (QuestionClosed, InvalidParams, NotFound) as exc:
+            await self._answer(msg.room_id, key, exc.message)
+        return True
+
+    def _question_for(self, tx: Tx, msg: Message) -> tuple[Question, bool] | None:
+        """The question `msg` may answer, and whether it replies to that question's message."""
+        bound = store.binding(tx, self.name, msg.room_id)
+        if bound is None:
+            return None
+        key = store.key_of(tx, self.name, msg.reply_to) if msg.reply_to else None
+        if key is not None and key.startswith("question:"):
+            replied = questions.row(tx, key.removeprefix("question:"))
+            return (wire.question(replied), True) if replied is not None else None
+        waiting = questions.pending(tx, compression.leaf(tx, bound.session_id))
+        return (wire.question(waiting[0]), False) if len(waiting) == 1 else None
 
     async def _refuse(self, room_id: str, sender: str) -> None:
         owed = await self.db.write(
@@ -470,6 +518,7 @@ class Door:
 
 _STATUS = {
     "idle": "idle", "running": "running a turn", "waiting_approval": "waiting for your approval",
+    "waiting_answer": "waiting for your answer to a question",
     "queued": "about to start the next message",
     "unknown": "a turn's outcome is unknown (the backend stopped during it)",
 }

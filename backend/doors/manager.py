@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from backend.authority.attachments import Attachments
+from backend.authority.questions import Questions
 from backend.authority.queue import SessionAuthority
 from backend.doors.base import Transport
 from backend.doors.door import Door, Settings, home_cwd
@@ -46,13 +47,14 @@ PLATFORMS: dict[str, Callable[[DoorConfig, str], Transport]] = {"matrix": _matri
 
 class Doors:
     def __init__(self, db: Database, authority: SessionAuthority, approvals: Approvals,
-                 secrets: Secrets, default_model: Callable[[], str],
+                 questions: Questions, secrets: Secrets, default_model: Callable[[], str],
                  interrupt: Callable[[str], Any], on_state: Callable[[DoorStatus], None],
                  attachments: Attachments | None = None) -> None:
         self.db = db
         self.attachments = attachments  # files sent in rooms are kept as uploads are
         self.authority = authority
         self.approvals = approvals
+        self.questions = questions
         self.secrets = secrets
         self.default_model = default_model
         self.interrupt = interrupt
@@ -110,7 +112,7 @@ class Doors:
                             rooms=dict(cfg.rooms), cwd=home_cwd(cfg.cwd),
                             edit_interval_s=cfg.edit_interval_s,
                             token_secret=cfg.access_token_secret)
-        door = Door(settings, transport, self.db, self.authority, self.approvals,
+        door = Door(settings, transport, self.db, self.authority, self.approvals, self.questions,
                     self.default_model, self.interrupt, self.on_state, self.attachments)
         self.doors[name] = door
         door.start()

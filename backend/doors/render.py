@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from backend.authority.recovery import RECOVERED_NOTE
-from shared.protocol import Approval, Receipt
+from shared.protocol import Approval, Question, Receipt
 
 # Characters of answer text in one message: Matrix refuses an event over 64 KiB, and an
 # edit carries its text twice, as plain text and as HTML.
@@ -50,12 +50,15 @@ class Draft:
     tool: str | None = None  # the call running now: "name: summary"
     tools_done: int = 0
     waiting_approval: bool = False
+    waiting_answer: bool = False  # a clarify question waits
     steered: int = 0
     extra: list[str] = field(default_factory=list)
 
     def status(self) -> str:
         if self.waiting_approval:
             line = "⏸ waiting for your approval (see below)"
+        elif self.waiting_answer:
+            line = "⏸ waiting for your answer (see below)"
         elif self.tool is not None:
             line = f"⚙ {self.tool}"
         else:
@@ -135,6 +138,33 @@ def approval_closed(approval: Approval) -> str:
     else:
         outcome = _OUTCOMES.get(approval.decision or "", approval.status)
     return f"~~Approval needed for {approval.tool}~~ · {outcome}\n\n`{_one_line(approval.summary)}`"
+
+
+def question_request(question: Question) -> str:
+    """A question in the room: its text, its numbered choices, and how to answer."""
+    text = question.question if len(question.question) <= 2000 else question.question[:2000] + "…"
+    lines = [f"**Question:** {text}"]
+    if question.choices:
+        lines.append("")
+        lines.extend(f"{i}. {_one_line(choice)}" for i, choice in enumerate(question.choices, 1))
+        how = "Reply with a number or your answer." if question.allow_other \
+            else "Reply with a number."
+    else:
+        how = "Reply with your answer."
+    lines += ["", how]
+    return "\n".join(lines)
+
+
+def question_closed(question: Question) -> str:
+    """The question's message once it stopped waiting: what was answered, or why not."""
+    if question.status == "answered":
+        picked = f"{question.choice + 1}. " if question.choice is not None else ""
+        outcome = f"✅ Answered: {picked}{_one_line(question.answer or '')}"
+    elif question.status == "expired":
+        outcome = "⌛ Expired: nobody answered in time"
+    else:
+        outcome = "⌛ Withdrawn: its turn stopped"
+    return f"~~Question: {_one_line(question.question)}~~ · {outcome}"
 
 
 def _one_line(text: str, limit: int = 200) -> str:

@@ -245,6 +245,15 @@ class Methods:
             approval=await self.svc.approvals.respond(params.approval_id, params.decision)
         )
 
+    async def clarify_list(self, conn: Connection, params: p.ClarifyListParams) -> p.QuestionsResult:
+        return p.QuestionsResult(questions=await self.svc.questions.pending(params.session_id))
+
+    async def clarify_respond(
+        self, conn: Connection, params: p.ClarifyRespondParams
+    ) -> p.QuestionResult:
+        return p.QuestionResult(question=await self.svc.questions.respond(
+            params.question_id, params.choice, params.answer))
+
     async def rules_list(self, conn: Connection, params: p.NoParams) -> p.RulesResult:
         return p.RulesResult(rules=await self.svc.sessions.rules())
 

@@ -9,6 +9,7 @@ from backend.authority.attachments import Attachments
 from backend.authority.branches import Branches
 from backend.authority.compaction import Compaction
 from backend.authority.fleet import Fleet
+from backend.authority.questions import Questions
 from backend.authority.queue import SessionAuthority
 from backend.authority.reviews import Reviews
 from backend.authority.schedule_book import ScheduleBook
@@ -37,6 +38,7 @@ class Services:
     attachments: Attachments  # files sent with prompts: uploads, reads, garbage
     branches: Branches  # a prompt's answers shown, sessions forked at a prompt
     approvals: Approvals  # answers
+    questions: Questions  # the clarify tool's questions: listed, answered
     schedules: ScheduleBook
     providers: ProviderService
     mcp: McpService

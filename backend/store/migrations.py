@@ -442,9 +442,33 @@ def _m016(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX admission_attachments_sha ON admission_attachments (sha256)")
 
 
+def _m017(conn: sqlite3.Connection) -> None:
+    # Questions back to the person (store/questions.py): the `clarify` tool's question, its
+    # choices (a JSON list) and, once it is no longer pending, its answer and who gave it.
+    conn.execute("""CREATE TABLE questions (
+        question_id           TEXT PRIMARY KEY,
+        session_id            TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        turn_id               TEXT NOT NULL,
+        call_id               TEXT NOT NULL,
+        question              TEXT NOT NULL,
+        choices               TEXT NOT NULL,
+        allow_other           INTEGER NOT NULL,
+        status                TEXT NOT NULL
+            CHECK (status IN ('pending', 'answered', 'expired', 'cancelled')),
+        created_at            TEXT NOT NULL,
+        expires_at            TEXT NOT NULL,
+        answer                TEXT,
+        choice                INTEGER,
+        answered_at           TEXT,
+        answered_by           TEXT CHECK (answered_by IN ('user', 'timeout', 'stopped')),
+        followup_admission_id TEXT
+    )""")
+    conn.execute("CREATE INDEX questions_pending ON questions (status, session_id)")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010, _m011, _m012,
-    _m013, _m014, _m015, _m016,
+    _m013, _m014, _m015, _m016, _m017,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

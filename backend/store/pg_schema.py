@@ -83,6 +83,8 @@ STEP_TABLES: tuple[tuple[str, ...], ...] = (
     ("door_rooms", "door_sent", "door_outbox", "door_inbox", "door_cursor"),
     # Attachments: the SQLite file's version 16, and the bytes this store holds itself.
     ("attachments", "admission_attachments", "attachment_data", "attachment_partial"),
+    # Questions back to the person: the SQLite file's version 17.
+    ("questions",),
 )
 STEPS: tuple[tuple[str, ...], ...] = (
     (*_BEFORE_TABLES, *schema.pg_ddl(STEP_TABLES[0]), *_AFTER_TABLES),
@@ -106,9 +108,11 @@ STEPS: tuple[tuple[str, ...], ...] = (
      "WHERE forked_from IS NOT NULL"),
     # Attachments: the SQLite file's version 16 (store/attachments.py).
     schema.pg_ddl(STEP_TABLES[2]),
+    # Questions back to the person: the SQLite file's version 17 (store/questions.py).
+    schema.pg_ddl(STEP_TABLES[3]),
 )
 SCHEMA_VERSION = len(STEPS)
-SQLITE_EQUIVALENT = 16  # the SQLite file's version this schema's tables match
+SQLITE_EQUIVALENT = 17  # the SQLite file's version this schema's tables match
 
 
 def migrate(conn: Any, name: str = "this database") -> int:

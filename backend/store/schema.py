@@ -252,6 +252,19 @@ TABLES: tuple[Table, ...] = (
     Table("attachment_partial", (
         _nn("sha256", TEXT), _nn("at", BIG), _nn("data", BLOB), _nn("received_at", REAL),
     ), key=("sha256", "at"), only=POSTGRESQL),
+    # Questions the model asked the person (migration 17, store/questions.py): what waits
+    # for an answer, and the answer.  `choices` is a JSON list of strings.
+    Table("questions", (
+        Column("question_id", TEXT), _nn("session_id", TEXT, ref=_SESSION), _nn("turn_id", TEXT),
+        _nn("call_id", TEXT), _nn("question", TEXT), _nn("choices", TEXT),
+        _nn("allow_other", INT),
+        _nn("status", TEXT,
+            check="status IN ('pending', 'answered', 'expired', 'cancelled')"),
+        _nn("created_at", TEXT), _nn("expires_at", TEXT), Column("answer", TEXT),
+        Column("choice", INT), Column("answered_at", TEXT),
+        Column("answered_by", TEXT, check="answered_by IN ('user', 'timeout', 'stopped')"),
+        Column("followup_admission_id", TEXT),
+    ), key=("question_id",), indexes=(Index("questions_pending", ("status", "session_id")),)),
     # Backend processes on a shared database, by epoch, with a heartbeat (store/peers.py).
     Table("backends", (
         Column("epoch", BIG), _nn("host", TEXT), _nn("pid", INT), _nn("pid_start", TEXT),

@@ -192,15 +192,18 @@ def status(tx: Tx, session_id: str) -> SessionStatus:
         "SELECT EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'started' "
         "AND principal <> 'review'), "
         "EXISTS (SELECT 1 FROM approvals WHERE status = 'pending' AND session_id = ?1), "
+        "EXISTS (SELECT 1 FROM questions WHERE status = 'pending' AND session_id = ?1), "
         "EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'unknown'), "
         "EXISTS (SELECT 1 FROM admissions WHERE session_id = ?1 AND status = 'queued' "
         "AND principal <> 'review')",
         (session_id,),
     )
     assert r is not None
-    started, waiting, unknown, queued = r
+    started, waiting, asking, unknown, queued = r
     if started:
-        return "waiting_approval" if waiting else "running"
+        # A question pending after its turn ended (a restart) leaves the session as it is:
+        # the answer becomes a prompt of its own.
+        return "waiting_approval" if waiting else "waiting_answer" if asking else "running"
     if unknown:
         return "unknown"
     return "queued" if queued else "idle"

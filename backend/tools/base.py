@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from backend.store.fenced import TurnFence
 from shared.config import ApprovalMode
 from shared.paths import default_data_dir
 
@@ -71,6 +72,9 @@ class ToolContext:
     # Tells clients something about the running call at once, as a `tool.progress` event with
     # `meta` (a delegate call's child session); the keys are kept in the result's meta too.
     announce: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    # The running turn's fence: a tool that writes for the turn (a clarify question) writes
+    # through it, so a turn that was taken over writes nothing more.
+    fence: TurnFence | None = None
 
 
 @dataclass

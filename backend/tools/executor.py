@@ -309,7 +309,7 @@ class _Batch:
                           checkpoint if tool.changes_files else None,
                           spawned=self.ex.procs.spawned, reaped=self.ex.procs.reaped,
                           mode=s.mode, approved=call.approved, data_dir=self.ex.data_dir,
-                          on_person=self._person, announce=announce)
+                          on_person=self._person, announce=announce, fence=s.fence)
         try:
             return await tool.run(p.arguments, ctx)
         except asyncio.CancelledError:

@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from backend.providers.base import ToolSpec
 from backend.tools.base import Tool
+from backend.tools.clarify import Asker, Clarify
 from backend.tools.delegate import Delegate, Delegator
 from backend.tools.files import Patch, ReadFile, WriteFile
 from backend.tools.folders import ListDir, SearchFiles
@@ -36,9 +37,10 @@ TERMINAL = Terminal()
 MEMORY = Memory()  # the backend sets MEMORY.changed at start-up (memory.changed events)
 DELEGATE = Delegate()
 SKILL, SKILL_MANAGE = SkillTool(), SkillManage()
+CLARIFY = Clarify()
 _ORDER: tuple[Tool, ...] = (
     TERMINAL, ReadFile(), WriteFile(), Patch(), SearchFiles(), ListDir(), MEMORY, SKILL, SKILL_MANAGE,
-    DELEGATE,
+    DELEGATE, CLARIFY,
 )
 BUILTINS: dict[str, Tool] = {tool.name: tool for tool in _ORDER}
 
@@ -55,7 +57,13 @@ def use_delegator(delegator: Delegator) -> None:
     DELEGATE.delegator = delegator
 
 
-# The agent's own tools (memory, skills, sub-agents) need room: their schemas take ~500 tokens and
+def use_asker(asker: Asker) -> None:
+    """What asks the person the clarify tool's questions, set once at start-up; until then
+    the tool is not offered."""
+    CLARIFY.asker = asker
+
+
+# The agent's own tools (memory, skills, sub-agents, questions) need room: their schemas take ~500 tokens and
 # the memory block up to ~900 more, a quarter to two thirds of a 2,048-token window such as
 # the bundled offline model's, which could then answer nothing.  A model that small cannot
 # curate a memory or direct sub-agents anyway; below this window it gets the file and
@@ -66,13 +74,16 @@ AGENT_TOOLS_MIN_WINDOW = 8_192
 def offered(depth: int, window: int = AGENT_TOOLS_MIN_WINDOW) -> dict[str, Tool]:
     """The built-ins a session `depth` delegations below a person's is offered, in order,
     for a model with a `window`-token context: all of them, less `delegate` where
-    sub-agents may not delegate further, and less the agent's own tools for a small window."""
+    sub-agents may not delegate further, less `clarify` without an asker, and less the agent's
+    own tools for a small window."""
     left_out: set[str] = set()
     delegator = DELEGATE.delegator
     if delegator is None or not delegator.offered(depth):
         left_out.add(DELEGATE.name)
+    if CLARIFY.asker is None:
+        left_out.add(CLARIFY.name)
     if window < AGENT_TOOLS_MIN_WINDOW:
-        left_out |= {DELEGATE.name, MEMORY.name, SKILL.name, SKILL_MANAGE.name}
+        left_out |= {DELEGATE.name, MEMORY.name, SKILL.name, SKILL_MANAGE.name, CLARIFY.name}
     return {name: tool for name, tool in BUILTINS.items() if name not in left_out}
 
 

@@ -16,6 +16,7 @@ from shared.literals import BackendState as BackendState
 from shared.literals import DecidedBy as DecidedBy
 from shared.literals import Decision as Decision
 from shared.literals import MissedPolicy as MissedPolicy
+from shared.literals import QuestionStatus as QuestionStatus
 from shared.literals import Role as Role
 from shared.literals import Scope as Scope
 from shared.literals import SessionStatus as SessionStatus

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from shared.protocol.approvals import APPROVAL_EVENTS
 from shared.protocol.base import EventData, EventSpec
+from shared.protocol.clarify import CLARIFY_EVENTS
 from shared.protocol.doors import DOOR_EVENTS
 from shared.protocol.mcp import MCP_EVENTS
 from shared.protocol.memory import MEMORY_EVENTS
@@ -26,10 +27,10 @@ from shared.protocol.skills import SKILL_EVENTS
 from shared.protocol.tools import TOOL_EVENTS
 from shared.protocol.turns import TURN_EVENTS
 
-# In PROTOCOL.md's order: a turn's events, its tools', approvals, sessions', then the
+# In PROTOCOL.md's order: a turn's events, its tools', approvals, questions, sessions', then the
 # session-less broadcasts.
 EVENT_SPECS: tuple[EventSpec, ...] = (
-    *TURN_EVENTS, *TOOL_EVENTS, *APPROVAL_EVENTS, *SESSION_EVENTS,
+    *TURN_EVENTS, *TOOL_EVENTS, *APPROVAL_EVENTS, *CLARIFY_EVENTS, *SESSION_EVENTS,
     *REVIEW_EVENTS, *SCHEDULE_EVENTS, *MEMORY_EVENTS, *SKILL_EVENTS, *DOOR_EVENTS, *MCP_EVENTS,
 )
 

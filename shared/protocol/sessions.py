@@ -24,6 +24,7 @@ from shared.protocol.base import (
     UsageRow,
     Wire,
 )
+from shared.protocol.clarify import Question
 from shared.protocol.tools import ToolCall
 from shared.protocol.turns import Receipt
 
@@ -228,6 +229,7 @@ class ResumeResult(Wire):
     pending_approvals: list[Approval]
     queue: list[Receipt]
     active_turn: ActiveTurn | None = None
+    pending_questions: list[Question] = []  # addition: `clarify` questions waiting for an answer
 
 
 class ActiveTurn(Wire):

@@ -138,6 +138,25 @@ def test_cli_renders_markdown_on_a_terminal_and_says_what_the_turn_cost(
     assert "$0.0" in piped.stderr
 
 
+def test_cli_chat_asks_the_models_question_and_answers_it_from_stdin(
+    backend: Backend, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_provider.script(
+        Reply.calls({"name": "clarify", "arguments": {
+            "question": "Which language?", "choices": ["Python", "Rust"]}}),
+        Reply(deltas=["Rust, then."]),
+    )
+    cli = [sys.executable, "-m", "desktop.cli", "--data-dir", str(backend.data_dir)]
+    out = subprocess.run([*cli, "chat", "--cwd", str(tmp_path), "write a tool"], env=backend.env(),
+                         input="2\n", capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "[question] Which language?" in out.stderr
+    assert "  1. Python\n  2. Rust" in out.stderr
+    assert out.stdout.strip() == "Rust, then."
+    [result] = [m for m in fake_provider.snapshot()[1].body["messages"] if m["role"] == "tool"]
+    assert result["content"] == "The person answered with choice 2: Rust"
+
+
 def test_cli_shows_tool_calls_and_asks_for_approval_on_the_terminal(
     backend: Backend, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:

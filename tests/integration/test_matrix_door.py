@@ -51,10 +51,10 @@ class Room:
         return [m for m in self.client.visible_messages(self.room_id) if m.sender == self.bot.user_id]
 
     def replies(self) -> list[VisibleMessage]:
-        """The bot's replies to prompts (m.text), not its notices (command answers, refusals)
-        or approval requests."""
+        """The bot's replies to prompts (m.text), not its notices (command answers, refusals),
+        approval requests or questions."""
         return [m for m in self.bot_messages() if m.content.get("msgtype") == "m.text"
-                and "Approval needed" not in m.body]
+                and "Approval needed" not in m.body and "Question:" not in m.body]
 
     def notices(self) -> list[VisibleMessage]:
         return [m for m in self.bot_messages() if m.content.get("msgtype") == "m.notice"]
@@ -200,6 +200,55 @@ def test_a_thumbs_down_reaction_denies_and_nothing_runs(
     assert victim.exists()
     rows = room.backend.query("SELECT status, decision FROM approvals")
     assert [(r["status"], r["decision"]) for r in rows] == [("denied", "deny")]
+
+
+# --- questions from the model ---------------------------------------------------------------
+
+
+def clarify(question: str, choices: list[str], **extra: Any) -> Json:
+    return {"name": "clarify", "arguments": {"question": question, "choices": choices, **extra}}
+
+
+def asked_in_room(room: Room) -> VisibleMessage:
+    found: list[VisibleMessage] = room.wait_bot(
+        lambda ms: [m for m in ms if "Question:" in m.body], "the question's message")
+    return found[0]
+
+
+def test_a_question_is_asked_in_the_room_and_a_number_answers_it(
+        room: Room, fake_provider: FakeOpenAI) -> None:
+    fake_provider.script(Reply.calls(clarify("Which colour?", ["red", "blue", "green"])),
+                         Reply(deltas=["Painting it blue."]))
+    room.say("Paint the fence")
+    asked = asked_in_room(room)
+    assert "Which colour?" in asked.body
+    assert "1. red" in asked.body and "2. blue" in asked.body  # noqa: PT018
+    assert "Reply with a number or your answer" in asked.body
+
+    room.say("2")
+    room.wait_bot(one_reply(room, "Painting it blue."), "the reply after answering")
+    tool_results = [m for m in fake_provider.snapshot()[1].body["messages"] if m["role"] == "tool"]
+    assert tool_results[0]["content"] == "The person answered with choice 2: blue"
+    closed = next(m for m in room.bot_messages() if m.event_id == asked.event_id)
+    assert "Answered: 2. blue" in closed.body
+    rows = room.backend.query("SELECT status, answer, choice, answered_by FROM questions")
+    assert [(r["status"], r["answer"], r["choice"], r["answered_by"]) for r in rows] == [
+        ("answered", "blue", 1, "user")]
+    assert len(admissions(room.backend)) == 1, "the answer was not a prompt"
+
+
+def test_a_matrix_reply_to_the_question_answers_it_in_words(
+        room: Room, fake_provider: FakeOpenAI) -> None:
+    fake_provider.script(Reply.calls(clarify("Which file?", ["a.txt", "b.txt"])),
+                         Reply(deltas=["Using notes.md."]))
+    room.say("Edit the file")
+    asked = asked_in_room(room)
+    room.client.send(room.room_id, "m.room.message", {
+        "msgtype": "m.text", "body": f"> <{room.bot.user_id}> Which file?\n\nnotes.md",
+        "m.relates_to": {"m.in_reply_to": {"event_id": asked.event_id}}})
+    room.wait_bot(one_reply(room, "Using notes.md."), "the reply after answering")
+    tool_results = [m for m in fake_provider.snapshot()[1].body["messages"] if m["role"] == "tool"]
+    assert tool_results[0]["content"] == "The person answered: notes.md"
 
 
 # --- commands while a turn runs ---------------------------------------------------------------

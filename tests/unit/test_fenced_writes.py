@@ -19,6 +19,7 @@ TURN_MODULES = (
     ROOT / "backend" / "tools" / "executor.py",
     ROOT / "backend" / "tools" / "approvals.py",
     ROOT / "backend" / "tools" / "checkpoints.py",
+    ROOT / "backend" / "authority" / "questions.py",
     ROOT / "backend" / "compress" / "compressor.py",
 )
 WRITES = {"write", "write_patiently", "enqueue"}
@@ -33,6 +34,10 @@ NOT_A_TURNS_WRITE: dict[tuple[str, str], str] = {
     ("backend/turn/runner.py", "TurnRunner._wait_lease"):
         "the end of a turn that never got the lease: close_turn checks its admission",
     ("backend/tools/approvals.py", "Approvals.respond"): "a person's answer, through any backend",
+    ("backend/authority/questions.py", "Questions.respond"):
+        "a person's answer, through any backend (and, after a restart, its follow-up prompt)",
+    ("backend/authority/questions.py", "Questions._sweep"):
+        "expires questions past due whose turn may be long gone: fenced on `pending`",
     ("backend/tools/checkpoints.py", "Checkpoints.undo"): "session.undo, between turns",
     ("backend/tools/checkpoints.py", "Checkpoints.rewind"):
         "session.fork's restore_files, between turns",

@@ -1,7 +1,9 @@
 """What the repository holds: source, docs and a few screenshots, never downloads or build output.
 
 A commit once added 59 wheels (38.9 MB) at the root.  This fails on any tracked file over
-1 MB that is not on the short list below, and on a repository grown past 8 MB in all.
+1 MB that is not on the short list below, and on a repository grown past 10 MB in all
+(8 MB until the source itself passed it: 8.06 MB with questions, hooks and reviews, of which
+2.3 MB are the screenshots; a wheel or two still fails it).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_FILE = 1_000_000
-MAX_TOTAL = 8_000_000
+MAX_TOTAL = 10_000_000
 # Files allowed over MAX_FILE, each with why.  Screenshots stay well under it today.
 LARGE: dict[str, str] = {}
 

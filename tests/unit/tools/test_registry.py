@@ -9,10 +9,10 @@ from backend.tools.registry import BUILTINS, ToolArgsError, specs, validate
 TERMINAL = BUILTINS["terminal"]
 
 
-def test_ten_builtins_in_a_stable_order() -> None:
+def test_eleven_builtins_in_a_stable_order() -> None:
     names = [s.name for s in specs()]
     assert names == ["terminal", "read_file", "write_file", "patch", "search_files", "list_dir",
-                     "memory", "skill", "skill_manage", "delegate"]
+                     "memory", "skill", "skill_manage", "delegate", "clarify"]
     assert specs() == specs()
     for spec in specs():
         assert spec.parameters["type"] == "object"
