@@ -178,7 +178,8 @@ class Backend:
         auth = Authenticator(self.db, token)
         if self.db.dialect == POSTGRESQL:
             self.takeover = Takeover(self.db, self.authority, self.epoch,
-                                     lambda: self.config.config, self._declared_dead)
+                                     lambda: self.config.config, self._declared_dead,
+                                     questions.poke)
             # Other backends' signals, by kind: an interrupt, a token to read again.
             signals = Signals()
             signals.on(INTERRUPT, self.takeover.on_signal)
@@ -208,7 +209,7 @@ class Backend:
         self.loop_watch.start()
         self.gc_watch.start()
         self.attachments.start()  # removes what no prompt named within a day, hourly
-        questions.start()  # expires questions whose turn a restart ended, once they are due
+        questions.start()  # expires questions whose turn a restart ended, hears lost answers
         log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
                  self.host, self.port)
         return self.port

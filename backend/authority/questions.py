@@ -12,7 +12,11 @@ every crashed turn does).  An answer to a question whose turn no longer runs is 
 in the answer's transaction, as a prompt of the session's own (principal `clarify`,
 request id `clarify:<question_id>`), which settles the `unknown` turn as any prompt does
 and runs.  Nobody answering such a question until its `expires_at` expires it: a sweep at
-start-up and every `SWEEP_S` seconds.
+start-up and every `SWEEP_S` seconds.  The same sweep hears an answer its turn never read:
+one given while the turn still counted as running but its process had died (on a shared
+store, until a peer declares it dead; anywhere, a crash between the answer's commit and the
+call's read).  Once that turn is marked lost its call's result is `unknown`, and the answer
+is admitted as a prompt as above; a takeover pokes the sweep so it does not wait.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class Questions:
         self.authority = authority
         self._waiting: dict[str, asyncio.Future[None]] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._pokes: set[asyncio.Task[None]] = set()
 
     # --- the tool's wait ---------------------------------------------------------------
 
@@ -187,19 +192,46 @@ class Questions:
         self._sweeper = asyncio.create_task(self._sweep(), name="questions-sweep")
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.gather(self._sweeper, return_exceptions=True)
+        tasks = [t for t in (self._sweeper, *self._pokes) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _sweep(self) -> None:
         while True:
-            try:
-                expired = await self.db.write(lambda tx: expire_due(tx, time.time()))
-                if expired:
-                    log.info("%d unanswered questions expired", expired)
-            except StoreUnavailable as exc:
-                log.warning("pending questions could not be expired: %s", exc.message)
+            await self.sweep_once()
             await asyncio.sleep(SWEEP_S)
+
+    def poke(self) -> None:
+        """A sweep now, not in up to SWEEP_S (a peer's turns were just taken over: an answer
+        given while its backend was dying is heard at once)."""
+        task = asyncio.create_task(self.sweep_once(), name="questions-poke")
+        self._pokes.add(task)
+        task.add_done_callback(self._pokes.discard)
+
+    async def sweep_once(self) -> None:
+        """Expires what is due, and admits the answers no turn heard as prompts."""
+        heard: list[tuple[p.Receipt, Claim | None]] = []
+
+        def job(tx: Tx) -> int:
+            heard.clear()  # a retried job starts again
+            expired = expire_due(tx, time.time())
+            for row in questions.unheard(tx):
+                if row.answer is not None:
+                    heard.append(self._follow_up(tx, row, row.answer))
+            return expired
+
+        try:
+            expired = await self.db.write(job)
+        except StoreUnavailable as exc:
+            log.warning("pending questions could not be swept: %s", exc.message)
+            return
+        if expired:
+            log.info("%d unanswered questions expired", expired)
+        for receipt, claim in heard:
+            log.info("an answer its turn never read was admitted as prompt %s",
+                     receipt.admission_id)
+            self.authority.admitted(receipt, claim)
 
 
 def expire_due(tx: Tx, now_s: float) -> int:

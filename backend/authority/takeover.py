@@ -56,8 +56,10 @@ class Takeover:
     """The heartbeat and the dead-peer sweep of one backend on a shared database."""
 
     def __init__(self, db: Database, authority: SessionAuthority, epoch: int,
-                 config: Callable[[], Config], on_declared_dead: Callable[[], None]) -> None:
+                 config: Callable[[], Config], on_declared_dead: Callable[[], None],
+                 on_taken: Callable[[], None] = lambda: None) -> None:
         self.db = db
+        self.on_taken = on_taken  # peers' turns were taken over (their questions' answers)
         self.authority = authority
         self.epoch = epoch
         self.config = config
@@ -109,6 +111,8 @@ class Takeover:
             self.on_declared_dead()
             return
         drained, dead = swept
+        if dead:
+            self.on_taken()
         for peer, silent in dead:
             log.warning("backend %s pid %d (epoch %d) is dead: no heartbeat for %.1f s; its "
                         "sessions were taken over", peer.host, peer.pid, peer.epoch, silent)

@@ -97,3 +97,16 @@ def pending(tx: Tx, session_id: str | None = None) -> list[QuestionRecord]:
             "SELECT * FROM questions WHERE status = 'pending' AND session_id = ? "
             "ORDER BY created_at", (session_id,))
     return [QuestionRecord.from_row(r) for r in rows]
+
+
+def unheard(tx: Tx) -> list[QuestionRecord]:
+    """Answered questions whose turn never read the answer: their call's result is `unknown`
+    (the turn was marked lost: its process died between the answer and the read, or was
+    declared dead while the answer came through another backend), and no follow-up prompt
+    carries them yet."""
+    rows = tx.all(
+        "SELECT q.* FROM questions q JOIN messages m ON m.session_id = q.session_id "
+        "AND m.call_id = q.call_id AND m.role = 'tool' "
+        "WHERE q.status = 'answered' AND q.followup_admission_id IS NULL "
+        "AND m.status = 'unknown' ORDER BY q.answered_at")
+    return [QuestionRecord.from_row(r) for r in rows]

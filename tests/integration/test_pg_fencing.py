@@ -428,3 +428,46 @@ async def test_a_postgresql_restart_mid_turn_loses_nothing_and_declares_nobody_d
             assert seqs == list(range(1, len(seqs) + 1))
         await ra.close()
         await rb.close()
+
+
+async def test_an_answer_given_while_the_asking_backend_is_dying_is_not_lost(
+    hosts: tuple[Backend, Backend], fakes: tuple[FakeOpenAI, FakeOpenAI],
+) -> None:
+    """A's turn asks a question, then A stops (paused, as a dying host looks to its peers).
+    The person answers through B while A still counts as running the turn, so no follow-up
+    is made then; once B declares A dead and takes the turn over (its call `unknown`: A
+    never read the answer), the answer reaches the model as a prompt, on B, once."""
+    a, b = hosts
+    fakes[0].script(Reply.calls({"name": "clarify", "arguments": {
+        "question": "Which branch?", "choices": ["main", "dev"]}}))
+    fakes[0].default = Reply(deltas=["never asked"])
+    fakes[1].default = Reply(deltas=["Using dev."])
+    ra, rb = await _open(a, "client-a"), await _open(b, "client-b")
+    sid = await create_session(ra)
+    first = await submit(ra, sid, "deploy")
+    asked = await ra.wait_event(lambda e: e.get("type") == "clarify.request" and "seq" in e, 30)
+    qid = asked["data"]["question"]["question_id"]
+    await ra.close()
+
+    a.pause()
+    answered = (await rb.call("clarify.respond", {"question_id": qid, "choice": 1}))["question"]
+    assert answered["status"] == "answered"
+    assert answered.get("followup_admission_id") is None, "A still counted as running it"
+    # Taken over it is `unknown`, and the follow-up then settles it at once.
+    await wait_for(lambda: status_of(b, first["admission_id"]) != "started", FAILOVER_S,
+                   "B took A's turn over")
+
+    def followup() -> str | None:
+        [row] = b.query("SELECT followup_admission_id FROM questions WHERE question_id = ?",
+                        (qid,))
+        return str(row["followup_admission_id"]) if row["followup_admission_id"] else None
+
+    admission = await wait_for(followup, 10, "the answer admitted as a prompt")
+    await wait_for(lambda: status_of(b, admission) == "terminal", 30, "the follow-up ran")
+    [outcome] = b.query("SELECT outcome FROM admissions WHERE admission_id = ?", (admission,))
+    assert outcome["outcome"] == "completed"
+    [heard] = fakes[1].snapshot()
+    assert "The person answered: «dev»" in heard.last_user_text
+    assert [r["admission_id"] for r in b.query(
+        "SELECT admission_id FROM admissions WHERE principal = 'clarify'")] == [admission]
+    await rb.close()
