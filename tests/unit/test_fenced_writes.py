@@ -36,8 +36,9 @@ NOT_A_TURNS_WRITE: dict[tuple[str, str], str] = {
     ("backend/tools/approvals.py", "Approvals.respond"): "a person's answer, through any backend",
     ("backend/authority/questions.py", "Questions.respond"):
         "a person's answer, through any backend (and, after a restart, its follow-up prompt)",
-    ("backend/authority/questions.py", "Questions._sweep"):
-        "expires questions past due whose turn may be long gone: fenced on `pending`",
+    ("backend/authority/questions.py", "Questions.sweep_once"):
+        "expires questions past due whose turn may be long gone (fenced on `pending`) and admits "
+        "answers no turn read once that turn was marked lost (serializable: once)",
     ("backend/tools/checkpoints.py", "Checkpoints.undo"): "session.undo, between turns",
     ("backend/tools/checkpoints.py", "Checkpoints.rewind"):
         "session.fork's restore_files, between turns",
