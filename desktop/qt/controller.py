@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # loaded when first opened
 
 log = logging.getLogger("desktop")
 LAYOUT = "desktop.json"
-ACTIVE = frozenset({"running", "queued", "waiting_approval"})  # a turn is under way
+ACTIVE = frozenset({"running", "queued", "waiting_approval", "waiting_answer"})  # a turn is under way
 
 
 def _launched_in() -> str:
