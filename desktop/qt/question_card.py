@@ -56,7 +56,7 @@ class QuestionCard(QFrame):
     def _head(self) -> QHBoxLayout:
         head = QHBoxLayout()
         icon = QLabel()
-        icon.setPixmap(theme.icon("info").pixmap(18, 18))
+        icon.setPixmap(theme.icon("warning", "accent").pixmap(18, 18))
         title = shrinkable(QLabel("<b>The model asks you</b>"))
         head.addWidget(icon)
         head.addWidget(title, 1)
