@@ -977,8 +977,10 @@ def tool_html(item: ToolItem, dark: bool) -> str:
     arrow = "▾" if item.expanded else "▸"
     name, origin = shown_name(item.name or "tool")
     source = f'<small style="color:{muted}">{esc(origin)}</small> ' if origin else ""
+    asked = question_lines(item)  # (a question is said whole below: not again in the head)
+    summary = "" if asked else shown_summary(item.name, item.summary)[:160]
     head = (f'<p><span style="color:{muted}">{arrow}</span> <b>{esc(name)}</b> {source}'
-            f'<code>{esc(shown_summary(item.name, item.summary)[:160])}</code> '
+            f'<code>{esc(summary)}</code> '
             f'<span style="color:{color}"><b>{esc(label)}</b>{took}</span>'
             f'{undone_mark(item)}</p>')
     parts = [head]
@@ -989,7 +991,7 @@ def tool_html(item: ToolItem, dark: bool) -> str:
         parts.append(f'<p style="color:{tone("danger")}">{esc(denied_words(item))}</p>')
     elif item.decided_by in ("user", "rule"):
         parts.append(f'<p style="color:{muted}">{esc(allowed_words(item))}</p>')
-    parts += question_lines(item)
+    parts += asked
     if item.sandbox_blocked:
         words = BLOCKED_WORDS.get(item.sandbox_blocked, BLOCKED_WORDS["write"])
         parts.append(f'<p style="color:{tone("danger")}">{esc(words)}</p>')
