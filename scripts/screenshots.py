@@ -835,9 +835,58 @@ async def attachments_scene(data: Path, tmp: Path, fake: FakeOpenAI) -> None:
         await ctl.link.close()
 
 
+async def clarify_scene(data: Path, tmp: Path, fake: FakeOpenAI) -> None:
+    """docs/screenshots/clarify.png: the model asks which way to go before changing anything;
+    its question waits on a card with the choices as buttons and a field for other words."""
+    from shared.methods import ClarifyRespond
+
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    project = tmp / "billing"
+    project.mkdir()
+    ctl = Controller(data, restart_after_s=None)
+    ctl.keep_layout = False
+    win = ctl.main
+    win.resize(1240, 800)
+    win.move(20, 20)
+    try:
+        ctl.start(restore=False)
+        await wait(lambda: ctl.link.current == "connected")
+        made = await ctl.link.call(SessionCreate(title="Round invoice totals",
+                                                 cwd=str(project)))
+        conv = ctl.open_session(made.session.session_id).conversation
+        await wait(lambda: conv.state.loaded)
+        switch_theme(app, "light")
+        fake.script(Reply.calls({"name": "clarify", "arguments": {
+            "question": "Invoices are rounded per line today, so a total can differ from the "
+                        "sum of its lines by a cent. Which rule should the totals follow?",
+            "choices": ["Round each line, then add (as now)",
+                        "Add exact amounts, round the total once",
+                        "Banker's rounding on the total"]}},
+            text="Before I change `invoice_total`, one thing only you can decide."),
+            Reply(deltas=["Done."]))
+        conv.composer.setPlainText("Make invoice totals match what the accountants expect")
+        conv.send()
+        await wait(lambda: len(conv.shelves.questions) == 1)
+        await asyncio.sleep(1.0)
+        win.banner.hide()
+        conv.view.scrollToBottom()
+        next(iter(conv.shelves.questions.values())).buttons[1].setFocus()
+        await asyncio.sleep(0.5)
+        OUT.mkdir(parents=True, exist_ok=True)
+        win.grab().save(str(OUT / "clarify.png"))
+        await ctl.link.call(ClarifyRespond(question_id=next(iter(conv.shelves.questions)),
+                                           choice=1))
+        await wait(lambda: conv.state.status == "idle")
+    finally:
+        win.close()
+        await settle()
+        await ctl.link.close()
+
+
 def run(scenes: list[str] | None = None) -> int:
     """Every screenshot, or only the scenes named ("backends", "doors", "changes", "branches",
-    "messaging", "attachments")."""
+    "messaging", "attachments", "clarify")."""
     only = set(scenes or [])
     with tempfile.TemporaryDirectory(prefix="turnkey-shots-") as tmp:
         data, project = Path(tmp) / "data", Path(tmp) / "date-utils"
@@ -872,6 +921,8 @@ def run(scenes: list[str] | None = None) -> int:
                     await messaging_scene(Path(tmp), fake)
                 if not only or "attachments" in only:
                     await attachments_scene(data, Path(tmp), fake)
+                if not only or "clarify" in only:
+                    await clarify_scene(data, Path(tmp), fake)
                 app.quit()
 
             qasync.run(everything())

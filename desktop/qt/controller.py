@@ -32,11 +32,13 @@ from desktop.qt.remote import RemoteDialog
 from desktop.qt.screens import available, cascaded, show_on_screen
 from desktop.qt.session_window import MainWindow, SessionWindow, Window
 from desktop.qt.tray import Notifier, window_icon
+from desktop.state import questions
+from desktop.state.questions import WAITING
 from shared import protocol as p
-from shared.client import Incoming
+from shared.client import Incoming, RpcError
 from shared.folders import launch_folder
 from shared.mcp_names import shown_name, shown_summary
-from shared.methods import ApprovalList, ApprovalRespond, SessionList
+from shared.methods import ApprovalList, ApprovalRespond, ClarifyList, ClarifyRespond, SessionList
 from shared.remote import RemoteTarget
 
 if TYPE_CHECKING:  # loaded when first opened
@@ -44,7 +46,7 @@ if TYPE_CHECKING:  # loaded when first opened
 
 log = logging.getLogger("desktop")
 LAYOUT = "desktop.json"
-ACTIVE = frozenset({"running", "queued", "waiting_approval"})  # a turn is under way
+ACTIVE = frozenset({"running", "queued", "waiting_approval", "waiting_answer"})  # a turn is under way
 
 
 def _launched_in() -> str:
@@ -68,6 +70,7 @@ class Controller(QObject):
         self.notifier = Notifier(self)
         self.notifier.clicked.connect(self.open_target)
         self.notifier.answered.connect(self.answer)
+        self.notifier.chose.connect(self.reply)
         self.notifier.activated.connect(self.show_main)
         self.notifier.quit_requested.connect(self.quit)
         self.main = MainWindow(self.link, launch_folder(_launched_in(), data_dir))
@@ -86,6 +89,8 @@ class Controller(QObject):
         doors.settings_requested.connect(lambda _link: self.open_settings("Messaging"))
         doors.is_local = lambda link: link is self.link
         self.approvals: dict[str, Link] = {}  # an approval asked for -> the backend asking
+        self.questions: dict[str, Link] = {}  # a question waiting -> the backend asking
+        self.asked = questions.Pending()  # the questions waiting (each copy counted once)
         self._reopen: dict[str, list[dict[str, Any]]] = {}  # windows waiting for their backend
         self.link.state.connect(self._on_state)
         self.link.failed.connect(self.main.show_message)
@@ -186,7 +191,35 @@ class Controller(QObject):
             self.notifier.resolve(approval_id)
         for approval in waiting:
             self._waiting(link, approval)
+        await self._list_questions(link)
         return waiting
+
+    async def _list_questions(self, link: Link) -> None:
+        """The backend's questions waiting now, in the tray's menu (exactly those of it)."""
+        try:
+            waiting = (await link.call(ClarifyList())).questions
+        except RpcError as exc:  # (a backend from before questions: it asks none)
+            log.info("no questions from %s: %s", link.key, exc)
+            return
+        listed = {q.question_id for q in waiting}
+        for question_id in [q for q, lk in self.questions.items() if lk is link and q not in listed]:
+            self._answered(question_id)
+        for question in waiting:
+            if self.asked.apply(p.QuestionAsked(question=question)):
+                self._question_waiting(link, question)
+
+    def _question_waiting(self, link: Link, question: p.Question) -> None:
+        self.questions[question.question_id] = link
+        self.notifier.add_question(question.question_id, question.session_id,
+                                   questions.menu_words(question), question.choices)
+
+    def _answered(self, question_id: str) -> None:
+        """The question closed (anywhere): its notification, menu entry and banner go."""
+        self.asked.drop(question_id)
+        self.questions.pop(question_id, None)
+        self.notifier.resolve(question_id)
+        if self.main.banner_target[1] == question_id:
+            self.main.banner.hide()
 
     def _waiting(self, link: Link, approval: p.Approval) -> None:
         self.approvals[approval.approval_id] = link
@@ -406,6 +439,8 @@ class Controller(QObject):
         for sid in [sid for sid, lk in self.approvals.items() if lk is link]:
             self.notifier.resolve(sid)
             self.approvals.pop(sid, None)
+        for qid in [qid for qid, lk in self.questions.items() if lk is link]:
+            self._answered(qid)
         self._save_timer.start()
 
     def _show_backend(self) -> None:
@@ -417,7 +452,8 @@ class Controller(QObject):
         if not session_id:
             self.show_main()
             return
-        asking = self.approvals.get(approval_id) if approval_id else None
+        asking = (self.approvals.get(approval_id) or self.questions.get(approval_id)) \
+            if approval_id else None
         win = self.open_session(session_id, link=asking)
         if approval_id:
             # The card appears once the conversation's snapshot is in; focus it then.
@@ -429,6 +465,12 @@ class Controller(QObject):
         link = self.approvals.get(approval_id, self.link)
         spawn(link.call(ApprovalRespond(approval_id=approval_id, decision=choice)),
               lambda words: self.notifier.notify("The approval was not answered", words, ""))
+
+    def reply(self, question_id: str, choice: int) -> None:
+        """A question's choice picked from a notification's button or the tray's menu."""
+        link = self.questions.get(question_id, self.link)
+        spawn(link.call(ClarifyRespond(question_id=question_id, choice=choice)),
+              lambda words: self.notifier.notify("The question was not answered", words, ""))
 
     def show_main(self) -> None:
         self.main.bring_forward()
@@ -525,6 +567,8 @@ class Controller(QObject):
             self.notifier.resolve(data.approval.approval_id)
             if self.main.banner_target[1] == data.approval.approval_id:
                 self.main.banner.hide()  # answered somewhere: the fallback banner goes too
+        elif isinstance(data, p.QuestionEvent):
+            self._question_event(link, data, on)
         elif isinstance(data, p.ScheduleChanged):
             fired = data.schedule
             if data.fired and fired is not None and fired.last_session_id and fired.last_fired_at:
@@ -535,7 +579,7 @@ class Controller(QObject):
             before = self.statuses.get(sid)
             self.statuses[sid] = status
             # (A sub-agent's end shows on its parent's card, whose own end is announced.)
-            if before in ("running", "waiting_approval") and status == "idle" \
+            if (before == "running" or before in WAITING) and status == "idle" \
                     and not session.delegated_from:
                 scheduled = self.scheduled.pop(sid, None) is not None
                 if self._visible_window(sid) is None:
@@ -544,11 +588,35 @@ class Controller(QObject):
                                          sid)
         self._tray_state()
 
+    def _question_event(self, link: Link, data: p.QuestionEvent, on: str) -> None:
+        """A question asked: in the tray's menu, and a notification (its first choices as
+        buttons where the server has them) unless a window in front shows its session; one
+        closed: they go."""
+        question = data.question
+        if not isinstance(data, p.QuestionAsked) or question.status != "pending":
+            self._answered(question.question_id)
+            return
+        if not self.asked.apply(data):
+            return  # (already listed, or closed meanwhile)
+        self._question_waiting(link, question)
+        if self._visible_window(question.session_id) is None:
+            title, text = questions.notification_words(question, self._title_of(question), on)
+            self.notifier.notify(title, text, question.session_id, question.question_id,
+                                 questions.notification_actions(question))
+
+    def _title_of(self, question: p.Question) -> str:
+        """The asking session's title, when the sidebar lists it."""
+        for section in self.main.sidebar.sections:
+            for session in section.rows.rows:
+                if session.session_id == question.session_id:
+                    return session.title or ""
+        return ""
+
     def _tray_state(self) -> None:
         values = set(self.statuses.values())
         if self.link.current != "connected":
             state = "offline"
-        elif "waiting_approval" in values:
+        elif values & WAITING:
             state = "approval"
         elif values & {"running", "queued"}:
             state = "working"

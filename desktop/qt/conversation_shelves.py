@@ -1,6 +1,7 @@
-"""A conversation's shelves under the transcript: a card for each approval waiting (answered
-from it) and a row for each message queued (cancelled from it), each shelf bounded to a share
-of the conversation's height.  The cards and rows themselves are `shelves.py`'s."""
+"""A conversation's shelves under the transcript: a card for each approval and each question
+of the model's waiting (answered from it) and a row for each message queued (cancelled from
+it), each shelf bounded to a share of the conversation's height.  The cards and rows
+themselves are `shelves.py`'s and `question_card.py`'s."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
+from desktop.qt.question_card import QuestionCard
 from desktop.qt.shelves import ApprovalCard, QueuePanel, QueueRow, Shelf, change_preview
 from desktop.state.session import SessionState
 from desktop.state.transcript import ToolItem
 from shared import protocol as p
-from shared.client import ApprovalClosed
-from shared.methods import AdmissionCancel, ApprovalRespond
+from shared.client import ApprovalClosed, RpcError
+from shared.errors import ErrorCode
+from shared.methods import AdmissionCancel, ApprovalRespond, ClarifyRespond
 
 if TYPE_CHECKING:
     from desktop.link import Link
@@ -50,6 +53,7 @@ class ConversationShelves(QObject):
         super().__init__(parent)
         self.host = host
         self.cards: dict[str, ApprovalCard] = {}
+        self.questions: dict[str, QuestionCard] = {}  # on the approvals' shelf, after them
         self.queue_rows: dict[str, QueueRow] = {}
         self.approvals_shelf = Shelf("approvalsShelf")
         self.queue_panel = QueuePanel()
@@ -64,6 +68,7 @@ class ConversationShelves(QObject):
     def refresh(self) -> None:
         """The cards and rows for the session's approvals and queue as they are now."""
         self._refresh_cards()
+        self._refresh_questions()
         self._refresh_queue()
         self.bound()
 
@@ -82,6 +87,49 @@ class ConversationShelves(QObject):
                 self.approvals_shelf.add(card)
                 if aid == self._focus_card:  # (once it is laid out)
                     QTimer.singleShot(0, self, lambda a=aid: self.focus_approval(a))
+
+    def _refresh_questions(self) -> None:
+        """A card for each question waiting; a question that closed (answered here or
+        elsewhere, expired, withdrawn) takes its card away: its tool card in the transcript
+        keeps the answer."""
+        waiting = self.host.state.questions.waiting
+        for qid in [q for q in self.questions if q not in waiting]:
+            card = self.questions.pop(qid)
+            self._let_go(card)
+            self.approvals_shelf.remove(card)
+            card.deleteLater()
+        for qid, question in waiting.items():
+            if qid not in self.questions:
+                card = QuestionCard(question, self.reply)
+                card.reflowed.connect(self._bound_timer.start)
+                self.questions[qid] = card
+                self.approvals_shelf.add(card)
+                if qid == self._focus_card:
+                    QTimer.singleShot(0, self, lambda q=qid: self.focus_approval(q))
+
+    def reply(self, question_id: str, choice: int | None, text: str | None) -> None:
+        """Answers a question (a choice picked, or words sent) with `clarify.respond`; the
+        card goes when its `clarify.resolved` arrives.  Answered otherwise first (-32014), the
+        card says so."""
+        card = self.questions.get(question_id)
+        if card is not None:
+            card.busy(True)
+
+        async def go() -> None:
+            try:
+                await self.host.link.call(ClarifyRespond(question_id=question_id, choice=choice,
+                                                         answer=text))
+            except Exception as exc:
+                shown = self.questions.get(question_id)  # (gone if it closed meanwhile)
+                if isinstance(exc, RpcError) and exc.code == ErrorCode.QUESTION_CLOSED:
+                    if shown is not None:
+                        shown.closed_elsewhere()
+                    return
+                if shown is not None:
+                    shown.busy(False)
+                raise
+
+        spawn(go(), self._failed)
 
     def _refresh_queue(self) -> None:
         s = self.host.state
@@ -138,20 +186,29 @@ class ConversationShelves(QObject):
 
     def focus_first_approval(self) -> None:
         """Ctrl+Shift+A: the focus on the first waiting approval's Allow once."""
-        first = next(iter(self.cards), None)
+        first = next(iter(self.cards), None) or next(iter(self.questions), None)
         if first is not None:
             self.focus_approval(first)
 
     def focus_approval(self, approval_id: str) -> None:
-        """Puts the focus on the approval's Allow once, scrolled into view (a notification
-        was clicked): now, or when its card is shown (the session may still be loading)."""
+        """Puts the focus on the approval's Allow once (a question's first choice or its text
+        field), scrolled into view (a notification was clicked): now, or when its card is
+        shown (the session may still be loading)."""
         card = self.cards.get(approval_id)
-        if card is None:
+        asked = self.questions.get(approval_id)
+        if card is None and asked is None:
             self._focus_card = approval_id
             return
         self._focus_card = None
-        card.buttons["once"].setFocus(Qt.FocusReason.OtherFocusReason)
-        self.approvals_shelf.ensureWidgetVisible(card, 0, 0)
+        shown: QWidget | None = card
+        if card is not None:
+            card.buttons["once"].setFocus(Qt.FocusReason.OtherFocusReason)
+        elif asked is not None:
+            control = asked.first_control()
+            (control or asked).setFocus(Qt.FocusReason.OtherFocusReason)
+            shown = asked
+        if shown is not None:
+            self.approvals_shelf.ensureWidgetVisible(shown, 0, 0)
 
     def bound(self) -> None:
         """The approvals take at most APPROVALS_SHARE of the height (or the first card's least
@@ -162,6 +219,9 @@ class ConversationShelves(QObject):
         first = next(iter(self.cards.values()), None)
         if first is not None:  # (its answers are never scrolled out of view)
             limit = max(limit, first.least_height())
+        asked = next(iter(self.questions.values()), None)
+        if first is None and asked is not None:  # (nor a question's choices and field)
+            limit = max(limit, asked.sizeHint().height())
         self.approvals_shelf.bound(limit)
         for card in self.cards.values():
             card.fit(self.approvals_shelf.maximumHeight())

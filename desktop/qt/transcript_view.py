@@ -103,6 +103,7 @@ STATUS_TONE = {
     "pending": "muted",
     "running": "accent",
     "waiting_approval": "warning",
+    "waiting_answer": "warning",
     "ok": "success",
     "error": "danger",
     "denied": "danger",
@@ -958,6 +959,18 @@ def undone_mark(item: ToolItem) -> str:
     return f' <span style="color:{tone("warning")}">· undone</span>'
 
 
+def question_lines(item: ToolItem) -> list[str]:
+    """A `clarify` call's card: the question (as plain text: the model wrote it) and, once
+    it closed, the answer or that nobody gave one."""
+    question = item.arguments.get("question") if item.name == "clarify" else None
+    if not isinstance(question, str):
+        return []
+    lines = [f'<p>{esc(question)}</p>'.replace("\n", "<br>")]
+    if item.outcome:
+        lines.append(f'<p style="color:{tone("muted")}">{esc(item.outcome)}</p>')
+    return lines
+
+
 BLOCKED_WORDS = {
     "write": "The sandbox blocked a change outside the session folder: this command did not do "
              "all it was asked to.",
@@ -976,8 +989,10 @@ def tool_html(item: ToolItem, dark: bool) -> str:
     arrow = "▾" if item.expanded else "▸"
     name, origin = shown_name(item.name or "tool")
     source = f'<small style="color:{muted}">{esc(origin)}</small> ' if origin else ""
+    asked = question_lines(item)  # (a question is said whole below: not again in the head)
+    summary = "" if asked else shown_summary(item.name, item.summary)[:160]
     head = (f'<p><span style="color:{muted}">{arrow}</span> <b>{esc(name)}</b> {source}'
-            f'<code>{esc(shown_summary(item.name, item.summary)[:160])}</code> '
+            f'<code>{esc(summary)}</code> '
             f'<span style="color:{color}"><b>{esc(label)}</b>{took}</span>'
             f'{undone_mark(item)}</p>')
     parts = [head]
@@ -988,13 +1003,14 @@ def tool_html(item: ToolItem, dark: bool) -> str:
         parts.append(f'<p style="color:{tone("danger")}">{esc(denied_words(item))}</p>')
     elif item.decided_by in ("user", "rule"):
         parts.append(f'<p style="color:{muted}">{esc(allowed_words(item))}</p>')
+    parts += asked
     if item.sandbox_blocked:
         words = BLOCKED_WORDS.get(item.sandbox_blocked, BLOCKED_WORDS["write"])
         parts.append(f'<p style="color:{tone("danger")}">{esc(words)}</p>')
     if item.sandbox_note:
         note = item.sandbox_note[0].upper() + item.sandbox_note[1:]
         parts.append(f'<p style="color:{tone("warning")}">{esc(note)}.</p>')
-    if item.status in ("running", "waiting_approval") and item.progress:
+    if item.status in ("running", "waiting_approval", "waiting_answer") and item.progress:
         tail = "\n".join(item.progress.splitlines()[-8:])
         parts.append(f"<pre>{esc(tail)}</pre>")
     if item.expanded:

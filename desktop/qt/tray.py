@@ -5,8 +5,10 @@ notifications over D-Bus where a notification server runs (GNOME, most Wayland
 desktops: `desktop.qt.notify`), whose approval notifications carry Allow once /
 Deny / Open buttons when the server shows buttons; else the app's own windows
 (`fallback`).  `clicked` carries the notification's target (a session id and, for
-an approval, its id) whichever way it was shown; `answered` an approval decided
-from a notification's button or from the tray's menu.
+an approval or a question, its id) whichever way it was shown; `answered` an approval
+decided from a notification's button or from the tray's menu, `chose` a question's
+choice picked there (a question's notification carries its first choices as buttons,
+`state/questions.py`; words are typed in the app, which Open shows).
 
 A tray balloon has no buttons (QSystemTrayIcon.showMessage), so the tray's menu
 carries them instead: every approval waiting is an entry at the top of the menu,
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QAction, QColor, QIcon, QPainter, QPixmap
@@ -27,6 +30,7 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 from desktop.assets import TRAY_STATES, icon_files, icons_dir
 from desktop.qt.compat import emit
 from desktop.qt.notify import DesktopNotifications
+from desktop.state import questions
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +107,8 @@ def choose_channel(tray: bool, desktop_notifications: bool) -> str:
     return "dbus" if desktop_notifications else "window"
 
 
-APPROVAL_BUTTONS = (("once", "Allow once"), ("deny", "Deny"), ("open", "Open"))
+APPROVAL_BUTTONS: tuple[tuple[str, str], ...] = (("once", "Allow once"), ("deny", "Deny"),
+                                                 ("open", "Open"))
 MENU_TITLE_CHARS = 60  # an approval's entry in the tray menu: its tool and summary, cut
 
 
@@ -119,6 +124,7 @@ def menu_title(text: str) -> str:
 class Notifier(QObject):
     clicked = Signal(str, str)  # session_id, approval_id ("" when not an approval)
     answered = Signal(str, str)  # approval_id, decision ("once" or "deny"): a notification's button
+    chose = Signal(str, int)  # question_id, the index of the choice picked (a button, the menu)
     fallback = Signal(str, str, str, str)  # title, text, session_id, approval_id
     shown = Signal(str, str)  # title, text: every notification, however it was shown
     activated = Signal()  # the tray icon itself was clicked
@@ -181,7 +187,10 @@ class Notifier(QObject):
             await self.desktop.flush()
             await self.desktop.stop()
 
-    def notify(self, title: str, text: str, session_id: str, approval_id: str = "") -> None:
+    def notify(self, title: str, text: str, session_id: str, approval_id: str = "",
+               buttons: Sequence[tuple[str, str]] = APPROVAL_BUTTONS) -> None:
+        """Shows a notification; one for an approval or a question (`approval_id` its id)
+        stays until `resolve` and carries `buttons` where the server shows them."""
         self._target = (session_id, approval_id)
         emit(self.shown, title, text)
         if self.tray is not None:
@@ -190,7 +199,7 @@ class Notifier(QObject):
             key = approval_id or f"{session_id or 'app'}:{title}"
             self._targets[key] = (session_id, approval_id)
             if approval_id:  # no expiry: it is answered or withdrawn (resolve), or denied in 5 minutes
-                self.desktop.show(key, title, text, APPROVAL_BUTTONS, urgency="critical", timeout_ms=0)
+                self.desktop.show(key, title, text, buttons, urgency="critical", timeout_ms=0)
             else:
                 self.desktop.show(key, title, text)
         else:
@@ -228,12 +237,36 @@ class Notifier(QObject):
         self.waiting[approval_id] = entry
         self.waiting_end.setVisible(True)
 
+    def add_question(self, question_id: str, session_id: str, title: str,
+                     choices: Sequence[str]) -> None:
+        """A question waits: the tray's menu lists it with its choices (picking one answers it)
+        and Show in Turnkey… (for words, or to read it whole), until `resolve`."""
+        if question_id in self.waiting:
+            return
+        entry = QMenu(menu_title(title), self.menu)
+        entry.setIcon(app_icon("approval"))
+        entry.setToolTipsVisible(True)
+        entry.menuAction().setToolTip(title)
+        for i, choice in enumerate(choices[:questions.MENU_CHOICES]):
+            action = entry.addAction(menu_title(choice))
+            action.triggered.connect(lambda _=False, n=i: emit(self.chose, question_id, n))
+        if choices:
+            entry.addSeparator()
+        show = entry.addAction("Show in Turnkey…")
+        show.triggered.connect(lambda _=False: emit(self.clicked, session_id, question_id))
+        self.menu.insertMenu(self.waiting_end, entry)
+        self.waiting[question_id] = entry
+        self.waiting_end.setVisible(True)
+
     def waiting_ids(self) -> list[str]:
         return list(self.waiting)
 
     def _invoked(self, key: str, action: str) -> None:
         session_id, approval_id = self._targets.get(key, ("", ""))
-        if approval_id and action in ("once", "deny"):
+        choice = questions.action_choice(action)
+        if approval_id and choice is not None:
+            emit(self.chose, approval_id, choice)
+        elif approval_id and action in ("once", "deny"):
             emit(self.answered, approval_id, action)
         else:  # "open", or a click on the notification itself
             emit(self.clicked, session_id, approval_id)

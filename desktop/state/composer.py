@@ -14,7 +14,8 @@ from desktop.state.copying import quoted
 IDLE_HINT = "Message Turnkey…  (Enter sends · Shift+Enter new line · Esc stops)"
 RUNNING_HINT = "Steer the running turn (Alt+Enter) or queue a message for after it (Enter)…"
 LONG_MESSAGE_TOKENS = 8_000  # a message box text over this (estimated) warns: it is resent every turn
-RUNNING = frozenset({"running", "waiting_approval"})  # a turn runs: Steer joins it, Send queues
+# A turn runs (or waits for the person): Steer joins it, Send queues.
+RUNNING = frozenset({"running", "waiting_approval", "waiting_answer"})
 
 Intent = Literal["send", "steer"]
 

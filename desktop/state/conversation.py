@@ -18,7 +18,7 @@ from desktop.state.sessions import home_relative
 from shared import protocol as p
 
 STATUS_TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning",
-                "unknown": "warning"}
+                "waiting_answer": "warning",                 "unknown": "warning"}
 
 
 def status_tone(status: str) -> str:

@@ -45,7 +45,7 @@ class ToolItem(Item):
     name: str = ""
     arguments: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
-    status: str = "pending"  # pending, running, waiting_approval, then a DONE_TOOL status
+    status: str = "pending"  # pending, running, waiting_approval/_answer, then a DONE_TOOL status
     progress: str = ""  # the end of its live output, as a terminal shows it (no escape sequences)
     tail: LiveTail | None = field(default=None, repr=False)  # makes `progress`; while it runs
     output: str = ""
@@ -70,6 +70,8 @@ class ToolItem(Item):
     # Its change to a file was put back by `session.undo` (files.restored names the call; its
     # row's meta says `undone`).
     undone: bool = False
+    # A `clarify` call's question, once it closed: "Answered: …", or that nobody answered.
+    outcome: str = ""
 
 
 @dataclass(eq=False)

@@ -1,4 +1,5 @@
-"""One open session as a window sees it: snapshot, live events, queue, approvals, notices.
+"""One open session as a window sees it: snapshot, live events, queue, approvals, questions,
+notices.
 
 Qt-free.  A window loads a snapshot (`session.resume`) and then applies the
 session's events.  Events can reach it before the snapshot does (the shared
@@ -13,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from desktop.state.questions import WAITING, Pending
 from desktop.state.transcript import Listener, Transcript
 from shared import protocol as p
 from shared.client import Incoming
@@ -43,6 +45,7 @@ class SessionState:
     turn_usage: p.Usage | None = None
     queue: dict[str, p.Receipt] = field(default_factory=dict)  # by admission_id
     approvals: dict[str, p.Approval] = field(default_factory=dict)  # pending, by approval_id
+    questions: Pending = field(default_factory=Pending)  # the model's questions waiting
     notice: Notice | None = None
     mark: int | None = None  # the snapshot's latest_seq, then the highest seq applied
     loaded: bool = False
@@ -70,10 +73,12 @@ class SessionState:
         for r in self.queue.values():
             self._remember(r)
         self.approvals = {a.approval_id: a for a in resume.pending_approvals}
+        self.questions.load(resume.pending_questions)
         self.notice = None
         self.mark = resume.latest_seq
         self.transcript.load(resume.messages, resume.has_more, resume.active_turn,
-                             frozenset(a.call_id for a in resume.pending_approvals))
+                             frozenset(a.call_id for a in resume.pending_approvals),
+                             frozenset(q.call_id for q in resume.pending_questions))
         self.loaded = True
         early, self._early = self._early, []
         for event in early:
@@ -151,8 +156,8 @@ class SessionState:
             self.queue.pop(receipt.admission_id, None)
             self.prompts.pop(receipt.admission_id, None)
             self.files.pop(receipt.admission_id, None)
-            # A turn still running (or waiting for a person's approval) keeps its status.
-            if not self.queue and self.status not in ("running", "waiting_approval"):
+            # A turn still running (or waiting for a person's approval or answer) keeps its status.
+            if not self.queue and self.status != "running" and self.status not in WAITING:
                 self.status = "idle"
         elif isinstance(data, p.ApprovalRequested):
             self.approvals[data.approval.approval_id] = data.approval
@@ -161,8 +166,10 @@ class SessionState:
         elif isinstance(data, p.ApprovalResolved):
             self.approvals.pop(data.approval.approval_id, None)
             if self.status == "waiting_approval" and not self.approvals:
-                self.status = "running"
+                self.status = "waiting_answer" if self.questions.waiting else "running"
             self.transcript.apply(event)
+        elif isinstance(data, p.QuestionEvent):
+            self._question(event, data)
         elif isinstance(data, p.ProviderRetry):
             self.notice = Notice("retry", f"Retrying in {{left}} s (attempt {data.attempt}): "
                                  f"{data.reason}", time.monotonic() + data.delay_s)
@@ -193,6 +200,16 @@ class SessionState:
         else:
             self.transcript.apply(event)
 
+    def _question(self, event: Incoming, data: p.QuestionEvent) -> None:
+        """A question asked or closed: the status says whether the turn waits for the person
+        (a question whose turn had ended waits too, but its session is not running)."""
+        self.questions.apply(data)
+        if self.questions.waiting and data.question.status == "pending" and self.status == "running":
+            self.status = "waiting_answer"
+        elif self.status == "waiting_answer" and not self.questions.waiting:
+            self.status = "waiting_approval" if self.approvals else "running"
+        self.transcript.apply(event)
+
     def _remember(self, receipt: p.Receipt) -> None:
         """A queued prompt's words and files, for the row its turn shows when it starts."""
         if receipt.text:
@@ -214,7 +231,7 @@ class SessionState:
 
     @property
     def busy(self) -> bool:
-        return self.status in ("running", "waiting_approval", "queued")
+        return self.status in ("running", "queued") or self.status in WAITING
 
     def usage_line(self) -> str:
         """The session's tokens and cost; while an answer streams, its words so far are

@@ -15,6 +15,7 @@ STATUS_LABELS = {
     "queued": "Queued",
     "running": "Working",
     "waiting_approval": "Needs approval",
+    "waiting_answer": "Needs your answer",
     "unknown": "Outcome unknown",
 }
 

@@ -20,7 +20,8 @@ from shared.client import Incoming
 PAGE = 100  # sessions per session.list
 GROUPINGS = (("day", "By day"), ("folder", "By folder"))
 # A session's status as its dot says it (a theme colour); none for idle.
-TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning", "unknown": "warning"}
+TONES = {"running": "accent", "queued": "accent", "waiting_approval": "warning",
+         "waiting_answer": "warning", "unknown": "warning"}
 EMPTY = "No sessions yet.\nPress Ctrl+N to start one."
 
 

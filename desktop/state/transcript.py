@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from desktop.state import answers
+from desktop.state import answers, questions
 
 # The items live in state/items.py (state/answers.py needs them too); importers find them here.
 from desktop.state.items import AssistantItem as AssistantItem
@@ -37,6 +37,7 @@ TOOL_STATUS_WORDS = {
     "pending": "queued",
     "running": "running",
     "waiting_approval": "needs approval",
+    "waiting_answer": "needs your answer",
     "ok": "done",
     "error": "error",
     "denied": "denied",
@@ -119,6 +120,7 @@ def _fill_result(card: ToolItem, m: p.Message) -> None:
     card.duration_ms = meta.get("duration_ms", card.duration_ms)
     card.spilled_path = meta.get("spilled_path", card.spilled_path)
     card.undone = bool(meta.get("undone"))
+    _outcome(card, meta)
     card.name = card.name or m.tool_name or ""
     _decided(card, meta)
     _child(card, meta)
@@ -136,6 +138,18 @@ def _child(card: ToolItem, meta: dict[str, Any] | None) -> None:
     child = (meta or {}).get("child_session_id")
     if isinstance(child, str) and child:
         card.child_session_id = child
+
+
+def _outcome(card: ToolItem, meta: dict[str, Any]) -> None:
+    """A `clarify` call's answer (or that nobody gave one), from its result."""
+    status = meta.get("question_status")
+    if card.name != "clarify" or not status:
+        return
+    answer = questions.answer_of_result(card.arguments, meta, card.output)
+    if answer is not None:
+        card.outcome = f"Answered: {answer}"
+    elif status == "expired":
+        card.outcome = "Nobody answered in time."
 
 
 def _decided(card: ToolItem, meta: dict[str, Any]) -> None:
@@ -165,9 +179,11 @@ class Transcript:
     # --- loading -----------------------------------------------------------------
 
     def load(self, messages: list[p.Message], has_more: bool,
-             active_turn: p.ActiveTurn | None = None, waiting: frozenset[str] = frozenset()) -> None:
+             active_turn: p.ActiveTurn | None = None, waiting: frozenset[str] = frozenset(),
+             asking: frozenset[str] = frozenset()) -> None:
         """Replaces everything with the last page (and the text streamed so far of a running
-        turn); the calls in `waiting` (call ids) wait for an approval."""
+        turn); the calls in `waiting` (call ids) wait for an approval, those in `asking` for
+        the answer to their question."""
         self._stream = None
         if self.items:
             self._remove(0, len(self.items))
@@ -179,7 +195,8 @@ class Transcript:
             for item in items:
                 if isinstance(item, ToolItem) and item.turn_id == active_turn.turn_id \
                         and item.status == "pending":
-                    item.status = "waiting_approval" if item.call_id in waiting else "running"
+                    item.status = "waiting_approval" if item.call_id in waiting \
+                        else "waiting_answer" if item.call_id in asking else "running"
             if active_turn.text:
                 self._stream = AssistantItem(f"stream:{active_turn.turn_id}", active_turn.turn_id,
                                              text=active_turn.text, streaming=True)
@@ -295,12 +312,15 @@ class Transcript:
             if data.output and not card.output:
                 # The start of the stored result, until the turn's rows replace it in full.
                 card.output = data.output + ("\n…" if data.output_truncated else "")
+            _outcome(card, meta)
             self._touch(card)
         elif isinstance(data, p.ApprovalEvent):
             asked = self._find_card(data.approval.call_id)
             if asked is not None and asked.status not in DONE_TOOL:
                 asked.status = "waiting_approval" if isinstance(data, p.ApprovalRequested) else "running"
                 self._touch(asked)
+        elif isinstance(data, p.QuestionEvent):
+            self._asked(data.question, isinstance(data, p.QuestionResolved))
         elif isinstance(data, p.TurnStarted):
             self._end_stream()
             self.running, self.again = data.turn_id, data.regenerates
@@ -343,6 +363,20 @@ class Transcript:
                 self._paginate()
             return turn
         return None
+
+    def _asked(self, q: p.Question, closed: bool) -> None:
+        """A question's call waits for the answer, or says how it closed."""
+        asked = self._find_card(q.call_id)
+        if asked is None:
+            return
+        if not closed and q.status == "pending":
+            if asked.status not in DONE_TOOL:
+                asked.status = "waiting_answer"
+        else:
+            asked.outcome = questions.outcome_words(q)
+            if asked.status not in DONE_TOOL:
+                asked.status = "running"
+        self._touch(asked)
 
     # --- answers and branches ---------------------------------------------------------
 

@@ -38,7 +38,7 @@ def latest(items: Sequence[Item], status: str, undone: frozenset[str] = frozense
     prompt = shown[start]
     assert isinstance(prompt, UserItem)
     after = shown[start + 1:]
-    if status in ("running", "waiting_approval"):
+    if status in ("running", "waiting_approval", "waiting_answer"):
         said = any((isinstance(it, AssistantItem) and it.text.strip()) or isinstance(it, ToolItem)
                    for it in after)
         return TurnActions(thinking=status == "running" and not said)

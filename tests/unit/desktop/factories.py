@@ -122,6 +122,17 @@ def approval(approval_id: str, call_id: str, turn_id: str = "t1", status: str = 
     }, p.Approval)
 
 
+def question(question_id: str, call_id: str, turn_id: str = "t1", status: str = "pending", *,
+             choices: list[str] | None = None, allow_other: bool = True,
+             text: str = "Which colour?", session_id: str = SID, **extra: Any) -> p.Question:
+    return msgspec.convert({
+        "question_id": question_id, "session_id": session_id, "turn_id": turn_id,
+        "call_id": call_id, "question": text, "choices": choices or [],
+        "allow_other": allow_other, "status": status, "created_at": T0,
+        "expires_at": "2026-11-29T18:10:00.000Z", **extra,
+    }, p.Question)
+
+
 def session(session_id: str = SID, *, updated_at: str = T0, status: str = "idle", title: str = "A session",
             cost_usd: float = 0.0, **extra: Any) -> p.Session:
     return msgspec.convert({
@@ -134,7 +145,8 @@ def session(session_id: str = SID, *, updated_at: str = T0, status: str = "idle"
 def resume(messages: list[p.Message] | None = None, *, latest_seq: int = 0, status: str = "idle",
            session_info: p.Session | None = None, has_more: bool = False,
            queue: list[p.Receipt] | None = None, pending_approvals: list[p.Approval] | None = None,
-           active_turn: p.ActiveTurn | None = None) -> p.ResumeResult:
+           active_turn: p.ActiveTurn | None = None,
+           pending_questions: list[p.Question] | None = None) -> p.ResumeResult:
     """A `session.resume` result (without since_seq: no events, not truncated)."""
     result: dict[str, Any] = {
         "session": session_info or session(status=status),
@@ -146,6 +158,7 @@ def resume(messages: list[p.Message] | None = None, *, latest_seq: int = 0, stat
         "truncated": False,
         "pending_approvals": pending_approvals or [],
         "queue": queue or [],
+        "pending_questions": pending_questions or [],
     }
     if active_turn is not None:
         result["active_turn"] = active_turn
@@ -231,6 +244,12 @@ class Events:
                           status: str = "allowed") -> Incoming:
         a = approval(approval_id, call_id, turn, status, session_id=self.session_id, decision="once")
         return self._next("approval.resolved", {"approval": a}, turn)
+
+    def question_request(self, turn: str, q: p.Question) -> Incoming:
+        return self._next("clarify.request", {"question": q}, turn)
+
+    def question_resolved(self, turn: str, q: p.Question) -> Incoming:
+        return self._next("clarify.resolved", {"question": q}, turn)
 
     def complete(self, turn: str, admission_id: str, text: str, status: str = "completed",
                  failure_reason: str | None = None,
