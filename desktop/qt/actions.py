@@ -65,9 +65,11 @@ CONVERSATION_COMMANDS: tuple[ConversationCommand, ...] = (
     ConversationCommand("stop", "S&top the running turn", ("Ctrl+.", "Esc"),
                         lambda c: c.interrupt(), lambda c: c.state.busy),
     # The keyboard's way to an approval card: the focus on its Allow once (Enter allows, Tab
-    # reaches the other answers).
-    ConversationCommand("approval", "Go to the waiting &approval", ("Ctrl+Shift+A",),
-                        lambda c: c.focus_first_approval(), lambda c: bool(c.cards)),
+    # reaches the other answers); with only a question waiting, on its first choice (1-9 pick
+    # one) or its text field.
+    ConversationCommand("approval", "Go to the waiting &approval or question", ("Ctrl+Shift+A",),
+                        lambda c: c.focus_first_approval(),
+                        lambda c: bool(c.cards) or bool(c.question_cards)),
     # A prompt's answers and branches (state/answers.py, session.regenerate/choose/fork).
     ConversationCommand("regenerate", "Re&generate answer", ("Ctrl+Shift+R",),
                         lambda c: c.regenerate()),

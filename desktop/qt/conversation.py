@@ -135,6 +135,7 @@ class Conversation(QWidget):
         self.shelves.error.connect(self._show_error)
         self.shelves.settled.connect(self.refresh)
         self.cards = self.shelves.cards
+        self.question_cards = self.shelves.questions
         self.queue_rows = self.shelves.queue_rows
         self.approvals_shelf = self.shelves.approvals_shelf
         self.queue_panel = self.shelves.queue_panel

@@ -18,6 +18,7 @@ from shared.methods import ClarifyRespond, PromptSubmit, SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .conftest import drive
+from .test_keyboard import active, focused, press
 
 CHOICES = ["red", "blue", "green"]
 
@@ -177,3 +178,25 @@ def test_a_question_with_no_window_reaches_the_tray_whose_menu_answers_it(
     qtbot.waitUntil(lambda: controller.statuses.get(sid) == "idle", timeout=15_000)
     assert tool_results(fake_provider, 2) == ["The person answered with choice 3: green"]
     assert not any(a.menu() for a in notifier.menu.actions()), "no entry is left"
+
+
+def test_ctrl_shift_a_from_the_message_box_reaches_a_question_alone(
+    qtbot: Any, controller: Any, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    """No approval waits, only a question: Ctrl+Shift+A, typed in the message box, puts the
+    focus on its first choice and a digit answers (in the real app the shortcut was off while
+    no approval card was shown, and the digit went into the message box)."""
+    fake_provider.script(Reply.calls(clarify("Which colour?", CHOICES)), Reply(deltas=["Blue."]))
+    conv = open_asking(qtbot, controller, tmp_path)
+    main = controller.main
+    active(qtbot, main)
+    conv.composer.setFocus()
+    qtbot.waitUntil(lambda: focused() is conv.composer, timeout=5_000)
+    qtbot.waitUntil(lambda: main.approval_action.isEnabled(), timeout=5_000)
+    press(qtbot, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    card = only_card(conv)
+    assert focused() is card.buttons[0]
+    press(qtbot, Qt.Key.Key_2)
+    qtbot.waitUntil(lambda: not conv.shelves.questions, timeout=15_000)
+    assert tool_results(fake_provider, 2) == ["The person answered with choice 2: blue"]
+    assert conv.composer.toPlainText() == ""
