@@ -171,19 +171,20 @@ class Controller(QObject):
         emit(self.ready)
 
     async def _show_waiting(self, link: Link) -> None:
-        """An approval waits (asked while the app was closed, or while no window showed its
-        session): the main window shows the session that asked last, instead of the start
-        page, unless the saved layout already shows it somewhere."""
+        """An approval or a question waits (asked while the app was closed, or while no window
+        showed its session): the main window shows the session that asked last, instead of
+        the start page, unless the saved layout already shows it somewhere."""
         waiting = await self._list_waiting(link)
         if not waiting or self.main.current is not None:
             return
-        latest = max(waiting, key=lambda approval: approval.created_at)
-        if all(win.session_id != latest.session_id for win in self.windows):
-            self.main.show_session(latest.session_id, link=link)
+        _asked_at, latest = max(waiting)
+        if all(win.session_id != latest for win in self.windows):
+            self.main.show_session(latest, link=link)
 
-    async def _list_waiting(self, link: Link) -> list[p.Approval]:
-        """The backend's approvals waiting now, and the tray's menu made to list exactly those
-        of it (answered or asked while this app was away from it)."""
+    async def _list_waiting(self, link: Link) -> list[tuple[str, str]]:
+        """The backend's approvals and questions waiting now, as (asked at, session), and the
+        tray's menu made to list exactly those of it (answered or asked while this app was
+        away from it)."""
         waiting = (await link.call(ApprovalList())).approvals
         listed = {a.approval_id for a in waiting}
         for approval_id in [a for a, lk in self.approvals.items() if lk is link and a not in listed]:
@@ -191,22 +192,24 @@ class Controller(QObject):
             self.notifier.resolve(approval_id)
         for approval in waiting:
             self._waiting(link, approval)
-        await self._list_questions(link)
-        return waiting
+        asked = await self._list_questions(link)
+        return [(a.created_at, a.session_id) for a in waiting] + \
+            [(q.created_at, q.session_id) for q in asked]
 
-    async def _list_questions(self, link: Link) -> None:
+    async def _list_questions(self, link: Link) -> list[p.Question]:
         """The backend's questions waiting now, in the tray's menu (exactly those of it)."""
         try:
             waiting = (await link.call(ClarifyList())).questions
         except RpcError as exc:  # (a backend from before questions: it asks none)
             log.info("no questions from %s: %s", link.key, exc)
-            return
+            return []
         listed = {q.question_id for q in waiting}
         for question_id in [q for q, lk in self.questions.items() if lk is link and q not in listed]:
             self._answered(question_id)
         for question in waiting:
             if self.asked.apply(p.QuestionAsked(question=question)):
                 self._question_waiting(link, question)
+        return waiting
 
     def _question_waiting(self, link: Link, question: p.Question) -> None:
         self.questions[question.question_id] = link

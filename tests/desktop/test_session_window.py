@@ -286,6 +286,27 @@ def test_relaunching_while_an_approval_waits_shows_the_session_that_needs_the_pe
     assert not again.windows
 
 
+def test_relaunching_while_only_a_question_waits_shows_its_session(
+    qtbot: Any, make_controller: Any, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    """As for an approval: a question asked after the approval shows its session at start."""
+    first = make_controller()
+    ask_approval(qtbot, first, fake_provider, tmp_path, "old")
+    asking = new_session(qtbot, first, tmp_path)
+    fake_provider.routes["pick one"] = Reply.calls(
+        {"name": "clarify", "arguments": {"question": "Which one?", "choices": ["a", "b"]}})
+    drive(qtbot, first.link.call(PromptSubmit(session_id=asking, request_id="ask-q",
+                                              text="pick one")))
+    qtbot.waitUntil(lambda: first.statuses.get(asking) == "waiting_answer", timeout=15_000)
+    first.quit()
+    qtbot.waitUntil(lambda: first.link.client.state == "closed", timeout=10_000)
+    again = make_controller(restore=True)
+    qtbot.waitUntil(lambda: again.main.current is not None, timeout=10_000)
+    assert again.main.session_id == asking, "the question was asked last"
+    conv = again.main.conversation
+    qtbot.waitUntil(lambda: len(conv.shelves.questions) == 1, timeout=10_000)
+
+
 def test_a_retry_shows_a_countdown_and_a_crashed_tool_shows_its_outcome_as_unknown(
     qtbot: Any, controller: Any, fake_provider: FakeOpenAI, desk_backend: Backend, tmp_path: Path
 ) -> None:
