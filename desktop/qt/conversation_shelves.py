@@ -113,6 +113,7 @@ class ConversationShelves(QObject):
         card says so."""
         card = self.questions.get(question_id)
         if card is not None:
+            self._let_go(card)  # (its controls are disabled now, the card goes soon)
             card.busy(True)
 
         async def go() -> None:

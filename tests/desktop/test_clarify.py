@@ -200,3 +200,5 @@ def test_ctrl_shift_a_from_the_message_box_reaches_a_question_alone(
     qtbot.waitUntil(lambda: not conv.shelves.questions, timeout=15_000)
     assert tool_results(fake_provider, 2) == ["The person answered with choice 2: blue"]
     assert conv.composer.toPlainText() == ""
+    # The focus goes back to the message box, not along the window to New session.
+    assert focused() is conv.composer
