@@ -27,7 +27,7 @@ DecidedBy = Literal["user", "timeout", "stopped"]
 # clarify.timeout_s; or withdrawn (its turn was interrupted before an answer was needed).
 QuestionStatus = Literal["pending", "answered", "expired", "cancelled"]
 
-UsageTask = Literal["turn", "compression", "title"]  # what a cost ledger row paid for
+UsageTask = Literal["turn", "compression", "title", "review"]  # what a cost ledger row paid for
 MissedPolicy = Literal["run_once", "skip"]  # a schedule's firings missed while no backend ran
 # A backend on a shared store: beating its heartbeat; silent for longer than
 # `lease.dead_after_s` but not yet declared dead; declared dead by a peer; stopped cleanly.

@@ -466,9 +466,34 @@ def _m017(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX questions_pending ON questions (status, session_id)")
 
 
+def _m018(conn: sqlite3.Connection) -> None:
+    # The background review's model calls go in the cost ledger as task 'review'.  SQLite
+    # cannot change a CHECK, so the table is rebuilt under its own name: the new one made,
+    # every row copied, the old one dropped, the new one renamed (nothing references `usage`,
+    # and its only index is its primary key, which is made with it).
+    conn.execute("""CREATE TABLE usage_new (
+        session_id    TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        provider      TEXT NOT NULL,
+        model         TEXT NOT NULL,
+        task          TEXT NOT NULL CHECK (task IN ('turn', 'compression', 'title', 'review')),
+        calls         INTEGER NOT NULL DEFAULT 0,
+        input_tokens  INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cached_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd      REAL NOT NULL DEFAULT 0,
+        estimated     INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (session_id, provider, model, task)
+    )""")
+    columns = ("session_id, provider, model, task, calls, input_tokens, output_tokens, "
+               "cached_tokens, cost_usd, estimated")
+    conn.execute(f"INSERT INTO usage_new ({columns}) SELECT {columns} FROM usage")
+    conn.execute("DROP TABLE usage")
+    conn.execute("ALTER TABLE usage_new RENAME TO usage")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _m001, _m002, _m003, _m004, _m005, _m006, _m007, _m008, _m009, _m010, _m011, _m012,
-    _m013, _m014, _m015, _m016, _m017,
+    _m013, _m014, _m015, _m016, _m017, _m018,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -6,9 +6,9 @@ has is written here, apart: full-text search is a generated `tsvector` column wi
 index (instead of FTS5), accents folded by `unaccent`, and the message counter is kept by a
 plpgsql trigger.  Its own version line started at 1 with the SQLite file's version 11;
 version 2 is the SQLite file's 12, version 4 its 13, version 5 its 14, version 6 its 15,
-version 7 its 16 (`SQLITE_EQUIVALENT`; version 3 added a column only this store has).  A
-later change to the layout changes the declaration and adds a step here and a migration to
-store/migrations.py.
+version 7 its 16, version 8 its 17, version 9 its 18 (`SQLITE_EQUIVALENT`; version 3 added a
+column only this store has).  A later change to the layout changes the declaration and adds a
+step here and a migration to store/migrations.py.
 
 `backends` is this store's own (declared `only` on PostgreSQL): one row per running backend
 process (its epoch), with a heartbeat, so a backend on another host can tell a live peer's
@@ -110,9 +110,14 @@ STEPS: tuple[tuple[str, ...], ...] = (
     schema.pg_ddl(STEP_TABLES[2]),
     # Questions back to the person: the SQLite file's version 17 (store/questions.py).
     schema.pg_ddl(STEP_TABLES[3]),
+    # The background review's calls in the cost ledger: the SQLite file's version 18.  A
+    # column's CHECK is named `<table>_<column>_check`; step 1 is today's declaration, so a
+    # blank database already has the new one, which this replaces with itself.
+    ("ALTER TABLE usage DROP CONSTRAINT IF EXISTS usage_task_check, ADD CONSTRAINT "
+     "usage_task_check CHECK (task IN ('turn', 'compression', 'title', 'review'))",),
 )
 SCHEMA_VERSION = len(STEPS)
-SQLITE_EQUIVALENT = 17  # the SQLite file's version this schema's tables match
+SQLITE_EQUIVALENT = 18  # the SQLite file's version this schema's tables match
 
 
 def migrate(conn: Any, name: str = "this database") -> int:

@@ -180,7 +180,7 @@ TABLES: tuple[Table, ...] = (
     ), key=("id",), indexes=(Index("checkpoints_turn", ("session_id", "turn_id", "id")),)),
     Table("usage", (
         _nn("session_id", TEXT, ref=_SESSION), _nn("provider", TEXT), _nn("model", TEXT),
-        _nn("task", TEXT, check="task IN ('turn', 'compression', 'title')"),
+        _nn("task", TEXT, check="task IN ('turn', 'compression', 'title', 'review')"),
         _counter("calls"), _counter("input_tokens"), _counter("output_tokens"),
         _counter("cached_tokens"), _counter("cost_usd", REAL), _counter("estimated", INT),
     ), key=("session_id", "provider", "model", "task")),

@@ -96,6 +96,40 @@ def test_version_thirteen_sessions_keep_their_rows_on_the_default_provider(tmp_p
     assert rows == [("ses_1", "gpt-x", None)], "null: the default provider, as before"
 
 
+def test_version_seventeen_usage_keeps_its_rows_and_takes_reviews(tmp_path: Path) -> None:
+    from backend.store.migrations import MIGRATIONS
+
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT)")
+    for version, step in enumerate(MIGRATIONS[:17], start=1):
+        step(conn)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, 'then')", (version,))
+    for sid in ("ses_1", "ses_2"):
+        conn.execute("INSERT INTO sessions (session_id, title, cwd, model, created_at, updated_at) "
+                     "VALUES (?, 'old', '/tmp', 'gpt-x', 'x', 'x')", (sid,))
+    old = [("ses_1", "aux", "small", "compression", 1, 900, 80, 0, 0.01, 1),
+           ("ses_1", "main", "gpt-x", "turn", 3, 120, 40, 10, 0.25, 0),
+           ("ses_2", "main", "gpt-x", "title", 1, 30, 5, 0, 0.0, 0)]
+    conn.executemany("INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", old)
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO usage (session_id, provider, model, task) "
+                     "VALUES ('ses_1', 'aux', 'small', 'review')")
+    assert migrate(conn) == SCHEMA_VERSION
+    assert conn.execute("SELECT * FROM usage ORDER BY session_id, task").fetchall() == old
+    conn.execute("INSERT INTO usage (session_id, provider, model, task) "
+                 "VALUES ('ses_1', 'aux', 'small', 'review')")
+    with pytest.raises(sqlite3.IntegrityError):  # the CHECK is still there, with one more word
+        conn.execute("INSERT INTO usage (session_id, provider, model, task) "
+                     "VALUES ('ses_1', 'aux', 'small', 'other')")
+    with pytest.raises(sqlite3.IntegrityError):  # and so is the primary key
+        conn.execute("INSERT INTO usage (session_id, provider, model, task) "
+                     "VALUES ('ses_1', 'main', 'gpt-x', 'turn')")
+    conn.execute("DELETE FROM sessions WHERE session_id = 'ses_1'")  # the cascade too
+    assert conn.execute("SELECT session_id, task FROM usage").fetchall() == [("ses_2", "title")]
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
 def _count(conn: sqlite3.Connection, sid: str) -> int:
     return int(conn.execute(
         "SELECT message_count FROM sessions WHERE session_id = ?", (sid,)).fetchone()[0])
