@@ -15,6 +15,12 @@ temporary file, fsync, rename), and the review ends within `EXIT_WINDOW_S`; past
 cancelled and abandoned.  The model is assumed hostile: it gets only `memory` and
 `skill_manage` limited to the person's own folder (a project skill would need a person's
 approval, and a review never asks one), and `REVIEW_CALLS` model calls.
+
+Each model call that finishes is counted in the session's cost like a turn's (the ledger's
+task `review`), written with the closing write, whatever the outcome: a review interrupted,
+failed or abandoned still records the calls it finished.  The call an interrupt cuts off is
+not counted (no usage arrives for it, as for a turn's), nor is anything of a review another
+process took over (its closing write cannot be made).
 """
 
 from __future__ import annotations
@@ -32,15 +38,16 @@ from backend.errors import LeaseLost, ProviderError
 from backend.ids import message_rowid
 from backend.providers.base import ChatRequest, ToolCallChunk, ToolSpec, WireMessage, WireToolCall
 from backend.providers.registry import ConfiguredProvider, Providers
-from backend.store import admissions, leases, messages
+from backend.store import admissions, leases, messages, sessions
 from backend.store.db import Database, Tx
 from backend.store.fenced import TurnFence
 from backend.tools import memory, registry, skill_writes, skills
 from backend.tools.base import ToolContext
 from backend.turn.call import attempt
+from backend.turn.finalize import LedgerEntry, record_ledger
 from backend.turn.route import RunningTurn
 from backend.turn.stream import DeltaWriter
-from shared.protocol import ReviewNoted, TurnStatus
+from shared.protocol import ReviewNoted, TurnStatus, UsageUpdate
 
 log = logging.getLogger("review")
 
@@ -86,6 +93,7 @@ class ReviewRun:
     fence: TurnFence
     changes: dict[tuple[str, str], Change] = field(default_factory=dict)
     outcome: TurnStatus = "completed"
+    spent: list[LedgerEntry] = field(default_factory=list)  # each finished model call's
 
 
 class Reviewer:
@@ -159,8 +167,11 @@ class Reviewer:
                 return
             finally:
                 await deltas.close()
-            if result is None or not result.tool_calls:
-                return  # interrupted, or the model is done
+            if result is None:
+                return  # interrupted: the call was cut off, and no usage came for it
+            run.spent.append(LedgerEntry(link.name, request.model, result.usage, task="review"))
+            if not result.tool_calls:
+                return  # the model is done
             calls = [WireToolCall(c.call_id or f"call_{i}", c.name, c.arguments)
                      for i, c in enumerate(result.tool_calls)]
             wire_messages.append(WireMessage("assistant", result.text, tool_calls=tuple(calls)))
@@ -249,10 +260,12 @@ class Reviewer:
     # --- the end --------------------------------------------------------------------------
 
     async def _close(self, run: ReviewRun) -> None:
-        """One fenced write: the note (when something changed), the admission settled, the
-        lease released.  A review taken over writes nothing (the taker settled it)."""
+        """One fenced write: the note (when something changed), the model calls' usage, the
+        admission settled, the lease released.  A review taken over writes nothing (the taker
+        settled it)."""
         turn = run.turn
         changes = list(run.changes.values())
+        spent = list(run.spent)
 
         def job(tx: Tx) -> None:
             sid, aid = turn.session_id, turn.admission_id
@@ -264,6 +277,7 @@ class Reviewer:
                 stored = messages.by_rowid(tx, sid, rowid)
                 assert stored is not None
                 wire.emit(tx, sid, ReviewNoted(message=wire.message(stored)))
+            _charge(tx, sid, spent)
             admissions.settle(tx, aid, run.outcome)
             leases.release(tx, sid, turn.holder)
 
@@ -271,6 +285,17 @@ class Reviewer:
             await run.fence.write_patiently(job, (0.25, 0.5, 1.0))
         except LeaseLost:
             log.info("session %s: review %s was taken over", turn.session_id, turn.turn_id)
+
+
+def _charge(tx: Tx, session_id: str, spent: list[LedgerEntry]) -> None:
+    """The review's calls in the ledger and the session's totals, and the new totals told as
+    `usage.update` (with no turn: a review is none that people see)."""
+    if not spent:
+        return
+    record_ledger(tx, session_id, spent)
+    row = sessions.row(tx, session_id)
+    assert row is not None
+    wire.emit(tx, session_id, UsageUpdate(usage=wire.usage(row)))
 
 
 async def _discard(text: str) -> None:

@@ -100,6 +100,35 @@ def test_a_newer_schema_is_refused(dsn: str) -> None:
             pg_schema.migrate(conn)
 
 
+def test_a_version_eight_usage_table_keeps_its_rows_and_takes_reviews(dsn: str) -> None:
+    old_check = "CHECK (task IN ('turn', 'compression', 'title'))"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # Version 8 as it was: step 1 is today's declaration, so its CHECK is put back as
+        # version 8 left it.
+        conn.execute("CREATE TABLE schema_migrations "
+                     "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+        for version, step in enumerate(pg_schema.STEPS[:8], start=1):
+            for sql in step:
+                conn.execute(sql.encode())
+            conn.execute("INSERT INTO schema_migrations VALUES (%s, 'then')", (version,))
+        conn.execute(f"ALTER TABLE usage DROP CONSTRAINT usage_task_check, "
+                     f"ADD CONSTRAINT usage_task_check {old_check}")
+        conn.execute("INSERT INTO sessions (session_id, title, cwd, model, created_at, "
+                     "updated_at) VALUES ('ses_1', 'old', '/tmp', 'gpt-x', 'x', 'x')")
+        old = [("ses_1", "aux", "small", "compression", 1, 900, 80, 0, 0.01, 1),
+               ("ses_1", "main", "gpt-x", "turn", 3, 120, 40, 10, 0.25, 0)]
+        for row in old:
+            conn.execute("INSERT INTO usage VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", row)
+        review = ("INSERT INTO usage (session_id, provider, model, task) "
+                  "VALUES ('ses_1', 'aux', 'small', %s)")
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute(review, ("review",))
+        assert pg_schema.migrate(conn) == pg_schema.SCHEMA_VERSION
+        assert conn.execute("SELECT * FROM usage ORDER BY task").fetchall() == old
+        conn.execute(review, ("review",))
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute(review, ("other",))
+
 def test_placeholders_are_translated_outside_literals_only() -> None:
     assert pg_sql("SELECT * FROM t WHERE a = ? AND b LIKE 'x%?'") == \
         "SELECT * FROM t WHERE a = %s AND b LIKE 'x%%?'"

@@ -2,8 +2,10 @@
 session's provider and the auxiliary one): after a person's turn the review runs on the
 auxiliary provider, writes a memory entry, leaves one quiet "Noted" note that the next turn's
 model never reads, and undo puts memory back; a prompt arriving mid-review stops it at once
-and leaves nothing of it; off (the default) there is no review at all; and a review killed
-with the backend does not hold the session's queue after a restart."""
+and leaves nothing of it; off (the default) there is no review at all; a review killed
+with the backend does not hold the session's queue after a restart; and the review's model
+calls count in the session's cost (ledger task `review`), those it finished before an
+interrupt included."""
 
 from __future__ import annotations
 
@@ -28,14 +30,22 @@ def aux() -> Iterator[FakeOpenAI]:
     server.close()
 
 
-def review_config(aux: FakeOpenAI) -> str:
+def review_config(aux: FakeOpenAI, prices: str = "") -> str:
     return ('auxiliary_provider = "aux"\n'
             "[review]\nenabled = true\n"
             "[providers.aux]\n"
             'kind = "openai"\n'
             f'base_url = "{aux.base_url}"\n'
             'model = "aux-model"\n'
-            "context_window = 128000\n")
+            "context_window = 128000\n" + prices)
+
+
+AUX_PRICES = "input_usd_per_mtok = 1.0\noutput_usd_per_mtok = 4.0\n"
+
+
+def spent(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
 
 
 def remember(text: str) -> Reply:
@@ -59,13 +69,18 @@ def review_notes(backend: Backend) -> list[Json]:
 
 async def settled_review(backend: Backend, timeout: float = 30.0) -> Json:
     """The first review admission, once it is settled."""
+    return (await settled_reviews(backend, 1, timeout))[0]
+
+
+async def settled_reviews(backend: Backend, count: int, timeout: float = 30.0) -> list[Json]:
+    """The first `count` review admissions, once they are all settled."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        rows = review_rows(backend)
-        if rows and rows[0]["status"] == "terminal":
-            return rows[0]
+        rows = review_rows(backend)[:count]
+        if len(rows) == count and all(r["status"] == "terminal" for r in rows):
+            return rows
         await asyncio.sleep(0.05)
-    raise AssertionError(f"no settled review within {timeout}s: {review_rows(backend)}")
+    raise AssertionError(f"not {count} settled reviews within {timeout}s: {review_rows(backend)}")
 
 
 async def test_a_review_writes_memory_quietly_and_undo_puts_it_back(
@@ -210,4 +225,73 @@ async def test_a_review_killed_with_the_backend_does_not_hold_the_queue(
         notes = backend.query("SELECT note_kind FROM messages WHERE role = 'system_note'")
         assert notes == []
     finally:
+        await rpc.close()
+
+
+async def test_a_reviews_model_calls_count_in_the_sessions_cost(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, aux: FakeOpenAI, tmp_path: Path,
+) -> None:
+    backend = backend_factory(fake_provider.base_url, review_config(aux, AUX_PRICES))
+    fake_provider.script(Reply(deltas=["Tabs it is."], usage=spent(11, 7)))
+    aux.script(Reply.calls({"name": "memory", "arguments": {
+                   "action": "add", "target": "user", "text": "Prefers tabs."}},
+                   usage=spent(500, 50)),
+               Reply(deltas=["done"], usage=spent(300, 20)))
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        await run_turn(rpc, sid, "I always indent with tabs")
+        assert (await settled_review(backend))["outcome"] == "completed"
+        ledger = await rpc.call("session.usage", {"session_id": sid})
+        cost = (800 * 1.0 + 70 * 4.0) / 1_000_000
+        [review] = [r for r in ledger["rows"] if r["task"] == "review"]
+        assert review == {"provider": "aux", "model": "aux-model", "task": "review", "calls": 2,
+                          "input_tokens": 800, "output_tokens": 70, "cached_tokens": 0,
+                          "cost_usd": pytest.approx(cost), "estimated": False}
+        [turn] = [r for r in ledger["rows"] if r["task"] == "turn"]
+        assert (turn["input_tokens"], turn["output_tokens"]) == (11, 7)
+        totals = ledger["usage"]
+        assert (totals["input_tokens"], totals["output_tokens"]) == (811, 77)
+        assert totals["cost_usd"] == pytest.approx(cost)
+        # People hear the new totals: a usage.update of no turn, after the turn's own.
+        update = await rpc.wait_event(lambda e: e["type"] == "usage.update"
+                                      and e["data"]["usage"]["input_tokens"] == 811, timeout=30)
+        assert update.get("turn_id") is None
+        assert update["data"]["usage"] == {**totals, "cost_usd": pytest.approx(cost)}
+        summary = await rpc.call("session.get", {"session_id": sid})
+        assert summary["session"]["status"] == "idle"
+    finally:
+        await rpc.close()
+
+
+async def test_an_interrupted_review_still_pays_for_the_calls_it_finished(
+    backend_factory: BackendFactory, fake_provider: FakeOpenAI, aux: FakeOpenAI, tmp_path: Path,
+) -> None:
+    backend = backend_factory(fake_provider.base_url, review_config(aux))
+    held = threading.Event()
+    fake_provider.script(Reply(deltas=["first"], usage=spent(11, 7)),
+                         Reply(deltas=["second"], usage=spent(13, 5)))
+    aux.script(Reply.calls({"name": "memory", "arguments": {
+                   "action": "add", "target": "user", "text": "Likes short answers."}},
+                   usage=spent(500, 50)),
+               Reply(deltas=["thinking"], hang_after=0, release=held),
+               Reply(deltas=["nothing"], usage=spent(40, 4)))  # the second turn's review
+    rpc = await Rpc.open(backend.port, backend.token)
+    try:
+        sid = await create_session(rpc, cwd=str(tmp_path))
+        await run_turn(rpc, sid, "keep it short")
+        await asyncio.to_thread(aux.wait_requests, 2)  # the first call answered, the second held
+        await run_turn(rpc, sid, "next question")
+        reviews = await settled_reviews(backend, 2)
+        assert [r["outcome"] for r in reviews] == ["interrupted", "completed"]
+        ledger = await rpc.call("session.usage", {"session_id": sid})
+        [review] = [r for r in ledger["rows"] if r["task"] == "review"]
+        # The interrupted review's finished call and the next review's one; the call the
+        # interrupt cut off sent no usage and is not counted.
+        assert (review["calls"], review["input_tokens"], review["output_tokens"]) == (
+            2, 540, 54)
+        totals = ledger["usage"]
+        assert (totals["input_tokens"], totals["output_tokens"]) == (540 + 24, 54 + 12)
+    finally:
+        held.set()
         await rpc.close()
