@@ -66,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(remote, str):
                 print(f"turnkey: {remote}", file=sys.stderr)
                 return 2
+            from desktop.x11_libs import window_problem
+
+            # Before Qt: a library its xcb plugin cannot load makes Qt abort with a core dump.
+            problem = window_problem()
+            if problem is not None:
+                print(f"turnkey: {problem}", file=sys.stderr)
+                return 1
             from desktop.app import run  # Qt loads only for the app
 
             return run(data_dir, smoke=args.smoke, session_id=getattr(args, "session", ""),

@@ -1,4 +1,5 @@
-"""Which Debian packages Qt's X11 platform plugin still needs on this machine, found with ldd.
+"""Which Debian packages Qt's X11 platform plugin still needs on this machine, found with ldd
+(desktop/x11_libs.py holds the table and the check; `turnkey` runs it before opening a window).
 
 `python scripts/x11_libs.py` prints the missing packages on one line (nothing when none
 is missing) and exits 0; an unknown missing library is printed to stderr and exits 1.
@@ -13,64 +14,22 @@ fails unless each of them is loaded from the bundle.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-# soname -> the Debian 12 package holding it (checked with `dpkg -S` on Debian 12): every
-# library outside Qt's own and the base system that libqxcb.so, libQt6XcbQpa.so.6 and the
-# xcb GL integration plugins load, directly or not.
-PACKAGES = {
-    "libxcb.so.1": "libxcb1",
-    "libxcb-cursor.so.0": "libxcb-cursor0",
-    "libxcb-glx.so.0": "libxcb-glx0",
-    "libxcb-icccm.so.4": "libxcb-icccm4",
-    "libxcb-image.so.0": "libxcb-image0",
-    "libxcb-keysyms.so.1": "libxcb-keysyms1",
-    "libxcb-randr.so.0": "libxcb-randr0",
-    "libxcb-render.so.0": "libxcb-render0",
-    "libxcb-render-util.so.0": "libxcb-render-util0",
-    "libxcb-shape.so.0": "libxcb-shape0",
-    "libxcb-shm.so.0": "libxcb-shm0",
-    "libxcb-sync.so.1": "libxcb-sync1",
-    "libxcb-util.so.1": "libxcb-util1",
-    "libxcb-xfixes.so.0": "libxcb-xfixes0",
-    "libxcb-xkb.so.1": "libxcb-xkb1",
-    "libX11.so.6": "libx11-6",
-    "libX11-xcb.so.1": "libx11-xcb1",
-    "libXau.so.6": "libxau6",
-    "libXdmcp.so.6": "libxdmcp6",
-    "libxkbcommon.so.0": "libxkbcommon0",
-    "libxkbcommon-x11.so.0": "libxkbcommon-x11-0",
-    "libGL.so.1": "libgl1",
-    "libEGL.so.1": "libegl1",
-    "libGLX.so.0": "libglx0",
-    "libGLdispatch.so.0": "libglvnd0",
-    "libglib-2.0.so.0": "libglib2.0-0",
-    "libgthread-2.0.so.0": "libglib2.0-0",
-    "libfontconfig.so.1": "libfontconfig1",
-    "libfreetype.so.6": "libfreetype6",
-    "libdbus-1.so.3": "libdbus-1-3",
-}
+# This checkout's desktop package, not an installed copy's: the table is there, once.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from desktop.x11_libs import PACKAGES, missing, not_found, packages_for
 
-_NOT_FOUND = re.compile(r"^\s*(\S+)\s+=>\s+not found\s*$", re.MULTILINE)
+__all__ = ["PACKAGES", "check_bundle", "from_outside", "main", "missing", "not_found",
+           "packages_for"]
+
 _RESOLVED = re.compile(r"^\s*(\S+)\s+=>\s+(/\S+)", re.MULTILINE)
 # What a build must carry: PyInstaller bundles these when found (libxcb.so.1 itself, libGL and
 # libEGL it leaves to the system, see docs/PLATFORM-NOTES).
 _BUNDLED = re.compile(r"^(libxcb-|libX11|libxkbcommon)")
-
-
-def not_found(ldd_output: str) -> list[str]:
-    """The sonames ldd reports as `not found`, each once, in the order first seen."""
-    return list(dict.fromkeys(_NOT_FOUND.findall(ldd_output)))
-
-
-def packages_for(sonames: list[str]) -> tuple[list[str], list[str]]:
-    """(packages to install, sorted and each once; sonames no package is known for)."""
-    known = sorted({PACKAGES[s] for s in sonames if s in PACKAGES})
-    return known, [s for s in sonames if s not in PACKAGES]
 
 
 def from_outside(ldd_output: str, bundle: Path) -> list[str]:
@@ -80,26 +39,6 @@ def from_outside(ldd_output: str, bundle: Path) -> list[str]:
     wanted = [s for s in PACKAGES if _BUNDLED.match(s)]
     return [s for s in wanted if s in found and not found[s].startswith(inside)] + [
         s for s in not_found(ldd_output) if _BUNDLED.match(s)]
-
-
-def plugin_files() -> list[Path]:
-    """The xcb platform plugin, the Qt library it loads and the GL integrations it loads
-    next, from PySide6's wheel (not imported: importing it needs some of these libraries)."""
-    spec = importlib.util.find_spec("PySide6")
-    if spec is None or spec.origin is None:
-        raise SystemExit("x11_libs: PySide6 is not installed for " + sys.executable)
-    qt = Path(spec.origin).parent / "Qt"
-    gl = qt / "plugins" / "xcbglintegrations"
-    return [qt / "plugins" / "platforms" / "libqxcb.so", qt / "lib" / "libQt6XcbQpa.so.6",
-            gl / "libqxcb-glx-integration.so", gl / "libqxcb-egl-integration.so"]
-
-
-def missing() -> list[str]:
-    """The sonames the plugin cannot load here."""
-    output = ""
-    for path in plugin_files():
-        output += subprocess.run(["ldd", str(path)], capture_output=True, text=True, check=False).stdout
-    return not_found(output)
 
 
 def check_bundle(app: Path) -> int:
@@ -125,7 +64,7 @@ def main(argv: list[str]) -> int:
     packages, unknown = packages_for(missing())
     print(" ".join(packages))
     if unknown:
-        print(f"x11_libs: no package known for {' '.join(unknown)} (add it to scripts/x11_libs.py)",
+        print(f"x11_libs: no package known for {' '.join(unknown)} (add it to desktop/x11_libs.py)",
               file=sys.stderr)
         return 1
     return 0

@@ -293,3 +293,29 @@ async def test_a_bundle_with_no_provider_says_how_to_add_one(bundle: Path, tmp_p
     assert result.error.kind == "not_configured"
     assert result.error.message == "No model provider is set up yet. Add one in Settings → Providers."
     assert "File → Settings" in (result.error.detail or ""), "the detail says where, too"
+
+
+def test_the_bundle_names_a_library_its_x11_plugin_lacks_instead_of_aborting(
+    bundle: Path, tmp_path: Path
+) -> None:
+    # A hard-linked copy of the bundle without Qt's xcb library: the check must look at the
+    # bundle's own plugin (under _MEIPASS), with the library path the bootloader set.
+    copy = tmp_path / "turnkey"
+    if subprocess.run(["cp", "-al", bundle.parent, copy], capture_output=True).returncode:
+        # Another file system than the temp folder: a real copy (a few seconds), never a skip.
+        subprocess.run(["rm", "-rf", copy], check=True)
+        subprocess.run(["cp", "-a", bundle.parent, copy], check=True)
+    removed = list(copy.rglob("libQt6XcbQpa.so*"))
+    assert removed
+    for f in removed:
+        f.unlink()
+    data = tmp_path / "data"
+    env = {k: v for k, v in clean_env(DISPLAY=":77").items()
+           if k not in ("QT_QPA_PLATFORM", "QT_QPA_PLATFORM_PLUGIN_PATH", "XDG_SESSION_TYPE",
+                        "WAYLAND_DISPLAY")}
+    ran = subprocess.run([str(copy / "turnkey"), "--data-dir", str(data)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1, ran
+    assert ran.stderr.startswith("turnkey: cannot open the window: libQt6XcbQpa.so.6 is missing."), \
+        ran.stderr
+    assert not data.exists(), "no backend started"

@@ -1,11 +1,14 @@
-"""scripts/x11_libs.py: reading ldd's output (real output captured on Debian 12, three
-libraries hidden) and naming the Debian packages, and checking a PyInstaller bundle."""
+"""scripts/x11_libs.py and desktop/x11_libs.py: reading ldd's output (real output captured on
+Debian 12, three libraries hidden) and naming the Debian packages, checking a PyInstaller
+bundle, and what `turnkey` says when a library is missing."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 from types import ModuleType
+
+from desktop import x11_libs as words
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURED = Path(__file__).parent / "ldd"
@@ -68,3 +71,37 @@ def test_a_bundle_that_loads_xcb_libraries_from_the_system_is_caught() -> None:
     assert x11.from_outside(complete, Path("/tmp/tkdist/turnkey/_internal")) == []
     # Where the target lacks them altogether, ldd says so.
     assert x11.from_outside("\tlibxcb-keysyms.so.1 => not found\n", bundle) == ["libxcb-keysyms.so.1"]
+
+
+def test_the_words_name_every_missing_library_and_the_packages_to_install() -> None:
+    assert words.missing_in_words(["libxcb-cursor.so.0"]) == (
+        "cannot open the window: libxcb-cursor.so.0 is missing. "
+        "Install it with: sudo apt-get install libxcb-cursor0")
+    assert words.missing_in_words(["libxcb-icccm.so.4", "libxcb-cursor.so.0"]) == (
+        "cannot open the window: libxcb-icccm.so.4, libxcb-cursor.so.0 are missing. "
+        "Install them with: sudo apt-get install libxcb-cursor0 libxcb-icccm4")
+    # One without a known package: named as such, the other still installable.
+    assert words.missing_in_words(["libxcb-cursor.so.0", "libxcb-new.so.9"]) == (
+        "cannot open the window: libxcb-cursor.so.0, libxcb-new.so.9 are missing. "
+        "Install it with: sudo apt-get install libxcb-cursor0. No package is known for "
+        "libxcb-new.so.9: install the one that provides it (`apt-file search NAME` finds it).")
+
+
+def test_only_a_start_on_x11_is_checked() -> None:
+    assert words.opens_on_x11({"DISPLAY": ":0"})
+    assert words.opens_on_x11({"DISPLAY": ":0", "QT_QPA_PLATFORM": "xcb"})
+    assert words.opens_on_x11({"DISPLAY": ":0", "QT_QPA_PLATFORM": "xcb:dpi=96;wayland"})
+    assert not words.opens_on_x11({})
+    assert not words.opens_on_x11({"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"})
+    assert not words.opens_on_x11({"DISPLAY": ":0", "QT_QPA_PLATFORM": "wayland;xcb"})
+    # A Wayland session with XWayland: Qt tries Wayland first.
+    assert not words.opens_on_x11({"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0",
+                                   "XDG_SESSION_TYPE": "wayland"})
+    assert words.window_problem({"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"}) is None
+
+
+def test_without_ldd_the_start_goes_on(tmp_path: Path) -> None:
+    # The check must never be what stops a start: no ldd on PATH, no words.
+    (tmp_path / "libqxcb.so").write_bytes(b"")
+    assert words.window_problem({"DISPLAY": ":0", "PATH": str(tmp_path),
+                                 "QT_QPA_PLATFORM_PLUGIN_PATH": str(tmp_path)}) is None
