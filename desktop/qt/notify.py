@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -36,6 +37,13 @@ CALL_TIMEOUT_S = 3.0  # a server that takes longer is treated as absent
 URGENCY = {"low": 0, "normal": 1, "critical": 2}
 
 
+
+def plain_body(text: str, markup: bool) -> str:
+    """A body as plain text on a server that reads markup: the words in it are often the
+    model's (a question, a command), and `<a href>` or `<img src="file://…">` in them must be
+    shown, never followed or loaded."""
+    return html.escape(text, quote=False) if markup else text
+
 class BusError(Exception):
     """The session bus or the notification server failed or is not there (the reason as text)."""
 
@@ -55,6 +63,7 @@ class DesktopNotifications(QObject):
         super().__init__(parent)
         self.app_name = app_name
         self.actions = False  # the server shows buttons (its capability "actions")
+        self.markup = False  # the server reads the body as markup (its capability "body-markup")
         self.server = ""  # the server's name and version, for the log
         self._conn: DBusConnection | None = None
         self._router: DBusRouter | None = None
@@ -78,6 +87,7 @@ class DesktopNotifications(QObject):
             self._listener = asyncio.ensure_future(self._listen(queue, handle))
             (caps,) = await self._call(new_method_call(SERVER, "GetCapabilities"))
             self.actions = "actions" in caps
+            self.markup = "body-markup" in caps
             with contextlib.suppress(BusError):
                 self.server = " ".join(await self._call(new_method_call(SERVER, "GetServerInformation")))
         except (BusError, OSError, KeyError, ValueError, EOFError, StopIteration, TimeoutError) as exc:
@@ -96,6 +106,7 @@ class DesktopNotifications(QObject):
         if self.actions:
             pairs += [a for a in actions if a[0] != "default"]
         flat = [s for pair in pairs for s in pair]
+        body = plain_body(body, self.markup)
         hints = {"urgency": ("y", URGENCY[urgency]), "desktop-entry": ("s", "turnkey")}
         self._spawn(self._notify(key, title, body, flat, hints, timeout_ms))
 
