@@ -350,8 +350,8 @@ class SessionAuthority:
         """After a person's turn completed: with `[review] enabled` and nothing else queued,
         admits the background review of that turn (once per turn, whichever process gets
         there: its request id is the turn's) and claims it.  Never raises."""
-        if not self.runner.config.config.review.enabled:
-            return None
+        if not self._accepting or not self.runner.config.config.review.enabled:
+            return None  # stopping or draining: no new work starts here
         sid, key = turn.session_id, f"{admissions.REVIEW}:{turn.turn_id}"
 
         def job(tx: Tx) -> Claim | None:
@@ -519,6 +519,16 @@ class SessionAuthority:
 
     def busy(self) -> bool:
         return bool(self._active)
+
+    def running_sessions(self) -> list[str]:
+        """The sessions a turn runs in here now."""
+        return [turn.session_id for turn in self._active]
+
+    def hold(self) -> None:
+        """Starts nothing new (queued and newly admitted input stays queued for the next
+        start); the turns running go on."""
+        self._accepting = False
+        self._wake_waiters()
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Starts nothing new; lets running turns finish within the grace, then interrupts them."""

@@ -1,9 +1,13 @@
-"""The backend process's life: epochs across restarts, stale backend.json, clean SIGTERM."""
+"""The backend process's life: epochs across restarts, stale backend.json, clean SIGTERM,
+the drain before a package upgrade (SIGUSR1)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import threading
 import time
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -90,6 +94,55 @@ async def test_sigterm_during_a_turn_exits_cleanly_and_loses_nothing(
         assert ran.started > stopped_at
     texts = [r.last_user_text for r in fake_provider.snapshot()]
     assert texts.count("long haul") == 1, "a started turn is never re-run"
+
+
+async def test_sigusr1_lets_the_running_turn_finish_keeps_new_input_queued_then_exits(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    """What the package's prerm asks before an upgrade replaces the files: the turn that
+    runs finishes (not cut off as SIGTERM's grace would), nothing new starts, and input that
+    arrives meanwhile is kept for the next start."""
+    release = threading.Event()
+    fake_provider.routes["long haul"] = Reply(deltas=["finished ", "in the drain"], hang_after=1,
+                                              release=release)
+    rpc = await connect()
+    sid = await create_session(rpc)
+    other = await create_session(rpc)
+    running = await submit(rpc, sid, "long haul")
+    await rpc.wait_event(lambda e: e["type"] == "message.delta" and e["session_id"] == sid)
+    os.kill(backend.pid, signal.SIGUSR1)
+    await _logged(backend, "draining")
+    behind = await submit(rpc, sid, "queued behind it")
+    elsewhere = await submit(rpc, other, "arrived during the drain")
+    assert backend.alive(), "the drain waits for the running turn"
+    release.set()
+    done = await rpc.wait_event(lambda e: e["type"] == "message.complete" and e["session_id"] == sid)
+    assert done["data"]["status"] == "completed", done
+    assert backend.proc is not None
+    status = await asyncio.to_thread(backend.proc.wait, 30)
+    assert status == 0, "a drain ends in a clean exit"
+    asked = [r.last_user_text for r in fake_provider.snapshot()]
+    assert asked == ["long haul"], f"nothing new started during the drain: {asked}"
+
+    backend.start()
+    rpc = await connect(name="after-the-drain")
+    first = await get_receipt(rpc, running["admission_id"])
+    assert (first["status"], first.get("outcome")) == ("terminal", "completed"), first
+    for receipt in (behind, elsewhere):
+        settled = await wait_receipt_status(rpc, receipt["admission_id"], "terminal")
+        assert settled.get("outcome") == "completed", settled
+    asked = [r.last_user_text for r in fake_provider.snapshot()]
+    assert sorted(asked) == ["arrived during the drain", "long haul", "queued behind it"], asked
+
+
+async def _logged(backend: Backend, words: str, timeout: float = 30.0) -> None:
+    log = backend.data_dir / "logs" / "backend.log"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and words in log.read_text():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{words!r} not in {log} within {timeout} s")
 
 
 async def test_idle_exit_waits_for_clients_and_work(
