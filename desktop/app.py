@@ -14,7 +14,7 @@ from typing import Any
 
 import qasync
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication  # PySide6 before qasync: it picks the binding
+from PySide6.QtWidgets import QApplication, QSystemTrayIcon  # PySide6 before qasync: it picks the binding
 
 from desktop.qt import instance, theme
 from desktop.qt.aio import spawn
@@ -22,12 +22,12 @@ from desktop.qt.controller import Controller
 from desktop.qt.tray import window_icon
 from shared import logs
 from shared.client import BackendInfo
-from shared.launcher import running, stop_backend
+from shared.launcher import running, start_backend_sync, stop_backend
 from shared.remote import RemoteTarget
 
 
 def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: str = "",
-        remote: RemoteTarget | None = None) -> int:
+        remote: RemoteTarget | None = None, background: bool = False) -> int:
     """Runs the app until Quit; `session_id` also opens that session's window.
 
     When the app already runs on `data_dir` (for this user), it is raised instead (and opens
@@ -36,11 +36,14 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
     backend it started; exit status 0 when the window showed and the connection was made.
     A smoke run neither hands over nor takes the folder: it checks that this build opens a
     window of its own, and a real launch meanwhile must not be handed to it.  `remote`: use
-    that backend (on another computer) instead of the folder's, for this run."""
+    that backend (on another computer) instead of the folder's, for this run.  `background`
+    (`turnkey --background`, the login entry's): see `run_in_background`."""
     started = time.monotonic()
-    if sys.platform.startswith("linux") and not (
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM")
-    ):
+    display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+                   or os.environ.get("QT_QPA_PLATFORM"))
+    if background and not smoke:
+        return run_in_background(data_dir, display, remote)
+    if sys.platform.startswith("linux") and not display:
         # Qt would abort with a misleading message about xcb libraries.
         print("turnkey: no display to open a window on (DISPLAY is not set). Use `turnkey chat` "
               "for the terminal, or run the app from a desktop session.", file=sys.stderr)
@@ -57,6 +60,31 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
         if lock is None:
             return hand_over(data_dir, session_id)
     logs.setup(data_dir, logging.INFO, name="desktop")
+    return _run_app(_application(), data_dir, lock, restore=restore, smoke=smoke,
+                    session_id=session_id, remote=remote, started=started)
+
+
+def run_in_background(data_dir: Path, display: bool, remote: RemoteTarget | None) -> int:
+    """`turnkey --background`: the app with no window, in the system tray, when there is one;
+    without a tray (or a display) the backend alone, started when none runs, and 0 at once.
+    When the app already runs on `data_dir` nothing changes (a login does not raise it)."""
+    lock = instance.claim(data_dir)
+    if lock is None:
+        return 0
+    logs.setup(data_dir, logging.INFO, name="desktop")
+    app = _application() if display else None
+    if app is None or not QSystemTrayIcon.isSystemTrayAvailable():
+        lock.release()  # the next launch is the app, with its window
+        if remote is not None:
+            return 0  # that backend runs on its own computer
+        info = running(data_dir) or start_backend_sync(data_dir)
+        logging.getLogger("desktop").info("started in the background without a tray: the "
+                                          "backend alone (pid %d)", info.pid)
+        return 0
+    return _run_app(app, data_dir, lock, remote=remote, hidden=True)
+
+
+def _application() -> QApplication:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     app.setApplicationName("Turnkey")
@@ -64,6 +92,15 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
     app.setDesktopFileName("turnkey")
     app.setWindowIcon(window_icon())
     theme.apply(app)
+    return app
+
+
+def _run_app(app: QApplication, data_dir: Path, lock: instance.FolderLock | None, *,
+             restore: bool = True, smoke: bool = False, session_id: str = "",
+             remote: RemoteTarget | None = None, started: float | None = None,
+             hidden: bool = False) -> int:
+    """The app's event loop until Quit (see `run`); `hidden`: no window until asked for."""
+    started = time.monotonic() if started is None else started
     server = instance.InstanceServer(lock) if lock is not None else None
     if server is not None:
         server.listen()
@@ -98,7 +135,7 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
         app.setQuitOnLastWindowClosed(False)
         app.lastWindowClosed.connect(controller.last_window_closed)
         signal.signal(signal.SIGINT, lambda *_: controller.quit())
-        controller.start(restore and not smoke)
+        controller.start(restore and not smoke, hidden=hidden)
         await done
         # Work still in flight (a reload, the link's reader) ends here, not in a stopped loop.
         rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]

@@ -70,13 +70,17 @@ def main(argv: list[str] | None = None) -> int:
 
             # Before Qt: a library its xcb plugin cannot load makes Qt abort with a core dump.
             problem = window_problem()
+            if problem is not None and args.background:  # no window can open: the backend alone
+                from desktop import commands
+
+                return _run(commands.backend(data_dir, "start"))
             if problem is not None:
                 print(f"turnkey: {problem}", file=sys.stderr)
                 return 1
             from desktop.app import run  # Qt loads only for the app
 
             return run(data_dir, smoke=args.smoke, session_id=getattr(args, "session", ""),
-                       remote=remote)
+                       remote=remote, background=args.background)
         if args.command == "backend":
             return _backend(parser, args, data_dir)
         if args.command == "store":
@@ -115,6 +119,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--smoke", action="store_true",
                         help="open the app, connect to (or start) the backend, close, and print "
                              "what happened as JSON; exits 0 when all of it worked")
+    parser.add_argument("--background", action="store_true",
+                        help="start without a window, in the system tray (what the login entry "
+                             "runs: Settings ▸ Start in the background when I log in); without a "
+                             "tray, start the backend alone and exit; nothing when the app runs")
     sub = parser.add_subparsers(dest="command")
     a = sub.add_parser("app", help="open the desktop app (what `turnkey` alone does); when it "
                                    "already runs, bring it forward")

@@ -177,6 +177,7 @@ class ComposerPanel(QFrame):
         self.steer_button.clicked.connect(lambda: emit(self.steer))
         self.steer_button.hide()
         self._mode = words.mode("idle")  # the buttons show Steer and Queue while a turn runs
+        self._needed: str | None = None  # what must be set up before a message can go
         self.stop_button = QPushButton("Stop")
         self.stop_button.setAccessibleDescription("Interrupt the running turn (Esc)")
         self.stop_button.setToolTip("Interrupt the running turn (Esc)")
@@ -200,7 +201,18 @@ class ComposerPanel(QFrame):
             self.send_button.setIcon(theme.icon(mode.send_icon))
             self.send_button.setText(mode.send_text)
             self.send_button.setToolTip(mode.send_tip)
-            set_placeholder(self.composer, mode.placeholder)
+            set_placeholder(self.composer, self._needed or mode.placeholder)
+
+    def show_needed(self, words_needed: str | None) -> None:
+        """What must happen before a message can be answered (a provider set up), said in the
+        message box, which takes nothing meanwhile; None: it works as usual."""
+        if words_needed == self._needed:
+            return
+        self._needed = words_needed
+        self.composer.setEnabled(words_needed is None)
+        self.send_button.setEnabled(words_needed is None)
+        self.attach_button.setEnabled(words_needed is None)
+        set_placeholder(self.composer, words_needed or self._mode.placeholder)
 
     def note(self, text: str | None, tone: str = "warning") -> None:
         """The line over the files (None: hidden)."""

@@ -7,6 +7,12 @@ desktop notifications over D-Bus), and says so the first time; otherwise it
 quits.  Quit closes the connection and leaves the backend running its turns.  Which
 sessions were open, where every window was and whether its changes panel was open
 are saved in DIR/desktop.json and restored on the next start.
+
+A first run (nothing configured on this computer's backend, which has no session yet) opens on a
+new session to type in; when nothing can answer (no offline model either), the settings open at
+the provider form by themselves, once ever (`provider_form_shown` in DIR/desktop.json).  Started
+`hidden` (`turnkey --background`, at login), the app stays in the tray: no window shows until the
+tray, a notification or a later launch asks for one, and the saved windows open then.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ from desktop.link import Link
 from desktop.qt.aio import settle, spawn
 from desktop.qt.backends import Backends
 from desktop.qt.compat import emit
+from desktop.qt.first_run import open_provider_form
 from desktop.qt.remote import RemoteDialog
 from desktop.qt.screens import available, cascaded, show_on_screen
 from desktop.qt.session_window import MainWindow, SessionWindow, Window
 from desktop.qt.tray import Notifier, window_icon
 from desktop.state import questions
+from desktop.state.first_run import first_run, readiness
 from desktop.state.questions import WAITING
 from shared import protocol as p
 from shared.client import Incoming, RpcError
@@ -104,6 +112,10 @@ class Controller(QObject):
         self._quitting = False
         self._started = False  # the first connection's listing is done: reconnections list again
         self.background_told = False  # said once ever (kept in DIR/desktop.json): it stays running
+        self.provider_form_shown = False  # the first run opened it (kept there too): never again
+        self.hidden = False  # started in the background: no window shown yet
+        # Saved windows waiting for the first show of a hidden start: (backend, layout entries).
+        self._deferred: list[tuple[Link, list[dict[str, Any]]]] = []
         self.keep_layout = True  # False for a smoke run: it must not overwrite the saved layout
         # Ends the Qt application once Quit has closed everything (tests that run several
         # controllers in one QApplication replace it: quitting the application under pytest-qt
@@ -117,9 +129,13 @@ class Controller(QObject):
 
     # --- start and stop ------------------------------------------------------------
 
-    def start(self, restore: bool = True) -> None:
+    def start(self, restore: bool = True, hidden: bool = False) -> None:
+        """Shows the main window (unless `hidden`: see the module's docstring), connects and
+        restores the saved layout (`restore`)."""
         saved = self._read_layout()
         self.background_told = bool(saved.get("background_told"))
+        self.provider_form_shown = bool(saved.get("provider_form_shown"))
+        self.hidden = hidden
         layout = saved if restore else {}
         geometry = layout.get("main")
         if geometry:
@@ -130,7 +146,8 @@ class Controller(QObject):
         _restore_docks(self.main, layout.get("main_docks"))
         if layout.get("grouping") in ("day", "folder"):
             self.main.sidebar.set_grouping(layout["grouping"])
-        show_on_screen(self.main)  # a saved place may be on a screen that is gone
+        if not hidden:
+            show_on_screen(self.main)  # a saved place may be on a screen that is gone
         spawn(self.notifier.start())
         self.backends.restore()  # remote pairings connect in the background, each on its own
         sessions = list(layout.get("sessions", []))
@@ -163,6 +180,8 @@ class Controller(QObject):
             self.main.show_session(current, link=self.link)
         self._reopen_windows(self.link, reopen)
         await self._show_waiting(self.link)
+        if server is not None and not self.hidden:
+            self._first_run(server.capabilities.provider, not listing.sessions)
         self._started = True
         for link in self.backends.remotes:
             if link.current == "connected":
@@ -229,8 +248,40 @@ class Controller(QObject):
         title, _text = approval_words(approval, _on(link, self.link))
         self.notifier.add_waiting(approval.approval_id, approval.session_id, title)
 
+    def _first_run(self, summary: p.ProviderSummary, no_sessions: bool) -> None:
+        """Nothing configured: a first session to type in when there is none, and, when nothing
+        can answer, the provider form (once ever)."""
+        if not first_run(summary):
+            return
+        if no_sessions and self.main.current is None and not self.windows:
+            self.main.create_session("", self.main.default_folder, self.link)
+        if readiness(summary, None) == "needs_provider" and not self.provider_form_shown:
+            self.provider_form_shown = True
+            self.save_layout()  # at once: a crash before the next save must not show it again
+            self.add_provider()
+
+    def add_provider(self) -> None:
+        """The settings at the provider form, a new provider's (the welcome's Add a provider)."""
+        from desktop.qt.settings import SettingsDialog
+
+        self.open_settings("Providers")
+        if isinstance(self.settings, SettingsDialog):
+            open_provider_form(self.settings)
+
+    def _providers_saved(self, _config: object) -> None:
+        """A provider saved or removed: every conversation asks which providers answer now (a
+        first provider makes the message box take messages)."""
+        for win in [self.main, *self.windows]:
+            if win.current is not None and win.current.link is self.link:
+                spawn(win.current.fetch_providers())
+
     def _reopen_windows(self, link: Link, entries: list[dict[str, Any]]) -> None:
-        """The saved layout's windows of one backend, now that it is connected."""
+        """The saved layout's windows of one backend, now that it is connected (at the first
+        show, for a hidden start)."""
+        if self.hidden:
+            if entries:
+                self._deferred.append((link, entries))
+            return
         for entry in entries:
             if entry.get("beside"):
                 self.main.show_session(entry["session_id"], link=link)
@@ -344,6 +395,8 @@ class Controller(QObject):
                 self.main.sidebar.focus_search()
         elif action == "settings":
             self.open_settings()
+        elif action == "add_provider":
+            self.add_provider()
         elif action == "schedules":
             self.open_schedules()
         elif action == "quit":
@@ -476,6 +529,14 @@ class Controller(QObject):
               lambda words: self.notifier.notify("The question was not answered", words, ""))
 
     def show_main(self) -> None:
+        """The main window, brought forward; the first time after a hidden start, the saved
+        windows open too."""
+        if self.hidden:
+            self.hidden = False
+            show_on_screen(self.main)
+            for link, entries in self._deferred:
+                self._reopen_windows(link, entries)
+            self._deferred.clear()
         self.main.bring_forward()
 
     def _closed(self, win: SessionWindow) -> None:
@@ -503,6 +564,7 @@ class Controller(QObject):
                                     session_of=self._shown_here)
             dialog.messaging_page.open_requested.connect(
                 lambda sid: self.open_session(sid, link=self.link))
+            dialog.saved.connect(self._providers_saved)
             self.settings = dialog
         if page and isinstance(self.settings, SettingsDialog):
             self.settings.show_tab(page)
@@ -653,6 +715,11 @@ class Controller(QObject):
     def save_layout(self) -> None:
         if not self.keep_layout:
             return
+        flags = {"background_told": self.background_told,
+                 "provider_form_shown": self.provider_form_shown}
+        if self.hidden:  # never shown: the windows saved last time stay as they were saved
+            self._write_layout(flags)
+            return
         current = self.main.current
         data = {
             "main": _geometry(self.main),
@@ -663,9 +730,12 @@ class Controller(QObject):
             "current_backend": current.link.key if current is not None else "local",
             "sessions": [{"session_id": w.session_id, "geometry": _geometry(w),
                           "backend": w.link.key, "docks": _docks(w)} for w in self.windows],
-            "background_told": self.background_told,
+            **flags,
         }
-        try:  # (the pairings in the same file are kept as they are)
+        self._write_layout(data)
+
+    def _write_layout(self, data: dict[str, Any]) -> None:
+        try:  # (the pairings and any key not in `data` are kept as they are)
             pairings.write_settings(self.data_dir, data)
         except OSError as exc:
             log.warning("could not save the window layout: %s", exc)

@@ -45,6 +45,7 @@ from desktop.qt.transcript_view import TranscriptModel, make_view
 from desktop.state import conversation as words
 from desktop.state import doors as door_words
 from desktop.state.composer import IDLE_HINT, LONG_MESSAGE_TOKENS, RUNNING_HINT
+from desktop.state.first_run import ADD_PROVIDER, NEEDS_PLACEHOLDER, Readiness, readiness
 from desktop.state.model_choices import Choice, change, others
 from desktop.state.session import SessionState
 from desktop.state.turns import TurnActions, latest
@@ -66,6 +67,7 @@ class Conversation(QWidget):
     # A session to show here instead, at a message ("": its end): a branch just made, or
     # the original a branch was made from.
     switch_requested = Signal(str, str)
+    add_provider_requested = Signal()  # the welcome's "Add a provider": the provider form
 
     def __init__(self, link: Link, session_id: str, at_message: str | None = None) -> None:
         super().__init__()
@@ -185,6 +187,7 @@ class Conversation(QWidget):
         self.view.branch_requested.connect(lambda sid: emit(self.switch_requested, sid, ""))
         self.view.verticalScrollBar().valueChanged.connect(self.loading.scrolled)
         self.empty = Welcome(self.view.viewport())  # a new session's welcome
+        self.empty.linkActivated.connect(self._welcome_link)
 
     def _build_notes(self) -> None:
         """The labels over and under the transcript, each hidden until it has something to say."""
@@ -485,6 +488,9 @@ class Conversation(QWidget):
         self.model_box.show_session(s.session, self.providers(), self.attaching.pending.has_image)
         self.attaching.show_note()
         self.composer_frame.show_session(s.status, s.busy, s.usage_line())
+        # Nothing can answer yet: the message box says what is needed instead of a failed turn.
+        self.composer_frame.show_needed(NEEDS_PLACEHOLDER if self.ready() == "needs_provider"
+                                        else None)
         self._refresh_turn()
         if s.notice is not None:
             self.notice.setText(s.notice.render(time.monotonic()))
@@ -503,12 +509,22 @@ class Conversation(QWidget):
         self.empty.show_text(self._welcome() if empty else None)
 
     def _welcome(self) -> str:
-        """What a new session can do, and which model answers it."""
+        """What a new session can do, and which model answers it (or that none can yet)."""
         c = theme.colors()
+        return words.welcome(self.state.session, self.providers(), self._summary(),
+                             text=c.text, muted=c.muted, warning=c.warning, ready=self.ready())
+
+    def _summary(self) -> p.ProviderSummary | None:
         server = self.link.server
-        summary = server.capabilities.provider if server is not None else None
-        return words.welcome(self.state.session, self.providers(), summary,
-                             text=c.text, muted=c.muted, warning=c.warning)
+        return server.capabilities.provider if server is not None else None
+
+    def ready(self) -> Readiness:
+        """Whether a provider, the offline model alone, or nothing answers this backend's turns."""
+        return readiness(self._summary(), self._listed)
+
+    def _welcome_link(self, href: str) -> None:
+        if href == ADD_PROVIDER:
+            emit(self.add_provider_requested)
 
     def _on_tick(self) -> None:
         self.shelves.tick()

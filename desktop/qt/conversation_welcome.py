@@ -1,5 +1,5 @@
 """A new session's welcome, centred over its empty transcript (the words are
-`desktop/state/conversation.py`'s `welcome`)."""
+`desktop/state/conversation.py`'s `welcome`; its links are the label's `linkActivated`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ class Welcome(QLabel):
         self.setWordWrap(True)
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.setTextFormat(Qt.TextFormat.RichText)
+        # "Add a provider" is a link the mouse and the keyboard (Tab, Enter) both follow.
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
+                                     | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
         self.hide()
         viewport.installEventFilter(self)
 

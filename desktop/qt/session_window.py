@@ -314,6 +314,7 @@ class SessionWindow(Window):
         c.changed.connect(self._changed)
         c.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
         c.switch_requested.connect(lambda sid, at: self.show_session(sid, at))
+        c.add_provider_requested.connect(lambda: emit(self.requested, "add_provider", ""))
         return c
 
     def show_session(self, session_id: str, at_message: str = "") -> None:
@@ -482,6 +483,7 @@ class MainWindow(Window):
             c.changed.connect(self._changed)
             c.moved.connect(lambda _old, new: self.sidebar.mark_current(new))
             c.open_requested.connect(lambda sid: emit(self.requested, "open_window", sid))
+            c.add_provider_requested.connect(lambda: emit(self.requested, "add_provider", ""))
             c.switch_requested.connect(
                 lambda sid, at, link=link: self.show_session(sid, at, link))
             self.current = c

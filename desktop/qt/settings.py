@@ -1,6 +1,7 @@
 """The settings dialog: who answers now, and its pages: providers (their API keys and the
 provider test), the approval mode, the "always allow" rules, MCP servers, the agent's memory,
-its skills, messaging doors; and the data folder.
+its skills, messaging doors; the data folder, and whether the app starts at login
+(`desktop/autostart.py`'s entry, which the checkbox reads and writes; this computer's only).
 
 A client of the backend only: everything it shows comes from `config.get` / `config.set` (the
 effective config, keys as "set"/"unset", and what turns use now) and the pages' own calls, each
@@ -21,6 +22,7 @@ label, rewords msgspec's phrasing, and marks the widget.  An API key is never sh
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -29,6 +31,7 @@ import shiboken6
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QShowEvent
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QHBoxLayout,
     QLabel,
@@ -39,6 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop import autostart
 from desktop.qt import theme
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
@@ -135,9 +139,17 @@ class SettingsDialog(QDialog):
         self.open_folder_button = QPushButton("Open data folder")
         self.open_folder_button.setToolTip(str(self.data_dir))
         self.open_folder_button.clicked.connect(self.open_data_folder)
+        self.autostart_check = QCheckBox("Start in the background when I log in")
+        self.autostart_check.setToolTip(
+            "At login Turnkey starts with no window, in the system tray (without a tray, its "
+            "service alone), so scheduled prompts and messaging keep running.")
+        self.autostart_check.setChecked(autostart.enabled())
+        self.autostart_check.toggled.connect(self.set_autostart)
+        self.autostart_check.setVisible(sys.platform.startswith(("linux", "freebsd")))
         self.close_button = QPushButton("Close")
         self.close_button.clicked.connect(self.close)
         bottom.addWidget(self.open_folder_button)
+        bottom.addWidget(self.autostart_check)
         bottom.addStretch(1)
         bottom.addWidget(self.close_button)
         root.addLayout(bottom)
@@ -214,6 +226,9 @@ class SettingsDialog(QDialog):
         """Shown again (the app keeps one dialog): what answers and the rules may have changed
         meanwhile; the form keeps what the person left in it."""
         super().showEvent(event)
+        self.autostart_check.blockSignals(True)  # the entry may have been removed elsewhere
+        self.autostart_check.setChecked(autostart.enabled())
+        self.autostart_check.blockSignals(False)
         if self.config is not None and "load" not in self.busy:
             self.reload(refill=False)
             if "rules" not in self.busy:
@@ -292,6 +307,19 @@ class SettingsDialog(QDialog):
     def set_approval_mode(self, mode: str) -> None:
         """Applies `approvals.mode` with config.set (the box follows the result)."""
         self.approvals_page.set_approval_mode(mode)
+
+    def set_autostart(self, on: bool) -> None:
+        """Writes or removes the login entry; the box then shows what the file says."""
+        try:
+            now = autostart.set_enabled(on, self.data_dir)
+        except (OSError, ValueError) as exc:
+            now = autostart.enabled()
+            words = f"Could not {'add' if on else 'remove'} the login entry: {exc}"
+            self.status_label.setText(words)
+            emit(self.failed, words)
+        self.autostart_check.blockSignals(True)
+        self.autostart_check.setChecked(now)
+        self.autostart_check.blockSignals(False)
 
     def open_data_folder(self) -> bool:
         """Opens the backend's data folder (config.toml, logs, secrets.json) in the file manager."""

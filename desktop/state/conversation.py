@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from desktop.state.answers import is_prompt
+from desktop.state.first_run import Readiness, needs_words, offline_words, readiness
 from desktop.state.items import Item, UserItem
 from desktop.state.model_choices import current
 from desktop.state.sessions import home_relative
@@ -54,32 +55,37 @@ def branch_words(session: p.Session | None, original_title: str | None) -> str |
 def answering(session: p.Session | None, providers: Sequence[p.ProviderChoice],
               summary: p.ProviderSummary | None) -> tuple[str, str]:
     """The model that answers a new session and its provider's name ("" when unknown): the
-    session's own, else the one `initialize` said turns use."""
+    session's own, else the default one listed (a session made before any provider was set up
+    has no model of its own), else the one `initialize` said turns use."""
     now = current(session, providers)
-    model = (now.model if now else "") or (summary.model if summary is not None else "") \
-        or "the configured model"
-    name = (now.provider if now else "") or (summary.name if summary is not None else "") or ""
+    default = next((c for c in providers if c.default), None)
+    chosen = (now.model, now.provider) if now else (
+        (default.model, default.name) if default is not None else ("", ""))
+    model = chosen[0] or (summary.model if summary is not None else "") or "the configured model"
+    name = chosen[1] or (summary.name if summary is not None else "") or ""
     return model, name
 
 
 def welcome(session: p.Session | None, providers: Sequence[p.ProviderChoice],
-            summary: p.ProviderSummary | None, *, text: str, muted: str, warning: str) -> str:
+            summary: p.ProviderSummary | None, *, text: str, muted: str, warning: str,
+            ready: Readiness | None = None) -> str:
     """A new session's welcome (rich text, in the theme's `text`, `muted` and `warning`
-    colours): what it can do, in which folder, which model answers it, and, when only the
-    built-in offline model is set up, that it is weak at real work."""
+    colours): what it can do, in which folder, which model answers it; when only the built-in
+    offline model is set up, that it runs here and is weak at real work; when nothing can
+    answer, that a provider is needed.  Both offer the provider form (`first_run.ADD_PROVIDER`).
+    `ready`: `first_run.readiness` (None: from `summary` alone)."""
     folder = home_relative(session.cwd) if session else "this folder"
+    ready = ready or readiness(summary, None)
+    intro = (f"<p style='font-size:15pt; font-weight:600; color:{text}'>New session</p>"
+             f"<p style='color:{muted}'>Ask Turnkey to read, change and run things in "
+             f"<b>{html.escape(folder, quote=False)}</b>. It asks you before anything outside the "
+             f"folder or risky, and every change can be undone.</p>")
+    if ready == "needs_provider":
+        return intro + needs_words(warning)
     model, name = answering(session, providers, summary)
     who = html.escape(model, quote=False) + (f" ({html.escape(name, quote=False)})" if name else "")
-    weak = ""
-    if summary is not None and summary.offline_default:
-        weak = (f"<p style='color:{warning}'>No provider is set up, so the small built-in "
-                "offline model answers: fine for trying Turnkey out, weak at real work. Add a "
-                "provider in Settings (Ctrl+,).</p>")
-    return (f"<p style='font-size:15pt; font-weight:600; color:{text}'>New session</p>"
-            f"<p style='color:{muted}'>Ask Turnkey to read, change and run things in "
-            f"<b>{html.escape(folder, quote=False)}</b>. It asks you before anything outside the "
-            f"folder or risky, and every change can be undone.</p>"
-            f"<p style='color:{muted}'>Answering: {who}</p>{weak}")
+    note = offline_words(model, warning) if ready == "offline" else ""
+    return f"{intro}<p style='color:{muted}'>Answering: {who}</p>{note}"
 
 
 def editable(item: Any) -> bool:

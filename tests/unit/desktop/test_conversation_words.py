@@ -15,6 +15,7 @@ from desktop.state.conversation import (
     welcome,
     where,
 )
+from desktop.state.first_run import ADD_PROVIDER, provider_name, readiness
 from desktop.state.items import AssistantItem, UserItem
 from shared import protocol as p
 from tests.unit.desktop.factories import message, session
@@ -76,8 +77,45 @@ def test_the_welcome_warns_when_only_the_offline_model_answers() -> None:
     summary = p.ProviderSummary(configured=False, name="offline", model="tiny",
                                 offline_default=True)
     text = welcome(None, [], summary, text="#111", muted="#222", warning="#333")
-    assert "<p style='color:#333'>No provider is set up" in text
+    assert "<p style='color:#333'>Answers come from tiny, the small offline model" in text
+    assert "on this computer, with no account and no network" in text
+    assert f"<a href='{ADD_PROVIDER}'>Add a provider</a> to use a hosted model" in text
     assert "Answering: tiny (offline)" in text
+    # A provider added since (provider.list names it): the note goes.
+    added = [p.ProviderChoice(name="main", model="big", kind="openai", default=True)]
+    text = welcome(None, added, summary, text="", muted="", warning="",
+                   ready=readiness(summary, added))
+    assert "offline" not in text
+    assert "Answering: big (main)" in text, "the default listed answers a session without a model"
+
+
+def test_the_welcome_says_a_provider_is_needed_when_nothing_can_answer() -> None:
+    summary = p.ProviderSummary(configured=False)
+    text = welcome(None, [], summary, text="", muted="", warning="#333")
+    assert "<p style='color:#333'><b>A model provider is needed.</b>" in text
+    assert f"<a href='{ADD_PROVIDER}'>Add a provider</a>" in text
+    assert "Answering" not in text, "nothing answers: no model is named"
+
+
+def test_readiness_follows_the_listing_over_the_connections_summary() -> None:
+    offline = p.ProviderSummary(configured=False, name="local", model="tiny", offline_default=True)
+    nothing = p.ProviderSummary(configured=False)
+    configured = p.ProviderSummary(configured=True, name="main", model="big")
+    local = [p.ProviderChoice(name="local", model="tiny", kind="local", default=True)]
+    main = [p.ProviderChoice(name="main", model="big", kind="openai", default=True)]
+    assert readiness(offline, None) == "offline"
+    assert readiness(offline, local) == "offline"
+    assert readiness(offline, main) == "ready"
+    assert readiness(nothing, None) == "needs_provider"
+    assert readiness(nothing, main) == "ready", "a provider saved since the connection"
+    assert readiness(configured, []) == "needs_provider", "the listing is newer"
+    assert readiness(configured, None) == "ready"
+    assert readiness(None, None) == "ready", "an old backend: no claim either way"
+
+
+def test_the_first_provider_is_offered_as_main_else_a_free_name() -> None:
+    assert provider_name([]) == "main"
+    assert provider_name(["main", "main-2"]) == "main-3"
 
 
 def prompt(key: str, text: str, **kw: object) -> UserItem:
