@@ -64,14 +64,23 @@ def _quoted(arg: str) -> str:
     return '"' + "".join("\\" + ch if ch in _ESCAPED_IN_QUOTES else ch for ch in arg) + '"'
 
 
+def _program(argv: list[str]) -> str:
+    """The executable the entry runs: the bundle's, or the venv's Python behind `env`."""
+    return next(arg for arg in argv[1:] if not arg.startswith("PYTHONPATH=")) \
+        if argv[0] == "env" else argv[0]
+
+
 def entry_text(argv: list[str]) -> str:
     """The whole entry: hidden from menus, started at login."""
     return ("[Desktop Entry]\n"
             "Type=Application\n"
-            "Version=1.5\n"
+            "Version=1.4\n"
             "Name=Turnkey\n"
             "Comment=Starts Turnkey in the background when you log in\n"
             f"Exec={exec_line(argv)}\n"
+            # Once the program is gone (the package removed, the venv deleted), the session
+            # skips the entry instead of failing at every login.
+            f"TryExec={exec_line([_program(argv)])}\n"
             "Icon=turnkey\n"
             "Terminal=false\n"
             "NoDisplay=true\n"

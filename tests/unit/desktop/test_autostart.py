@@ -77,6 +77,7 @@ def test_on_writes_a_valid_entry_whose_exec_starts_this_checkout_in_the_backgrou
     checkout = Path(autostart.__file__).resolve().parents[1]
     assert argv == ["env", f"PYTHONPATH={checkout}", sys.executable, "-m", "desktop.cli",
                     "--data-dir", str(data.resolve()), "--background"]
+    assert exec_argv(fields["TryExec"]) == [sys.executable], "skipped once the program is gone"
     validator = shutil.which("desktop-file-validate")
     if validator is not None:  # (Debian's desktop-file-utils)
         run = subprocess.run([validator, str(path)], capture_output=True, text=True)
