@@ -62,7 +62,6 @@ from backend.server.tls import TlsFiles, self_signed, server_context
 from backend.server.tls import fingerprint as cert_fingerprint
 from backend.store import admissions, peers, runtime, schedules
 from backend.store.db import POSTGRESQL, Database, SqliteDatabase, Tx
-from backend.store.sessions import status as session_status
 from backend.store.signals import Signals
 from backend.tools import memory, registry, sandbox
 from backend.tools.approvals import Approvals
@@ -94,7 +93,7 @@ READY = "TURNKEY_BACKEND_READY"
 EXIT_DECLARED_DEAD = 75  # EX_TEMPFAIL: peers took this backend for dead; start it again
 SHUTDOWN_GRACE_S = 10.0
 # A drain (SIGUSR1: a package upgrade or removal) waits this long at most for running turns
-# before the ordinary stop; a turn waiting on a person is not waited for (it waits durably).
+# before the ordinary stop, which interrupts what still runs.
 DRAIN_LIMIT_S = 600.0
 DRAIN_POLL_S = 0.25
 IDLE_CHECK_S = 30.0
@@ -324,7 +323,8 @@ class Backend:
 
     def request_drain(self) -> None:
         """SIGUSR1 (the package's prerm, before an upgrade replaces these files): no new turn
-        starts here; once the running ones are done, or wait on a person, the backend stops.
+        starts here; once the running ones are done (one waiting on a person's approval or
+        answer included: the person may answer), or after DRAIN_LIMIT_S, the backend stops.
         Input that arrives meanwhile is admitted and stays queued for the next start."""
         if self._drain_task is None and not self._stop.is_set():
             self._drain_task = asyncio.create_task(self._drain(), name="drain")
@@ -334,22 +334,9 @@ class Backend:
         if self.authority is not None:
             self.authority.hold()
         deadline = time.monotonic() + DRAIN_LIMIT_S
-        while time.monotonic() < deadline and await self._turns_working():
+        while time.monotonic() < deadline and self.authority is not None and self.authority.busy():
             await asyncio.sleep(DRAIN_POLL_S)
         self._stop.set()
-
-    async def _turns_working(self) -> bool:
-        """Whether a turn here still works (not counting one that waits on a person)."""
-        if self.authority is None:
-            return False
-        sessions_running = self.authority.running_sessions()
-        if not sessions_running:
-            return False
-        try:
-            return await self.db.read(lambda tx: any(
-                session_status(tx, sid) == "running" for sid in sessions_running))
-        except StoreUnavailable:
-            return True
 
     def _declared_dead(self) -> None:
         """Peers on the shared store took this backend for dead and took over its sessions:

@@ -520,10 +520,6 @@ class SessionAuthority:
     def busy(self) -> bool:
         return bool(self._active)
 
-    def running_sessions(self) -> list[str]:
-        """The sessions a turn runs in here now."""
-        return [turn.session_id for turn in self._active]
-
     def hold(self) -> None:
         """Starts nothing new (queued and newly admitted input stays queued for the next
         start); the turns running go on."""

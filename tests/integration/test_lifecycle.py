@@ -9,11 +9,12 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import Backend, BackendFactory
-from .wire import Connect, Rpc, create_session, get_receipt, submit, wait_receipt_status
+from .wire import Connect, Rpc, create_session, get_receipt, submit, terminal, wait_receipt_status
 
 
 async def test_epoch_increments_at_every_start(backend: Backend, connect: Connect) -> None:
@@ -133,6 +134,38 @@ async def test_sigusr1_lets_the_running_turn_finish_keeps_new_input_queued_then_
         assert settled.get("outcome") == "completed", settled
     asked = [r.last_user_text for r in fake_provider.snapshot()]
     assert sorted(asked) == ["arrived during the drain", "long haul", "queued behind it"], asked
+
+
+async def test_a_drain_waits_for_a_turn_whose_approval_a_person_has_yet_to_give(
+    backend: Backend, connect: Connect, fake_provider: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Before an upgrade, the approval card still open is answered, not cut off: the turn
+    goes on with the person's decision and only then does the backend exit."""
+    fake_provider.script(
+        Reply.calls(terminal("rm -rf scratch"), text="Cleaning up."),
+        Reply(deltas=["Left it alone, as you said."]),
+    )
+    (tmp_path / "scratch").mkdir()
+    rpc = await connect()
+    sid = await create_session(rpc, cwd=str(tmp_path))
+    receipt = await submit(rpc, sid, "clean up")
+    request = await rpc.wait_event(lambda e: e["type"] == "approval.request"
+                                   and e.get("session_id") == sid and "seq" in e)
+    os.kill(backend.pid, signal.SIGUSR1)
+    await _logged(backend, "draining")
+    # A drain that did not wait for the person would stop at its next look (every 0.25 s);
+    # this one cannot, whatever the wait, so the check cannot fail for a slow machine.
+    await asyncio.sleep(1.0)
+    assert "backend stopping" not in (backend.data_dir / "logs" / "backend.log").read_text()
+    await rpc.call("approval.respond", {"approval_id": request["data"]["approval"]["approval_id"],
+                                        "decision": "deny"})
+    assert backend.proc is not None
+    assert await asyncio.to_thread(backend.proc.wait, 30) == 0
+    backend.start()
+    rpc = await connect(name="after-the-drain")
+    settled = await get_receipt(rpc, receipt["admission_id"])
+    assert (settled["status"], settled.get("outcome")) == ("terminal", "completed"), settled
+    assert (tmp_path / "scratch").is_dir()
 
 
 async def _logged(backend: Backend, words: str, timeout: float = 30.0) -> None:
