@@ -20,6 +20,7 @@ from typing import TypeVar
 import platformdirs
 import pytest
 
+from backend.providers.local import NOT_INSTALLED_WORDS
 from shared import protocol as p
 from shared.client import Client, Incoming
 from shared.methods import DoorList, PromptSubmit, ProviderTest, SecretSet, SessionCreate, SessionMessages
@@ -342,6 +343,28 @@ async def test_a_bundle_with_no_provider_says_how_to_add_one(bundle: Path, tmp_p
     assert result.error.kind == "not_configured"
     assert result.error.message == "No model provider is set up yet. Add one in Settings → Providers."
     assert "File → Settings" in (result.error.detail or ""), "the detail says where, too"
+
+
+async def test_a_bundle_without_the_offline_model_says_so_when_it_is_asked_for(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """Built without --with-local-model (test_bundle_local.py builds it with), a provider of
+    kind "local" answers in words that the installed app does not include it."""
+    backend = BundledBackend(bundle, tmp_path / "data", "http://127.0.0.1:9/v1")
+    (backend.data_dir / "config.toml").write_text(
+        'default_provider = "local"\n[providers.local]\nkind = "local"\nmodel = "SmolLM2-135M-Instruct"\n')
+    backend.start()
+    client = Client(backend.data_dir, name="bundle-test")
+    try:
+        await client.connect()
+        result = await client.call(ProviderTest(), timeout=60)
+    finally:
+        await client.close()
+    assert backend.terminate() == 0
+    assert result.ok is False
+    assert result.error is not None
+    assert (result.error.kind, result.error.message) == ("not_configured", NOT_INSTALLED_WORDS)
+    assert "this installed app does not include the offline model" in (result.error.detail or "")
 
 
 def test_the_bundle_names_a_library_its_x11_plugin_lacks_instead_of_aborting(
