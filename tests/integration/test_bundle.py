@@ -20,6 +20,7 @@ from typing import TypeVar
 import platformdirs
 import pytest
 
+from backend.providers.local import NOT_INSTALLED_WORDS
 from shared import protocol as p
 from shared.client import Client, Incoming
 from shared.methods import DoorList, PromptSubmit, ProviderTest, SecretSet, SessionCreate, SessionMessages
@@ -180,7 +181,11 @@ def test_the_bundle_leaves_out_what_the_app_does_not_use(bundle: Path) -> None:
     files = [p.relative_to(internal).as_posix() for p in internal.rglob("*")]
     for unwanted in ("pytest", "_pytest", "hypothesis", "mypy", "llama_cpp", "tests/", "yaml/",
                      "PySide6/QtQml", "PySide6/QtQuick", "PySide6/QtTest",
-                     "/translations/", "libqgtk3", "libgtk-3", "platforms/libqvnc"):
+                     "/translations/", "libqgtk3", "libgtk-3", "platforms/libqvnc",
+                     # what a session never loads (packaging/measure-session)
+                     "xcbglintegrations/", "wayland-graphics-integration-client/", "libQt6OpenGL",
+                     "PIL/_avif", "libavif", "PIL/_imagingft", "libharfbuzz", "PIL/_imagingcms",
+                     "Crypto/PublicKey/", "Crypto/Math/", "models/"):
         found = [f for f in files if unwanted in f or f.startswith(unwanted)]
         assert not found, f"{unwanted} is in the bundle: {found[:5]}"
     for wanted in ("PySide6/Qt/plugins/platforms/libqxcb.so",
@@ -189,8 +194,53 @@ def test_the_bundle_leaves_out_what_the_app_does_not_use(bundle: Path) -> None:
                    "assets/icons/hicolor/256x256/apps/turnkey.png",
                    "assets/icons/tray/approval-22.png",
                    "shared/protocol.schema.json",
-                   "PySide6/QtNetwork.abi3.so"):  # QLocalServer: one running app per user
+                   "PySide6/QtNetwork.abi3.so",  # QLocalServer: one running app per user
+                   # image attachments are PNG, JPEG, GIF or WebP; a Matrix attachment is AES-CTR
+                   "PIL/_webp.cpython-311-x86_64-linux-gnu.so", "pillow.libs",
+                   "Crypto/Cipher/_raw_ctr.abi3.so"):
         assert wanted in files, f"{wanted} is missing from the bundle"
+
+
+# The installed app's size on disk, without the offline model: 226 MiB before issue 38 item 5
+# (packaging/measure-session lists what a session never loads), about 149 MiB after.  Files are
+# counted by their size, so the number does not depend on the file system.
+SIZE_BUDGET_MIB = 155
+
+
+def test_the_bundle_stays_within_its_size_budget_and_carries_no_debugging_symbols(
+    bundle: Path,
+) -> None:
+    files = [p for p in bundle.parent.rglob("*") if p.is_file() and not p.is_symlink()]
+    size = sum(p.stat().st_size for p in files) / 2**20
+    print(f"\nbundle: {size:.1f} MiB in {len(files)} files (budget {SIZE_BUDGET_MIB} MiB)")
+    assert size <= SIZE_BUDGET_MIB
+    sections = subprocess.run(["readelf", "-S", str(bundle.parent / "_internal" / "libpython3.11.so.1.0")],
+                              capture_output=True, text=True, check=True).stdout
+    assert ".debug_info" not in sections, "the build strips its shared libraries"
+
+
+def test_the_bundles_smaller_icu_data_still_sorts_and_converts(bundle: Path) -> None:
+    """packaging/icu_data.py keeps collation and the codecs of Qt's ICU data library: loaded in
+    place of the wheel's (same Qt, same ICU), a German collator sorts and legacy codecs load
+    (Qt finds them in ICU only: without the data they are not valid)."""
+    qt_lib = DIST / "_internal" / "PySide6" / "Qt" / "lib"
+    assert (qt_lib / "libicudata.so.73").stat().st_size < 12 * 2**20, "the smaller one was built"
+    script = (
+        "import functools\n"
+        "from PySide6.QtCore import QCollator, QLocale, QStringDecoder\n"
+        "from PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\n"
+        "print([l.split()[-1] for l in open('/proc/self/maps') if 'libicudata' in l][0])\n"
+        "c = QCollator(QLocale('de_DE'))\n"
+        "print(''.join(sorted(['z', 'ä', 'a', 'Z', 'o', 'ö'], key=functools.cmp_to_key(c.compare))))\n"
+        "print(QStringDecoder('ISO-8859-15').isValid(), QStringDecoder('Shift_JIS').isValid())\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "QT_QPA_PLATFORM": "offscreen",
+                              "LD_LIBRARY_PATH": str(qt_lib)})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == [str((qt_lib / "libicudata.so.73").resolve()), "aäoözZ", "True True"]
+    assert "collator" not in ran.stderr, ran.stderr
 
 
 def test_the_bundle_carries_what_rendering_loads_by_name(bundle: Path) -> None:
@@ -293,6 +343,28 @@ async def test_a_bundle_with_no_provider_says_how_to_add_one(bundle: Path, tmp_p
     assert result.error.kind == "not_configured"
     assert result.error.message == "No model provider is set up yet. Add one in Settings → Providers."
     assert "File → Settings" in (result.error.detail or ""), "the detail says where, too"
+
+
+async def test_a_bundle_without_the_offline_model_says_so_when_it_is_asked_for(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """Built without --with-local-model (test_bundle_local.py builds it with), a provider of
+    kind "local" answers in words that the installed app does not include it."""
+    backend = BundledBackend(bundle, tmp_path / "data", "http://127.0.0.1:9/v1")
+    (backend.data_dir / "config.toml").write_text(
+        'default_provider = "local"\n[providers.local]\nkind = "local"\nmodel = "SmolLM2-135M-Instruct"\n')
+    backend.start()
+    client = Client(backend.data_dir, name="bundle-test")
+    try:
+        await client.connect()
+        result = await client.call(ProviderTest(), timeout=60)
+    finally:
+        await client.close()
+    assert backend.terminate() == 0
+    assert result.ok is False
+    assert result.error is not None
+    assert (result.error.kind, result.error.message) == ("not_configured", NOT_INSTALLED_WORDS)
+    assert "this installed app does not include the offline model" in (result.error.detail or "")
 
 
 def test_the_bundle_names_a_library_its_x11_plugin_lacks_instead_of_aborting(
