@@ -223,9 +223,20 @@ def _spellings(path: str) -> Iterable[str]:
 
 # --- the package's tree -----------------------------------------------------------------
 
+def strip(folder: Path) -> None:
+    """Strips what the spec left unstripped (the extension modules the bootloader itself
+    needs, collected outside its strip step).  Not the executable, whose archive is appended
+    and would be cut off, nor an auditwheel FOO.libs/ folder, whose layout strip breaks."""
+    libraries = [str(p) for p in elf_files(folder) if p != folder / PACKAGE
+                 and not any(part.endswith(".libs") for part in p.relative_to(folder).parts[:-1])]
+    for start in range(0, len(libraries), 200):
+        subprocess.run(["strip", "--strip-unneeded", *libraries[start:start + 200]], check=True)
+
+
 def lay_out(tree: Path, bundle: Path, version: str) -> None:
     shutil.copytree(bundle, tree / PREFIX, symlinks=True)
-    drop_build_paths(tree / PREFIX)  # (the spec stripped the libraries already)
+    drop_build_paths(tree / PREFIX)
+    strip(tree / PREFIX)
     usr = tree / "usr"
     (usr / "bin").mkdir(parents=True)
     (usr / "bin" / PACKAGE).symlink_to(f"/{PREFIX}/{PACKAGE}")

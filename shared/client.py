@@ -360,7 +360,7 @@ class Client:
             self._connected.clear()
             for fut in self._pending.values():
                 if not fut.done():
-                    fut.set_exception(ConnectionLost("the connection to the backend dropped"))
+                    _fail(fut, ConnectionLost("the connection to the backend dropped"))
             if self._closing or not self.reconnect:
                 self.state = "closed"
                 return
@@ -375,7 +375,7 @@ class Client:
             try:
                 fut.set_result(_result(msg))
             except RpcError as exc:
-                fut.set_exception(exc)
+                _fail(fut, exc)
 
     async def _reconnect(self) -> None:
         self.state = "reconnecting"
@@ -499,3 +499,11 @@ def _result(msg: dict[str, Any]) -> Any:
         raise RpcError.refused(int(err.get("code", 0)), str(err.get("message", "")),
                                data if isinstance(data, dict) else None)
     return msg.get("result")
+
+
+def _fail(fut: asyncio.Future[Any], exc: Exception) -> None:
+    """Fails a pending call.  Its caller may be cancelled before it resumes (the app quitting
+    as the connection drops): asyncio.wait_for then leaves the exception unread, and the
+    loop would log it as an error, so it is marked read here; an awaiting caller still gets it."""
+    fut.set_exception(exc)
+    fut.exception()

@@ -180,7 +180,9 @@ class Controller(QObject):
             self.main.show_session(current, link=self.link)
         self._reopen_windows(self.link, reopen)
         await self._show_waiting(self.link)
-        if server is not None and not self.hidden:
+        # Not for a smoke run (keep_layout False): a check of the install must neither make
+        # a session nor use up the first run's one opening of the provider form.
+        if server is not None and not self.hidden and self.keep_layout:
             self._first_run(server.capabilities.provider, not listing.sessions)
         self._started = True
         for link in self.backends.remotes:
