@@ -72,20 +72,31 @@ def debs(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pa
 
 
 @pytest.fixture
-def system() -> Iterator[None]:
-    """Refuses to replace a Turnkey a person installed here; purges the test's own after."""
+def system() -> Iterator[bool]:
+    """Refuses to replace a Turnkey a person installed here; purges the test's own after.
+    Takes bubblewrap away first when nothing else needs it (dpkg refuses otherwise), so the
+    install must bring it; yields whether it did.  It is back afterwards in any case: the
+    rest of the suite sandboxes its commands with it."""
     if _installed_version() is not None:
         pytest.skip("a turnkey package is installed on this machine; the test would replace it")
+    taken = subprocess.run(["dpkg", "--remove", "bubblewrap"], env=APT_ENV, capture_output=True,
+                           timeout=300).returncode == 0
     try:
-        yield
+        yield taken
     finally:
         subprocess.run(["dpkg", "--purge", PACKAGE], env=APT_ENV, capture_output=True, timeout=300)
+        if shutil.which("bwrap") is None:
+            subprocess.run(["apt-get", "install", "-y", "-qq", "bubblewrap"], env=APT_ENV,
+                           capture_output=True, timeout=600)
 
 
 def test_the_package_installs_opens_upgrades_under_a_running_turn_and_removes_keeping_the_data(
-    debs: dict[str, Path], system: None, fake_provider: FakeOpenAI, tmp_path: Path
+    debs: dict[str, Path], system: bool, fake_provider: FakeOpenAI, tmp_path: Path
 ) -> None:
+    if system:
+        assert shutil.which("bwrap") is None, "bubblewrap was taken away before the install"
     _apt_install(debs[OLD])
+    assert shutil.which("bwrap"), "apt brought bubblewrap with the package"
     assert _installed_version() == OLD
     _check_the_files()
     _check_the_dependencies_are_what_the_bundle_loads()
@@ -175,7 +186,6 @@ def _check_the_dependencies_are_what_the_bundle_loads() -> None:
     installed every library in /opt/turnkey finds everything it links."""
     depends = _dpkg_field("Depends").split(", ")
     assert "bubblewrap" in depends
-    assert shutil.which("bwrap"), "the sandbox came with it"
     assert "libxcb1" in depends, "the X11 window's own library, which the bundle does not carry"
     for package in depends:
         assert _dpkg_field("Status", package) == "install ok installed", package
