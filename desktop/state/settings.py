@@ -80,7 +80,8 @@ def answering(config: ConfigView) -> tuple[str, str]:
         return OFFLINE_WORDS.format(model=summary.model or "a tiny model"), "warning"
     if not summary.configured or summary.name is None:
         return ("No provider is configured, and the built-in offline model is not installed, so "
-                "nothing can answer yet. Add a provider with “Add…” below.", "danger")
+                "nothing can answer yet. Fill in a provider below (“Add…” starts a new one), test "
+                "the connection and save it.", "danger")
     kind = next((info for name, info in PROVIDER_KINDS.items() if name == summary.kind), None)
     what = ", ".join(x for x in (summary.model, kind.label if kind else "") if x)
     return f"Answering now: “{summary.name}” ({what}).", ""
