@@ -184,8 +184,8 @@ from desktop.qt.controller import Controller
 want = int(sys.argv[2])
 start = Controller.start
 
-def started(self, restore=True):
-    start(self, restore)
+def started(self, restore=True, hidden=False):
+    start(self, restore, hidden)
     t0 = time.monotonic()
 
     def poll():
