@@ -214,8 +214,21 @@ def test_a_killed_remote_backend_reconnects_and_replays_while_the_local_one_keep
     assert link.current == "reconnecting"
 
     # Back on the same port: the section reconnects and the window replays what it missed.
+    # A new backend process means a new epoch, so the window also reloads (session.resume).
+    # That reload is waited for before the next prompt: a resume answered while the prompt's
+    # first events are on their way moves this connection's mark past them (the snapshot holds
+    # them, by design), and they would be missing from `seen` below (seen in a full run).
+    reloads: list[bool] = []
+    reload = win.conversation.loading.reload
+
+    async def reload_and_count() -> None:
+        await reload()
+        reloads.append(True)
+
+    win.conversation.loading.reload = reload_and_count
     remote.start()
     qtbot.waitUntil(lambda: header_state(controller, 1) == "Connected", timeout=20_000)
+    qtbot.waitUntil(lambda: bool(reloads), timeout=20_000)
     fake_provider.script(Reply(deltas=["after ", "the crash"]))
     drive(qtbot, link.call(PromptSubmit(session_id=there.session_id, request_id="r2",
                                         text="again")))
