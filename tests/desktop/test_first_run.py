@@ -15,6 +15,7 @@ import pytest
 from PySide6.QtWidgets import QSystemTrayIcon
 
 from desktop.qt.controller import Controller
+from desktop.qt.conversation import Conversation
 from desktop.qt.settings import SettingsDialog
 from desktop.state.first_run import ADD_PROVIDER, NEEDS_PLACEHOLDER
 from tests.desktop.conftest import drive
@@ -80,6 +81,14 @@ def _settled(qtbot: Any, d: SettingsDialog) -> None:
     qtbot.waitUntil(lambda: not d.busy, timeout=WAIT_MS)
 
 
+def first_session(qtbot: Any, ctl: Controller) -> Conversation:
+    """The session a first run opens on, once the main window shows it."""
+    qtbot.waitUntil(lambda: ctl.main.current is not None, timeout=WAIT_MS)
+    conv = ctl.main.current
+    assert conv is not None
+    return conv
+
+
 def test_without_the_offline_model_the_provider_form_opens_once_and_a_saved_provider_answers(
     tmp_path: Path, qtbot: Any, controllers: Callable[..., Controller], fake_provider: FakeOpenAI,
 ) -> None:
@@ -88,9 +97,7 @@ def test_without_the_offline_model_the_provider_form_opens_once_and_a_saved_prov
     try:
         ctl = controllers(backend)
         # The first session, to type in, and the settings at a new provider's form by themselves.
-        qtbot.waitUntil(lambda: ctl.main.current is not None, timeout=WAIT_MS)
-        conv = ctl.main.current
-        assert conv is not None
+        conv = first_session(qtbot, ctl)
         d = ctl.settings
         assert isinstance(d, SettingsDialog)
         qtbot.waitUntil(lambda: d.state.draft == "main", timeout=WAIT_MS)
@@ -152,9 +159,7 @@ def test_with_the_offline_model_the_welcome_says_it_answers_here_and_offers_a_pr
     backend.start()
     try:
         ctl = controllers(backend)
-        qtbot.waitUntil(lambda: ctl.main.current is not None, timeout=WAIT_MS)
-        conv = ctl.main.current
-        assert conv is not None
+        conv = first_session(qtbot, ctl)
         qtbot.waitUntil(lambda: conv.empty.isVisible() and "offline" in conv.empty.text(),
                         timeout=WAIT_MS)
         text = conv.empty.text()

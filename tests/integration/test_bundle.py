@@ -328,16 +328,7 @@ def test_install_puts_a_launcher_and_icons_in_place_and_the_installed_app_runs(
 
 async def test_a_bundle_with_no_provider_says_how_to_add_one(bundle: Path, tmp_path: Path) -> None:
     """The bundle leaves the offline model out, so a fresh install must point at Settings."""
-    backend = BundledBackend(bundle, tmp_path / "data", "http://127.0.0.1:9/v1")
-    (backend.data_dir / "config.toml").write_text("")
-    backend.start()
-    client = Client(backend.data_dir, name="bundle-test")
-    try:
-        await client.connect()
-        result = await client.call(ProviderTest(), timeout=60)
-    finally:
-        await client.close()
-    assert backend.terminate() == 0
+    result = await _provider_test(bundle, tmp_path, config="")
     assert result.ok is False
     assert result.error is not None
     assert result.error.kind == "not_configured"
@@ -350,9 +341,18 @@ async def test_a_bundle_without_the_offline_model_says_so_when_it_is_asked_for(
 ) -> None:
     """Built without --with-local-model (test_bundle_local.py builds it with), a provider of
     kind "local" answers in words that the installed app does not include it."""
+    result = await _provider_test(bundle, tmp_path, config=(
+        'default_provider = "local"\n[providers.local]\nkind = "local"\nmodel = "SmolLM2-135M-Instruct"\n'))
+    assert result.ok is False
+    assert result.error is not None
+    assert (result.error.kind, result.error.message) == ("not_configured", NOT_INSTALLED_WORDS)
+    assert "this installed app does not include the offline model" in (result.error.detail or "")
+
+
+async def _provider_test(bundle: Path, tmp_path: Path, config: str) -> p.ProviderTestResult:
+    """provider.test's answer from the bundled backend started with this config.toml."""
     backend = BundledBackend(bundle, tmp_path / "data", "http://127.0.0.1:9/v1")
-    (backend.data_dir / "config.toml").write_text(
-        'default_provider = "local"\n[providers.local]\nkind = "local"\nmodel = "SmolLM2-135M-Instruct"\n')
+    (backend.data_dir / "config.toml").write_text(config)
     backend.start()
     client = Client(backend.data_dir, name="bundle-test")
     try:
@@ -361,10 +361,7 @@ async def test_a_bundle_without_the_offline_model_says_so_when_it_is_asked_for(
     finally:
         await client.close()
     assert backend.terminate() == 0
-    assert result.ok is False
-    assert result.error is not None
-    assert (result.error.kind, result.error.message) == ("not_configured", NOT_INSTALLED_WORDS)
-    assert "this installed app does not include the offline model" in (result.error.detail or "")
+    return result
 
 
 def test_the_bundle_names_a_library_its_x11_plugin_lacks_instead_of_aborting(
