@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import re
 import sqlite3
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from statistics import median
 from typing import Any, TypeVar
@@ -39,11 +39,11 @@ from backend.store.db import Tx
 from backend.store.migrations import migrate
 from backend.turn.context import wire_messages
 from tests.desktop.seed import seed_long_session_info
-from tests.fakes.openai_server import FakeOpenAI, Recorded, Reply
 
 from .client import BenchClient, Json, pct
 from .conftest import StartBackend
-from .test_turn_overhead import TOKEN, TimedDeltas
+from .paced import PacedFake, paced_fake
+from .test_turn_overhead import TOKEN
 
 SESSIONS = 50
 DELTAS = 200  # per turn
@@ -51,24 +51,7 @@ RATE = 20.0  # deltas per second per session: 10 s a turn, 1,000 deltas/s across
 SUBMITTERS = 5  # connections that submit (each a fifth of the sessions), besides the watcher
 STREAMERS = 10  # sessions streaming while the long session compresses
 LONG_N = 100_000
-MARK = re.compile(r"PACE-(\S+)")
 RECENT = 4096  # shared/protocol/stats.py STATS_RECENT_MAX
-
-
-class Pacer:
-    """The fake's responder: a paced stream for a prompt carrying PACE-<label>, else instant."""
-
-    def __init__(self) -> None:
-        self.paced: dict[str, TimedDeltas] = {}
-
-    def __call__(self, body: Json) -> Reply:
-        found = MARK.search(Recorded(body=body, started=0.0).last_user_text)
-        if found is None:
-            return Reply(deltas=["ok"])  # the long session's turn and its summary call
-        deltas = TimedDeltas(DELTAS, RATE)
-        assert found.group(1) not in self.paced, "one model call per paced turn"
-        self.paced[found.group(1)] = deltas
-        return Reply(deltas=deltas)  # type: ignore[arg-type]  # any iterable of str works
 
 
 @dataclass
@@ -78,6 +61,11 @@ class Window:
     started: float = 0.0  # time.monotonic()
     ended: float = 0.0
     latencies: list[float] = field(default_factory=list)  # seconds, every reader, every delta
+    # The same deliveries split at the event's `ts` (stamped in the store's writer as it appends
+    # the event, before its COMMIT; milliseconds): provider -> stored, and stored -> reader
+    # (the rest of the batch, the COMMIT, fan-out, the socket and the reader).
+    to_store: list[float] = field(default_factory=list)
+    from_store: list[float] = field(default_factory=list)
     own_lags: list[float] = field(default_factory=list)  # ms, this process's loop (the readers')
     lags: list[float] = field(default_factory=list)  # ms, loop-watch samples in the window
     holds: list[Json] = field(default_factory=list)  # writer samples in the window
@@ -92,19 +80,41 @@ async def _stats(client: BenchClient, recent: int = 0) -> Json:
     return await client.call("backend.stats", {"recent": recent})
 
 
-async def _stream(clients: list[BenchClient], watcher: BenchClient, pacer: Pacer, n: int,
+async def _stream(clients: list[BenchClient], watcher: BenchClient, fake: PacedFake, n: int,
                   tag: str, during: Any = None) -> Window:
     """Creates `n` sessions and streams one paced turn in each at once; checks every delta
-    reached both readers once and in order.  `during`: a coroutine run alongside."""
+    reached both readers once and in order.  `during`: a coroutine run alongside.
+
+    This process only reads (the fake paces in its own, `paced.py`), and its cyclic collector is
+    off for the window: a collection here over pytest's heap (60 ms was seen) delays every reader
+    at once and is the bench's lateness, not the backend's.  Its loop lag is still printed."""
     owners = [clients[k % len(clients)] for k in range(n)]
     sids = [(await c.call("session.create", {}))["session"]["session_id"] for c in owners]
     for sid in sids:
         await watcher.call("session.subscribe", {"session_id": sid})
     labels = [f"{tag}-{k}" for k in range(n)]
     before = await _stats(watcher)
+    gc.collect()
+    gc.disable()
     window = Window(started=time.monotonic())
     own = LoopWatch()  # the readers' own loop: its lag is in every delta latency too
     own.start()
+    try:
+        admissions = await _run_turns(owners, watcher, sids, labels, during)
+    finally:
+        window.ended = time.monotonic()
+        await own.stop()
+        gc.enable()
+    window.own_lags = [x.ms for x in own.lags.recent(RECENT)]
+    _check_and_time(window, owners, watcher, admissions, labels, fake.stamps())
+    after = await _stats(watcher, RECENT)
+    _collect(window, before, after)
+    return window
+
+
+async def _run_turns(owners: list[BenchClient], watcher: BenchClient, sids: list[str],
+                     labels: list[str], during: Any) -> list[str]:
+    """Submits one paced turn per session and waits until both readers saw each settle."""
     sent = [await c.send("prompt.submit", {"session_id": sid, "request_id": f"req-{uuid.uuid4().hex}",
                                            "text": f"PACE-{label} go"})
             for c, sid, label in zip(owners, sids, labels, strict=True)]
@@ -121,12 +131,17 @@ async def _stream(clients: list[BenchClient], watcher: BenchClient, pacer: Pacer
             assert complete["data"]["status"] == "completed", complete["data"]
     if side is not None:
         await side
-    window.ended = time.monotonic()
-    await own.stop()
-    window.own_lags = [x.ms for x in own.lags.recent(RECENT)]
+    return admissions
+
+
+def _check_and_time(window: Window, owners: list[BenchClient], watcher: BenchClient,
+                    admissions: list[str], labels: list[str], stamps: dict[str, list[float]]) -> None:
+    """Asserts every delta reached both readers once, in order; records each delivery's latency."""
+    # CLOCK_REALTIME (the events' `ts`) to perf_counter (CLOCK_MONOTONIC) on this host.
+    offset = time.time() - time.perf_counter()
     expected = "".join(f"<{i:05d}>" for i in range(DELTAS))
     for c, adm, label in zip(owners, admissions, labels, strict=True):
-        timed = pacer.paced[label]
+        sent = stamps[label]
         for reader in (c, watcher):
             got: list[int] = []
             for t, event in reader.events:
@@ -136,13 +151,14 @@ async def _stream(clients: list[BenchClient], watcher: BenchClient, pacer: Pacer
                     assert event["data"]["text"] == expected
                 if event["type"] != "message.delta":
                     continue
+                stored = datetime.fromisoformat(event["ts"]).timestamp() - offset
                 for index in TOKEN.findall(event["data"]["text"]):
                     got.append(int(index))
-                    window.latencies.append(t - timed.sent[int(index)])
+                    at = sent[int(index)]
+                    window.latencies.append(t - at)
+                    window.to_store.append(stored - at)
+                    window.from_store.append(t - stored)
             assert got == list(range(DELTAS)), "every delta reached each reader once, in order"
-    after = await _stats(watcher, RECENT)
-    _collect(window, before, after)
-    return window
 
 
 def _collect(window: Window, before: Json, after: Json) -> None:
@@ -177,8 +193,12 @@ def _report(name: str, w: Window) -> None:
         print(f"BENCH     longest hold: {top['ms']:.1f} ms, {top['jobs']} jobs, slowest "
               f"{top['slowest']} {top['slowest_ms']:.1f} ms, commit {top['commit_ms']:.1f} ms, "
               f"writer CPU {top['cpu_ms']:.1f} ms")
-    print(f"BENCH     delta to reader: {_ms(lat)} ({len(lat)} deliveries); the readers' own "
-          f"loop lag (this process, which also runs the fake's threads): {_ms(w.own_lags)}")
+    commits = [h["commit_ms"] for h in w.holds]
+    print(f"BENCH     writer COMMIT alone: {_ms(commits)} (the disk's fsync, shared with the machine)")
+    print(f"BENCH     delta to reader: {_ms(lat)} ({len(lat)} deliveries)")
+    print(f"BENCH       provider -> stored (event ts, 1 ms grain): {_ms([x * 1000 for x in w.to_store])}")
+    print(f"BENCH       stored -> reader: {_ms([x * 1000 for x in w.from_store])}")
+    print(f"BENCH       the readers' own loop lag (this process: readers only, gc off): {_ms(w.own_lags)}")
     gen2 = [g["ms"] for g in w.gcs if g["generation"] == 2]
     longest = max([g["ms"] for g in w.gcs] or [0])
     print(f"BENCH     gc: {len(w.gcs)} generation-1/2 passes, max {longest:.1f} ms"
@@ -230,19 +250,18 @@ async def _close(clients: list[BenchClient]) -> None:
 
 @pytest.mark.bench
 async def test_fifty_sessions_streaming_at_once(
-    fake_provider: FakeOpenAI, start_backend: StartBackend
+    start_backend: StartBackend
 ) -> None:
-    pacer = Pacer()
-    fake_provider.responder = pacer
     windows: dict[str, Window] = {}
-    for name, n in (("1 session (baseline)", 1), (f"{SESSIONS} sessions", SESSIONS)):
-        backend = start_backend(fake_provider.base_url)  # a fresh backend per run
-        clients, watcher = await _clients(backend.port, backend.token)
-        try:
-            windows[name] = await _stream(clients, watcher, pacer, n, f"n{n}")
-        finally:
-            await _close([*clients, watcher])
-            backend.close()
+    with paced_fake(DELTAS, RATE) as fake:
+        for name, n in (("1 session (baseline)", 1), (f"{SESSIONS} sessions", SESSIONS)):
+            backend = start_backend(fake.base_url)  # a fresh backend per run
+            clients, watcher = await _clients(backend.port, backend.token)
+            try:
+                windows[name] = await _stream(clients, watcher, fake, n, f"n{n}")
+            finally:
+                await _close([*clients, watcher])
+                backend.close()
     print()
     print(f"BENCH load: one turn per session, {DELTAS} deltas at {RATE:.0f}/s each, 2 readers per "
           f"session ({SUBMITTERS} submitting connections + 1 watching all); goals: loop stalls "
@@ -256,11 +275,14 @@ async def test_fifty_sessions_streaming_at_once(
 
 @pytest.mark.bench
 async def test_writer_hold_while_a_long_session_compresses(
-    fake_provider: FakeOpenAI, start_backend: StartBackend
+    start_backend: StartBackend
 ) -> None:
-    pacer = Pacer()
-    fake_provider.responder = pacer
-    backend = start_backend(fake_provider.base_url)
+    with paced_fake(DELTAS, RATE) as fake:
+        await _compression_under_load(fake, start_backend)
+
+
+async def _compression_under_load(fake: PacedFake, start_backend: StartBackend) -> None:
+    backend = start_backend(fake.base_url)
     assert backend.terminate() == 0
     seeded = seed_long_session_info(backend.data_dir, LONG_N)
     backend.start()
@@ -289,8 +311,8 @@ async def test_writer_hold_while_a_long_session_compresses(
         marks["prompt.submit sent"] = t0
 
     try:
-        alone = await _stream(clients, watcher, pacer, STREAMERS, "alone")
-        with_long = await _stream(clients, watcher, pacer, STREAMERS, "long", compress_on_first_turn())
+        alone = await _stream(clients, watcher, fake, STREAMERS, "alone")
+        with_long = await _stream(clients, watcher, fake, STREAMERS, "long", compress_on_first_turn())
         after_stats = await _stats(watcher, RECENT)
         since_start = after_stats["writer"]["slowest"]
     finally:
@@ -307,7 +329,8 @@ async def test_writer_hold_while_a_long_session_compresses(
     gcs = {g["at"]: g for g in after_stats["gc"]["recent"] + after_stats["gc"]["slowest"]}
     _slowest_jobs(since_start, list(gcs.values()))
     _timeline(marks, with_long, after_stats)
-    assert median([len(pacer.paced[f"long-{k}"]) for k in range(STREAMERS)]) == DELTAS
+    stamps = fake.stamps()
+    assert median([len(stamps[f"long-{k}"]) for k in range(STREAMERS)]) == DELTAS
 
 
 T = TypeVar("T")
