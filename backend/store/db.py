@@ -121,9 +121,13 @@ class SqliteDatabase(Writer):
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"could not read the database: {exc}") from exc
 
-    async def _commit(self, batch: list[Job], timing: Timing) -> None:
+    async def _on_writer_thread(self, fn: Callable[[], None]) -> None:
         assert self._writer is not None
-        await _run(self._writer, functools.partial(_commit_batch, batch=batch, timing=timing))
+        await _run(self._writer, lambda _raw: fn())
+
+    def _commit(self, batch: list[Job], timing: Timing) -> None:
+        assert self._writer is not None
+        _commit_batch(self._writer._conn, batch=batch, timing=timing)
 
     def _is_store_error(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.Error)

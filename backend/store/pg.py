@@ -158,7 +158,8 @@ class _Conn:
         self.conn: psycopg.Connection[Any] | None = None
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pg-{name}")
 
-    def _get(self) -> psycopg.Connection[Any]:
+    def connection(self) -> psycopg.Connection[Any]:
+        """The connection, opened again when it broke; on this object's thread only."""
         if self.conn is None or self.conn.broken or self.conn.closed:
             if self.conn is not None:
                 with contextlib.suppress(Exception):
@@ -171,7 +172,7 @@ class _Conn:
 
     async def run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, lambda: fn(self._get()))
+        return await loop.run_in_executor(self.pool, lambda: fn(self.connection()))
 
     async def close(self) -> None:
         def shut() -> None:
@@ -265,9 +266,12 @@ class PgDatabase(Writer):
         except psycopg.Error as exc:
             raise StoreUnavailable(f"could not read the database: {_first_line(exc)}") from exc
 
-    async def _commit(self, batch: list[Job], timing: Timing) -> None:
-        await self._w.run(functools.partial(_commit_batch, batch=batch, timing=timing,
-                                            origin=self.origin))
+    async def _on_writer_thread(self, fn: Callable[[], None]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._w.pool, fn)
+
+    def _commit(self, batch: list[Job], timing: Timing) -> None:
+        # (the connection per batch: one that broke is opened again for the next)
+        _commit_batch(self._w.connection(), batch=batch, timing=timing, origin=self.origin)
 
     def _is_store_error(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.Error)

@@ -5,7 +5,10 @@ connection's thread inside a transaction; jobs queued while a commit is in fligh
 committed together (each under its own savepoint, so one failing job does not sink the
 others).  A caller's `write` returns only after the COMMIT that holds its job is durable,
 so "accepted" always means "on disk".  Events a job appends are published, in commit order,
-after that COMMIT.  A job may register finishers (`Tx.before_commit`) that run once at its
+after that COMMIT.  The writer's thread takes the next batch itself as soon as a COMMIT
+ends, while the event loop publishes the last one: the loop is not on the path from one
+batch to the next, so a busy loop (50 streams) does not hold every queued delta back for
+its turn twice per batch (issue 39).  A job may register finishers (`Tx.before_commit`) that run once at its
 end, inside its savepoint, to act on the job's final state.
 
 The writer also times itself (`Writer.holds`): how long each batch held the write lock,
@@ -24,6 +27,7 @@ import asyncio
 import functools
 import logging
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -209,7 +213,7 @@ class Writer(ABC):
     dialect: str
 
     def __init__(self) -> None:
-        self._queue: list[Job] = []
+        self._queue: deque[Job] = deque()  # appended on the loop, taken on the writer's thread
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -234,8 +238,13 @@ class Writer(ABC):
     def refusal(self, exc: StoreUnavailable) -> StoreRefused: ...
 
     @abstractmethod
-    async def _commit(self, batch: list[Job], timing: Timing) -> None:
-        """Commits `batch` as one transaction (each job under its own savepoint)."""
+    async def _on_writer_thread(self, fn: Callable[[], None]) -> None:
+        """Runs `fn` on the writer connection's thread and waits for it."""
+
+    @abstractmethod
+    def _commit(self, batch: list[Job], timing: Timing) -> None:
+        """On the writer's thread: commits `batch` as one transaction (each job under its own
+        savepoint)."""
 
     @abstractmethod
     def _is_store_error(self, exc: BaseException) -> bool:
@@ -290,6 +299,7 @@ class Writer(ABC):
         return future
 
     async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -297,35 +307,48 @@ class Writer(ABC):
                 if self._closing:
                     return
                 continue
-            batch, self._queue = self._queue, []
+            # Until the queue is empty; a job queued after the thread found it empty set
+            # `_wake` again, so it is taken by the next round.
+            await self._on_writer_thread(functools.partial(self._drain, loop))
+
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the writer's thread: commits batch after batch while jobs are queued, handing
+        each to the loop once committed (`call_soon_threadsafe` keeps commit order)."""
+        while n := len(self._queue):
+            batch = [self._queue.popleft() for _ in range(n)]  # deque ends are thread-safe
             timing = Timing()
+            error: Exception | None = None
             try:
-                await self._commit(batch, timing)
+                self._commit(batch, timing)
             except Exception as exc:  # the COMMIT itself failed: nothing of the batch is stored
-                if timing.ended:
-                    self.holds.add(timing.sample(len(batch)))
-                self._commit_failed(exc, len(batch))
-                for job in batch:
-                    if not job.future.done():
-                        job.future.set_exception(unavailable(exc))
-                continue
-            self.holds.add(timing.sample(len(batch)))
-            if self._failed_commits:
-                log.warning("the database commits again, after %d failed commits",
-                            self._failed_commits)
-                self._failed_commits = 0
+                error = exc
+            loop.call_soon_threadsafe(self._committed, batch, timing, error)
+
+    def _committed(self, batch: list[Job], timing: Timing, error: Exception | None) -> None:
+        """On the loop, in commit order: records the hold, publishes, answers the callers."""
+        if error is not None:
+            if timing.ended:
+                self.holds.add(timing.sample(len(batch)))
+            self._commit_failed(error, len(batch))
             for job in batch:
-                if job.error is None:
-                    for item in job.published:
-                        self._publish(item)
-                if job.future.done():
-                    continue
-                if job.error is not None:
-                    job.future.set_exception(job.error)
-                else:
-                    job.future.set_result(job.result)
-            if self._queue:
-                self._wake.set()
+                if not job.future.done():
+                    job.future.set_exception(unavailable(error))
+            return
+        self.holds.add(timing.sample(len(batch)))
+        if self._failed_commits:
+            log.warning("the database commits again, after %d failed commits",
+                        self._failed_commits)
+            self._failed_commits = 0
+        for job in batch:
+            if job.error is None:
+                for item in job.published:
+                    self._publish(item)
+            if job.future.done():
+                continue
+            if job.error is not None:
+                job.future.set_exception(job.error)
+            else:
+                job.future.set_result(job.result)
 
     def _commit_failed(self, exc: Exception, jobs: int) -> None:
         """Logs a failed commit: the database's (a full disk, I/O, a lost server) once per
