@@ -16,6 +16,7 @@ import qasync
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon  # PySide6 before qasync: it picks the binding
 
+from desktop import startup_trace
 from desktop.qt import instance, theme
 from desktop.qt.aio import spawn
 from desktop.qt.controller import Controller
@@ -92,6 +93,7 @@ def _application() -> QApplication:
     app.setDesktopFileName("turnkey")
     app.setWindowIcon(window_icon())
     theme.apply(app)
+    startup_trace.mark("qapplication")
     return app
 
 
@@ -163,6 +165,7 @@ def hand_over(data_dir: Path, session_id: str) -> int:
     request = instance.Request("open", session_id) if session_id else instance.Request()
     reply = instance.hand_over(instance.server_name(data_dir), request)
     if reply is not None and reply.get("ok"):
+        startup_trace.mark("handed_over")
         return 0
     why = reply.get("error") if reply else "it did not answer"
     print(f"turnkey: Turnkey already runs on {data_dir} but {why}. If it hangs, end it and start "
@@ -176,6 +179,7 @@ def serve(controller: Controller, request: instance.Request) -> None:
         controller.open_target(request.session_id)
     else:
         controller.show_main()
+    startup_trace.mark("raised")
 
 
 SMOKE_TIMEOUT_S = 60.0

@@ -29,7 +29,7 @@ from PySide6.QtCore import QByteArray, QObject, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox, QWidget
 
-from desktop import pairings
+from desktop import pairings, startup_trace
 from desktop.link import Link
 from desktop.qt.aio import settle, spawn
 from desktop.qt.backends import Backends
@@ -147,6 +147,7 @@ class Controller(QObject):
         if layout.get("grouping") in ("day", "folder"):
             self.main.sidebar.set_grouping(layout["grouping"])
         if not hidden:
+            startup_trace.watch_paint(self.main, "window_painted")
             show_on_screen(self.main)  # a saved place may be on a screen that is gone
         spawn(self.notifier.start())
         self.backends.restore()  # remote pairings connect in the background, each on its own
