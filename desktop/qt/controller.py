@@ -166,6 +166,8 @@ class Controller(QObject):
 
     async def _connect(self, reopen: list[dict[str, Any]], current: str = "") -> None:
         await self.link.start()
+        if current:  # first: its first page is what a start is waiting for
+            self.main.show_session(current, link=self.link)
         self._show_backend()
         self.main.sidebar.reload()
         server = self.link.server
@@ -177,8 +179,6 @@ class Controller(QObject):
         for session in listing.sessions:
             self.statuses.setdefault(session.session_id, session.status)
         self._tray_state()
-        if current:
-            self.main.show_session(current, link=self.link)
         self._reopen_windows(self.link, reopen)
         await self._show_waiting(self.link)
         # Not for a smoke run (keep_layout False): a check of the install must neither make

@@ -501,6 +501,7 @@ class MainWindow(Window):
         if c is None:
             return
         self.current = None
+        self.sidebar.mark_current(None)
         self.changes.panel.follow(None)
         self.stack.removeWidget(c)
         c.close_conversation()
