@@ -42,6 +42,7 @@ from tests.integration.backend_proc import REPO, Backend
 RUNS = 5
 MESSAGES = 300
 TIMEOUT_S = 60.0
+TEST_TIMEOUT_S = 900  # ~50 launches; on a loaded machine, with a second tree, minutes
 NO_OFFLINE_MODEL = REPO / "tests" / "fakes" / "no_offline_model"
 
 BARE = """
@@ -302,12 +303,14 @@ def seeded(tmp_path: Path) -> Iterator[tuple[Path, Backend]]:
 
 
 @pytest.mark.bench
+@pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_app_start_offscreen(seeded: tuple[Path, Backend], tmp_path: Path) -> None:
     data_dir, backend = seeded
     measure(Display("offscreen", {"QT_QPA_PLATFORM": "offscreen"}), data_dir, backend, tmp_path)
 
 
 @pytest.mark.bench
+@pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_app_start_xvfb(seeded: tuple[Path, Backend], xvfb: Display, tmp_path: Path) -> None:
     data_dir, backend = seeded
     measure(xvfb, data_dir, backend, tmp_path)
