@@ -1,29 +1,27 @@
-"""`turnkey` with no arguments: the desktop app on a qasync loop."""
+"""`turnkey` with no arguments: the desktop app, decided before Qt loads.
+
+A later launch on a folder whose app already runs hands its request over and exits without
+importing Qt (desktop/instance.py); a first launch with no backend running starts one at
+once, so the backend's start-up overlaps the app's imports; then the Qt application runs
+(desktop/qt/application.py).  What a later launch asks the running app for is `serve`.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import os
-import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import qasync
-from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication, QSystemTrayIcon  # PySide6 before qasync: it picks the binding
+from desktop import instance, startup_trace
+from shared.launcher import running, spawn, start_backend_sync
 
-from desktop.qt import instance, theme
-from desktop.qt.aio import spawn
-from desktop.qt.controller import Controller
-from desktop.qt.tray import window_icon
-from shared import logs
-from shared.client import BackendInfo
-from shared.launcher import running, start_backend_sync, stop_backend
-from shared.remote import RemoteTarget
+if TYPE_CHECKING:
+    from desktop.qt.controller import Controller
+    from shared.remote import RemoteTarget
 
 
 def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: str = "",
@@ -49,8 +47,9 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
               "for the terminal, or run the app from a desktop session.", file=sys.stderr)
         return 2
     lock = None
+    spawned: subprocess.Popen[bytes] | None = None
     if not smoke:
-        # Before Qt's application and the windows: a second launch is done in well under a second.
+        # Before Qt loads: a second launch is done in a tenth of a second.
         lock = instance.claim(data_dir)
         if lock is None and remote is not None:
             # The running app keeps its backend; handing the string over would move it silently.
@@ -59,9 +58,15 @@ def run(data_dir: Path, restore: bool = True, smoke: bool = False, session_id: s
             return 1
         if lock is None:
             return hand_over(data_dir, session_id)
+        if remote is None and running(data_dir) is None:
+            spawned = spawn(data_dir)  # it starts while Qt and the windows load (2 cores)
+    from shared import logs  # (not before a later launch has handed over: it loads asyncio)
+
     logs.setup(data_dir, logging.INFO, name="desktop")
-    return _run_app(_application(), data_dir, lock, restore=restore, smoke=smoke,
-                    session_id=session_id, remote=remote, started=started)
+    from desktop.qt.application import application, run_app
+
+    return run_app(application(), data_dir, lock, restore=restore, smoke=smoke,
+                   session_id=session_id, remote=remote, started=started, spawned=spawned)
 
 
 def run_in_background(data_dir: Path, display: bool, remote: RemoteTarget | None) -> int:
@@ -71,90 +76,22 @@ def run_in_background(data_dir: Path, display: bool, remote: RemoteTarget | None
     lock = instance.claim(data_dir)
     if lock is None:
         return 0
+    from shared import logs
+
     logs.setup(data_dir, logging.INFO, name="desktop")
-    app = _application() if display else None
-    if app is None or not QSystemTrayIcon.isSystemTrayAvailable():
-        lock.release()  # the next launch is the app, with its window
-        if remote is not None:
-            return 0  # that backend runs on its own computer
-        info = running(data_dir) or start_backend_sync(data_dir)
-        logging.getLogger("desktop").info("started in the background without a tray: the "
-                                          "backend alone (pid %d)", info.pid)
-        return 0
-    return _run_app(app, data_dir, lock, remote=remote, hidden=True)
+    if display:
+        from desktop.qt.application import run_in_tray
 
-
-def _application() -> QApplication:
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    assert isinstance(app, QApplication)
-    app.setApplicationName("Turnkey")
-    app.setApplicationDisplayName("Turnkey")
-    app.setDesktopFileName("turnkey")
-    app.setWindowIcon(window_icon())
-    theme.apply(app)
-    return app
-
-
-def _run_app(app: QApplication, data_dir: Path, lock: instance.FolderLock | None, *,
-             restore: bool = True, smoke: bool = False, session_id: str = "",
-             remote: RemoteTarget | None = None, started: float | None = None,
-             hidden: bool = False) -> int:
-    """The app's event loop until Quit (see `run`); `hidden`: no window until asked for."""
-    started = time.monotonic() if started is None else started
-    server = instance.InstanceServer(lock) if lock is not None else None
-    if server is not None:
-        server.listen()
-
-    report: dict[str, Any] = {}
-
-    async def main() -> None:
-        controller = Controller(data_dir, remote=remote)
-        if server is not None:
-            server.requested.connect(lambda request: serve(controller, request))
-        if session_id:
-            controller.ready.connect(lambda: controller.open_target(session_id))
-        if smoke:
-            controller.keep_layout = False
-            controller.ready.connect(lambda: spawn(_smoke_check(controller, started, report)))
-            controller.link.failed.connect(lambda message: _smoke_failed(controller, message, report))
-            QTimer.singleShot(int(SMOKE_TIMEOUT_S * 1000),
-                              lambda: _smoke_failed(controller, "timed out", report))
-        done = asyncio.get_running_loop().create_future()
-
-        def finish() -> None:
-            if not done.done():
-                done.set_result(None)
-
-        # Quit ends the app by ending this coroutine, after it has closed the windows and the
-        # connection; Qt's own quit (a logout) ends it too.
-        controller.exit_app = finish
-        app.aboutToQuit.connect(finish)
-        # Closing the last window leaves the app in the background when notifications still
-        # reach the person, else quits (Controller.last_window_closed; the backend goes on
-        # either way).  Qt's own quit-on-last-window would stop the loop before Quit's clean-up ran.
-        app.setQuitOnLastWindowClosed(False)
-        app.lastWindowClosed.connect(controller.last_window_closed)
-        signal.signal(signal.SIGINT, lambda *_: controller.quit())
-        controller.start(restore and not smoke, hidden=hidden)
-        await done
-        # Work still in flight (a reload, the link's reader) ends here, not in a stopped loop.
-        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in rest:
-            task.cancel()
-        await asyncio.gather(*rest, return_exceptions=True)
-
-    before = running(data_dir)
-    backend_before = before.pid if before is not None else None
-    try:
-        qasync.run(main())
-    except asyncio.CancelledError:
-        pass
-    finally:
-        if server is not None:
-            server.close()
-    if not smoke:
-        return 0
-    return _smoke_finish(data_dir, backend_before, report)
+        done = run_in_tray(data_dir, lock, remote)
+        if done is not None:
+            return done
+    lock.release()  # no tray: the next launch is the app, with its window
+    if remote is not None:
+        return 0  # that backend runs on its own computer
+    info = running(data_dir) or start_backend_sync(data_dir)
+    logging.getLogger("desktop").info("started in the background without a tray: the backend "
+                                      "alone (pid %d)", info.pid)
+    return 0
 
 
 def hand_over(data_dir: Path, session_id: str) -> int:
@@ -163,6 +100,7 @@ def hand_over(data_dir: Path, session_id: str) -> int:
     request = instance.Request("open", session_id) if session_id else instance.Request()
     reply = instance.hand_over(instance.server_name(data_dir), request)
     if reply is not None and reply.get("ok"):
+        startup_trace.mark("handed_over")
         return 0
     why = reply.get("error") if reply else "it did not answer"
     print(f"turnkey: Turnkey already runs on {data_dir} but {why}. If it hangs, end it and start "
@@ -176,63 +114,6 @@ def serve(controller: Controller, request: instance.Request) -> None:
         controller.open_target(request.session_id)
     else:
         controller.show_main()
+    startup_trace.mark("raised")
 
 
-SMOKE_TIMEOUT_S = 60.0
-
-
-async def _smoke_check(controller: Controller, started: float, report: dict[str, Any]) -> None:
-    """Connected: note what a packager wants to know, then quit."""
-    info = BackendInfo.read(controller.data_dir)
-    report.update(
-        window=controller.main.isVisible(),
-        connected=controller.link.current == "connected",
-        connected_s=round(time.monotonic() - started, 3),  # since run() began
-        connected_after_exec_s=_process_age_s(),  # since the process began (imports included)
-        protocol=controller.link.server.protocol if controller.link.server else None,
-        backend_pid=info.pid if info else None,
-        backend_executable=_executable(info.pid) if info else None,
-        executable=sys.executable,
-        frozen=bool(getattr(sys, "frozen", False)),
-    )
-    controller.quit()
-
-
-def _smoke_failed(controller: Controller, message: str, report: dict[str, Any]) -> None:
-    if "connected" not in report:
-        report["error"] = message
-        controller.quit()
-
-
-def _smoke_finish(data_dir: Path, backend_before: int | None, report: dict[str, Any]) -> int:
-    """Prints the report; a backend this run started is stopped (one already running stays)."""
-    pid = report.get("backend_pid")
-    report["started_backend"] = pid is not None and pid != backend_before
-    if report["started_backend"]:
-        info = running(data_dir)
-        if info is not None and info.pid == pid:
-            report["backend_stopped"] = stop_backend(info)
-    report["closed"] = True
-    print(json.dumps(report), flush=True)
-    ok = report.get("window") and report.get("connected") and report.get("backend_stopped", True)
-    return 0 if ok else 1
-
-
-def _process_age_s() -> float | None:
-    """Seconds since this process started (Linux's /proc, 10 ms resolution; None elsewhere)."""
-    try:
-        with open("/proc/self/stat") as f:
-            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 3)
-
-
-def _executable(pid: int) -> str | None:
-    """The program a process runs (Linux's /proc; None elsewhere)."""
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return None

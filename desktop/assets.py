@@ -21,11 +21,15 @@ UI_ICONS = ("new", "search", "send", "stop", "settings", "pop-out", "sidebar", "
             "chevron-down", "schedule", "paperclip")
 
 
+# Resolved once: a window's icons ask for it dozens of times while the app starts.
+_CHECKOUT_ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+
 def assets_dir() -> Path:
     """`assets/` beside the code: the repository's, or the one PyInstaller unpacks."""
     if getattr(sys, "frozen", False):
         return Path(getattr(sys, "_MEIPASS", Path(sys.executable).parent)) / "assets"
-    return Path(__file__).resolve().parents[1] / "assets"
+    return _CHECKOUT_ASSETS
 
 
 def icons_dir() -> Path:

@@ -20,6 +20,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from desktop import startup_trace
 from shared.launcher import BackendNotFound, running, spawn
 from shared.paths import default_data_dir
 
@@ -57,6 +58,7 @@ def read_secret(name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    startup_trace.mark("entry")  # (benchmarks only: see desktop/startup_trace.py)
     parser = _parser()
     args = _parse(parser, sys.argv[1:] if argv is None else argv)
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import subprocess
 import time
 from pathlib import Path
 from typing import TypeVar
@@ -39,7 +40,7 @@ from shared.client import (
     RpcError,
     refusal,
 )
-from shared.launcher import running, start_backend
+from shared.launcher import running, start_backend, wait_ready
 from shared.methods import Request, SessionResume, SessionUnsubscribe
 from shared.remote import RemoteTarget
 
@@ -73,6 +74,9 @@ class Link(QObject):
         self._watch: asyncio.Task[None] | None = None
         self._starting: asyncio.Task[None] | None = None
         self._dialing: asyncio.Task[None] | None = None
+        # The backend the app's launch started before loading Qt (desktop/app.py): `start`
+        # waits for its READY line instead of starting another.
+        self.spawned: subprocess.Popen[bytes] | None = None
 
     @property
     def server(self) -> p.InitializeResult | None:
@@ -103,6 +107,10 @@ class Link(QObject):
         """Connects, starting the backend first (detached) when nothing answers (a remote
         backend is never started from here)."""
         self._set("connecting")
+        if self.spawned is not None:
+            proc, self.spawned = self.spawned, None
+            self._set("starting")
+            await asyncio.to_thread(wait_ready, proc, self.data_dir)  # or the race's winner
         try:
             await self.client.connect()
         except BackendNotFound:

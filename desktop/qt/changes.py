@@ -408,8 +408,9 @@ class ChangesDock(QDockWidget):
     def __init__(self, parent: QWidget) -> None:
         super().__init__("Changes", parent)
         self.setObjectName("changesDock")  # (the saved window state names it)
-        self.panel = ChangesPanel()
-        self.setWidget(self.panel)
+        self._panel: ChangesPanel | None = None  # built when first shown or asked for
+        self._following: Conversation | None = None
+        self.visibilityChanged.connect(self._shown)
         self.setAllowedAreas(Qt.DockWidgetArea.LeftDockWidgetArea | Qt.DockWidgetArea.RightDockWidgetArea)
         self.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetClosable
                          | QDockWidget.DockWidgetFeature.DockWidgetMovable)
@@ -420,6 +421,26 @@ class ChangesDock(QDockWidget):
         action.setToolTip("The files this session changed, by turn, with their diffs")
         action.triggered.connect(self._toggled)
         self.setTitleBarWidget(self._title_bar())
+
+    @property
+    def panel(self) -> ChangesPanel:
+        """The panel, built the first time it shows or is asked for: a window opening with the
+        dock closed (every start, nearly) does not wait for its widgets."""
+        if self._panel is None:
+            self._panel = ChangesPanel()
+            self.setWidget(self._panel)
+            self._panel.follow(self._following)
+        return self._panel
+
+    def _shown(self, visible: bool) -> None:
+        if visible and self._panel is None:
+            self.panel.follow(self._following)  # (built, and so following it)
+
+    def follow(self, conversation: Conversation | None) -> None:
+        """The conversation the window shows now: the panel's, once it is built."""
+        self._following = conversation
+        if self._panel is not None:
+            self._panel.follow(conversation)
 
     def _title_bar(self) -> QWidget:
         """"Changes" and a close button drawn with the theme's own icon (the style's small

@@ -29,7 +29,7 @@ from PySide6.QtCore import QByteArray, QObject, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox, QWidget
 
-from desktop import pairings
+from desktop import pairings, startup_trace
 from desktop.link import Link
 from desktop.qt.aio import settle, spawn
 from desktop.qt.backends import Backends
@@ -146,12 +146,18 @@ class Controller(QObject):
         _restore_docks(self.main, layout.get("main_docks"))
         if layout.get("grouping") in ("day", "folder"):
             self.main.sidebar.set_grouping(layout["grouping"])
+        current = str(layout.get("current") or "")
+        if current and layout.get("current_backend", "local") == "local" and not hidden:
+            # Opened before the window shows, so its first frame is the session's, not the
+            # start page (its requests wait for the connection).
+            self.main.show_session(current, link=self.link)
+            current = ""
         if not hidden:
+            startup_trace.watch_paint(self.main, "window_painted")
             show_on_screen(self.main)  # a saved place may be on a screen that is gone
         spawn(self.notifier.start())
         self.backends.restore()  # remote pairings connect in the background, each on its own
         sessions = list(layout.get("sessions", []))
-        current = str(layout.get("current") or "")
         if current and layout.get("current_backend", "local") != "local":
             sessions.append({"session_id": current, "backend": layout["current_backend"],
                              "beside": True})
@@ -165,6 +171,8 @@ class Controller(QObject):
 
     async def _connect(self, reopen: list[dict[str, Any]], current: str = "") -> None:
         await self.link.start()
+        if current:  # (a hidden start's; a shown one's opened before the window showed)
+            self.main.show_session(current, link=self.link)
         self._show_backend()
         self.main.sidebar.reload()
         server = self.link.server
@@ -176,8 +184,6 @@ class Controller(QObject):
         for session in listing.sessions:
             self.statuses.setdefault(session.session_id, session.status)
         self._tray_state()
-        if current:
-            self.main.show_session(current, link=self.link)
         self._reopen_windows(self.link, reopen)
         await self._show_waiting(self.link)
         # Not for a smoke run (keep_layout False): a check of the install must neither make

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
+from desktop import startup_trace
 from desktop.qt.aio import spawn
 from desktop.qt.compat import emit
 from desktop.qt.conversation_answers import AnswerActions
@@ -69,6 +70,8 @@ class ConversationLoading(QObject):
         self.resumed = result.messages
         h.follower.jump()
         h.refresh()
+        startup_trace.watch_paint(h.view.viewport(), "transcript_painted",
+                                  lambda: h.model.rowCount() > 0)
         emit(self.opened)
         await self.name_children()
         if await h.answers.name_original():  # a branch's banner names its original

@@ -10,7 +10,7 @@ from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QLabel, QProgressBar, QWidget
 
 from desktop.qt import theme
-from desktop.state.mcp import STATES, BadgeTone
+from desktop.state.badges import STATES, BadgeTone
 
 
 def dot(color: str) -> QIcon:

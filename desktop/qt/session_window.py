@@ -252,7 +252,7 @@ class Window(QMainWindow):
         compression): the title, Stop and the changes panel follow."""
         self._title()
         self._enable()
-        self.changes.panel.follow(self.current)
+        self.changes.follow(self.current)
 
     def _changes_shown(self, visible: bool) -> None:
         """The changes panel opened or closed: the window's layout is saved (not while the
@@ -302,7 +302,7 @@ class SessionWindow(Window):
         super().__init__(link)
         self.current = self._conversation(link, session_id)
         self.setCentralWidget(self.current)
-        self.changes.panel.follow(self.current)
+        self.changes.follow(self.current)
         self._menus(main=False)
         self._enable()
         self._shown = False
@@ -490,7 +490,7 @@ class MainWindow(Window):
             self.stack.addWidget(c)
             self.stack.setCurrentWidget(c)
             self._enable()
-            self.changes.panel.follow(c)
+            self.changes.follow(c)
         self.sidebar.mark_current(session_id)
         c.focus_composer()
         self._title()
@@ -501,7 +501,8 @@ class MainWindow(Window):
         if c is None:
             return
         self.current = None
-        self.changes.panel.follow(None)
+        self.sidebar.mark_current(None)
+        self.changes.follow(None)
         self.stack.removeWidget(c)
         c.close_conversation()
         c.deleteLater()

@@ -71,6 +71,9 @@ class Sidebar(QWidget):
         self.model.rename.connect(self.rename)
         self._loading_more = False
         self._keep: str | None = None  # the current session across a model reset
+        # The session shown beside the sidebar: marked once listed, when it was shown first
+        # (a start shows the saved session before the first listing arrives).
+        self._marked: str | None = None
         self._build()
         self._listen(self.sections[0])
         self.doors.watch(link)
@@ -272,14 +275,15 @@ class Sidebar(QWidget):
 
     def mark_current(self, session_id: str | None) -> None:
         """Shows `session_id` as the current row (the session beside the sidebar)."""
+        self._marked = session_id
         self.list.mark_current(session_id)
 
     def _remember(self) -> None:
         self._keep = self.selected_id()
 
     def _restore(self) -> None:
-        if self._keep:
-            self.mark_current(self._keep)
+        if self._keep or self._marked:
+            self.mark_current(self._keep or self._marked)
         self._update_empty()
 
     # --- data ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from desktop.state.badges import STATES, BadgeTone
 from desktop.state.settings import reworded
 from shared import protocol as p
 from shared.client import InvalidParams, RpcError
@@ -21,18 +22,8 @@ from shared.config import ConfigView, McpServerConfig, fields
 from shared.mcp_names import count_words
 
 Kind = Literal["stdio", "http"]
-BadgeTone = Literal["success", "accent", "danger", "muted"]
 
 TEST_TIMEOUT_S = 150.0  # a start is bounded by the server's startup_timeout_s (30 s by default)
-# A server's state as its badge says it: words, colour (a theme token).
-STATES: dict[str, tuple[str, BadgeTone]] = {
-    "ready": ("Ready", "success"),
-    "starting": ("Starting…", "accent"),
-    "failed": ("Failed", "danger"),
-    "stopped": ("Not running", "muted"),
-    "disabled": ("Disabled", "muted"),
-    "unknown": ("Not reported", "muted"),
-}
 APPROVALS: dict[p.McpApproval, str] = {
     "ask": "Ask before each call",
     "trusted": "Trusted: run its tools without asking",

@@ -227,6 +227,10 @@ class SessionState:
 
     @property
     def title(self) -> str:
+        """"" until the first page has loaded: a saved session opening at start-up must not
+        say "New session" for a moment."""
+        if self.session is None and not self.loaded:
+            return ""
         return (self.session.title if self.session else "") or "New session"
 
     @property

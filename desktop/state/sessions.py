@@ -27,6 +27,7 @@ class SessionRows:
     rows: list[p.Session] = field(default_factory=list)
     query: str = ""
     next_cursor: str | None = None
+    listed: bool = False  # a listing has arrived (before it, an empty list says nothing)
     on_reset: Callable[[], None] = lambda: None
     on_row: Callable[[int], None] = lambda index: None
     # Events applied while a listing is on its way: its snapshot may predate them, so they are
@@ -41,6 +42,7 @@ class SessionRows:
         self.rows = list(sessions)
         self.next_cursor = next_cursor
         self.query = query
+        self.listed = True
         since, self._since = self._since or [], None
         for event in since:
             self._apply(event, newer_only=True)

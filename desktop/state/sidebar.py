@@ -317,8 +317,9 @@ class SidebarRows(Generic[B]):
 
     def empty_words(self) -> str | None:
         """What stands in place of the list (None: the list shows): only with one backend
-        and no session to list."""
-        if self.sections[0].rows.rows or len(self.sections) != 1:
+        and no session to list, once listed (the empty list stands until the first listing)."""
+        rows = self.sections[0].rows
+        if rows.rows or not rows.listed or len(self.sections) != 1:
             return None
         query = self.sections[0].rows.query
         return f"Nothing matches “{query}”." if query else EMPTY

@@ -216,6 +216,8 @@ def test_the_panel_is_a_view_command_and_each_window_remembers_it(
     qtbot.waitUntil(lambda: len(again.windows) == 1, timeout=15_000)
     reopened = again.windows[0]
     qtbot.waitUntil(lambda: reopened.changes.isVisible(), timeout=5_000)
+    assert reopened.changes.widget() is not None, "built as it was restored open"
+    assert reopened.changes.panel.conversation is reopened.current
     assert not again.main.changes.isVisible(), "open in that window only"
 
 
@@ -266,3 +268,19 @@ def test_without_visual_the_default_opener_never_gets_a_file_that_could_run(
         assert opened.urls == [notes]
     finally:
         QDesktopServices.unsetUrlHandler("file")
+
+
+def test_the_panel_is_built_when_first_opened_following_the_session_shown(
+    qtbot: Any, controller: Controller
+) -> None:
+    """A window opening with the dock closed (every start, nearly) builds no panel; opened, the
+    panel follows the conversation the window shows, switched to before it was built."""
+    first, second = new_session(qtbot, controller), new_session(qtbot, controller)
+    win = open_window(qtbot, controller, first)
+    assert win.changes.widget() is None, "not built while closed"
+    win = open_window(qtbot, controller, second)
+    assert win.changes.widget() is None
+    panel = open_panel(qtbot, win)
+    assert win.changes.widget() is panel
+    assert panel.conversation is win.current
+    assert panel.model.session_id == second

@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 
 from desktop.qt.aio import settle
 from desktop.state.transcript import AssistantItem, UserItem
-from shared.launcher import alive
+from shared.launcher import alive, spawn
 from shared.methods import SessionCreate
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.backend_proc import config_toml
@@ -80,6 +80,30 @@ def test_the_app_starts_a_detached_backend_and_replaces_one_that_died(
         ctl.quit()
         qtbot.waitUntil(lambda: ctl.link.client.state == "closed", timeout=10_000)
     assert alive(backend_pid(fresh_dir))  # quitting the app leaves the backend running
+
+
+def test_the_link_waits_for_the_backend_the_launch_started_before_qt(
+    qtbot: Any, qloop: Any, fresh_dir: Path
+) -> None:
+    """desktop/app.py starts the backend before loading Qt; the link then waits for that
+    process's READY line (its stdout read and closed) and connects to it, starting no other."""
+    from desktop.link import Link
+
+    proc = spawn(fresh_dir)
+    link = Link(fresh_dir, restart_after_s=None)
+    link.spawned = proc
+    states: list[str] = []
+    link.state.connect(states.append)
+    try:
+        drive(qtbot, link.start())
+        assert link.current == "connected"
+        assert proc.stdout is not None
+        assert proc.stdout.closed, "its READY line was read"
+        assert backend_pid(fresh_dir) == proc.pid
+        assert link.spawned is None
+        assert states == ["starting", "connected"]
+    finally:
+        drive(qtbot, link.close())
 
 
 def test_enter_sends_shift_enter_breaks_the_line_and_esc_interrupts(

@@ -91,6 +91,19 @@ def test_requests_round_trip_and_anything_else_is_refused() -> None:
             instance.Request.decode(bad)
 
 
+@pytest.mark.parametrize("tmpdir", ["", "set"])
+def test_the_launchs_socket_path_is_where_qt_listens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmpdir: str
+) -> None:
+    """A later launch reaches the server with a plain socket at the path QLocalServer takes."""
+    if tmpdir:
+        monkeypatch.setenv("TMPDIR", f"{tmp_path}//sub/../")
+    name = instance.server_name(tmp_path)
+    assert instance.socket_path(name) == Path(QDir.tempPath()) / name
+    if tmpdir:
+        assert instance.socket_path(name).parent == tmp_path
+
+
 def test_a_held_folder_is_not_claimed_again_and_a_silent_holder_times_out(tmp_path: Path) -> None:
     lock = instance.claim(tmp_path)
     assert lock is not None
@@ -144,6 +157,27 @@ def test_a_second_launch_raises_the_running_app_and_exits_at_once(
     assert third.returncode == 0
     qtbot.waitUntil(lambda: served.main.session_id == sid, timeout=5_000)
     assert not served.windows, "it opens beside the sidebar"
+
+
+def test_a_second_launch_hands_over_without_loading_qt(
+    qtbot: Any, served: Any, desk_backend: Backend, procs: list[subprocess.Popen[str]]
+) -> None:
+    """The later launch decides and sends before importing Qt, qasync or the windows (that
+    keeps it within a tenth of a second); the running app is raised all the same."""
+    served.main.hide()
+    probe = ("import json, sys\nfrom desktop.cli import main\n"
+             f"rc = main(['--data-dir', {str(desk_backend.data_dir)!r}, 'app'])\n"
+             "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('PySide6', 'shiboken6', 'qasync') or m.startswith('desktop.qt'))\n"
+             "print(json.dumps({'rc': rc, 'loaded': loaded}))\n")
+    second = subprocess.Popen([sys.executable, "-c", probe], cwd=ROOT, env=env(), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    procs.append(second)  # (this test's app answers from Qt's loop, which waitUntil runs)
+    qtbot.waitUntil(lambda: second.poll() is not None, timeout=int(SECOND_LAUNCH_S * 1000))
+    out, err = second.communicate()
+    assert second.returncode == 0, err
+    assert json.loads(out.splitlines()[-1]) == {"rc": 0, "loaded": []}
+    qtbot.waitUntil(served.main.isVisible, timeout=5_000)
 
 
 def test_another_folder_gets_its_own_app(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:

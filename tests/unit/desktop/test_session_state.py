@@ -98,6 +98,7 @@ def test_load_takes_the_snapshot_as_the_truth() -> None:
 
 def test_load_takes_the_status_of_the_snapshot_and_names_an_untitled_session() -> None:
     s, _, _ = state()
+    assert s.title == "", "nothing said before the first page (a saved session opening)"
     s.load(resume(status="queued", session_info=session(status="idle", title="")))
     assert s.status == "queued", "the snapshot's status, not the summary's"
     assert s.title == "New session"

@@ -171,6 +171,15 @@ def test_the_empty_list_says_why_only_with_one_backend() -> None:
     assert _rows(_section(), _section(link=FakeLink("r"))).empty_words() is None, "notes say it"
 
 
+def test_before_the_first_listing_the_empty_list_says_nothing() -> None:
+    """At start-up the list is empty until its listing arrives: "No sessions yet" then would
+    be a frame that is wrong and then jumps."""
+    waiting = _rows(Section(FakeLink(), SessionRows()))
+    assert waiting.empty_words() is None
+    waiting.sections[0].rows.load([], None)
+    assert waiting.empty_words() == EMPTY
+
+
 def test_only_session_broadcasts_change_the_list() -> None:
     created = event("session.created", {"session": _s("a")}, session_id="a")
     deleted = event("session.deleted", {"session_id": "a"}, session_id="a")
