@@ -104,6 +104,7 @@ class TurnState:
     failure_kind: str | None = None  # a provider failure's kind (providers/errors.py)
     text: str = ""  # the final text (message.complete's)
     text_stored: bool = False  # True: `text` already sits in an assistant row
+    unsent: str = ""  # the final answer's streamed text not stored yet: the close stores it
     call_ids: set[str] = field(default_factory=set)
     empty_answers: int = 0
     last_batch: str | None = None
@@ -412,10 +413,14 @@ class TurnRunner:
                 if step is None:
                     continue
                 return step
-            await deltas.close()
             if result is None:
+                await deltas.close()
                 await self._stopped_mid_answer(st, deltas.streamed)
                 return Action.BREAK
+            # A final answer's last text goes with the turn's closing commit (`_finalize`);
+            # an answer with tool calls, or none, is stored now, before the tool round.
+            final = not result.tool_calls and bool((result.text or deltas.streamed).strip())
+            st.unsent += await deltas.close(hand_over=final)
             st.usage = _add(st.usage, result.usage)
             st.ledger.append(LedgerEntry(link.name, request.model, result.usage))
             self.compressor.observe(link.name, request, result.usage)
@@ -615,7 +620,7 @@ class TurnRunner:
         outcome = TurnEnd(
             turn.session_id, turn.admission_id, turn.turn_id, st.status, st.text, st.usage,
             st.reason, holder=turn.holder, text_stored=st.text_stored, ledger=st.ledger,
-            failure_detail=st.detail, failure_kind=st.failure_kind,
+            failure_detail=st.detail, failure_kind=st.failure_kind, unsent=st.unsent,
         )
         await st.fence.write_patiently(lambda tx: close_turn(tx, outcome), CLOSE_RETRY_S)
 
