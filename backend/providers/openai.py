@@ -63,7 +63,10 @@ class OpenAIChat:
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": [_encoded(m) for m in _leading_system_joined(request.messages)],
+            # A kept message's JSON is looked up inline: this runs once per message of the
+            # history, every turn, so it is kept to a dict lookup.
+            "messages": [m.encoded.get(FORMAT) or _encoded(m)
+                         for m in _leading_system_joined(request.messages)],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
