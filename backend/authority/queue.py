@@ -405,8 +405,9 @@ class SessionAuthority:
         steers = admissions.steer_queued(tx, session_id)
         reviewable = session.delegated_from is None and not row.principal.startswith(
             (admissions.SCHEDULED, DELEGATE_PRINCIPAL))
+        depth = sessions.delegation_depth(tx, session_id) if session.delegated_from else 0
         return Claim(session_id, admission_id, turn_id, payload.text, session.cwd, holder, leased,
-                     steers, session.provider, again, reviewable=reviewable)
+                     steers, session.provider, again, reviewable=reviewable, depth=depth)
 
     def _claim_review(self, tx: Tx, row: AdmissionRecord, cwd: str,
                       provider: str | None) -> Claim | None:

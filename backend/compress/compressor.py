@@ -118,23 +118,29 @@ class Compressor:
         self, session_id: str, request: ChatRequest, link: ConfiguredProvider, attempts: int,
     ) -> str | None:
         """The preflight decision: the reason to compress before this call, or None."""
-        if sum(m.role != "system" for m in request.messages) <= 1:
+        if not _two_beyond_system(request):
             return None  # (the system prompt, maybe memory, and one message: nothing to compress)
         return await self._decide(session_id, self.measure(request, link.name), link, attempts)
 
     async def due_by_size(
         self, session_id: str, link: ConfiguredProvider, tools: tuple[ToolSpec, ...],
+        kept: Callable[[Tx], bool] | None = None,
     ) -> str | None:
         """The same decision before a long session's request is built, from what SQL counts
         of it (store/messages.model_size): a request is at least that large, so when the count
         alone is over, the request would be too, and building one only to throw it away cost
-        a 100,000-message session half a second.  None means: build it and ask `due`."""
+        a 100,000-message session half a second.  None means: build it and ask `due`.
+        `kept(tx)`: whether the caller keeps a current view of the session (turn/transcript.py);
+        then building costs only the rows stored since, and the count (which reads every row
+        of the session: it grew with the history, turn after turn) is skipped."""
         if not self.config.config.compression.enabled:
             return None
 
         def read(tx: Tx) -> tuple[int, int, int] | None:
             row = sessions.row(tx, session_id)
             if row is None or row.message_count <= LONG_SESSION_ROWS:
+                return None
+            if kept is not None and kept(tx):
                 return None
             n, chars = messages.model_size(tx, session_id)
             return n, chars, len(row.system_prompt or "")
@@ -490,3 +496,15 @@ def raw_arguments(call: dict[str, Any]) -> str:
 def call_json(c: Call) -> dict[str, Any]:
     """A pruned call as stored in api_tool_calls (the wire reads `arguments_raw` first)."""
     return {"call_id": c.call_id, "name": c.name, "arguments_raw": c.arguments}
+
+
+def _two_beyond_system(request: ChatRequest) -> bool:
+    """Whether the request holds at least two messages besides system ones; it looks no
+    further than the second (the count over all of them grew with the history)."""
+    seen = 0
+    for m in request.messages:
+        if m.role != "system":
+            seen += 1
+            if seen > 1:
+                return True
+    return False

@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import msgspec
+
 WireRole = Literal["system", "user", "assistant", "tool"]
 
 
@@ -75,6 +77,12 @@ class WireMessage:
     images: tuple[WireImage, ...] = ()
     files: tuple[WireFile, ...] = ()
     documents: tuple[WireDocument, ...] = ()
+    # This message as a provider's JSON, by the provider's format, made at its first request:
+    # a session's kept view (turn/transcript.py) sends the same message objects again with
+    # every request, so each is serialized once, not once per turn.  Not an init field, so
+    # `dataclasses.replace` makes a message with an empty one.
+    encoded: dict[str, msgspec.Raw] = field(default_factory=dict, init=False, compare=False,
+                                            repr=False)
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,9 @@ class ChatRequest:
     # The characters compress/tokens.request_chars counts, when whoever built the request
     # counted them already (turn/request.assemble keeps each session's count as it grows).
     chars: int | None = None
+    # Whether a message carries `files` (not rendered yet), when whoever built the request
+    # knows (turn/request.assemble: the kept view counts them); None: look.
+    files: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import msgspec
 
 from backend.errors import ProviderError
 from backend.providers.base import (
@@ -33,6 +34,8 @@ from backend.providers.base import (
 )
 from backend.providers.errors import error_page, from_http, looks_like_html
 from backend.providers.transport import http_client, post_stream, sse_lines
+
+FORMAT = "openai"  # this module's key in WireMessage.encoded
 
 
 class OpenAIChat:
@@ -60,7 +63,10 @@ class OpenAIChat:
     async def stream(self, request: ChatRequest) -> AsyncIterator[Chunk]:
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": [_wire_message(m) for m in _leading_system_joined(request.messages)],
+            # A kept message's JSON is looked up inline: this runs once per message of the
+            # history, every turn, so it is kept to a dict lookup.
+            "messages": [m.encoded.get(FORMAT) or _encoded(m)
+                         for m in _leading_system_joined(request.messages)],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -86,6 +92,18 @@ def _leading_system_joined(messages: list[WireMessage]) -> list[WireMessage]:
         return messages
     joined = "\n\n".join(m.content for m in messages[:n] if m.content)
     return [WireMessage("system", joined), *messages[n:]]
+
+
+def _encoded(m: WireMessage) -> msgspec.Raw:
+    """`_wire_message(m)` as JSON, kept on the message: turn N's body joins N fragments made
+    by earlier turns instead of serializing N messages again.  A message with images or
+    documents is rendered afresh for each call (turn/attachments.py) and large: not kept."""
+    if m.images or m.documents:
+        return msgspec.Raw(msgspec.json.encode(_wire_message(m)))
+    raw = m.encoded.get(FORMAT)
+    if raw is None:
+        raw = m.encoded[FORMAT] = msgspec.Raw(msgspec.json.encode(_wire_message(m)))
+    return raw
 
 
 def _wire_message(m: WireMessage) -> dict[str, Any]:

@@ -2,11 +2,12 @@
 
 Everything a finished turn leaves behind commits together, so after a crash
 either all of it is there or none of it is (and recovery marks the admission
-`unknown`).  The tail is closed first: every tool call of the turn gets
-exactly one result, delivered text gets an assistant row, and a failed or
-interrupted turn gets a closing note so the next turn does not read as its
-continuation.  `message.complete` follows the rows it describes, and
-`admission.settled` comes last.
+`unknown`); that includes the answer's last `message.delta` events when the
+stream handed them over unstored (`TurnEnd.unsent`): no client saw them before.
+The tail is closed first: every tool call of the turn gets exactly one result,
+delivered text gets an assistant row, and a failed or interrupted turn gets a
+closing note so the next turn does not read as its continuation.
+`message.complete` follows the rows it describes, and `admission.settled` comes last.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from backend.store import admissions, events, leases, messages, sessions, usage
 from backend.store.admissions import AdmissionRecord
 from backend.store.db import Tx
 from backend.store.leases import Holder
+from backend.turn.stream import pieces
 from shared.protocol import (
     AdmissionSettled,
     MessageComplete,
+    TextDelta,
     ToolComplete,
     ToolStatus,
     TurnStatus,
@@ -72,6 +75,9 @@ class TurnEnd:
     ledger: list[LedgerEntry] = field(default_factory=list)  # calls not yet in the ledger
     failure_detail: str | None = None  # a provider failure's raw detail (beside the words)
     failure_kind: str | None = None  # a provider failure's kind
+    # The answer's last streamed text, not stored yet (DeltaWriter.close(hand_over=True)):
+    # its message.delta events go in this commit, ahead of everything else of the close.
+    unsent: str = ""
 
 
 def close_turn(tx: Tx, out: TurnEnd) -> None:
@@ -83,6 +89,8 @@ def close_turn(tx: Tx, out: TurnEnd) -> None:
     if own is None or own.status != "started" or own.turn_id != tid:
         raise LeaseLost(f"admission {aid} is no longer this turn's to settle (another process "
                         "took the turn over); nothing of its end is written")
+    for piece in pieces(out.unsent):
+        wire.emit(tx, sid, TextDelta(text=piece), turn_id=tid, admission_id=aid)
     if out.transcript:
         close_tail(tx, sid, tid, "unknown", UNRECORDED_RESULT, aid)
         # Delivered text always gets an assistant row: what people saw is in the ledger.

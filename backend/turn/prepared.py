@@ -128,7 +128,7 @@ class PreparedFiles:
             dropped_count += sum(drop and f.kind in ("image", "pdf") for f in m.files)
             out.append(sent)
         chars = None if request.chars is None else request.chars + delta
-        return Rendered(replace(request, messages=out, chars=chars), unseen, dropped_count)
+        return Rendered(replace(request, messages=out, chars=chars, files=False), unseen, dropped_count)
 
     async def _message(self, m: WireMessage, target: Target,
                        drop: bool) -> tuple[WireMessage, list[Part], bool]:

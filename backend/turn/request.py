@@ -38,11 +38,11 @@ async def assemble(
     turn's writes): the prompt and its notices are written only by the lease's holder,
     the notices as rows of that turn (a front-end shows them with the turn's stored rows).
     """
-    def read(tx: Tx) -> tuple[SessionRecord | None, list[WireMessage], int]:
+    def read(tx: Tx) -> tuple[SessionRecord | None, list[WireMessage], int, bool]:
         view = transcripts.read(tx, session_id)
-        return sessions.row(tx, session_id), list(view.wire), view.chars()
+        return sessions.row(tx, session_id), list(view.wire), view.chars(), view.has_files()
 
-    row, history, chars = await db.read(read)
+    row, history, chars, files = await db.read(read)
     assert row is not None, "a running turn's session exists (deletion interrupts it first)"
     model = model or row.model or default_model
     prompt = row.system_prompt
@@ -70,4 +70,4 @@ async def assemble(
         chars += len(ask)
         tools = ()
     return ChatRequest(model=model, messages=wire, tools=tools,
-                       chars=chars + tools_chars(tools))
+                       chars=chars + tools_chars(tools), files=files)

@@ -60,6 +60,9 @@ class Claim:
     # A person's turn (not a sub-agent's, a schedule's or a review): once completed, the
     # background review may follow it.
     reviewable: bool = False
+    # Delegations below a person's session (read in the claim's transaction; None: not read,
+    # the runner reads it before its first request).
+    depth: int | None = None
 
 
 def take_session(

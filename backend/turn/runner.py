@@ -104,6 +104,7 @@ class TurnState:
     failure_kind: str | None = None  # a provider failure's kind (providers/errors.py)
     text: str = ""  # the final text (message.complete's)
     text_stored: bool = False  # True: `text` already sits in an assistant row
+    unsent: str = ""  # the final answer's streamed text not stored yet: the close stores it
     call_ids: set[str] = field(default_factory=set)
     empty_answers: int = 0
     last_batch: str | None = None
@@ -175,7 +176,8 @@ class TurnRunner:
 
     async def run(self, turn: RunningTurn) -> TurnStatus:
         started = time.monotonic()
-        st = TurnState(turn, TurnFence(self.db, turn), files=PreparedFiles(self.read_file, self.parts))
+        st = TurnState(turn, TurnFence(self.db, turn), files=PreparedFiles(self.read_file, self.parts),
+                       depth=turn.claim.depth)
         if self.hooks is not None:
             st.hooks = TurnHooks(self.hooks, lambda: self.config.config.hooks, self.db, turn, st.fence)
         if not turn.claim.leased and not await self._wait_lease(st):
@@ -290,9 +292,6 @@ class TurnRunner:
         link = st.link
         tools = await self._offer(st) if link.cfg.tools else ()
         roomy = link.cfg.context_window >= registry.AGENT_TOOLS_MIN_WINDOW
-        if st.volatile is None and roomy:
-            st.volatile = await asyncio.to_thread(
-                _volatile, self.executor.data_dir, Path(st.turn.claim.cwd))
 
         async def build() -> ChatRequest:
             return await self._with_files(st, link, await assemble(
@@ -305,7 +304,15 @@ class TurnRunner:
         # A long session is counted in SQL first: one far over its window compresses before a
         # request is ever built from all of it.
         first = 0
-        why = await self.compressor.due_by_size(st.turn.session_id, link, tools)
+        sid = st.turn.session_id
+        by_size = self.compressor.due_by_size(
+            sid, link, tools, kept=lambda tx: self.transcripts.current(tx, sid))
+        if st.volatile is None and roomy:
+            # The memory and skills files are read beside the count: one wait for both.
+            why, st.volatile = await asyncio.gather(by_size, asyncio.to_thread(
+                _volatile, self.executor.data_dir, Path(st.turn.claim.cwd)))
+        else:
+            why = await by_size
         if why is not None and await self._compress(st, link, tools, why):
             first = 1
         request = await build()
@@ -326,7 +333,7 @@ class TurnRunner:
         threshold, old prompts' images and PDFs are left out first (notes name them): they
         cost the most and say the least by now.  A model that cannot see this prompt's
         images gets notes in their place, and people are told once a turn."""
-        if st.files is None or not any(m.files for m in request.messages):
+        if st.files is None or not _with_files_in(request):
             return request
         target = Target(link.cfg.kind, sees_images(link.cfg, request.model))
         done = await st.files.render(request, target)
@@ -412,10 +419,14 @@ class TurnRunner:
                 if step is None:
                     continue
                 return step
-            await deltas.close()
             if result is None:
+                await deltas.close()
                 await self._stopped_mid_answer(st, deltas.streamed)
                 return Action.BREAK
+            # A final answer's last text goes with the turn's closing commit (`_finalize`);
+            # an answer with tool calls, or none, is stored now, before the tool round.
+            final = not result.tool_calls and bool((result.text or deltas.streamed).strip())
+            st.unsent += await deltas.close(hand_over=final)
             st.usage = _add(st.usage, result.usage)
             st.ledger.append(LedgerEntry(link.name, request.model, result.usage))
             self.compressor.observe(link.name, request, result.usage)
@@ -615,7 +626,7 @@ class TurnRunner:
         outcome = TurnEnd(
             turn.session_id, turn.admission_id, turn.turn_id, st.status, st.text, st.usage,
             st.reason, holder=turn.holder, text_stored=st.text_stored, ledger=st.ledger,
-            failure_detail=st.detail, failure_kind=st.failure_kind,
+            failure_detail=st.detail, failure_kind=st.failure_kind, unsent=st.unsent,
         )
         await st.fence.write_patiently(lambda tx: close_turn(tx, outcome), CLOSE_RETRY_S)
 
@@ -636,6 +647,14 @@ class TurnRunner:
                       turn_id=turn.turn_id, admission_id=turn.admission_id)
 
         await st.fence.write(job)
+
+
+def _with_files_in(request: ChatRequest) -> bool:
+    """Whether a message of the request carries files: as its builder counted, else looked
+    for (the look goes through every message)."""
+    if request.files is not None:
+        return request.files
+    return any(m.files for m in request.messages)
 
 
 async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:

@@ -47,6 +47,7 @@ class View:
     starts: list[int] = field(default_factory=list)  # where each ordered row's messages start
     open_from: int = 0  # the first ordered row whose messages may still change
     running: list[int] = field(default_factory=list)  # characters of `wire` up to each message
+    filed: list[int] = field(default_factory=list)  # messages of `wire` with files, up to each
 
     def wire_messages(self, system_prompt: str) -> list[WireMessage]:
         """The request's messages: as `context.wire_messages(system_prompt, rows)` builds them."""
@@ -55,6 +56,10 @@ class View:
     def chars(self) -> int:
         """The characters of `wire` as compress/tokens.request_chars counts them."""
         return self.running[-1] if self.running else 0
+
+    def has_files(self) -> bool:
+        """Whether a message of `wire` carries a prompt's files."""
+        return bool(self.filed and self.filed[-1])
 
 
 class Transcripts:
@@ -68,6 +73,13 @@ class Transcripts:
     def forget(self, session_id: str) -> None:
         with self._lock:
             self._views.pop(session_id, None)
+
+    def current(self, tx: Tx, session_id: str) -> bool:
+        """Whether a view of the session is kept and still current (its token has not moved):
+        `read` would then read only the rows stored after it."""
+        with self._lock:
+            view = self._views.get(session_id)
+        return view is not None and view.token == messages.view_token(tx, session_id)
 
     def read(self, tx: Tx, session_id: str) -> View:
         """The session's current view, inside the caller's read transaction (on the reader's
@@ -108,6 +120,7 @@ def _extend(view: View, rows: list[ModelRow]) -> bool:
     del view.wire[view.starts[start] if start < len(view.starts) else len(view.wire):]
     del view.starts[start:]
     del view.running[len(view.wire):]
+    del view.filed[len(view.wire):]
     view.open_from = len(view.ordered)
     for i in range(start, len(view.ordered)):
         r = view.ordered[i]
@@ -118,6 +131,7 @@ def _extend(view: View, rows: list[ModelRow]) -> bool:
         for m in emitted.messages:
             view.wire.append(m)
             view.running.append((view.running[-1] if view.running else 0) + message_chars(m))
+            view.filed.append((view.filed[-1] if view.filed else 0) + bool(m.files))
     return True
 
 

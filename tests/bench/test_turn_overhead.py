@@ -3,8 +3,8 @@
 Overhead: sequential turns in one session (send prompt.submit → message.complete arrives),
 against the raw model call — the very request bodies the backend sent, replayed to the same
 fake provider with httpx streaming in the same run.  What is left is the backend: the
-admission commit, the claim commit, the stored delta, the closing commit, context building,
-fan-out and the WebSocket hops.
+admission commit (which claims the turn), the closing commit (which also stores a short
+answer's delta), context building, fan-out and the WebSocket hops.
 
 Delta latency: the fake paces its deltas at a fixed rate and stamps each one just before it
 writes it to the socket; the client stamps each `message.delta` event on arrival.  Both
@@ -13,6 +13,7 @@ clocks are this process's ``perf_counter``.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -31,6 +32,7 @@ from .conftest import StartBackend
 WARMUP_TURNS = 10
 TURNS = 1000
 WINDOW = 50  # turns per window of the growth line: the first, the middle and the last
+FLAT_RATIO = 1.2  # the goal: the last window's overhead within 20% of the first's
 DELTA_RATE = 200  # deltas per second from the provider
 DELTAS_PER_TURN = 400  # 2 s per turn at 200/s
 DELTA_TURNS = 3
@@ -38,6 +40,12 @@ DELTA_TURNS = 3
 
 def _submit_params(session_id: str, text: str) -> Json:
     return {"session_id": session_id, "request_id": f"req-{uuid.uuid4().hex}", "text": text}
+
+
+def _cpu_s(pid: int) -> float:
+    """The process's CPU time so far (user + system, all threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _turn(client: BenchClient, session_id: str, text: str) -> tuple[float, float, Json]:
@@ -61,11 +69,18 @@ async def test_turn_overhead(fake_provider: FakeOpenAI, start_backend: StartBack
     try:
         sid = (await client.call("session.create", {}))["session"]["session_id"]
         turns: list[float] = []
+        # The backend's CPU time at each window's edges: what a turn costs it, less swayed by
+        # the other work on a shared machine than wall time.
+        edges = {WARMUP_TURNS + a for a, _ in _windows()} | {WARMUP_TURNS + b for _, b in _windows()}
+        cpu: dict[int, float] = {}
         for k in range(WARMUP_TURNS + TURNS):
+            if k in edges:
+                cpu[k] = _cpu_s(backend.pid)
             t0, t1, complete = await _turn(client, sid, f"turn {k}")
             assert complete["data"]["text"] == "ok"
             if k >= WARMUP_TURNS:
                 turns.append(t1 - t0)
+        cpu[WARMUP_TURNS + TURNS] = _cpu_s(backend.pid)
     finally:
         await client.close()
         backend.close()  # the baselines run with no backend process competing for the cores
@@ -87,18 +102,38 @@ async def test_turn_overhead(fake_provider: FakeOpenAI, start_backend: StartBack
         f"median {ms(median(raw))}, p95 {ms(pct(raw, 95))} | "
         f"median−median {ms(median(turns) - median(raw))}"
     )
-    windows = [(0, WINDOW), (TURNS // 2 - WINDOW // 2, TURNS // 2 + WINDOW // 2), (TURNS - WINDOW, TURNS)]
+    windows = _windows()
     shown = ", ".join(f"{ms(median(paired[a:b]))} over turns {WARMUP_TURNS + a + 1}–{WARMUP_TURNS + b}"
                       for a, b in windows)
     print(
         f"BENCH turn overhead as history grows: median {shown} (each turn's request holds the "
         f"whole transcript so far: {2 * (WARMUP_TURNS + TURNS)} messages by the end)"
     )
+    first, last = (median(paired[a:b]) for a, b in (windows[0], windows[-1]))
+    # A first window at or below zero (the raw call as slow as the turn: a loaded machine)
+    # has no meaningful ratio.
+    ratio = f"{last / first:.2f}" if first > 0 else "n/a"
+    flat = "yes" if first > 0 and last <= FLAT_RATIO * first else "no"
+    print(
+        f"BENCH turn overhead flat: turns {WARMUP_TURNS + TURNS - WINDOW + 1}–{WARMUP_TURNS + TURNS} "
+        f"{ms(last)} vs turns {WARMUP_TURNS + 1}–{WARMUP_TURNS + WINDOW} {ms(first)}: ratio "
+        f"{ratio}, flat: {flat} (<= {FLAT_RATIO})"
+    )
+    per_turn = [(cpu[WARMUP_TURNS + b] - cpu[WARMUP_TURNS + a]) / (b - a) for a, b in windows]
+    shown = ", ".join(f"{ms(c)} over turns {WARMUP_TURNS + a + 1}–{WARMUP_TURNS + b}"
+                      for c, (a, b) in zip(per_turn, windows, strict=True))
+    print(f"BENCH backend CPU per turn (all its threads): {shown}; last/first "
+          f"{per_turn[-1] / per_turn[0]:.2f}")
     print(
         f"BENCH context: raw sqlite commit (WAL, synchronous=FULL) p50 {ms(pct(commits, 50))}, "
-        f"p95 {ms(pct(commits, 95))}; a turn here commits at least 3 times "
-        f"(admission with its claim, delta, close)"
+        f"p95 {ms(pct(commits, 95))}; a turn here commits twice on its path (admission with "
+        f"its claim; the close, with a short answer's delta) and once after it (the drainer)"
     )
+
+
+def _windows() -> list[tuple[int, int]]:
+    """The growth line's windows of measured turns: the first, the middle and the last."""
+    return [(0, WINDOW), (TURNS // 2 - WINDOW // 2, TURNS // 2 + WINDOW // 2), (TURNS - WINDOW, TURNS)]
 
 
 class TimedDeltas:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from datetime import datetime
 
@@ -224,3 +225,46 @@ async def test_interrupt_before_the_first_delta_completes_with_empty_text(
     rows = await _messages(rpc, sid)
     assert rows[0]["role"] == "user", rows
     assert rows[0]["content"] == "silent model", "accepted input is kept"
+
+
+DELTA_JOB = "turn.runner:TurnRunner._store_delta.<locals>.job"
+
+
+def _burst(text: str) -> bytes:
+    """A whole streamed answer in one write: the delta, the finish, usage and [DONE]."""
+    chunks = [{"choices": [{"index": 0, "delta": {"content": text}}]},
+              {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+              {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1}}]
+    lines = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+    return "".join(lines).encode()
+
+
+async def _delta_commits(rpc: Rpc) -> int:
+    """The writer's batches whose slowest job stored a delta: a delta committed on its own."""
+    stats = await rpc.call("backend.stats", {"recent": 4096})
+    return sum(s["slowest"] == DELTA_JOB for s in stats["writer"]["recent"])
+
+
+async def test_a_short_answers_delta_is_stored_by_the_closing_commit(
+    connect: Connect, fake_provider: FakeOpenAI
+) -> None:
+    """An answer whose stream ends right after its text: its message.delta is committed with
+    message.complete (one commit, not two); a slow stream's deltas still commit as they come."""
+    fake_provider.routes["short"] = Reply(raw=_burst("short answer"))
+    fake_provider.routes["slow"] = Reply(deltas=["one ", "two ", "three"], delay=0.1)
+    rpc = await connect()
+    sid = await create_session(rpc)
+    for k in range(3):
+        _, complete = await run_turn(rpc, sid, f"short {k}")
+        assert complete["data"]["text"] == "short answer"
+        turn_id = complete["turn_id"]
+        assert deltas_text(rpc.events, turn_id) == "short answer", "the delta is still sent"
+        types = [e["type"] for e in rpc.session_events(sid) if e.get("turn_id") == turn_id]
+        assert types.index("message.delta") < types.index("message.complete")
+    assert await _delta_commits(rpc) == 0, "no delta of a short answer took a commit of its own"
+
+    _, complete = await run_turn(rpc, sid, "slow please")
+    assert deltas_text(rpc.events, complete["turn_id"]) == "one two three"
+    assert await _delta_commits(rpc) >= 1, "deltas that come slowly are stored as they come"
+    stored = await rpc.call("session.events.since", {"session_id": sid, "since_seq": 0})
+    assert stored["events"] == rpc.session_events(sid), "what was sent is what is stored"

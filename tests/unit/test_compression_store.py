@@ -25,6 +25,7 @@ from backend.store import admissions, messages, sessions
 from backend.store import compression as store
 from backend.store.db import Database, SqliteDatabase, Tx
 from backend.store.leases import Holder, LeaseRecord
+from backend.turn.transcript import Transcripts
 from shared.config import ProviderConfig
 
 OTHER_BOOT = "00000000-0000-0000-0000-000000000000/pid:[4026531836]"  # another machine or namespace
@@ -386,3 +387,27 @@ async def test_move_queue_moves_every_open_admission(env: Env) -> None:
 
     await env.db.write(lambda tx: store.move_queue(tx, parent, child))
     assert await env.db.read(where) == got, "moving again changes nothing"
+
+
+async def test_the_long_session_count_is_skipped_only_while_a_current_view_is_kept(env: Env) -> None:
+    """due_by_size counts a long session in SQL (every row, every turn) unless the caller
+    keeps a current view of it: then the build reads only new rows and decides itself."""
+    sid = await env.session()
+
+    def seed(tx: Tx) -> None:
+        for i in range(1_002):
+            messages.insert(tx, sid, "user" if i % 2 == 0 else "assistant", f"m{i} " + "x" * 100)
+
+    await env.db.write(seed)
+    link = ConfiguredProvider("never", ProviderConfig(model="m", context_window=20_000), _NeverCalled())
+    c, kept = env.compressor(1), Transcripts()
+
+    def current(tx: Tx) -> bool:
+        return kept.current(tx, sid)
+
+    assert await c.due_by_size(sid, link, ()) is not None, "over the threshold by the count"
+    assert await c.due_by_size(sid, link, (), kept=current) is not None, "no view kept yet"
+    await env.db.read(lambda tx: kept.read(tx, sid))
+    assert await c.due_by_size(sid, link, (), kept=current) is None, "kept and current: no count"
+    await env.db.write(lambda tx: store.hide(tx, sid, 1, 3))  # a compression elsewhere
+    assert await c.due_by_size(sid, link, (), kept=current) is not None, "a moved token: counted"

@@ -90,3 +90,55 @@ async def test_one_huge_delta_is_stored_as_bounded_events_in_order() -> None:
     assert "".join(stored) == writer.streamed == "start " + big + " end"
     assert max(_stored_size(t) for t in stored) <= MAX_DELTA_BYTES
     assert len(stored) >= len(big) // MAX_DELTA_BYTES
+
+
+async def test_a_stream_that_ends_within_the_grace_hands_its_text_over_unstored() -> None:
+    stored: list[str] = []
+
+    async def write(text: str) -> None:
+        stored.append(text)
+
+    writer = DeltaWriter(write, grace=10.0)
+    writer.add("o")
+    writer.add("k")
+    await asyncio.sleep(0.01)  # the writer is waiting out the grace
+    assert await writer.close(hand_over=True) == "ok"
+    assert stored == [], "the closing commit stores it, not a commit of its own"
+    assert writer.streamed == "ok"
+
+
+async def test_the_first_delta_is_stored_once_the_grace_is_over() -> None:
+    stored: list[str] = []
+
+    async def write(text: str) -> None:
+        stored.append(text)
+
+    writer = DeltaWriter(write, grace=0.001)
+    writer.add("hello")
+    await asyncio.sleep(0.05)
+    assert stored == ["hello"]
+    writer.add(" world")
+    assert await writer.close(hand_over=True) == " world", "only what was not stored"
+    assert stored == ["hello"]
+
+
+async def test_hand_over_waits_for_the_write_under_way_and_returns_what_came_after() -> None:
+    stored: list[str] = []
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def write(text: str) -> None:
+        started.set()
+        await release.wait()
+        stored.append(text)
+
+    writer = DeltaWriter(write, grace=0.0)
+    writer.add("a")
+    await started.wait()  # "a" is being stored
+    writer.add("b")
+    closing = asyncio.create_task(writer.close(hand_over=True))
+    await asyncio.sleep(0.01)
+    assert not closing.done(), "the write under way is waited for"
+    release.set()
+    assert await closing == "b"
+    assert stored == ["a"]
+    assert writer.streamed == "ab"

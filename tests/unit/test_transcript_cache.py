@@ -38,6 +38,7 @@ Row = tuple[str, tuple[str, ...], str]
 CALL_IDS = st.sampled_from(["c1", "c2", "c3", "c4", "c5"])
 ROWS = st.one_of(
     st.tuples(st.just("user"), st.just(()), st.text(max_size=5)),
+    st.tuples(st.just("user+file"), st.just(()), st.text(max_size=5)),
     st.tuples(st.just("assistant"), st.lists(CALL_IDS, max_size=2, unique=True).map(tuple),
               st.text(max_size=5)),
     st.tuples(st.just("tool"), CALL_IDS.map(lambda c: (c,)), st.text(max_size=5)),
@@ -55,6 +56,9 @@ def store(tx: Tx, row: Row) -> None:
         messages.insert(tx, "s", "tool", text, call_id=ids[0], tool_name="read_file", status="ok")
     elif role == "system_note":
         messages.insert(tx, "s", "system_note", text, note_kind="interrupted")
+    elif role == "user+file":
+        messages.insert(tx, "s", "user", text, meta={"attachments": [
+            {"sha256": "ab" * 32, "name": "a.png", "mime_type": "image/png", "kind": "image"}]})
     else:
         messages.insert(tx, "s", "user", text)
 
@@ -93,6 +97,8 @@ def test_the_kept_view_is_the_view_built_from_scratch(tx: Tx, steps: list[Any]) 
         assert view.wire_messages("sys") == wire_messages("sys", rows)
         assert view.chars() + len("sys") == tok.request_chars(
             ChatRequest(model="m", messages=wire_messages("sys", rows)))
+        assert view.has_files() == any(m.files for m in wire_messages("sys", rows))
+        assert kept.current(tx, "s"), "a view just read is current"
 
 
 def _model_order(rows: list[messages.ModelRow]) -> list[messages.ModelRow]:
@@ -102,18 +108,26 @@ def _model_order(rows: list[messages.ModelRow]) -> list[messages.ModelRow]:
 
 def test_a_compression_in_this_process_is_forgotten_and_the_token_catches_the_rest(tx: Tx) -> None:
     kept = Transcripts()
+    assert not kept.current(tx, "s"), "no view kept yet"
     for i in range(6):
         store(tx, ("user", (), f"q{i}"))
     first = kept.read(tx, "s")
     assert len(first.wire) == 6
+    assert kept.current(tx, "s")
+    store(tx, ("user", (), "appended"))
+    assert kept.current(tx, "s"), "appends leave the view current: they are read as new rows"
     compress(tx)  # a commit the cache was not told of: the token has moved
+    assert not kept.current(tx, "s"), "a moved token: the view must be rebuilt"
     after = kept.read(tx, "s")
     assert after is not first
     assert after.wire == wire_messages("sys", messages.for_model(tx, "s"))[1:]
     store(tx, ("user", (), "more"))
     assert kept.read(tx, "s") is after, "an append extends the same view"
     kept.forget("s")
+    assert not kept.current(tx, "s")
     assert kept.read(tx, "s") is not after
+    tx.execute("UPDATE sessions SET view_changes = view_changes + 1")  # another answer shown
+    assert not kept.current(tx, "s")
 
 
 def test_only_so_many_sessions_are_kept(tx: Tx) -> None:
