@@ -1,17 +1,23 @@
 """The backend process: wires store, authority, turns and server together, and its lifecycle.
 
 Start-up order matters: lock the folder, migrate, bump the epoch, recover
-what the previous process left (all before READY), listen, publish
-backend.json, then let queued work drain.  Only after READY, in a thread, the
-default provider's HTTP stack loads (`Providers.warm`): the client that
-started this process is connecting meanwhile, and its first turn finds it
-loaded.
+what the previous process left, listen, publish backend.json (all before
+READY).  Only after READY, in the background, the rest is built
+(`backend/build.py`: its import is most of the start-up's cost, and runs in a
+thread): orphaned tool processes are killed, then the runner, tools,
+compressor, authority and services are made, queued work starts draining and
+the scheduler starts; then, in a thread, the default provider's HTTP stack
+loads (`Providers.warm`).  The client that started this process connects and
+is answered `initialize` meanwhile; its other calls wait for the build
+(`backend/server/gate.py`), so nothing is admitted before recovery and the
+build are done.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import secrets
@@ -19,62 +25,36 @@ import signal
 import ssl
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from backend import wire
-from backend.authority.attachments import Attachments
-from backend.authority.branches import Branches
-from backend.authority.compaction import Compaction
-from backend.authority.delegate import ChildSessions
-from backend.authority.fleet import Fleet
-from backend.authority.questions import Questions
-from backend.authority.queue import SessionAuthority
 from backend.authority.recovery import recover
-from backend.authority.reviews import Reviews
-from backend.authority.schedule_book import ScheduleBook
-from backend.authority.schedules import Scheduler
-from backend.authority.sessions import SessionService
-from backend.authority.takeover import INTERRUPT, Takeover, interrupt_anywhere
-from backend.compress.compressor import Compressor
 from backend.config import ConfigFile
-from backend.doors.manager import Doors
-from backend.doors.service import DoorService
 from backend.errors import StoreUnavailable
 from backend.host import undumpable
 from backend.ids import now
-from backend.mcp.connection import warm as mcp_sdk_warm
-from backend.mcp.pool import McpPool
-from backend.mcp.service import McpService
-from backend.providers.registry import Providers
-from backend.providers.service import ProviderService
+from backend.providers.registry import Providers, summary
 from backend.secrets import Secrets
 from backend.server import discovery
 from backend.server.auth import TOKEN_SIGNAL, Authenticator
 from backend.server.dispatch import Dispatcher
 from backend.server.fanout import Hub
+from backend.server.gate import Gate
 from backend.server.listener import Listener
-from backend.server.loopwatch import BackendStats, GcWatch, LoopWatch
-from backend.server.methods import Methods
-from backend.server.services import Services
+from backend.server.loopwatch import GcWatch, LoopWatch
 from backend.server.tls import TlsFiles, self_signed, server_context
 from backend.server.tls import fingerprint as cert_fingerprint
 from backend.store import admissions, peers, runtime, schedules
 from backend.store.db import POSTGRESQL, Database, SqliteDatabase, Tx
 from backend.store.signals import Signals
-from backend.tools import memory, registry, sandbox
-from backend.tools.approvals import Approvals
-from backend.tools.checkpoints import Checkpoints
-from backend.tools.executor import Executor
-from backend.tools.hooks import HookRunner
-from backend.tools.notebooks import Notebooks
-from backend.tools.procs import ProcessTable
-from backend.tools.skillbook import Skillbook
-from backend.turn.runner import TurnRunner, tool_env
+from backend.tools import sandbox
 from shared import logs
+from shared.methods import METHODS
 from shared.protocol import (
+    EVENTS,
     PROTOCOL_VERSION,
+    Capabilities,
     DoorEvent,
     DoorStatus,
     McpServerEvent,
@@ -87,6 +67,16 @@ from shared.protocol import (
 )
 from shared.remote import is_loopback
 
+if TYPE_CHECKING:
+    from backend.authority.attachments import Attachments
+    from backend.authority.questions import Questions
+    from backend.authority.queue import SessionAuthority
+    from backend.authority.schedules import Scheduler
+    from backend.authority.takeover import Takeover
+    from backend.doors.manager import Doors
+    from backend.mcp.pool import McpPool
+    from backend.tools import memory
+
 log = logging.getLogger("backend")
 
 READY = "TURNKEY_BACKEND_READY"
@@ -97,6 +87,10 @@ SHUTDOWN_GRACE_S = 10.0
 DRAIN_LIMIT_S = 600.0
 DRAIN_POLL_S = 0.25
 IDLE_CHECK_S = 30.0
+# Tests only (tests/integration/test_ready_first.py): the build after READY waits until this
+# file exists, and fails if it says "fail".
+BUILD_GATE_ENV = "TURNKEY_TEST_BUILD_GATE"
+BUILD_GATE_POLL_S = 0.05
 
 
 class Backend:
@@ -123,7 +117,12 @@ class Backend:
         self.authority: SessionAuthority | None = None
         self.loop_watch = LoopWatch(lambda: bool(self.authority and self.authority.busy()))
         self.gc_watch = GcWatch()
-        self._warming: asyncio.Task[None] | None = None
+        self._building: asyncio.Task[None] | None = None
+        self._queued: list[str] = []  # sessions recovery found queued: their drainers start
+        self._box: sandbox.Sandbox | None = None
+        self._auth: Authenticator | None = None
+        self._signals: Signals | None = None  # on a PostgreSQL store
+        self.gate: Gate | None = None
         self.mcp: McpPool | None = None
         self.scheduler: Scheduler | None = None
         self.takeover: Takeover | None = None  # peers on a shared PostgreSQL store
@@ -132,6 +131,9 @@ class Backend:
         self.questions: Questions | None = None
 
     async def start(self) -> int:
+        """Everything before READY: the folder's lock, the store opened, migrated and recovered,
+        the listener up and backend.json written.  What turns need is built after READY
+        (`build_later`); until then only `initialize` is answered (`server/gate.py`)."""
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock_fd = discovery.acquire(self.data_dir)
         undumpable()
@@ -143,58 +145,24 @@ class Backend:
         # store opens, and is waited for whatever the opening does, so it leaves no child.
         probing = asyncio.create_task(sandbox.probe(), name="sandbox-probe")
         try:
-            queued = await self._open_store()
+            self._queued = await self._open_store()
         finally:
             found = await probing
         self.db.publisher = wire.announcing(self.hub.publish)
-        approvals = Approvals(self.db, self.config, self.epoch)
-        checkpoints = Checkpoints(self.db, self.data_dir)
         if not found.available:
             log.warning("commands run without a sandbox: %s", found.reason)
-        box = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
-        registry.use_sandbox(box)
-        registry.MEMORY.changed = self._memory_changed
-        registry.SKILL_MANAGE.changed = self._skills_changed
-        procs = ProcessTable(self.data_dir)
-        procs.kill_orphans()  # before READY: a crashed turn's commands stop here
-        executor = Executor(self.db, approvals, checkpoints, self.data_dir, procs)
-        compressor = Compressor(self.db, self.config, self.providers, self.epoch)
-        self.mcp = McpPool(self.config, self.secrets, box, self.data_dir, self._mcp_status)
-        hooks = HookRunner(box, procs, lambda: tool_env(self.config))
-        runner = TurnRunner(self.db, self.config, self.providers, executor, compressor, self.mcp,
-                            hooks=hooks)
-        self.authority = SessionAuthority(self.db, runner, self.epoch)
-        self.attachments = Attachments(self.db, self.data_dir / "attachments")
-        self.scheduler = Scheduler(self.db, self.authority, runner.default_model)
-        children = ChildSessions(self.db, self.authority, executor, self.config)
-        registry.use_delegator(children)
-        self.questions = questions = Questions(self.db, self.config, self.authority)
-        registry.use_asker(questions)
-        authority = self.authority
-        self.doors = Doors(self.db, authority, approvals, questions, self.secrets,
-                           runner.default_model,
-                           lambda sid: interrupt_anywhere(self.db, authority, sid),
-                           self._door_state, self.attachments)
-        # The store's reports of changed sessions and schedules become their broadcasts here.
-        self.db.publisher = wire.announcing(_both(self.hub.publish, children.observe,
-                                                  approvals.observe, questions.observe,
-                                                  self.doors.observe))
+        self._box = sandbox.Sandbox(found, self.data_dir, self._sandbox_settings)
         token = secrets.token_urlsafe(32)
-        auth = Authenticator(self.db, token)
+        self._auth = auth = Authenticator(self.db, token)
         if self.db.dialect == POSTGRESQL:
-            self.takeover = Takeover(self.db, self.authority, self.epoch,
-                                     lambda: self.config.config, self._declared_dead,
-                                     questions.poke)
-            # Other backends' signals, by kind: an interrupt, a token to read again.
-            signals = Signals()
-            signals.on(INTERRUPT, self.takeover.on_signal)
-            signals.on(TOKEN_SIGNAL, auth.on_signal)
-            self.db.on_signal = signals
-        methods = Methods(self._services(authority, compressor, approvals, checkpoints, auth,
-                                         procs, box, runner.default_model),
-                          self.hub, self.epoch, self.request_stop_soon)
+            # Other backends' signals, by kind: a token to read again (an interrupt too, once
+            # the build has made the takeover: no turn runs here before it).
+            self._signals = Signals()
+            self._signals.on(TOKEN_SIGNAL, auth.on_signal)
+            self.db.on_signal = self._signals
+        self.gate = Gate(self.epoch, self._early_capabilities)
         self.listener = Listener(
-            Dispatcher(methods, auth), self.hub, auth, lambda: self.config.config.allowed_origins,
+            Dispatcher(self.gate, auth), self.hub, auth, lambda: self.config.config.allowed_origins,
             config.max_frame_bytes,
         )
         context, fingerprint = self._tls_context()
@@ -204,50 +172,64 @@ class Backend:
             "protocol": PROTOCOL_VERSION, "epoch": self.epoch, "started_at": now(),
             "host": self.host, **({"tls_fingerprint": fingerprint} if fingerprint else {}),
         })
-        self.authority.start(queued)
+        self.loop_watch.start()
+        self.gc_watch.start()
+        log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
+                 self.host, self.port)
+        return self.port
+
+    def build_later(self) -> None:
+        """After READY: builds what turns need, then warms the provider's HTTP stack."""
+        self._building = asyncio.create_task(self._build(), name="build")
+
+    async def _build(self) -> None:
+        gate, box, auth = self.gate, self._box, self._auth
+        assert gate is not None
+        assert box is not None
+        assert auth is not None
+        try:
+            await _test_gate(os.environ.get(BUILD_GATE_ENV))
+            # The import is most of the cost (~200 ms): in a thread, so the loop answers
+            # connects and `initialize` meanwhile.
+            built = await asyncio.to_thread(importlib.import_module, "backend.build")
+            methods = built.build(self, box, auth, self._signals)
+            await self._start_built()
+        except Exception as exc:
+            log.error("building the backend's parts failed; stopping", exc_info=True)
+            gate.fail(f"the backend could not start: {exc!r}; see the backend log")
+            self.request_stop_soon()
+            return
+        gate.open(methods)
+        log.info("built what turns need")
+        await self._warm()
+
+    async def _start_built(self) -> None:
+        """Starts the built parts in order, as start-up did before READY."""
+        assert self.authority is not None
+        assert self.scheduler is not None
+        assert self.doors is not None
+        assert self.attachments is not None
+        assert self.questions is not None
+        self.authority.start(self._queued)
         # After recovery and the drainers: a firing missed while down is admitted now, behind
         # what was queued before the crash.
         self.scheduler.start()
         if self.takeover is not None:
             self.takeover.start()
-        await self.doors.start(config)  # after the drainers: a message may start a turn at once
-        self.loop_watch.start()
-        self.gc_watch.start()
+        await self.doors.start(self.config.config)  # after the drainers: may start a turn at once
         self.attachments.start()  # removes what no prompt named within a day, hourly
-        questions.start()  # expires questions whose turn a restart ended, hears lost answers
-        log.info("backend pid %d epoch %d listening on %s:%d", os.getpid(), self.epoch,
-                 self.host, self.port)
-        return self.port
+        self.questions.start()  # expires questions whose turn a restart ended, hears lost answers
 
-    def _services(self, authority: SessionAuthority, compressor: Compressor, approvals: Approvals,
-                  checkpoints: Checkpoints, auth: Authenticator, procs: ProcessTable,
-                  box: sandbox.Sandbox, default_model: Callable[[], str]) -> Services:
-        """What the methods call, each service over the parts it owns."""
-        assert self.mcp is not None
-        assert self.scheduler is not None
-        assert self.attachments is not None
-        assert self.questions is not None
-        providers = ProviderService(self.config, self.secrets, self.providers)
-        sessions = SessionService(self.db, authority, checkpoints, default_model,
-                                  lambda: providers.listing().providers)
-        return Services(
-            config=self.config, sessions=sessions,
-            compaction=Compaction(sessions, compressor, self.providers, self.config, self.mcp),
-            authority=authority, attachments=self.attachments,
-            branches=Branches(self.db, authority, checkpoints),
-            approvals=approvals, questions=self.questions,
-            schedules=ScheduleBook(self.db, self.scheduler.wake),
-            providers=providers,
-            mcp=McpService(self.mcp, self.config),
-            memory=Notebooks(self.config.path.parent),  # the data folder: config.toml's
-            reviews=Reviews(self.db, self.config.path.parent, self._memory_changed,
-                            self._skills_changed),
-            skills=Skillbook(self.db, self.config.path.parent, self._skills_changed),
-            secrets=self.secrets, tokens=auth, doors=self.doors,
-            door_service=DoorService(self.config, self.secrets, self.doors), sandbox=box, procs=procs,
-            stats=BackendStats(self.loop_watch, self.gc_watch, self.db.holds),
-            fleet=Fleet(self.db, self.epoch, lambda: self.config.config, self.started_at),
-        )
+    def _early_capabilities(self) -> Capabilities:
+        """`initialize`'s capabilities before the build: no MCP server has started yet."""
+        assert self._box is not None
+        return Capabilities(
+            methods=sorted(METHODS), events=sorted(EVENTS),
+            provider=summary(self.providers, self.config.config), sandbox=self._box.summary(),
+            mcp=[McpServerStatus(name=name, transport=cfg.transport,
+                                 state="stopped" if cfg.enabled else "disabled",
+                                 enabled=cfg.enabled)
+                 for name, cfg in sorted(self.config.config.mcp.servers.items())])
 
     def _tls_context(self) -> tuple[ssl.SSLContext | None, str]:
         """The listener's TLS context and its certificate's fingerprint (None, "" for plain
@@ -280,10 +262,6 @@ class Backend:
         except StoreUnavailable as exc:  # e.g. a damaged page the opening did not touch
             raise self.db.refusal(exc) from None
 
-    def warm_up(self) -> None:
-        """Starts loading the default provider's HTTP stack in a thread (see the docstring)."""
-        self._warming = asyncio.create_task(self._warm(), name="provider-warm-up")
-
     async def _warm(self) -> None:
         try:
             await asyncio.to_thread(self.providers.warm, self.config.config)
@@ -292,25 +270,27 @@ class Backend:
         if self.config.config.mcp.servers:
             # The MCP SDK takes ~0.3-0.5 s to import (pydantic, starlette, ...): loaded here,
             # the first turn that starts a server does not wait for it.
+            from backend.mcp.connection import warm as mcp_sdk_warm
+
             try:
                 await asyncio.to_thread(mcp_sdk_warm)
             except Exception as exc:
                 log.warning("loading the MCP SDK ahead failed: %r", exc)
 
-    def _mcp_status(self, status: McpServerStatus) -> None:
+    def mcp_status(self, status: McpServerStatus) -> None:
         """An MCP server's `mcp.server` event, to every reader (it is no session's)."""
         self.hub.publish(wire.announcement(McpServerEvent(server=status)))
 
-    def _door_state(self, status: DoorStatus) -> None:
+    def door_state(self, status: DoorStatus) -> None:
         """A door's `door.state` event, to every reader (it is no session's)."""
         self.hub.publish(wire.announcement(DoorEvent(door=status)))
 
-    def _memory_changed(self, target: MemoryTarget, usage: memory.Usage) -> None:
+    def memory_changed(self, target: MemoryTarget, usage: memory.Usage) -> None:
         """A notebook's `memory.changed` event, to every reader (it is no session's)."""
         file = MemoryFile(text=usage.text, used=usage.used, limit=usage.limit)
         self.hub.publish(wire.announcement(MemoryChanged(target=target, file=file)))
 
-    def _skills_changed(self, name: str, scope: SkillScope, folder: str) -> None:
+    def skills_changed(self, name: str, scope: SkillScope, folder: str) -> None:
         """A skill's `skills.changed` event, to every reader (it is no session's)."""
         self.hub.publish(wire.announcement(SkillsChanged(name=name, scope=scope, folder=folder)))
 
@@ -338,7 +318,7 @@ class Backend:
             await asyncio.sleep(DRAIN_POLL_S)
         self._stop.set()
 
-    def _declared_dead(self) -> None:
+    def declared_dead(self) -> None:
         """Peers on the shared store took this backend for dead and took over its sessions:
         it stops (a new start comes back with a new epoch); `serve` then exits with
         EXIT_DECLARED_DEAD so a supervisor or the app starts it again."""
@@ -359,6 +339,12 @@ class Backend:
     async def stop(self) -> None:
         """Finishes nothing new; settles running turns within the grace; closes cleanly.
         Also releases what a start that failed half-way took."""
+        if self._building is not None and not self._building.done():
+            self._building.cancel()  # what it made so far is stopped below
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._building
+        if self.gate is not None:
+            self.gate.fail("the backend is stopping")
         if self.listener is not None:
             log.info("backend stopping")
             await self.listener.stop()
@@ -416,14 +402,15 @@ class Backend:
 SWITCH_INTERVAL_S = 0.001  # how often another thread may take the GIL (default 0.005)
 
 
-def _both(first: Callable[[Any], None], *then: Callable[[Any], None]) -> Callable[[Any], None]:
-    """A publisher that hands each committed item to clients, then to the waiters (sub-agents,
-    approvals answered through another backend)."""
-    def publish(item: Any) -> None:
-        first(item)
-        for observe in then:
-            observe(item)
-    return publish
+async def _test_gate(path: str | None) -> None:
+    """Tests: waits for the file at `path` (see BUILD_GATE_ENV); nothing when unset."""
+    if not path:
+        return
+    gate = Path(path)
+    while not await asyncio.to_thread(gate.exists):
+        await asyncio.sleep(BUILD_GATE_POLL_S)
+    if (await asyncio.to_thread(gate.read_text)).strip() == "fail":
+        raise RuntimeError("the test's build gate said fail")
 
 
 async def serve(data_dir: Path, host: str, port: int, tls: TlsFiles | None = None) -> int:
@@ -451,7 +438,7 @@ async def serve(data_dir: Path, host: str, port: int, tls: TlsFiles | None = Non
         loop.add_signal_handler(sig, backend.request_stop)
     loop.add_signal_handler(signal.SIGUSR1, backend.request_drain)
     print(f"{READY} port={bound}", flush=True)
-    backend.warm_up()
+    backend.build_later()
     try:
         await backend.wait()
     finally:

@@ -10,11 +10,13 @@ import hashlib
 import io
 import logging
 from dataclasses import dataclass
-
-from PIL import Image, UnidentifiedImageError
+from typing import TYPE_CHECKING
 
 from backend.errors import InvalidParams
 from shared.protocol import THUMBNAIL_EDGE, AttachmentKind, attachment_kind
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 # Decoded pixels an image may have: a screenshot of a 8K display is 33 M; Pillow's own
 # warning starts at 89 M.  A compressed "bomb" declares its size in its header, so it is
@@ -56,6 +58,8 @@ def check(data: bytes, sha256: str, mime_type: str) -> Checked:
 
 
 def _image(data: bytes, mime_type: str) -> Checked:
+    from PIL import Image, UnidentifiedImageError  # ~40 ms: loaded at the first image, not at start
+
     want = _FORMATS[mime_type]
     try:
         with Image.open(io.BytesIO(data), formats=list(_FORMATS.values())) as img:

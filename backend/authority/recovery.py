@@ -25,7 +25,7 @@ from backend.store.admissions import AdmissionRecord
 from backend.store.db import Tx
 from backend.store.leases import Holder, provably_dead
 from backend.store.peers import PeerRecord
-from backend.tools.approvals import expire_one, expire_stale
+from backend.tools.expiry import expire_one, expire_stale
 from backend.turn.finalize import UNRECORDED_RESULT, mark_lost, settle_event
 from backend.turn.lease import LEASE_EXPIRED_NOTE, take_turn
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from backend.authority import loosening
 from backend.config import ConfigFile
-from backend.doors import matrix_check
 from backend.doors.manager import Doors
 from backend.errors import InvalidParams
 from backend.secrets import Secrets, checked
@@ -52,6 +51,8 @@ class DoorService:
             if not stored:
                 return p.DoorTestResult(ok=False, reached=False, error=NO_TOKEN)
             token = stored
+        from backend.doors import matrix_check  # httpx: loaded on the first test, not at start
+
         return await matrix_check.check(homeserver, user_id, token)
 
     def loosened(self, params: p.DoorSetParams) -> list[str]:
@@ -117,6 +118,8 @@ def homeserver_url(raw: str, field: str) -> str:
 
 
 def _check_user(user_id: str, field: str) -> None:
+    from backend.doors import matrix_check
+
     problem = matrix_check.user_id_problem(user_id.strip())
     if problem is not None:
         raise InvalidParams(field, problem)

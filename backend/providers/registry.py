@@ -31,6 +31,7 @@ from backend.providers.local import (
 )
 from backend.secrets import Secrets
 from shared.config import PROVIDER_KINDS, Config, ProviderConfig
+from shared.protocol import ProviderSummary
 
 
 @dataclass(frozen=True)
@@ -189,3 +190,15 @@ def _base_url(cfg: ProviderConfig) -> str:
 def _effective(cfg: ProviderConfig) -> ProviderConfig:
     """Settings as the turn should see them (a local model's real window)."""
     return sized(cfg) if cfg.kind == "local" else cfg
+
+
+def summary(providers: Providers, config: Config) -> ProviderSummary:
+    """What turns will use, so a front-end can say so (and warn about the tiny model):
+    `initialize`'s `capabilities.provider`, before the backend's build and after it."""
+    chosen = providers.default(config)
+    if chosen is None:
+        return ProviderSummary(configured=False)
+    name, cfg = chosen
+    offline = name == LOCAL_NAME and cfg is LOCAL_DEFAULT
+    return ProviderSummary(configured=not offline, name=name, model=cfg.model, kind=cfg.kind,
+                           offline_default=offline)

@@ -10,9 +10,8 @@ from backend.config import KEY_STAYS, ConfigFile, api_key, same_destination
 from backend.errors import InvalidParams, ProviderError
 from backend.providers.base import ChatProvider
 from backend.providers.errors import told
-from backend.providers.local import LOCAL_DEFAULT, LOCAL_NAME
 from backend.providers.probe import PROBE_TIMEOUT_S, probe
-from backend.providers.registry import ConfiguredProvider, Providers
+from backend.providers.registry import ConfiguredProvider, Providers, summary
 from backend.secrets import Secrets, checked
 from shared import protocol as p
 from shared.config import ConfigView, sees_images
@@ -26,13 +25,7 @@ class ProviderService:
 
     def summary(self) -> p.ProviderSummary:
         """What turns will use, so a front-end can say so (and warn about the tiny model)."""
-        chosen = self.providers.default(self.config.config)
-        if chosen is None:
-            return p.ProviderSummary(configured=False)
-        name, cfg = chosen
-        offline = name == LOCAL_NAME and cfg is LOCAL_DEFAULT
-        return p.ProviderSummary(configured=not offline, name=name, model=cfg.model, kind=cfg.kind,
-                                 offline_default=offline)
+        return summary(self.providers, self.config.config)
 
     def listing(self) -> p.ProviderListResult:
         """The providers a session can start its turns on (provider.list, and what

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from backend.errors import (
     CallerError,
@@ -30,7 +31,7 @@ from backend.errors import (
 from backend.server import rpc
 from backend.server.auth import Authenticator
 from backend.server.connection import Connection, Reply
-from backend.server.methods import Methods
+from backend.server.gate import Handler
 from shared import logs
 from shared.codec import ParamsError, convert
 from shared.methods import METHODS
@@ -38,8 +39,15 @@ from shared.methods import METHODS
 log = logging.getLogger("rpc")
 
 
+class Handlers(Protocol):
+    """`Methods`, or the `Gate` in front of it until the backend has built it."""
+
+    @property
+    def handlers(self) -> Mapping[str, Handler]: ...
+
+
 class Dispatcher:
-    def __init__(self, methods: Methods, tokens: Authenticator) -> None:
+    def __init__(self, methods: Handlers, tokens: Authenticator) -> None:
         self.methods = methods
         self.tokens = tokens
 

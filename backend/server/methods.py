@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from backend import __version__
 from backend.authority import loosening
-from backend.errors import InvalidParams, NotFound
+from backend.errors import NotFound
 from backend.server import peer
 from backend.server.connection import Connection, Reply
 from backend.server.fanout import Hub
+from backend.server.gate import hello
 from backend.server.services import Services
 from shared import protocol as p
 from shared.config import ConfigView
@@ -43,25 +43,13 @@ class Methods:
     # --- connection ---------------------------------------------------------------
 
     async def initialize(self, conn: Connection, params: p.InitializeParams) -> p.InitializeResult:
-        if params.protocol != p.PROTOCOL_VERSION:
-            raise InvalidParams(
-                "protocol", f"this backend speaks protocol {p.PROTOCOL_VERSION}; upgrade the client"
-            )
-        conn.initialized = True
-        return p.InitializeResult(
-            server=p.ServerInfo(name="turnkey-backend", version=__version__),
-            protocol=p.PROTOCOL_VERSION,
-            epoch=self.epoch,
-            principal=p.Principal(
-                token_id=conn.principal.token_id,
-                scopes=[s for s in p.ALL_SCOPES if s in conn.principal.scopes],
-                expires_at=conn.principal.expires_at,
-            ),
-            capabilities=p.Capabilities(
-                methods=sorted(METHODS), events=sorted(p.EVENTS),
-                provider=self.svc.providers.summary(), sandbox=self.svc.sandbox.summary(),
-                mcp=self.svc.mcp.pool.statuses(tools=False)),
-        )
+        return hello(conn, params, self.epoch, self.capabilities())
+
+    def capabilities(self) -> p.Capabilities:
+        return p.Capabilities(
+            methods=sorted(METHODS), events=sorted(p.EVENTS),
+            provider=self.svc.providers.summary(), sandbox=self.svc.sandbox.summary(),
+            mcp=self.svc.mcp.pool.statuses(tools=False))
 
     async def shutdown(self, conn: Connection, params: p.NoParams) -> Reply:
         return Reply(p.EmptyResult(), after=self.request_shutdown)

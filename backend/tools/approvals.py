@@ -22,13 +22,13 @@ from backend import wire
 from backend.config import ConfigFile
 from backend.errors import ApprovalClosed, NotFound
 from backend.ids import new_id, now
-from backend.store import admissions, approvals
-from backend.store.approvals import ApprovalRecord
+from backend.store import approvals
 from backend.store.db import Database, Tx
 from backend.store.events import StoredEvent
 from backend.store.fenced import TurnFence
 from backend.tools import policy
 from backend.tools.base import Guard
+from backend.tools.expiry import announce
 from shared.config import ApprovalMode
 from shared.protocol import (
     EVENT_NAMES,
@@ -83,7 +83,7 @@ class Approvals:
                 call_id=call_id, tool=tool, summary=summary, reason=guard.reason,
                 rule_key=guard.rule_key, epoch=self.epoch, expires_at=expires,
             )
-            _announce(tx, ApprovalRequested, approval)
+            announce(tx, ApprovalRequested, approval)
 
         try:
             await fence.write(job)
@@ -116,7 +116,7 @@ class Approvals:
                 approvals.add_rule(tx, row.tool, row.rule_key, scope)
             decided = approvals.row(tx, approval_id)
             assert decided is not None
-            return _announce(tx, ApprovalResolved, decided)
+            return announce(tx, ApprovalResolved, decided)
 
         approval = await self.db.write(job)
         future = self._waiting.get(approval_id)
@@ -145,7 +145,7 @@ class Approvals:
             r = approvals.row(tx, approval_id)
             if r is None:
                 return None
-            return _announce(tx, ApprovalResolved, r) if expired else wire.approval(r)
+            return announce(tx, ApprovalResolved, r) if expired else wire.approval(r)
 
         return await fence.write(job)
 
@@ -182,33 +182,3 @@ def unasked_meta(decided_by: str, rule: str | None = None) -> dict[str, Any]:
 
 def _when(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-
-
-def expire_stale(tx: Tx, epoch: int, keep: set[str]) -> int:
-    """Start-up recovery: pending approvals of an earlier process's turns expire, except in
-    the sessions in `keep` (a live process still holds their lease and waits on them)."""
-    rows = [r for r in approvals.stale_pending(tx, epoch) if r.session_id not in keep]
-    for r in rows:
-        expire_one(tx, r)
-    return len(rows)
-
-
-def expire_one(tx: Tx, pending: ApprovalRecord) -> None:
-    """Expires a pending approval nobody waits for any more, and says so."""
-    if approvals.decide(tx, pending.approval_id, "expired", None):
-        approval = approvals.row(tx, pending.approval_id)
-        assert approval is not None
-        _announce(tx, ApprovalResolved, approval)
-
-
-def _announce(tx: Tx, kind: type[ApprovalRequested | ApprovalResolved], row: ApprovalRecord) -> Approval:
-    """Stored in the session's log for its subscribers, and broadcast without a seq to every
-    reader (the tray shows requests of sessions no window has open); both carry the turn's
-    turn_id and admission_id, as every event of a turn does.  Returns the approval as sent."""
-    approval = wire.approval(row)
-    data = kind(approval=approval)
-    sid, tid = approval.session_id, approval.turn_id
-    aid = admissions.of_turn(tx, sid, tid)
-    wire.emit(tx, sid, data, turn_id=tid, admission_id=aid)
-    wire.broadcast(tx, sid, data, turn_id=tid, admission_id=aid)
-    return approval

@@ -29,7 +29,6 @@ from typing import Literal
 
 from backend.tools.beneath import NotPlain, read_plain, read_plain_at
 from backend.tools.injection import first_marker
-from backend.tools.memory import cleaned
 
 SkillScope = Literal["user", "project"]
 SCOPES: tuple[SkillScope, ...] = ("user", "project")
@@ -131,6 +130,10 @@ def parse(text: str) -> tuple[dict[str, str], str]:
 
 
 def one_line(text: str) -> str:
+    # Imported here: memory -> filetool -> policy -> this module, so a module-level import
+    # made a cycle that loaded only when policy came first.
+    from backend.tools.memory import cleaned
+
     return " ".join(cleaned(text).split())
 
 

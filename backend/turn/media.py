@@ -9,8 +9,10 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from PIL import Image
+if TYPE_CHECKING:
+    from PIL import Image
 
 SCALE_STEP = 0.75  # each further shrink when an image is still too many bytes
 JPEG_QUALITY = 85
@@ -38,6 +40,8 @@ def fit_image(data: bytes, media_type: str, limits: ImageLimits) -> FittedImage:
     re-encoded: PNG stays PNG while that fits the bytes, else JPEG (quality 85); GIF and
     WebP become PNG or JPEG the same way (an animation its first frame).  Raises
     ValueError when the bytes are not an image Pillow reads."""
+    from PIL import Image  # ~40 ms: loaded at the first image sent, not at start
+
     try:
         image = Image.open(io.BytesIO(data))
         image.load()
@@ -72,6 +76,8 @@ def _encode(image: Image.Image, *, prefer_png: bool, limit: int) -> tuple[bytes,
         image.save(out, "PNG")
         if out.tell() <= limit:
             return out.getvalue(), "image/png"
+    from PIL import Image
+
     flat = image
     if image.mode == "RGBA":  # JPEG has no alpha: flattened on white, as viewers show it
         flat = Image.new("RGB", image.size, (255, 255, 255))

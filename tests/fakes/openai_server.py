@@ -8,6 +8,11 @@ what the backend sent, in which order, and with how much concurrency; bodies are
 exactly as parsed, ``tools`` and tool-call messages included. A client that disconnects
 mid-stream ends its handler quietly.
 
+The same replies answer ``POST .../responses`` in the OpenAI Responses API's streaming
+shape (what Codex's CLI speaks: ``response.created``, ``response.output_item.added``, one
+``response.output_text.delta`` per delta, ``response.output_item.done`` with the whole
+text, ``response.completed`` with usage); text only there, no tool calls.
+
 A ``Reply`` with ``tool_calls`` (see ``Reply.calls``) streams them after its text the way
 OpenAI does: per call, a first ``delta.tool_calls`` fragment with index, id and name, then
 the arguments in about three pieces, and finish_reason ``"tool_calls"``.
@@ -171,6 +176,9 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 fake._end(rec)
 
         def _answer(self, reply: Reply, rec: Recorded) -> None:
+            if self.path.endswith("/responses") and reply.status == 200 and reply.raw is None:
+                self._responses(reply, rec)
+                return
             if not self.path.endswith("/chat/completions"):
                 reply = Reply.http_error(404, f"no route {self.path}")
             if reply.status != 200 or reply.raw is not None:
@@ -214,6 +222,42 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             fake._end(rec)
             self._send(b"data: [DONE]\n\n")
             self._send(b"")  # chunked terminator
+
+        def _responses(self, reply: Reply, rec: Recorded) -> None:
+            """The reply's text as the Responses API streams it (see the module's docstring)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            item: dict[str, Any] = {"type": "message", "role": "assistant", "id": "msg_fake",
+                                    "status": "in_progress", "content": []}
+            self._typed("response.created", response={"id": "resp_fake", "status": "in_progress"})
+            self._typed("response.output_item.added", output_index=0, item=item)
+            for text in reply.deltas:
+                if reply.delay:
+                    time.sleep(reply.delay)
+                self._typed("response.output_text.delta", item_id="msg_fake", output_index=0,
+                            content_index=0, delta=text)
+            done = {**item, "status": "completed",
+                    "content": [{"type": "output_text", "text": "".join(reply.deltas),
+                                 "annotations": []}]}
+            self._typed("response.output_item.done", output_index=0, item=done)
+            usage = reply.usage or {}
+            self._typed("response.completed", response={
+                "id": "resp_fake", "status": "completed", "output": [done],
+                "usage": {"input_tokens": usage.get("prompt_tokens", 0),
+                          "input_tokens_details": None,
+                          "output_tokens": usage.get("completion_tokens", 0),
+                          "output_tokens_details": None,
+                          "total_tokens": usage.get("total_tokens", 0)}})
+            fake._end(rec)
+            self._send(b"")  # chunked terminator
+
+        def _typed(self, kind: str, **fields: Any) -> None:
+            """One Responses-API event: its type named on the `event:` line and in the data."""
+            data = json.dumps({"type": kind, **fields}).encode()
+            self._send(b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n")
 
         def _event(self, chunk: dict[str, Any]) -> None:
             self._send(b"data: " + json.dumps(chunk).encode() + b"\n\n")

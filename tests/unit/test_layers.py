@@ -18,7 +18,7 @@ PACKAGES = ("backend", "shared", "desktop")
 
 # Top to bottom.  A module's layer is the first entry that is its name or a prefix of it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("app", ("backend.app", "backend.__main__", "backend.store_migrate")),
+    ("app", ("backend.app", "backend.build", "backend.__main__", "backend.store_migrate")),
     ("server", ("backend.server",)),
     ("doors", ("backend.doors",)),  # messaging platforms: in as admissions, out from events
     ("authority", ("backend.authority",)),
