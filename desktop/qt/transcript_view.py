@@ -101,8 +101,10 @@ LONG_CHARS = 4_000
 PREVIEW_LINES = 12
 PREVIEW_CHARS = 1_500
 COPIED_MS = 1_500  # a code block's link says "Copied" this long
-# While the app is idle, the rows a screen above and below the view are rendered ahead (code
-# coloured), at most this long at a time, so scrolling to them only draws them.
+# Once the view has not painted for WARM_AFTER_MS (the reader stopped scrolling), the rows a
+# screen above and below it are rendered ahead (code coloured), at most WARM_MS at a time, so
+# scrolling to them next only draws them.  While it scrolls, nothing is added between frames.
+WARM_AFTER_MS = 100
 WARM_MS = 4
 # A tool call's status: the theme colour (a `theme.Colors` field) its words take.
 STATUS_TONE = {
@@ -620,7 +622,7 @@ class TranscriptView(QListView):
         self._pressed_link = ""  # the link under a left press: a release on it follows it
         self._uncopy = QTimer(self, singleShot=True, interval=COPIED_MS)
         self._uncopy.timeout.connect(self._copied_done)
-        self._warm = QTimer(self, singleShot=True, interval=0)  # after a paint: `_warm_rows`
+        self._warm = QTimer(self, singleShot=True, interval=WARM_AFTER_MS)  # `_warm_rows`
         self._warm.timeout.connect(self._warm_rows)
         for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space):
             # A shortcut, not a key handler: the follower sends keys the list gets to the
@@ -643,7 +645,7 @@ class TranscriptView(QListView):
 
     def paintEvent(self, e: QPaintEvent) -> None:
         super().paintEvent(e)
-        self._warm.start()
+        self._warm.start(WARM_AFTER_MS)  # (again: from this paint on)
 
     def _warm_rows(self) -> None:
         """Renders the documents of the rows just out of sight, nearest first, WARM_MS at a
@@ -655,7 +657,7 @@ class TranscriptView(QListView):
             if self.delegate.ready(item):
                 continue
             if time.perf_counter() > deadline:
-                self._warm.start()
+                self._warm.start(0)  # (the rest after whatever came meanwhile)
                 return
             self.delegate.document(item, self.delegate.content_width(item), colored=True)
 

@@ -19,7 +19,8 @@ on Xvfb with openbox (Qt's `xcb` platform, as people run it).  Prints `BENCH` li
   fetched and laid out), then a fling of wheel events down, posted every 8 ms without waiting
   for frames.  Every paint of the viewport is timed (its paintEvent, by an event filter that
   delivers the event itself), and each step's frame: the step taken -> its paint done and the
-  loop free again.
+  loop free again.  Then page steps down at a reader's pace (a pause of 300 ms before each),
+  where the rows the view renders ahead while idle are ready.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ LONG = 10_000  # messages in the scrolled session
 FLING_EVENTS = 600
 FLING_EVERY_MS = 8
 FRAME_BUDGET_S = 0.016
+READ_STEPS = 60  # page steps down at a reader's pace, after the fling
+READ_PAUSE_MS = 300
 INNER = "TURNKEY_PAINT_BENCH_INNER"  # set in the child pytest run under Xvfb
 WINDOW = (1100, 800)
 
@@ -440,6 +443,18 @@ def fling(qtbot: Any, conv: Conversation, frames: FrameWatch) -> tuple[list[floa
     return durations, gaps
 
 
+def read_down(qtbot: Any, conv: Conversation, frames: FrameWatch) -> list[float]:
+    """Page steps down with a reader's pause before each: (each step -> painted)."""
+    bar = conv.view.verticalScrollBar()
+    steps: list[float] = []
+    for _ in range(READ_STEPS):
+        if bar.value() >= bar.maximum():
+            break
+        qtbot.wait(READ_PAUSE_MS)
+        steps.append(step_frame(qtbot, frames, functools.partial(bar.setValue, bar.value() + bar.pageStep())))
+    return steps
+
+
 def scroll_bench(qtbot: Any, backend: Backend) -> None:
     seeded = seed(backend, LONG)
     ctl = start_app(qtbot, backend.data_dir)
@@ -457,6 +472,8 @@ def scroll_bench(qtbot: Any, backend: Backend) -> None:
         fling_start = len(frames.paints)
         durations, gaps = fling(qtbot, conv, frames)
         assert len(frames.paints) > fling_start, "the fling painted"
+        reading = read_down(qtbot, conv, frames)
+        assert reading, "paged down"
         frames.stop()
     finally:
         stop_app(qtbot, ctl)
@@ -474,6 +491,8 @@ def scroll_bench(qtbot: Any, backend: Backend) -> None:
           f"paintEvent {spread(durations)}; {over(durations)}")
     print(f"BENCH {where}   fling: gap between consecutive painted frames {spread(gaps)}; {over(gaps)} "
           f"({len(gaps) + 1} frames)")
+    print(f"BENCH {where}   reading: {len(reading)} page steps down, {READ_PAUSE_MS} ms apart "
+          f"(step -> painted): {spread(reading)}; {over(reading)}")
 
 
 @pytest.mark.bench
