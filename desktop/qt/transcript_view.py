@@ -5,7 +5,11 @@ Only the loaded page(s) are rows; the view lays out and paints only what is
 visible.  Each item is drawn from a QTextDocument cached by (key, version, width, ...), so
 a streaming message re-lays out only itself.  Its HTML comes from `markdown.py` for the
 assistant's messages (rendered once per version), from `user_html` for the user's (plain
-text as typed, a long paste collapsed), and from `tool_html` for tool cards.
+text as typed, a long paste collapsed), and from `tool_html` for tool cards.  Qt asks every
+row's size on each relayout (a page added above, a streamed row grown), so a row measured
+before answers from its cached height without a call back into Qt; and once the view has not
+painted for a moment, the rows a screen above and below it are rendered ahead, a few ms at a
+time, so that scrolling to them only draws them.
 
 Painted rows are pictures, and the view selects in them itself: a drag selects from the press to
 the pointer across as many rows as it spans (`copying.Selection`: a row and a character offset at

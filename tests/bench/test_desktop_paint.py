@@ -47,20 +47,24 @@ from PySide6.QtCore import (
     QElapsedTimer,
     QEvent,
     QEventLoop,
+    QModelIndex,
     QObject,
+    QPersistentModelIndex,
     QPoint,
     QPointF,
+    QSize,
     Qt,
     QTimer,
 )
 from PySide6.QtGui import QGuiApplication, QWheelEvent
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from desktop.qt.aio import settle
 from desktop.qt.controller import Controller
 from desktop.qt.conversation import Conversation
-from desktop.state.transcript import AssistantItem
+from desktop.qt.transcript_view import TranscriptModel, TranscriptView, make_view
+from desktop.state.transcript import AssistantItem, Item, ToolItem, Transcript, UserItem
 from shared.methods import SessionCreate
 from tests.bench.client import BenchClient, ms, pct
 from tests.desktop.conftest import desk_backend, drive, qloop  # noqa: F401  (fixtures)
@@ -501,6 +505,58 @@ def test_scroll_10k_session(
     desk_backend: Backend,  # noqa: F811
 ) -> None:
     scroll_bench(qtbot, desk_backend)
+
+
+# --- a relayout's cost per row -------------------------------------------------------------------
+
+RELAYOUT_ROWS = 9_000
+RELAYOUTS = 7
+
+
+class ConstantSize(QStyledItemDelegate):
+    """The least a delegate can answer: Qt's own cost per row, with one Python call."""
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
+        return QSize(100, 60)
+
+
+def relayout_ms(view: TranscriptView) -> float:
+    times = []
+    for _ in range(RELAYOUTS):
+        t0 = time.perf_counter()
+        view.doItemsLayout()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+@pytest.mark.bench
+def test_relayout_of_many_rows(qtbot: Any, qapp: QApplication) -> None:
+    """What Qt asks each time a page is added above or a streamed row grows: every row's size
+    (the heights are cached: each row was measured before)."""
+    transcript = Transcript()
+    view = make_view(TranscriptModel(transcript))
+    view.resize(*WINDOW)
+    qtbot.addWidget(view)
+    view.show()
+    items: list[Item] = []
+    for i in range(RELAYOUT_ROWS // 3):
+        items += [UserItem(f"u{i}", None, text=f"question {i}"),
+                  ToolItem(f"call:{i}", None, call_id=str(i), name="list_dir", summary=".", status="ok"),
+                  AssistantItem(f"a{i}", None, text=f"An answer with **some** words ({i}). " * 4)]
+    view.model().beginResetModel()  # (all at once: no relayout per row)
+    transcript.items[:] = items
+    view.model().endResetModel()
+    view.doItemsLayout()  # measures every row once
+    ours = relayout_ms(view)
+    assert view.model().rowCount() == len(items)
+    constant = ConstantSize(view)
+    view.setItemDelegate(constant)
+    floor = relayout_ms(view)
+    view.setItemDelegate(view.delegate)
+    print()
+    print(f"BENCH [{platform()}] relayout of {len(items):,} rows, each measured before: median "
+          f"{ms(ours)} ({ours / len(items) * 1e6:.1f} us a row) over {RELAYOUTS}; baseline, a "
+          f"delegate answering a constant size: {ms(floor)} ({floor / len(items) * 1e6:.1f} us a row)")
 
 
 # --- the same under Xvfb + openbox --------------------------------------------------------------
