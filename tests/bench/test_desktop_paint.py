@@ -376,6 +376,16 @@ def scroll_up_whole(qtbot: Any, conv: Conversation,
     plain: list[float] = []
     fetched: list[float] = []
     pages = 0
+    inserted: list[float] = []  # when rows came in (the frame showing them comes after)
+    conv.model.rowsInserted.connect(lambda *_: inserted.append(time.perf_counter()))
+
+    def page_frame(start: float) -> float:
+        """From `start` to the frame painted once the page's rows are in."""
+        qtbot.waitUntil(lambda: bool(inserted) and inserted[-1] > start
+                        and frames.done_after(inserted[-1]) is not None, timeout=30_000)
+        done = frames.done_after(inserted[-1])
+        assert done is not None
+        return done - start
     while True:
         if bar.value() <= bar.minimum():
             if not t.has_more:
@@ -388,12 +398,7 @@ def scroll_up_whole(qtbot: Any, conv: Conversation,
             start = time.perf_counter()
             fetch()
             qtbot.waitUntil(lambda rows=rows: len(t.items) > rows and not conv.fetching, timeout=30_000)
-            d = frames.done_after(start)
-            if d is None:
-                qtbot.waitUntil(lambda start=start: frames.done_after(start) is not None, timeout=30_000)
-                d = frames.done_after(start)
-            assert d is not None
-            fetched.append(d - start)
+            fetched.append(page_frame(start))
             pages += 1
             continue
         value = bar.value()
@@ -405,11 +410,7 @@ def scroll_up_whole(qtbot: Any, conv: Conversation,
             # The step reached the top and the view asked for the older page itself: from the
             # step to the frame painted once that page is in.
             qtbot.waitUntil(lambda had=had: t.fetched_messages != had and not conv.fetching, timeout=30_000)
-            arrived = time.perf_counter()
-            qtbot.waitUntil(lambda arrived=arrived: frames.done_after(arrived) is not None, timeout=30_000)
-            done = frames.done_after(arrived)
-            assert done is not None
-            fetched.append(done - start)
+            fetched.append(page_frame(start))
             pages += 1
     return plain, fetched, pages
 
@@ -562,10 +563,20 @@ def test_relayout_of_many_rows(qtbot: Any, qapp: QApplication) -> None:
 # --- the same under Xvfb + openbox --------------------------------------------------------------
 
 
-def free_display() -> int | None:
+def start_xvfb() -> tuple[subprocess.Popen[bytes], int] | None:
+    """Xvfb on the first of :90-:95 it can take (another test may hold one), or None."""
     for n in range(90, 96):
-        if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists():
-            return n
+        if Path(f"/tmp/.X11-unix/X{n}").exists() or Path(f"/tmp/.X{n}-lock").exists():
+            continue
+        xvfb = subprocess.Popen(["Xvfb", f":{n}", "-nolisten", "tcp", "-screen", "0", "1280x1024x24"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while xvfb.poll() is None and time.monotonic() < deadline:
+            if Path(f"/tmp/.X11-unix/X{n}").exists():
+                return xvfb, n
+            time.sleep(0.05)
+        xvfb.terminate()  # (it exited: the display was taken after all; or it was too slow)
+        xvfb.wait(10)
     return None
 
 
@@ -576,19 +587,13 @@ def test_paint_under_xvfb(tmp_path: Path) -> None:
     missing = [tool for tool in ("Xvfb", "openbox") if shutil.which(tool) is None]
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)}")
-    display = free_display()
-    if display is None:
-        pytest.skip("displays :90-:95 are all taken")
+    started = start_xvfb()
+    if started is None:
+        pytest.skip("no display of :90-:95 could be taken")
+    xvfb, display = started
     env = dict(os.environ, DISPLAY=f":{display}", QT_QPA_PLATFORM="xcb", **{INNER: "1"})
-    xvfb = subprocess.Popen(["Xvfb", f":{display}", "-nolisten", "tcp", "-screen", "0", "1280x1024x24"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wm: subprocess.Popen[bytes] | None = None
     try:
-        deadline = time.monotonic() + 10
-        while not Path(f"/tmp/.X11-unix/X{display}").exists():
-            assert xvfb.poll() is None, "Xvfb did not start"
-            assert time.monotonic() < deadline, "Xvfb did not start in 10 s"
-            time.sleep(0.05)
         wm = subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         run = subprocess.run(
