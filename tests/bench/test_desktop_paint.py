@@ -501,6 +501,7 @@ def scroll_bench(qtbot: Any, backend: Backend) -> None:
 
 
 @pytest.mark.bench
+@pytest.mark.timeout(900)  # (1,800 frames and 100 pages: minutes on a loaded machine)
 def test_scroll_10k_session(
     qtbot: Any, qapp: QApplication, qloop: asyncio.AbstractEventLoop,  # noqa: F811
     desk_backend: Backend,  # noqa: F811
@@ -581,6 +582,7 @@ def start_xvfb() -> tuple[subprocess.Popen[bytes], int] | None:
 
 
 @pytest.mark.bench
+@pytest.mark.timeout(1800)
 @pytest.mark.skipif(os.environ.get(INNER) == "1", reason="the child run itself")
 def test_paint_under_xvfb(tmp_path: Path) -> None:
     """The two tests above in a child pytest on Xvfb (display 90-95) with openbox, platform xcb."""
