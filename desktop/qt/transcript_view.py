@@ -5,7 +5,11 @@ Only the loaded page(s) are rows; the view lays out and paints only what is
 visible.  Each item is drawn from a QTextDocument cached by (key, version, width, ...), so
 a streaming message re-lays out only itself.  Its HTML comes from `markdown.py` for the
 assistant's messages (rendered once per version), from `user_html` for the user's (plain
-text as typed, a long paste collapsed), and from `tool_html` for tool cards.
+text as typed, a long paste collapsed), and from `tool_html` for tool cards.  Qt asks every
+row's size on each relayout (a page added above, a streamed row grown), so a row measured
+before answers from its cached height without a call back into Qt; and once the view has not
+painted for a moment, the rows a screen above and below it are rendered ahead, a few ms at a
+time, so that scrolling to them only draws them.
 
 Painted rows are pictures, and the view selects in them itself: a drag selects from the press to
 the pointer across as many rows as it spans (`copying.Selection`: a row and a character offset at
@@ -17,6 +21,8 @@ the current row, a read-only text browser showing the same document in the same 
 from __future__ import annotations
 
 import html
+import itertools
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,6 +55,7 @@ from PySide6.QtGui import (
     QKeySequence,
     QMouseEvent,
     QPainter,
+    QPaintEvent,
     QPalette,
     QShortcut,
     QTextCharFormat,
@@ -98,6 +105,11 @@ LONG_CHARS = 4_000
 PREVIEW_LINES = 12
 PREVIEW_CHARS = 1_500
 COPIED_MS = 1_500  # a code block's link says "Copied" this long
+# Once the view has not painted for WARM_AFTER_MS (the reader stopped scrolling), the rows a
+# screen above and below it are rendered ahead (code coloured), at most WARM_MS at a time, so
+# scrolling to them next only draws them.  While it scrolls, nothing is added between frames.
+WARM_AFTER_MS = 100
+WARM_MS = 4
 # A tool call's status: the theme colour (a `theme.Colors` field) its words take.
 STATUS_TONE = {
     "pending": "muted",
@@ -288,11 +300,23 @@ class TranscriptDelegate(QStyledItemDelegate):
         # added above, or a window resize back) costs a lookup, not a markdown render.
         self._heights: dict[Stamp, int] = {}
         self._latest: dict[str, RenderKey] = {}  # each item's newest document
+        # The theme's darkness, read from the palette once (a relayout asks every row's size):
+        # forgotten when the view's palette or style changes (`forget_look`).
+        self._dark_now: bool | None = None
+        self._bar_width: int | None = None  # the scroll bar's, for the style in use
+        self.transcript = view.model().transcript  # the rows, read without a call into Qt
 
     # --- renderings ----------------------------------------------------------------------
 
     def _dark(self) -> bool:
-        return self.view.palette().color(QPalette.ColorRole.Base).lightness() < 128
+        if self._dark_now is None:
+            self._dark_now = self.view.palette().color(QPalette.ColorRole.Base).lightness() < 128
+        return self._dark_now
+
+    def forget_look(self) -> None:
+        """The palette, style or font changed: rows are rendered and measured again."""
+        self._dark_now = None
+        self._bar_width = None
 
     def _state(self, item: Item) -> int:
         """What else than its version an item's rendering shows: a long message expanded (1),
@@ -332,15 +356,23 @@ class TranscriptDelegate(QStyledItemDelegate):
         return markdown.Rendered("")
 
     def new_document(self, item: Item, width: int, colored: bool = True) -> SafeDocument:
+        return self._new_document(item, width, self.rendered(item, colored))
+
+    def _new_document(self, item: Item, width: int, rendered: markdown.Rendered) -> SafeDocument:
         doc = SafeDocument()
         doc.setDefaultFont(self.view.font())
         text_color = self.view.palette().color(QPalette.ColorRole.Text).name()
         doc.setDefaultStyleSheet(f"body {{ color: {text_color}; }} pre {{ margin: 0; }}")
         if isinstance(item, UserItem) and item.attachments:
             add_thumbnails(doc, item.attachments, self.view.thumbnails)
-        doc.setHtml(self.rendered(item, colored).html)
+        doc.setHtml(rendered.html)
         doc.setTextWidth(max(50, width))
         return doc
+
+    def ready(self, item: Item) -> bool:
+        """Whether the item's newest rendering is cached as it is painted (code coloured)."""
+        found = self._docs.get(self.render_key(item))
+        return found is not None and found[1]
 
     def document(self, item: Item, width: int, colored: bool = False) -> SafeDocument:
         """The item's document laid out at `width`; with `colored`, its code highlighted (a row
@@ -353,8 +385,10 @@ class TranscriptDelegate(QStyledItemDelegate):
             if doc.textWidth() != max(50, width):
                 doc.setTextWidth(max(50, width))
             return doc
-        doc = self.new_document(item, width, colored)
-        self._docs[key] = (doc, colored or not isinstance(item, AssistantItem))
+        rendered = self.rendered(item, colored)
+        doc = self._new_document(item, width, rendered)
+        # Only code is coloured: without any, the measured document is the painted one.
+        self._docs[key] = (doc, colored or not isinstance(item, AssistantItem) or not rendered.code)
         self._docs.move_to_end(key)
         before = self._latest.get(item.key)
         if before is not None and before != key:
@@ -368,16 +402,23 @@ class TranscriptDelegate(QStyledItemDelegate):
 
     def column(self) -> int:
         """The width of the conversation's column: the view's, up to COLUMN."""
-        width = self.view.viewport().width() - 4
+        return self._widths()[1]
+
+    def _widths(self) -> tuple[int, int]:
+        """(a row's width, the conversation column's)."""
+        row = self.view.viewport().width() - 4
+        width = row
         bar = self.view.verticalScrollBar()
         if not bar.isVisible():
             # As if the scroll bar were there: when it appears (a long page just loaded), the
             # rows keep their layout instead of all being laid out again, narrower.
-            width -= bar.sizeHint().width()
-        return min(width, COLUMN)
+            if self._bar_width is None:
+                self._bar_width = bar.sizeHint().width()  # (the style's metrics: not cheap)
+            width -= self._bar_width
+        return row, min(width, COLUMN)
 
-    def content_width(self, item: Item) -> int:
-        width = self.column() - 2 * PAD
+    def content_width(self, item: Item, column: int | None = None) -> int:
+        width = (self.column() if column is None else column) - 2 * PAD
         if isinstance(item, UserItem):
             width = int(width * 0.8)
         return max(80, width - (2 * PAD if not isinstance(item, AssistantItem) else 0))
@@ -426,11 +467,16 @@ class TranscriptDelegate(QStyledItemDelegate):
         return max(0, hit)
 
     def sizeHint(self, option: QStyleOptionViewItem, index: Index) -> QSize:
-        item = index.data(ITEM_ROLE)
-        if item is None:
+        # Asked of every row on each relayout (a page added above, a streamed line): a row
+        # measured before costs a lookup, its item read straight from the transcript.
+        items = self.transcript.items
+        row = index.row()
+        if not 0 <= row < len(items):
             return QSize(0, 0)
-        width = self.content_width(item)
-        key = self.stamp(item, width)
+        item = items[row]
+        row_width, column = self._widths()
+        width = self.content_width(item, column)
+        key = (item.key, item.version, self._dark(), self._state(item), width)
         height = self._heights.get(key)
         if height is None:
             height = int(self.document(item, width).size().height())
@@ -438,7 +484,7 @@ class TranscriptDelegate(QStyledItemDelegate):
                 self._heights.clear()
             self._heights[key] = height
         inner = PAD if not isinstance(item, AssistantItem) else 2
-        return QSize(self.view.viewport().width() - 4, height + 2 * inner + GAP)
+        return QSize(row_width, height + 2 * inner + GAP)
 
     def _check_height(self, item: Item, width: int, doc: SafeDocument, index: Index) -> None:
         """A row measured uncoloured is painted coloured: the same height, unless a font
@@ -450,9 +496,10 @@ class TranscriptDelegate(QStyledItemDelegate):
             emit(self.sizeHintChanged, self.view.model().index(index.row(), 0))
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
-        item = index.data(ITEM_ROLE)
-        if item is None:
+        row = index.row()
+        if not 0 <= row < len(self.transcript.items):
             return
+        item = self.transcript.items[row]
         pal = self.view.palette()
         width = self.content_width(item)
         doc = self.document(item, width, colored=True)
@@ -579,6 +626,8 @@ class TranscriptView(QListView):
         self._pressed_link = ""  # the link under a left press: a release on it follows it
         self._uncopy = QTimer(self, singleShot=True, interval=COPIED_MS)
         self._uncopy.timeout.connect(self._copied_done)
+        self._warm = QTimer(self, singleShot=True, interval=WARM_AFTER_MS)  # `_warm_rows`
+        self._warm.timeout.connect(self._warm_rows)
         for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space):
             # A shortcut, not a key handler: the follower sends keys the list gets to the
             # message box (follow.py), and Enter on a focused row means the row.
@@ -597,6 +646,40 @@ class TranscriptView(QListView):
         for row in range(max(0, first), min(last, len(items) - 1) + 1):
             if self.isRowHidden(row) != items[row].hidden:
                 self.setRowHidden(row, items[row].hidden)
+
+    def paintEvent(self, e: QPaintEvent) -> None:
+        super().paintEvent(e)
+        self._warm.start(WARM_AFTER_MS)  # (again: from this paint on)
+
+    def _warm_rows(self) -> None:
+        """Renders the documents of the rows just out of sight, nearest first, WARM_MS at a
+        time (the timer comes back for the rest: input and paints go between)."""
+        deadline = time.perf_counter() + WARM_MS / 1000
+        items = self.model().transcript.items
+        for row in self._near_rows():
+            item = items[row]
+            if self.delegate.ready(item):
+                continue
+            if time.perf_counter() > deadline:
+                self._warm.start(0)  # (the rest after whatever came meanwhile)
+                return
+            self.delegate.document(item, self.delegate.content_width(item), colored=True)
+
+    def _near_rows(self) -> list[int]:
+        """The rows a screen above and below the visible ones, nearest first (hidden ones not)."""
+        count = self.model().rowCount()
+        if not count:
+            return []
+        area = self.viewport().rect()
+        first = self.indexAt(QPoint(area.center().x(), area.top())).row()
+        last = self.indexAt(QPoint(area.center().x(), area.bottom())).row()
+        first = 0 if first < 0 else first
+        last = count - 1 if last < 0 else last
+        reach = last - first + 2
+        below = range(last + 1, min(count, last + 1 + reach))
+        above = range(first - 1, max(-1, first - 1 - reach), -1)
+        near = [row for pair in itertools.zip_longest(below, above) for row in pair if row is not None]
+        return [row for row in near if not self.isRowHidden(row)]
 
     def model(self) -> TranscriptModel:
         found = super().model()
@@ -903,6 +986,8 @@ class TranscriptView(QListView):
             self._show_menu(index, e.globalPos())
 
     def changeEvent(self, e: QEvent) -> None:
+        if e.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self.delegate.forget_look()  # (before Qt lays the rows out again)
         super().changeEvent(e)
         if e.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange):
             self.close_reader()  # (its document has the old theme's colours)
