@@ -17,6 +17,7 @@ from typing import Any
 from backend import host
 from backend.errors import ConfigError, StoreRefused
 from backend.server.tls import TlsFiles
+from shared.lazy_imports import defer_startup_imports
 from shared.paths import default_data_dir
 
 
@@ -46,6 +47,7 @@ def _tls_files(args: argparse.Namespace) -> TlsFiles | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    defer_startup_imports()
     parser = argparse.ArgumentParser(prog="turnkey-backend", description="Turnkey's backend")
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the backend")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from desktop import startup_trace
 from shared.launcher import BackendNotFound, running, spawn
+from shared.lazy_imports import defer_startup_imports
 from shared.paths import default_data_dir
 
 if TYPE_CHECKING:  # parsed only when --remote is given: see the module's docstring
@@ -59,6 +60,7 @@ def read_secret(name: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     startup_trace.mark("entry")  # (benchmarks only: see desktop/startup_trace.py)
+    defer_startup_imports()
     parser = _parser()
     args = _parse(parser, sys.argv[1:] if argv is None else argv)
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
