@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
 import msgspec
-from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
 
 from shared import codec
@@ -37,6 +36,7 @@ from shared.launcher import BackendInfo as BackendInfo  # re-exported: front-end
 from shared.launcher import BackendNotFound as BackendNotFound
 from shared.methods import Initialize, Request, SessionSubscribe, result_type
 from shared.remote import RemoteTarget, fingerprint_of_der
+from shared.ws_client import ClientConnection, connect
 
 log = logging.getLogger("client")
 

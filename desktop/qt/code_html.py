@@ -6,20 +6,24 @@ merged).  Light and dark themes take different Pygments styles.  Lexers are look
 fence's language name only (never guessed from the code: slow, and often wrong), and both
 lookups and results are cached: a streaming answer re-renders its finished code blocks on
 every delta.
+
+Pygments loads at the first highlight, not with this module: the app's first frame needs
+markdown but no colours (`plain_color` is a constant; tests/unit/desktop check it against the
+styles).
 """
 
 from __future__ import annotations
 
 import html
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from pygments.lexer import Lexer
-from pygments.lexers import get_lexer_by_name
-from pygments.styles import get_style_by_name
-from pygments.token import Token, _TokenType
-from pygments.util import ClassNotFound
+if TYPE_CHECKING:
+    from pygments.lexer import Lexer
+    from pygments.token import _TokenType
 
 STYLES = {False: "default", True: "one-dark"}  # by `dark`
+PLAIN = {False: "#1d1f23", True: "#ABB2BF"}  # by `dark`: untokenized text's colour in each
 MAX_HIGHLIGHTED = 60_000  # characters: longer code is shown plain (lexing is pure Python)
 CACHED_CODE = 8_000  # characters: shorter code's highlighting is cached
 # Common names models write after ``` that Pygments knows under another alias.
@@ -35,6 +39,9 @@ def language_of(info: str) -> str:
 
 @lru_cache(maxsize=64)
 def _lexer(language: str) -> Lexer | None:
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
     name = ALIASES.get(language, language)
     if not name or name == "text":
         return None
@@ -55,13 +62,16 @@ def _css(dark: bool) -> dict[_TokenType, str]:
 
     Colours only, never bold or italic: highlighted code then lays out exactly as plain code
     (the transcript measures rows with plain code and highlights only what it paints)."""
+    from pygments.styles import get_style_by_name
+
     style = get_style_by_name(STYLES[dark])
     return {ttype: f"color:#{spec['color']}" if spec["color"] else "" for ttype, spec in style}
 
 
 def plain_color(dark: bool) -> str:
-    """The colour of untokenized code text in the theme's style (the style's default)."""
-    return _css(dark).get(Token, "").removeprefix("color:") or ("#abb2bf" if dark else "#1d1f23")
+    """The colour of untokenized code text in the theme's style (the style's default; plain
+    code, not yet highlighted, is drawn in it too)."""
+    return PLAIN[dark]
 
 
 def _style_of(ttype: _TokenType, css: dict[_TokenType, str]) -> str:

@@ -34,6 +34,7 @@ from desktop.link import Link
 from desktop.qt.aio import settle, spawn
 from desktop.qt.backends import Backends
 from desktop.qt.compat import emit
+from desktop.qt.first_frame import after_paint
 from desktop.qt.first_run import open_provider_form
 from desktop.qt.remote import RemoteDialog
 from desktop.qt.screens import available, cascaded, show_on_screen
@@ -110,6 +111,7 @@ class Controller(QObject):
         self.scheduled: dict[str, str] = {}
         self.statuses: dict[str, str] = {}
         self._quitting = False
+        self._notifier_started = False
         self._started = False  # the first connection's listing is done: reconnections list again
         self.background_told = False  # said once ever (kept in DIR/desktop.json): it stays running
         self.provider_form_shown = False  # the first run opened it (kept there too): never again
@@ -150,12 +152,21 @@ class Controller(QObject):
         if current and layout.get("current_backend", "local") == "local" and not hidden:
             # Opened before the window shows, so its first frame is the session's, not the
             # start page (its requests wait for the connection).
-            self.main.show_session(current, link=self.link)
+            shown = self.main.show_session(current, link=self.link)
+            shown.loading.opened.connect(lambda: after_paint(shown.view.viewport(),
+                                                             self._start_notifier))
             current = ""
+        elif not hidden:
+            after_paint(self.main, self._start_notifier)
         if not hidden:
             startup_trace.watch_paint(self.main, "window_painted")
             show_on_screen(self.main)  # a saved place may be on a screen that is gone
-        spawn(self.notifier.start())
+        # The notifications' D-Bus connection (and its imports, jeepney) wait for the first
+        # frame that shows the session, or the window; at the latest, for the connection's
+        # listing (a window that never paints, a session that fails to open).
+        self.ready.connect(self._start_notifier)
+        if hidden:
+            self._start_notifier()
         self.backends.restore()  # remote pairings connect in the background, each on its own
         sessions = list(layout.get("sessions", []))
         if current and layout.get("current_backend", "local") != "local":
@@ -168,6 +179,11 @@ class Controller(QObject):
                 self._reopen.setdefault(key, []).append(entry)
         spawn(self._connect([e for e in sessions if e.get("backend", "local") == "local"],
                             current), self._failed)
+
+    def _start_notifier(self) -> None:
+        if not self._notifier_started:
+            self._notifier_started = True
+            spawn(self.notifier.start())
 
     async def _connect(self, reopen: list[dict[str, Any]], current: str = "") -> None:
         await self.link.start()

@@ -23,12 +23,14 @@ from __future__ import annotations
 import html
 import itertools
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import (
     QAbstractListModel,
     QEvent,
@@ -502,7 +504,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         item = self.transcript.items[row]
         pal = self.view.palette()
         width = self.content_width(item)
-        doc = self.document(item, width, colored=True)
+        doc = self.document(item, width, colored=_code_colours.ready(self.view))
         self._check_height(item, width, doc, index)
         rect = self._frame(item, option.rect, doc)
         painter.save()
@@ -582,6 +584,36 @@ class TranscriptDelegate(QStyledItemDelegate):
 
     def eventFilter(self, watched: Any, event: Any) -> bool:
         return False  # not the item-editor keys (Enter commits, Tab moves on): a reader reads
+
+
+class _CodeColours:
+    """Whether painted rows show their code highlighted: not in the process's first transcript
+    frame, from the next turn of the event loop on.
+
+    The first highlight loads Pygments and its lexer (40–100 ms, more than the rest of the
+    first page's painting), so the window a launch opens on shows its code plain in its first
+    frame, with the same layout (highlighting only colours text), and coloured right after."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self._plain: weakref.WeakSet[QWidget] = weakref.WeakSet()  # viewports painted plain
+
+    def ready(self, view: QListView) -> bool:
+        if not self.on:
+            if not self._plain:
+                QTimer.singleShot(0, self._colour)  # after this frame is on screen
+            self._plain.add(view.viewport())
+        return self.on
+
+    def _colour(self) -> None:
+        self.on = True
+        for viewport in list(self._plain):
+            if shiboken6.isValid(viewport):
+                viewport.update()
+        self._plain.clear()
+
+
+_code_colours = _CodeColours()
 
 
 class TranscriptView(QListView):

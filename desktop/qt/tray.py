@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QAction, QColor, QIcon, QPainter, QPixmap
@@ -29,8 +30,10 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from desktop.assets import TRAY_STATES, icon_files, icons_dir
 from desktop.qt.compat import emit
-from desktop.qt.notify import DesktopNotifications
 from desktop.state import questions
+
+if TYPE_CHECKING:
+    from desktop.qt.notify import DesktopNotifications
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +171,8 @@ class Notifier(QObject):
         "window" until it answers)."""
         if self.channel != "window" or self.desktop is not None:
             return
+        from desktop.qt.notify import DesktopNotifications  # (jeepney: not before the first frame)
+
         desktop = DesktopNotifications(parent=self)
         if not await desktop.start():
             desktop.deleteLater()

@@ -8,7 +8,8 @@ medians of RUNS, under QT_QPA_PLATFORM=offscreen and under Xvfb + openbox (skipp
 reason when either is missing):
 
 - backend up: exec -> the main window's first frame, and -> the transcript's first frame with
-  rows (the figure);
+  rows (the figure); and the CPU time the app had used by that frame (`/proc`), a figure the
+  machine's load sways less;
 - cold: the same with no backend running (the app starts it);
 - hand-over: a second launch while the first runs: exec -> the second exited (status 0) and the
   first raised its window (`raised` in the first's trace), whichever is later;
@@ -18,6 +19,7 @@ Bytecode is cached (see `app_env`) and warmed by one unmeasured launch of each t
 
 `TURNKEY_BENCH_BEFORE=/path/to/another/worktree` also runs that tree's app (it needs the trace
 hook), alternating run by run with this one, so before and after share the machine's load.
+`TURNKEY_BENCH_RUNS=N` takes N runs of each case instead of 5.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from shared.launcher import running, stop_backend
 from tests.desktop.seed import seed_long_session_info
 from tests.integration.backend_proc import REPO, Backend
 
-RUNS = 5
+RUNS = int(os.environ.get("TURNKEY_BENCH_RUNS", "5"))
 MESSAGES = 300
 TIMEOUT_S = 60.0
 TEST_TIMEOUT_S = 900  # ~50 launches; on a loaded machine, with a second tree, minutes
@@ -170,11 +172,20 @@ def one_start(repo: Path, env: dict[str, str], trace: Path) -> dict[str, float]:
     proc, t0 = launch(repo, env)
     try:
         painted = wait_mark(trace, proc, "transcript_painted")
+        cpu = cpu_s(proc.pid)
         stamps = {name: (marks(trace, proc.pid, name) or [t0])[0] - t0
                   for name in ("entry", "qapplication", "window_painted")}
-        return {**stamps, "transcript": painted - t0}
+        return {**stamps, "transcript": painted - t0, "cpu": cpu}
     finally:
         stop_app(proc)
+
+
+def cpu_s(pid: int) -> float:
+    """The CPU time (user + system) process `pid` has used so far (Linux's /proc, 10 ms
+    ticks): read within one poll (10 ms) of the milestone, it is less swayed by the machine's
+    load than the wall clock."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def one_hand_over(repo: Path, env: dict[str, str], trace: Path,
@@ -249,7 +260,8 @@ def measure(display: Display, data_dir: Path, backend: Backend, tmp: Path) -> No
         print(f"BENCH app start [{display.name}] {label}backend up: exec -> transcript painted "
               f"{spread(runs, 'transcript')}; parts (medians): main() {ms(med(runs, 'entry'))}, "
               f"QApplication {ms(med(runs, 'qapplication'))}, window painted "
-              f"{ms(med(runs, 'window_painted'))}; {load()}")
+              f"{ms(med(runs, 'window_painted'))}; CPU used by then {spread(runs, 'cpu')}; "
+              f"{load()}")
 
     # Hand-over: a first app runs; second launches, one at a time.
     handed: dict[str, list[dict[str, float]]] = {label: [] for label, _ in trees}

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from desktop.qt.code_html import highlight
+from desktop.qt.code_html import PLAIN, STYLES, highlight, plain_color
 from desktop.qt.markdown import ACTION, Look, action_of, copy_href, render, stabilize, with_cursor
 
 LOOK = Look(dark=False, text="#111111", muted="#666666", link="#2760c6", border="#dddddd",
@@ -162,3 +162,14 @@ def test_a_finished_answer_is_unchanged_by_stabilize_and_the_cursor_follows_the_
     assert with_cursor("Hello").endswith("Hello ▍")
     assert with_cursor("```\ncode").endswith("```\n\n▍")  # under the closed block, not in it
     assert shown(render("", LOOK, streaming=True).html) == "▍"
+
+
+def test_plain_code_is_drawn_in_each_style_s_own_default_colour() -> None:
+    """`plain_color` is a constant (Pygments loads only at the first highlight): it must stay
+    the colour the highlighting style gives untokenized text."""
+    from pygments.styles import get_style_by_name
+    from pygments.token import Token
+
+    for dark, name in STYLES.items():
+        own = get_style_by_name(name).style_for_token(Token)["color"]
+        assert plain_color(dark) == (f"#{own}" if own else PLAIN[False])
