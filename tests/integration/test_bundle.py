@@ -32,7 +32,10 @@ from .wire import terminal
 W = TypeVar("W", bound=p.Wire)
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.sqlite_only("the installed app and its bundled backend on the default store")]
+              pytest.mark.sqlite_only("the installed app and its bundled backend on the default store"),
+              # One build per run (conftest's `bundle`, into dist/) for these, test_deb.py and
+              # the bundle bench, which run alone: the serial pass is where they meet.
+              pytest.mark.serial("shares the run's one bundle build with test_deb.py and the bench")]
 
 DIST = REPO / "dist" / "turnkey"
 
