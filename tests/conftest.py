@@ -30,6 +30,31 @@ def _isolated_turnkey_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator
         os.environ["TURNKEY_HOME"] = old
 
 
+# --- tests that run alone -------------------------------------------------------------------
+# scripts/test runs the suite in two passes: `-n N -m "not serial"` on several workers, then
+# `-m serial` in one process.  A serial test would be wrong beside another one: a benchmark's
+# numbers would measure its neighbours, and test_deb.py installs into the real system and takes
+# bubblewrap away meanwhile.
+BENCH_DIR = ROOT / "tests" / "bench"
+RUNS_ALONE = "runs alone, not beside other workers: run it without -n (scripts/test's serial pass)"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "serial(reason): runs alone, never beside another test (scripts/test's second pass)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if BENCH_DIR in item.path.parents:
+            item.add_marker(pytest.mark.serial("a benchmark: its numbers are only its own alone"))
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        for item in items:
+            if item.get_closest_marker("serial") is not None:
+                item.add_marker(pytest.mark.skip(reason=RUNS_ALONE))
+
+
 @pytest.fixture
 def fake_provider() -> Iterator[FakeOpenAI]:
     """The scripted fake model server (real HTTP on loopback); fails the test on bad requests."""
@@ -40,6 +65,9 @@ def fake_provider() -> Iterator[FakeOpenAI]:
 
 
 BUNDLE_BUILD_TIMEOUT_S = 600
+# For a test that may be the first to ask for `bundle`: its build counts against that test's
+# time, and pytest-timeout's default (120 s) is less than the build may take on a busy machine.
+BUNDLE_TEST_TIMEOUT = pytest.mark.timeout(BUNDLE_BUILD_TIMEOUT_S + 300)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import BUNDLE_TEST_TIMEOUT
+
 RUNS = 5
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,6 +67,7 @@ def _drop_page_cache() -> bool:
 
 
 @pytest.mark.bench
+@BUNDLE_TEST_TIMEOUT
 def test_bundle_size_and_start_times(bundle: Path, tmp_path: Path) -> None:
     dist = bundle.parent
     files = [p for p in dist.rglob("*") if p.is_file() and not p.is_symlink()]

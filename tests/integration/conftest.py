@@ -2,8 +2,10 @@
 
 Every test that uses a backend runs twice, once per store: ``[sqlite]`` (DATA_DIR/state.db)
 and ``[pg]`` (a fresh database on the PostgreSQL server this test run starts, tests/pg_server.py).
-A test about the SQLite file itself is marked ``@pytest.mark.sqlite_only("why")`` and runs
-once.  ``-k sqlite`` never starts PostgreSQL; ``-k pg`` runs only the PostgreSQL half.
+A test about the SQLite file itself, or one no store takes part in (a frame the protocol layer
+refuses), is marked ``@pytest.mark.sqlite_only("why")`` and runs once.  ``-k sqlite`` never
+starts PostgreSQL; ``-k pg`` runs only the PostgreSQL half.  Under pytest-xdist each worker
+process starts its own PostgreSQL server and Synapse (session fixtures are per process).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ STORES = ("sqlite", "pg")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "sqlite_only(reason): the test is about SQLite's file; it runs on SQLite only")
+        "markers", "sqlite_only(reason): runs on SQLite only: the test is about SQLite's file, or "
+        "checks what no store takes part in (a frame the protocol layer refuses)")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

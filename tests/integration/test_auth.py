@@ -14,6 +14,9 @@ from .backend_proc import REPO, Backend
 from .wire import Connect, Rpc, RpcError, create_session, open_ws
 
 SCOPES = {"read", "submit", "approve", "admin"}
+# Refused at the upgrade or by the protocol layer, before any store is asked (a wrong token is
+# looked up among the stored ones, so that test runs on both).
+BEFORE_THE_STORE = pytest.mark.sqlite_only("refused before any store is asked; the same code on both")
 
 
 async def _refused_status(backend: Backend, token: str | None, headers: dict[str, str]) -> int:
@@ -25,6 +28,7 @@ async def _refused_status(backend: Backend, token: str | None, headers: dict[str
     raise AssertionError("the upgrade was accepted")
 
 
+@BEFORE_THE_STORE
 async def test_no_token_is_401(backend: Backend) -> None:
     assert await _refused_status(backend, None, {}) == 401
 
@@ -35,6 +39,7 @@ async def test_wrong_token_is_401(backend: Backend) -> None:
     assert await _refused_status(backend, "x", {}) == 401, "a short token"
 
 
+@BEFORE_THE_STORE
 async def test_browser_origin_is_403_even_with_the_right_token(backend: Backend) -> None:
     status = await _refused_status(backend, backend.token, {"Origin": "https://evil.example"})
     assert status == 403
@@ -43,6 +48,7 @@ async def test_browser_origin_is_403_even_with_the_right_token(backend: Backend)
     )
 
 
+@BEFORE_THE_STORE
 async def test_first_request_must_be_initialize(connect: Connect) -> None:
     rpc = await connect(initialize=False)
     with pytest.raises(RpcError) as not_init:
@@ -62,6 +68,7 @@ async def test_initialize_reports_the_owner_principal(backend: Backend, connect:
 
 
 @pytest.mark.parametrize("field", ["owner_id", "principal", "scopes", "role"])
+@BEFORE_THE_STORE
 async def test_identity_in_params_is_an_unknown_param(connect: Connect, field: str) -> None:
     rpc = await connect()
     with pytest.raises(RpcError) as bad:

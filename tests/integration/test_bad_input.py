@@ -27,6 +27,9 @@ from .wire import (
 
 MAX_FRAME = 4 * 1024 * 1024
 
+# Parsed and refused before anything reaches the store: the same code on both stores.
+PROTOCOL_ONLY = pytest.mark.sqlite_only("a frame or params the protocol layer refuses; no store is involved")
+
 
 def _error_code(resp: object) -> int | None:
     if isinstance(resp, dict) and isinstance(resp.get("error"), dict):
@@ -59,6 +62,7 @@ async def _call_error(rpc: Rpc, method: str, params: Json) -> RpcError:
     return err.value
 
 
+@PROTOCOL_ONLY
 async def test_malformed_json_is_a_parse_error_and_the_connection_stays(
     backend: Backend, connect: Connect, fake_provider: FakeOpenAI
 ) -> None:
@@ -82,6 +86,7 @@ async def test_malformed_json_is_a_parse_error_and_the_connection_stays(
         pytest.param(42, id="scalar"),
     ],
 )
+@PROTOCOL_ONLY
 async def test_not_jsonrpc_shaped_is_invalid_request(
     frame: object, backend: Backend, connect: Connect, fake_provider: FakeOpenAI
 ) -> None:
@@ -106,6 +111,7 @@ async def test_notification_is_processed_without_a_response(connect: Connect) ->
     assert all("id" in r and r["id"] is not None for r in rpc.responses), rpc.responses
 
 
+@PROTOCOL_ONLY
 async def test_unknown_method_and_wrong_param_types(
     backend: Backend, connect: Connect, fake_provider: FakeOpenAI
 ) -> None:
@@ -201,6 +207,7 @@ async def test_lone_surrogate_is_accepted_and_cleaned(
     await assert_backend_healthy(backend, fake_provider)
 
 
+@PROTOCOL_ONLY
 async def test_binary_frame_closes_with_1003(
     backend: Backend, connect: Connect, fake_provider: FakeOpenAI
 ) -> None:
@@ -213,6 +220,7 @@ async def test_binary_frame_closes_with_1003(
 
 
 @pytest.mark.parametrize("initialized", [True, False])
+@PROTOCOL_ONLY
 async def test_oversized_frame_closes_with_1009(
     initialized: bool, backend: Backend, connect: Connect, fake_provider: FakeOpenAI
 ) -> None:

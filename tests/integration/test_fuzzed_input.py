@@ -20,6 +20,9 @@ from .wire import Connect, Json, Rpc, RpcError, assert_backend_healthy
 SCHEMA = json.loads((Path(__file__).parents[2] / "shared" / "protocol.schema.json").read_text())
 INTERNAL = -32603
 
+# Parsed and refused before anything reaches the store: the same code on both stores.
+PROTOCOL_ONLY = pytest.mark.sqlite_only("params refused by the protocol layer; no store is involved")
+
 
 def cursor(obj: object) -> str:
     return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode()
@@ -45,6 +48,7 @@ async def raw(rpc: Rpc, frame: str) -> Json:
     cursor({"after": 5}), cursor({"offset": "x"}), cursor({"offset": 10**30}),
     cursor({"offset": -5}), cursor({"after": ["a"]}), cursor([1, 2]), "%%%", "x" * 2000,
 ])
+@PROTOCOL_ONLY
 async def test_a_cursor_of_the_wrong_shape_is_invalid_params(connect: Connect, bad: str) -> None:
     rpc = await connect()
     for query in (None, "hello"):
@@ -52,6 +56,7 @@ async def test_a_cursor_of_the_wrong_shape_is_invalid_params(connect: Connect, b
         assert (error.code, error.data) == (-32602, {"field": "cursor"}), error
 
 
+@PROTOCOL_ONLY
 async def test_a_search_with_nul_or_a_megabyte_is_invalid_params(connect: Connect) -> None:
     rpc = await connect()
     for query in ("a\x00b", "x" * 1_000_000):
@@ -60,6 +65,7 @@ async def test_a_search_with_nul_or_a_megabyte_is_invalid_params(connect: Connec
         assert len(error.message) < 1000, "the value is not echoed whole"
 
 
+@PROTOCOL_ONLY
 async def test_lone_surrogates_outside_a_prompt_are_invalid_params(
     backend: Backend, connect: Connect,
 ) -> None:
@@ -75,6 +81,7 @@ async def test_lone_surrogates_outside_a_prompt_are_invalid_params(
     assert not (backend.data_dir / "memory" / "USER.md").exists(), "nothing stored as U+FFFD"
 
 
+@PROTOCOL_ONLY
 async def test_a_key_that_is_not_ascii_is_refused_when_given(connect: Connect) -> None:
     rpc = await connect()
     error = await refused(rpc, "secret.set", {"name": "main", "value": "sk-clé-ünïcode"})
@@ -85,6 +92,7 @@ async def test_a_key_that_is_not_ascii_is_refused_when_given(connect: Connect) -
     assert (error.code, error.data) == (-32602, {"field": "api_key"})
 
 
+@PROTOCOL_ONLY
 async def test_numbers_no_field_takes_are_refused_by_field(connect: Connect) -> None:
     rpc = await connect()
     answer = await raw(rpc, '{"jsonrpc":"2.0","id":41,"method":"config.set",'
@@ -108,6 +116,7 @@ async def test_an_admin_token_cannot_move_the_store(backend: Backend, connect: C
     assert "postgresql://x@nowhere" not in (backend.data_dir / "config.toml").read_text()
 
 
+@PROTOCOL_ONLY
 async def test_a_megabyte_method_name_is_not_echoed_or_logged_whole(
     backend: Backend, connect: Connect,
 ) -> None:
@@ -129,6 +138,7 @@ async def test_list_params_are_judged_by_scope_first(backend: Backend, connect: 
     assert (answer["id"], answer["error"]["code"]) == (6, -32600), answer
 
 
+@PROTOCOL_ONLY
 async def test_extreme_but_valid_json_keeps_its_request_id(connect: Connect) -> None:
     rpc = await connect()
     deep = "[" * 10_000 + "]" * 10_000
