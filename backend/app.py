@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import secrets
@@ -25,6 +24,7 @@ import signal
 import ssl
 import sys
 import time
+import types
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -191,7 +191,7 @@ class Backend:
             await _test_gate(os.environ.get(BUILD_GATE_ENV))
             # The import is most of the cost (~200 ms): in a thread, so the loop answers
             # connects and `initialize` meanwhile.
-            built = await asyncio.to_thread(importlib.import_module, "backend.build")
+            built = await asyncio.to_thread(_import_build)
             methods = built.build(self, box, auth, self._signals)
             await self._start_built()
         except Exception as exc:
@@ -400,6 +400,14 @@ class Backend:
 
 
 SWITCH_INTERVAL_S = 0.001  # how often another thread may take the GIL (default 0.005)
+
+
+def _import_build() -> types.ModuleType:
+    """`backend.build`, imported by a plain statement (in a thread) so that PyInstaller's
+    analysis, which follows import statements, puts it in the bundle."""
+    import backend.build
+
+    return backend.build
 
 
 async def _test_gate(path: str | None) -> None:

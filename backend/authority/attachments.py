@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from backend.authority import filecheck
-from backend.errors import InvalidParams, NotFound
+from backend.errors import InvalidParams, NotFound, StoreUnavailable
 from backend.store import attachments as store
 from backend.store.attachments import FileRecord
 from backend.store.db import SQLITE, Database, Tx
@@ -220,6 +220,8 @@ class Attachments:
         while True:
             try:
                 await self.collect()
+            except StoreUnavailable as exc:  # the database is away (a restart): next round
+                log.warning("attachments could not be collected: %s", exc.message)
             except Exception:
                 logs.internal(log, "collecting attachments failed")
             await asyncio.sleep(COLLECT_EVERY_S)
