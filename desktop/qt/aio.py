@@ -37,7 +37,7 @@ def spawn(coro: Coroutine[Any, Any, Any], on_error: Callable[[str], None] | None
             error_id = logs.new_error_id()
             log.error("background task failed: %s", words, exc_info=exc, extra={"error_id": error_id})
             words = f"{words} (an internal error; the desktop log has details under error_id {error_id})"
-        elif on_error is None:
+        else:  # shown to the person, or nowhere: either way the desktop log has it
             log.warning("background task failed: %s", words)
         if on_error is not None:
             on_error(words)

@@ -135,6 +135,7 @@ class Conversation(QWidget):
         # share of the height, and many queued messages fold into one line.
         self.shelves = ConversationShelves(self, self)
         self.shelves.error.connect(self._show_error)
+        self.shelves.note.connect(self.banner_note)
         self.shelves.settled.connect(self.refresh)
         self.cards = self.shelves.cards
         self.question_cards = self.shelves.questions

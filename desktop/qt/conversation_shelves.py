@@ -47,6 +47,7 @@ class ConversationShelves(QObject):
     """`error`: a call failed; `settled`: an approval or a queued message went (refresh)."""
 
     error = Signal(str)
+    note = Signal(str)  # a passing note under the transcript, not an error
     settled = Signal()
 
     def __init__(self, host: Host, parent: QObject | None = None) -> None:
@@ -179,7 +180,14 @@ class ConversationShelves(QObject):
 
     def cancel(self, admission_id: str) -> None:
         async def go() -> None:
-            await self.host.link.call(AdmissionCancel(admission_id=admission_id))
+            try:
+                await self.host.link.call(AdmissionCancel(admission_id=admission_id))
+            except RpcError as exc:
+                if exc.code != ErrorCode.ADMISSION_STATE:
+                    raise
+                # It left the queue meanwhile (its turn started, or it was cancelled
+                # elsewhere): the row goes; the session's events show what became of it.
+                emit(self.note, "Too late to cancel: that message had already left the queue.")
             self.host.state.queue.pop(admission_id, None)
             emit(self.settled)
 

@@ -97,6 +97,8 @@ def read_the_answer(qtbot: Any, conv: Conversation) -> QWidget | None:
 
 def esc_everywhere(qtbot: Any, fake: FakeOpenAI, win: Window) -> None:
     conv = win.conversation
+    shown: list[str] = []  # what the window showed as errors (said when a step fails)
+    conv.error.connect(shown.append)
     active(qtbot, win)
     esc_stops(qtbot, fake, win, "the message box", lambda: conv.composer)
     esc_stops(qtbot, fake, win, "the transcript", lambda: conv.view)
@@ -121,7 +123,12 @@ def esc_everywhere(qtbot: Any, fake: FakeOpenAI, win: Window) -> None:
     cancel = next(iter(conv.queue_rows.values())).cancel
     cancel.setFocus(Qt.FocusReason.MouseFocusReason)  # as a click gives it
     cancel.click()
-    qtbot.waitUntil(lambda: not conv.queue_rows and not conv.state.queue, timeout=10_000)
+    try:
+        qtbot.waitUntil(lambda: not conv.queue_rows and not conv.state.queue, timeout=10_000)
+    except Exception as exc:
+        raise AssertionError(f"the cancelled message stayed queued: status {conv.state.status}, "
+                             f"queue {list(conv.state.queue)}, rows {list(conv.queue_rows)}, "
+                             f"shown as errors {shown}") from exc
     esc_stops(qtbot, fake, win, "wherever a clicked Cancel left it", lambda: None)
 
 

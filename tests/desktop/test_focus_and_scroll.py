@@ -15,8 +15,10 @@ from PySide6.QtWidgets import QApplication, QWidget
 from desktop.qt.controller import Controller
 from desktop.qt.session_window import Window
 from desktop.state.transcript import AssistantItem, ToolItem, UserItem
+from shared.methods import AdmissionCancel
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
+from .conftest import drive
 from .test_keyboard import active
 from .test_session_window import new_session, open_window, texts, turn_done, type_and_send
 
@@ -252,3 +254,31 @@ def test_the_message_box_says_steer_only_while_a_turn_runs(
     assert conv.composer.placeholderText() == IDLE_HINT
     assert on_screen(box) != steering, "the screen still shows the running turn's hint"
     assert on_screen(box) == painted(box)
+
+
+def test_a_cancel_that_comes_after_the_message_left_the_queue_says_so_and_is_no_error(
+    qtbot: Any, controller: Controller, fake_provider: FakeOpenAI
+) -> None:
+    """Cancel clicked as the queued message leaves the queue (its turn starting, or another
+    window cancelling it first): the backend refuses, the row goes, and a note says it was too
+    late; nothing is shown as an error."""
+    release = threading.Event()
+    fake_provider.script(Reply(deltas=["working", " on it"], hang_after=1, release=release))
+    sid = new_session(qtbot, controller)
+    win = open_window(qtbot, controller, sid)
+    conv = win.conversation
+    errors: list[str] = []
+    conv.error.connect(errors.append)
+    type_and_send(qtbot, win, "a long job")
+    qtbot.waitUntil(lambda: conv.state.status == "running", timeout=15_000)
+    type_and_send(qtbot, win, "then this")
+    qtbot.waitUntil(lambda: len(conv.queue_rows) == 1, timeout=10_000)
+    admission_id = next(iter(conv.queue_rows))
+    drive(qtbot, controller.link_of(sid).call(AdmissionCancel(admission_id=admission_id)))
+    conv.cancel(admission_id)  # the click that came second
+    qtbot.waitUntil(lambda: "Too late to cancel" in conv.turn_bar.label.text(), timeout=10_000)
+    qtbot.waitUntil(lambda: not conv.queue_rows and not conv.state.queue, timeout=10_000)
+    assert errors == []
+    conv.interrupt()
+    qtbot.waitUntil(lambda: not conv.state.busy, timeout=15_000)
+    release.set()
