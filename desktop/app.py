@@ -98,11 +98,12 @@ def hand_over(data_dir: Path, session_id: str) -> int:
     """A later launch: asks the app running on `data_dir` to show itself (and open
     `session_id`); 0 when it answered."""
     request = instance.Request("open", session_id) if session_id else instance.Request()
-    reply = instance.hand_over(instance.server_name(data_dir), request)
+    endpoint = instance.endpoint_of(data_dir)
+    reply = instance.hand_over(endpoint, request)
     if reply is not None and reply.get("ok"):
         startup_trace.mark("handed_over")
         return 0
-    why = reply.get("error") if reply else "it did not answer"
+    why = reply.get("error") if reply else instance.not_ours(endpoint) or "it did not answer"
     print(f"turnkey: Turnkey already runs on {data_dir} but {why}. If it hangs, end it and start "
           "again.", file=sys.stderr)
     return 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -29,6 +30,8 @@ from desktop.qt.tray import window_icon
 from shared.client import BackendInfo
 from shared.launcher import running, stop_backend
 from shared.remote import RemoteTarget
+
+log = logging.getLogger("desktop")
 
 
 def run_in_tray(data_dir: Path, lock: FolderLock, remote: RemoteTarget | None) -> int | None:
@@ -62,7 +65,10 @@ def run_app(app: QApplication, data_dir: Path, lock: FolderLock | None, *,
     started = time.monotonic() if started is None else started
     server = InstanceServer(lock) if lock is not None else None
     if server is not None:
-        server.listen()
+        try:
+            server.listen()
+        except OSError as exc:  # the app runs all the same; a later launch says it could not reach it
+            log.warning("later launches cannot hand over to this app: %s", exc)
 
     report: dict[str, Any] = {}
 

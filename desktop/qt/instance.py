@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 
 from PySide6.QtCore import QObject, Signal
@@ -16,7 +17,9 @@ from desktop.instance import (  # re-exported: the launch's half, for the tests'
     FolderLock,
     Request,
     claim,
+    endpoint_of,
     hand_over,
+    not_ours,
     parse_reply,
     server_name,
     socket_path,
@@ -24,7 +27,7 @@ from desktop.instance import (  # re-exported: the launch's half, for the tests'
 from desktop.qt.compat import emit
 
 __all__ = ["HAND_OVER_TIMEOUT_S", "FolderLock", "InstanceServer", "Request", "claim",
-           "hand_over", "hand_over_qt", "server_name", "socket_path"]
+           "endpoint_of", "hand_over", "hand_over_qt", "server_name", "socket_path"]
 
 log = logging.getLogger("desktop")
 _RETRY_S = 0.05
@@ -81,9 +84,13 @@ class InstanceServer(QObject):
         # (With UserAccessOption, Qt 6.12's listen renames its socket over whatever file has
         # the name, even a live server's, so only the lock keeps a second app out; without
         # the option a leftover file fails listen with AddressInUseError.)
-        QLocalServer.removeServer(self.lock.name)
-        if not self.server.listen(self.lock.name):
-            raise OSError(f"cannot listen on {self.lock.name}: {self.server.errorString()}")
+        endpoint = self.lock.endpoint
+        if sys.platform != "win32" and (why := not_ours(endpoint)) is not None:
+            # Another user's file in a shared temp dir: neither removable nor to be replaced.
+            raise OSError(f"cannot listen for later launches: {why}")
+        QLocalServer.removeServer(endpoint)
+        if not self.server.listen(endpoint):
+            raise OSError(f"cannot listen on {endpoint}: {self.server.errorString()}")
 
     def close(self) -> None:
         self.server.close()

@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
         sys.stdin.readline()
     lock = instance.claim(data_dir)
     if lock is None:
-        reply = instance.hand_over(instance.server_name(data_dir), instance.Request())
+        reply = instance.hand_over(instance.endpoint_of(data_dir), instance.Request())
         print(json.dumps({"role": "handed", "reply": reply}), flush=True)
         return 0 if reply and reply.get("ok") else 1
     app = QCoreApplication([])

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,13 +97,121 @@ def test_requests_round_trip_and_anything_else_is_refused() -> None:
 def test_the_launchs_socket_path_is_where_qt_listens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmpdir: str
 ) -> None:
-    """A later launch reaches the server with a plain socket at the path QLocalServer takes."""
+    """With no private runtime folder, a later launch reaches the server with a plain socket
+    at the path QLocalServer takes for a bare name."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     if tmpdir:
         monkeypatch.setenv("TMPDIR", f"{tmp_path}//sub/../")
     name = instance.server_name(tmp_path)
     assert instance.socket_path(name) == Path(QDir.tempPath()) / name
     if tmpdir:
         assert instance.socket_path(name).parent == tmp_path
+
+
+def private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700)
+    return path
+
+
+def test_the_socket_goes_in_the_users_private_runtime_folder_when_there_is_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`$XDG_RUNTIME_DIR` (no one else can put a file there) when it is this user's and
+    private; the temp dir when it is not, or when the path would not fit a socket address."""
+    name = instance.server_name(tmp_path)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    runtime = private_dir(tmp_path / "run")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    assert instance.socket_path(name) == runtime / name
+    runtime.chmod(0o755)  # others may enter: not the spec's folder
+    assert instance.socket_path(name) == tmp_path / name
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "run")  # relative: ignored, as the spec says
+    assert instance.socket_path(name) == tmp_path / name
+    deep = private_dir(tmp_path / ("d" * 100))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    assert instance.socket_path(name) == tmp_path / name
+
+
+def test_a_later_launch_finds_the_app_where_it_listens_whatever_its_own_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, procs: list[subprocess.Popen[str]]
+) -> None:
+    """The app started with a runtime folder; a later launch started without one (a terminal
+    under `su`, a cron job) reads where it listens from the lock file and hands over."""
+    runtime = private_dir(tmp_path / "run")
+    data = tmp_path / "data"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    app = peer(data, serve=1)
+    procs.append(app)
+    assert read_json(app)["role"] == "serving"
+    assert (runtime / instance.server_name(data)).is_socket()
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert instance.socket_path(instance.server_name(data)).parent != runtime
+    assert instance.endpoint_of(data) == str(runtime / instance.server_name(data))
+    later = peer(data, serve=1)
+    procs.append(later)
+    assert read_json(later) == {"role": "handed", "reply": {"ok": True}}
+    assert read_json(app) == {"request": "raise"}
+    assert app.wait(timeout=10) == 0
+
+
+STRANGER = 54321  # a user id no one on the test machine has
+
+
+def strangers_server(path: Path, *, owner_switch_after_bind: bool) -> subprocess.Popen[str]:
+    """A process listening on `path` as STRANGER, answering {"ok": true} to whatever comes
+    (another local user squatting the name).  With `owner_switch_after_bind` the socket file
+    is root's (bound first) while the listener is STRANGER: only the peer's credentials tell."""
+    script = (
+        "import os, socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        f"switch = {owner_switch_after_bind!r}\n"
+        f"if not switch: os.setgid({STRANGER}); os.setuid({STRANGER})\n"
+        f"s.bind({str(path)!r})\n"
+        f"if switch: os.setgid({STRANGER}); os.setuid({STRANGER})\n"
+        "s.listen(4); print('listening', flush=True)\n"
+        "while True:\n"
+        "    c, _ = s.accept(); c.recv(4096); c.sendall(b'{\"ok\": true}\\n'); c.close()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "listening"
+    return proc
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0,
+                    reason="needs root, to listen as another user")
+@pytest.mark.parametrize("switch", [False, True], ids=["their-file", "our-file-their-listener"])
+def test_a_socket_another_user_put_under_the_name_is_never_handed_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, switch: bool
+) -> None:
+    """In a shared temp dir another local user can take the name first: a later launch sends
+    nothing there (it says why at once, not after the timeout), and the app, finding the name
+    taken, says it cannot listen instead of replacing or trusting the file."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    shared = Path(tempfile.mkdtemp(prefix="turnkey-test-tmp-"))  # (pytest's are root's only)
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    shared.chmod(0o1777)  # like /tmp
+    monkeypatch.setenv("TMPDIR", str(shared))
+    data = tmp_path / "data"
+    name = instance.server_name(data)
+    squatter = strangers_server(shared / name, owner_switch_after_bind=switch)
+    try:
+        started = time.monotonic()
+        assert instance.hand_over(name, instance.Request("open", "ses_secret"), timeout_s=5) is None
+        assert time.monotonic() - started < 2
+        lock = instance.claim(data)
+        assert lock is not None
+        try:
+            server = instance.InstanceServer(lock)
+            if not switch:
+                with pytest.raises(OSError, match="belongs to another user"):
+                    server.listen()
+                assert (shared / name).stat().st_uid == STRANGER  # left alone
+        finally:
+            lock.release()
+    finally:
+        squatter.kill()
+        squatter.wait()
 
 
 def test_a_held_folder_is_not_claimed_again_and_a_silent_holder_times_out(tmp_path: Path) -> None:
@@ -202,10 +312,10 @@ def test_a_crashed_apps_socket_is_taken_over(tmp_path: Path, procs: list[subproc
     crashed.send_signal(signal.SIGKILL)
     crashed.wait(timeout=10)
     name = instance.server_name(tmp_path)
-    socket_file = Path(QDir.tempPath()) / name
+    socket_file = instance.socket_path(name)
     assert socket_file.exists()  # left behind
     probe = QLocalSocket()
-    probe.connectToServer(name)
+    probe.connectToServer(str(socket_file))
     assert not probe.waitForConnected(1000)
 
     after = peer(tmp_path, serve=1)
