@@ -425,7 +425,9 @@ class Transcript:
     def _paginate(self) -> None:
         """Puts each exchange's answer bar where its rows call for one (state/answers.py):
         bars that moved or went are removed, new ones inserted, a changed one updated."""
-        wanted = {w.prompt_key: w for w in answers.wanted_bars(self.items, self.running, self.again)}
+        found = answers.wanted_bars(self.items, self.running, self.again)
+        wanted = {w.prompt_key: w for w in found}
+        removed = False
         for i in range(len(self.items) - 1, -1, -1):
             bar = self.items[i]
             if not isinstance(bar, answers.AnswerBar):
@@ -433,14 +435,18 @@ class Transcript:
             want = wanted.get(bar.prompt_key)
             if want is None or want.row != i:
                 self._remove(i, 1)
+                removed = True
                 continue
             del wanted[bar.prompt_key]
             now = (list(want.turns), want.shown, want.last)
             if (bar.turns, bar.shown, bar.last) != now:
                 bar.turns, bar.shown, bar.last = now
                 self._touch(bar)
-        # (Rows moved up by the removals: the wanted rows are counted again.)
-        for want in reversed(answers.wanted_bars(self.items, self.running, self.again)):
+        if not wanted:
+            return
+        if removed:  # rows moved up by the removals: the wanted rows are counted again
+            found = answers.wanted_bars(self.items, self.running, self.again)
+        for want in reversed(found):
             if want.prompt_key in wanted:
                 bar = answers.AnswerBar(f"bar:{want.prompt_key}", None, prompt_key=want.prompt_key,
                                         turns=list(want.turns), shown=want.shown, last=want.last)
