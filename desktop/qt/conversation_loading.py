@@ -5,6 +5,8 @@ new session.  Which page comes next and when reading back stops is `desktop/stat
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, Signal
@@ -19,11 +21,15 @@ from desktop.state import conversation as words
 from desktop.state.delegation import unnamed_children
 from desktop.state.paging import MATCH_PAGES, PAGE, RECONCILE_PAGES, at_top, older_page, turn_read
 from desktop.state.session import SessionState
+from desktop.state.transcript import Item, items_from_messages
 from shared import protocol as p
 from shared.methods import SessionList, SessionMessages, SessionResume
 
 if TYPE_CHECKING:
     from desktop.link import Link
+
+# Measuring an older page's rows ahead: the longest the loop is held between two of its turns.
+MEASURE_SLICE_S = 0.006
 
 
 class Host(Protocol):
@@ -152,13 +158,32 @@ class ConversationLoading(QObject):
         try:
             page = await h.link.call(SessionMessages(
                 session_id=h.session_id, before_id=before_id, limit=PAGE))
+            fresh = items_from_messages(page.messages)
+            await self._measure_ahead(fresh)
+            if h.closed:
+                return
             bar = h.view.verticalScrollBar()
             keep = bar.maximum() - bar.value()
-            h.state.transcript.prepend(page.messages, page.has_more)
+            h.state.transcript.prepend(page.messages, page.has_more, fresh)
             h.view.doItemsLayout()
             bar.setValue(bar.maximum() - keep)  # the same messages stay under the reader's eyes
         finally:
             self.fetching = False
+
+    async def _measure_ahead(self, items: list[Item]) -> None:
+        """An older page's rows measured before they are added, a few at a time with the loop
+        free in between (the view paints and takes input meanwhile): adding them then costs
+        the relayout a lookup a row, not a markdown render and a text layout each."""
+        delegate = self.host.view.delegate
+        done = 0
+        while done < len(items):
+            until = time.perf_counter() + MEASURE_SLICE_S
+            while done < len(items) and time.perf_counter() < until:
+                delegate.measure(items[done])
+                done += 1
+            await asyncio.sleep(0)
+            if self.host.closed:
+                return
 
     def scrolled(self, value: int) -> None:
         h = self.host

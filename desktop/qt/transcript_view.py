@@ -477,6 +477,15 @@ class TranscriptDelegate(QStyledItemDelegate):
             return QSize(0, 0)
         item = items[row]
         row_width, column = self._widths()
+        inner = PAD if not isinstance(item, AssistantItem) else 2
+        return QSize(row_width, self._height(item, column) + 2 * inner + GAP)
+
+    def measure(self, item: Item) -> None:
+        """Measures `item` as the next relayout will (its height cached): a row about to be
+        added, so that adding it costs that relayout a lookup."""
+        self._height(item, self._widths()[1])
+
+    def _height(self, item: Item, column: int) -> int:
         width = self.content_width(item, column)
         key = (item.key, item.version, self._dark(), self._state(item), width)
         height = self._heights.get(key)
@@ -485,8 +494,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             if len(self._heights) > CACHE_HEIGHTS:
                 self._heights.clear()
             self._heights[key] = height
-        inner = PAD if not isinstance(item, AssistantItem) else 2
-        return QSize(row_width, height + 2 * inner + GAP)
+        return height
 
     def _check_height(self, item: Item, width: int, doc: SafeDocument, index: Index) -> None:
         """A row measured uncoloured is painted coloured: the same height, unless a font

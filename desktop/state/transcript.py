@@ -206,8 +206,10 @@ class Transcript:
         self._insert(0, items)
         self._paginate()
 
-    def prepend(self, messages: list[p.Message], has_more: bool) -> int:
-        """Adds an older page above; returns how many items were added at the top."""
+    def prepend(self, messages: list[p.Message], has_more: bool,
+                fresh: list[Item] | None = None) -> int:
+        """Adds an older page above; returns how many items were added at the top.  `fresh`:
+        the page's items made beforehand (`items_from_messages`; measured ahead by the view)."""
         self.fetched_messages += len(messages)
         self.has_more = has_more
         if not messages:
@@ -222,13 +224,15 @@ class Transcript:
                 break
             head += 1
         orphans = [it for it in self.items[:head] if isinstance(it, ToolItem)]
-        fresh = items_from_messages(messages)
+        if fresh is None:
+            fresh = items_from_messages(messages)
         by_call = {it.call_id: it for it in fresh if isinstance(it, ToolItem)}
         for orphan in orphans:
             card = by_call[orphan.call_id]
             card.status, card.output, card.diff = orphan.status, orphan.output, orphan.diff
             card.duration_ms, card.spilled_path = orphan.duration_ms, orphan.spilled_path
             card.expanded = orphan.expanded  # as the reader left it (reconcile_turn keeps it too)
+            card.bump()  # (not as it was measured, if it was)
         before = len(self.items)
         if head:
             self._remove(0, head)

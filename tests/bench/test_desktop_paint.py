@@ -146,6 +146,33 @@ class PaintWatch(QObject):
         self.widget.removeEventFilter(self)
 
 
+class LoopLag(QObject):
+    """The longest the event loop went without turning (a 1 ms precise timer's longest gap
+    between ticks) while `watching`: what input and painting waited for at worst."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timer = QTimer(self, interval=1, timerType=Qt.TimerType.PreciseTimer)
+        self.timer.timeout.connect(self._tick)
+        self.last = 0.0
+        self.worst = 0.0
+
+    def __enter__(self) -> LoopLag:
+        self.last = time.perf_counter()
+        self.worst = 0.0
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._tick()
+        self.timer.stop()
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.worst = max(self.worst, now - self.last)
+        self.last = now
+
+
 class FrameWatch(QObject):
     """Times every paintEvent of `widget` (the filter delivers the Paint itself, inside a
     QElapsedTimer) and stamps when the loop is free after each."""
@@ -368,13 +395,16 @@ def step_frame(qtbot: Any, frames: FrameWatch, act: Callable[[], None]) -> float
 
 
 def scroll_up_whole(qtbot: Any, conv: Conversation,
-                    frames: FrameWatch) -> tuple[list[float], list[float], int]:
+                    frames: FrameWatch) -> tuple[list[float], list[float], list[float], int]:
     """Page by page to the top, fetching every older page on the way: (frames of plain steps,
-    frames of steps that fetched a page, pages fetched)."""
+    frames of steps that fetched a page, the loop's longest stall in each of those, pages
+    fetched)."""
     bar = conv.view.verticalScrollBar()
     t = conv.state.transcript
     plain: list[float] = []
     fetched: list[float] = []
+    stalls: list[float] = []
+    lag = LoopLag()
     pages = 0
     inserted: list[float] = []  # when rows came in (the frame showing them comes after)
     conv.model.rowsInserted.connect(lambda *_: inserted.append(time.perf_counter()))
@@ -395,24 +425,32 @@ def scroll_up_whole(qtbot: Any, conv: Conversation,
             def fetch() -> None:
                 conv.loading.fetch_older()
 
-            start = time.perf_counter()
-            fetch()
-            qtbot.waitUntil(lambda rows=rows: len(t.items) > rows and not conv.fetching, timeout=30_000)
-            fetched.append(page_frame(start))
+            with lag:
+                start = time.perf_counter()
+                fetch()
+                qtbot.waitUntil(lambda rows=rows: len(t.items) > rows and not conv.fetching,
+                                timeout=30_000)
+                fetched.append(page_frame(start))
+            stalls.append(lag.worst)
             pages += 1
             continue
         value = bar.value()
         had = t.fetched_messages
-        start = time.perf_counter()
-        took = step_frame(qtbot, frames, functools.partial(bar.setValue, value - bar.pageStep()))
-        plain.append(took)
-        if t.fetched_messages != had or conv.fetching:
-            # The step reached the top and the view asked for the older page itself: from the
-            # step to the frame painted once that page is in.
-            qtbot.waitUntil(lambda had=had: t.fetched_messages != had and not conv.fetching, timeout=30_000)
-            fetched.append(page_frame(start))
+        with lag:
+            start = time.perf_counter()
+            took = step_frame(qtbot, frames, functools.partial(bar.setValue, value - bar.pageStep()))
+            plain.append(took)
+            fetching = t.fetched_messages != had or conv.fetching
+            if fetching:
+                # The step reached the top and the view asked for the older page itself: from
+                # the step to the frame painted once that page is in.
+                qtbot.waitUntil(lambda had=had: t.fetched_messages != had and not conv.fetching,
+                                timeout=30_000)
+                fetched.append(page_frame(start))
+        if fetching:
+            stalls.append(lag.worst)
             pages += 1
-    return plain, fetched, pages
+    return plain, fetched, stalls, pages
 
 
 def fling(qtbot: Any, conv: Conversation, frames: FrameWatch) -> tuple[list[float], list[float]]:
@@ -468,7 +506,7 @@ def scroll_bench(qtbot: Any, backend: Backend) -> None:
         conv = open_window(qtbot, ctl, seeded.session_id)
         opened = time.perf_counter() - t0
         frames = FrameWatch(conv.view.viewport())
-        plain, fetched, pages = scroll_up_whole(qtbot, conv, frames)
+        plain, fetched, stalls, pages = scroll_up_whole(qtbot, conv, frames)
         t = conv.state.transcript
         assert not t.has_more, "every page fetched"
         assert t.fetched_messages == LONG
@@ -491,6 +529,8 @@ def scroll_bench(qtbot: Any, backend: Backend) -> None:
     print(f"BENCH {where}   steps that fetched an older page ({pages}: the step or fetch_older() "
           f"-> the frame once the page is in; reply, prepend and relayout included): "
           f"{spread(fetched)}; {over(fetched)}")
+    print(f"BENCH {where}   the loop's longest stall during each of those (input and painting "
+          f"waited that long at worst): {spread(stalls)}; {over(stalls)}")
     print(f"BENCH {where}   every paintEvent while scrolling up: {spread(up_paints)}; {over(up_paints)}")
     print(f"BENCH {where}   fling down ({FLING_EVENTS} wheel events, one per {FLING_EVERY_MS} ms): "
           f"paintEvent {spread(durations)}; {over(durations)}")

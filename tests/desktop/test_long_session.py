@@ -245,3 +245,38 @@ def test_a_long_session_does_not_use_up_none(prelude: str) -> None:
     else:
         assert done.returncode != 0, "PySide6 no longer loses references to None on void calls"
         assert "deallocating None" in done.stderr
+
+
+def test_an_older_page_is_measured_before_it_goes_in_and_its_completed_cards_again(
+    qtbot: Any, seed: Seed, controller_after: Callable[[], Controller]
+) -> None:
+    """The rows of an older page are measured a few at a time before they are added (the
+    view paints meanwhile), so the relayout that adds them measures none of them: only the
+    cards the page completes (their call on it, their result below) are measured again, as
+    they now are (not as the bare call was measured ahead)."""
+    seeded = seed(3 * PAGE)
+    controller = controller_after()
+    win = controller.open_session(seeded.session_id)
+    conv = win.conversation
+    qtbot.waitUntil(lambda: conv.state.loaded and conv.model.rowCount() > 0, timeout=15_000)
+    t = conv.state.transcript
+    delegate = conv.view.delegate
+    first_cards = [f"call:{c}" for c in seeded.split_call_ids]
+    assert [it.key for it in t.items[:2]] == first_cards
+    measured_before: set[Any] = set()
+    conv.model.rowsAboutToBeInserted.connect(
+        lambda *_: measured_before.update(delegate._heights))
+    conv.loading.fetch_older()
+    qtbot.waitUntil(lambda: t.fetched_messages == 2 * PAGE and not conv.fetching, timeout=10_000)
+    conv.view.doItemsLayout()
+    measured_at_insert = {key[0] for key in set(delegate._heights) - measured_before}
+    assert measured_before, "the page's rows were measured before they went in"
+    # (An answer bar the new rows call for is made as they go in: measured then.)
+    assert {k for k in measured_at_insert if not k.startswith("bar:")} == set(first_cards)
+    for key in first_cards:
+        row = t.find(key)
+        assert row is not None
+        card = t.items[row]
+        assert isinstance(card, ToolItem)
+        assert card.arguments, "the card has its call now"
+        assert card.output, "and still its result"
