@@ -39,6 +39,7 @@ import pytest
 
 from shared.launcher import running, stop_backend
 from tests import app_launch
+from tests.bench.process_runs import load
 from tests.integration.backend_proc import REPO, Backend
 
 RUNS = int(os.environ.get("TURNKEY_BENCH_RUNS", "5"))
@@ -225,10 +226,6 @@ def med(runs: list[dict[str, float]], key: str) -> float:
 def spread(runs: list[dict[str, float]], key: str) -> str:
     values = [r[key] for r in runs]
     return f"{ms(statistics.median(values))} ({ms(min(values))}–{ms(max(values))})"
-
-
-def load() -> str:
-    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def measure(display: Display, data_dir: Path, backend: Backend, tmp: Path) -> None:
