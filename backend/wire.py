@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from backend.ids import message_id, now, stamp
+from backend.store import admissions
 from backend.store import events as log
 from backend.store.admissions import ReceiptRecord
 from backend.store.approvals import ApprovalRecord, RuleRecord
@@ -65,6 +66,16 @@ def broadcast(
     """Queues `data` as an event for every reader on commit, without a seq (not stored)."""
     log.broadcast(tx, session_id, p.event_name(data), data, turn_id=turn_id,
                   admission_id=admission_id)
+
+
+def emit_to_all(tx: Tx, session_id: str, data: p.EventData, turn_id: str) -> None:
+    """What waits on the person (an approval, a question), asked or closed: `data` stored in
+    the session's log for its subscribers and broadcast without a seq to every reader (the tray
+    and a door show it for sessions no window has open); both carry the turn's turn_id and
+    admission_id, as every event of a turn does."""
+    admission_id = admissions.of_turn(tx, session_id, turn_id)
+    emit(tx, session_id, data, turn_id=turn_id, admission_id=admission_id)
+    broadcast(tx, session_id, data, turn_id=turn_id, admission_id=admission_id)
 
 
 def announcement(data: p.EventData, session_id: str = "") -> StoredEvent:

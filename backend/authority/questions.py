@@ -288,14 +288,8 @@ def _seconds(stamp_: str) -> float:
 
 
 def _announce(tx: Tx, kind: type[p.QuestionAsked | p.QuestionResolved], row: QuestionRecord) -> p.Question:
-    """Stored in the session's log for its subscribers, and broadcast without a seq to every
-    reader (as approvals are: the tray and a door show questions of sessions no window has
-    open); both carry the asking turn's ids.  Returns the question as sent."""
+    """Told to the session's subscribers and to every reader, as approvals are
+    (`wire.emit_to_all`).  Returns the question as sent."""
     question = wire.question(row)
-    data = kind(question=question)
-    sid, tid = row.session_id, row.turn_id
-    aid = admissions.of_turn(tx, sid, tid)
-    wire.emit(tx, sid, data, turn_id=tid, admission_id=aid)
-    wire.broadcast(tx, sid, data, turn_id=tid, admission_id=aid)
+    wire.emit_to_all(tx, row.session_id, kind(question=question), row.turn_id)
     return question
-

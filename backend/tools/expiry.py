@@ -5,7 +5,7 @@ does not load the tool policy behind it."""
 from __future__ import annotations
 
 from backend import wire
-from backend.store import admissions, approvals
+from backend.store import approvals
 from backend.store.approvals import ApprovalRecord
 from backend.store.db import Tx
 from shared.protocol import Approval, ApprovalRequested, ApprovalResolved
@@ -29,13 +29,8 @@ def expire_one(tx: Tx, pending: ApprovalRecord) -> None:
 
 
 def announce(tx: Tx, kind: type[ApprovalRequested | ApprovalResolved], row: ApprovalRecord) -> Approval:
-    """Stored in the session's log for its subscribers, and broadcast without a seq to every
-    reader (the tray shows requests of sessions no window has open); both carry the turn's
-    turn_id and admission_id, as every event of a turn does.  Returns the approval as sent."""
+    """Told to the session's subscribers and to every reader (`wire.emit_to_all`).  Returns
+    the approval as sent."""
     approval = wire.approval(row)
-    data = kind(approval=approval)
-    sid, tid = approval.session_id, approval.turn_id
-    aid = admissions.of_turn(tx, sid, tid)
-    wire.emit(tx, sid, data, turn_id=tid, admission_id=aid)
-    wire.broadcast(tx, sid, data, turn_id=tid, admission_id=aid)
+    wire.emit_to_all(tx, approval.session_id, kind(approval=approval), approval.turn_id)
     return approval

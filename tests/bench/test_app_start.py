@@ -38,7 +38,8 @@ from pathlib import Path
 import pytest
 
 from shared.launcher import running, stop_backend
-from tests.desktop.seed import seed_long_session_info
+from tests import app_launch
+from tests.bench.process_runs import load
 from tests.integration.backend_proc import REPO, Backend
 
 RUNS = int(os.environ.get("TURNKEY_BENCH_RUNS", "5"))
@@ -113,16 +114,14 @@ def xvfb(tmp_path: Path) -> Iterator[Display]:
 
 
 def app_env(repo: Path, data_dir: Path, trace: Path, display: Display) -> dict[str, str]:
-    """The app's environment; its bytecode cached under tmp_path as an installed app has it
-    (with PYTHONDONTWRITEBYTECODE, set on this machine, each start compiles every module)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM", "PYTHONPATH",
-                        "PYTHONDONTWRITEBYTECODE")}
-    env.update(display.env)
-    env["PYTHONPYCACHEPREFIX"] = str(trace.parent / "pycache")
-    env.update(PYTHONPATH=f"{NO_OFFLINE_MODEL}{os.pathsep}{repo}", TURNKEY_NO_KEYRING="1",
-               TURNKEY_HOME=str(data_dir), TURNKEY_STARTUP_TRACE=str(trace),
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    """The app's environment (tests/app_launch.py) without the offline model, as in the bundle;
+    its bytecode cached under tmp_path as an installed app has it (with PYTHONDONTWRITEBYTECODE,
+    set on this machine, each start compiles every module)."""
+    env = app_launch.app_env(repo, display.env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.update(PYTHONPATH=f"{NO_OFFLINE_MODEL}{os.pathsep}{repo}",
+               PYTHONPYCACHEPREFIX=str(trace.parent / "pycache"), TURNKEY_HOME=str(data_dir),
+               TURNKEY_STARTUP_TRACE=str(trace))
     return env
 
 
@@ -229,10 +228,6 @@ def spread(runs: list[dict[str, float]], key: str) -> str:
     return f"{ms(statistics.median(values))} ({ms(min(values))}–{ms(max(values))})"
 
 
-def load() -> str:
-    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def measure(display: Display, data_dir: Path, backend: Backend, tmp: Path) -> None:
     trees = [("", REPO)]
     before = os.environ.get("TURNKEY_BENCH_BEFORE")
@@ -301,12 +296,7 @@ def seeded(tmp_path: Path) -> Iterator[tuple[Path, Backend]]:
     """A data folder with a provider configured, a session of MESSAGES messages, and a saved
     layout showing it; its backend running."""
     data_dir = tmp_path / "home"
-    backend = Backend(data_dir, "http://127.0.0.1:9/v1")  # never asked: nothing is sent
-    backend.start()
-    assert backend.terminate() == 0
-    session = seed_long_session_info(data_dir, MESSAGES)
-    (data_dir / "desktop.json").write_text(json.dumps({"current": session.session_id}))
-    backend.start()
+    backend = app_launch.seeded_folder(data_dir, MESSAGES)
     try:
         yield data_dir, backend
     finally:

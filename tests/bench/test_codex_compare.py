@@ -22,14 +22,22 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from websockets.sync.client import connect
 
 from shared.launcher import BackendInfo
-from tests.bench.test_cold_chat import _env, _fresh, _stop, _timed
+from tests.bench.process_runs import (
+    alternated,
+    cached_env,
+    chat_ms,
+    cold_chat_ms,
+    fresh_folder,
+    load,
+    stop,
+    timed,
+)
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.backend_proc import REPO
 
@@ -98,7 +106,7 @@ def _ours_ready(data: Path) -> tuple[float, float, float]:
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "backend", "serve", "--data-dir", str(data), "--port", "0"],
-        cwd=REPO, env=_env(data), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        cwd=REPO, env=cached_env(data), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -163,36 +171,8 @@ def _codex_exec(codex: Path, home: Path, workdir: Path) -> float:
     return elapsed
 
 
-def _chat(data: Path) -> float:
-    elapsed, stdout = _timed([sys.executable, "-m", "desktop.cli", "chat", "hi"], _env(data))
-    assert stdout.strip() == "ok", stdout
-    return elapsed
-
-
-def _cold(data: Path) -> float:
-    try:
-        return _chat(data)
-    finally:
-        _stop(data)
-
-
-def _alternated(*measures: Callable[[], float]) -> list[list[float]]:
-    """Each measure run once unmeasured, then RUNS rounds of all of them in turn."""
-    for measure in measures:
-        measure()
-    rounds: list[list[float]] = [[] for _ in measures]
-    for _ in range(RUNS):
-        for values, measure in zip(rounds, measures, strict=True):
-            values.append(measure())
-    return rounds
-
-
 def _shown(values: list[float]) -> str:
     return f"{statistics.median(values):.0f} ms ({min(values):.0f}–{max(values):.0f})"
-
-
-def _load() -> str:
-    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 @pytest.mark.bench
@@ -201,13 +181,14 @@ def test_against_codex(tmp_path: Path, fake_provider: FakeOpenAI, codex: Path,
     fake_provider.default = Reply(deltas=["ok"])
     work = tmp_path / "work"
     work.mkdir()
-    env = _env(tmp_path / "baseline")
-    bare, codex_version = _alternated(
-        lambda: _timed([sys.executable, "-c", "pass"], env)[0],
-        lambda: _timed([str(codex), "--version"], _codex_env(codex_home))[0])
-    load_before = _load()
+    env = cached_env(tmp_path / "baseline")
+    bare, codex_version = alternated(
+        RUNS,
+        lambda: timed([sys.executable, "-c", "pass"], env)[0],
+        lambda: timed([str(codex), "--version"], _codex_env(codex_home))[0])
+    load_before = load()
 
-    data = _fresh(tmp_path, "ready", fake_provider.base_url)
+    data = fresh_folder(tmp_path, "ready", fake_provider.base_url)
     ours: list[tuple[float, float, float]] = []
     theirs: list[tuple[float, float]] = []
 
@@ -219,26 +200,27 @@ def test_against_codex(tmp_path: Path, fake_provider: FakeOpenAI, codex: Path,
         theirs.append(_codex_ready(codex, codex_home))
         return theirs[-1][0]
 
-    _alternated(ours_ready, codex_ready)
+    alternated(RUNS, ours_ready, codex_ready)
     ready = [r for r, _, _ in ours[1:]]
     initialized = [i for _, i, _ in ours[1:]]
     ours_rss = [m for _, _, m in ours[1:]]
     codex_init = [t for t, _ in theirs[1:]]
     codex_rss = [m for _, m in theirs[1:]]
 
-    chat = _fresh(tmp_path, "chat", fake_provider.base_url)
-    cold, codex_cold = _alternated(lambda: _cold(chat), lambda: _codex_exec(codex, codex_home, work))
-    _chat(chat)  # leaves its backend up
+    chat = fresh_folder(tmp_path, "chat", fake_provider.base_url)
+    cold, codex_cold = alternated(RUNS, lambda: cold_chat_ms(chat),
+                                  lambda: _codex_exec(codex, codex_home, work))
+    chat_ms(chat)  # leaves its backend up
     try:
-        warm, codex_again = _alternated(lambda: _chat(chat),
-                                        lambda: _codex_exec(codex, codex_home, work))
+        warm, codex_again = alternated(RUNS, lambda: chat_ms(chat),
+                                       lambda: _codex_exec(codex, codex_home, work))
     finally:
-        _stop(chat)
+        stop(chat)
     exec_all = codex_cold + codex_again
     med = statistics.median
     print(
         f"\nBENCH codex: spawn → ready, medians of {RUNS} (range), alternated; {load_before}, "
-        f"after: {_load()}"
+        f"after: {load()}"
         f"\nBENCH   ours: READY line {_shown(ready)}; `initialize` answered over the WebSocket "
         f"{_shown(initialized)}"
         f"\nBENCH   codex app-server (native binary): `initialize` answered on stdio "

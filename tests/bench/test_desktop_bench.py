@@ -26,19 +26,18 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QEvent, QObject, QTimer
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication
 
 from desktop.qt.aio import settle
 from desktop.qt.controller import Controller
 from desktop.qt.conversation import Conversation
 from shared import protocol as p
 from tests.bench.client import BenchClient, ms
+from tests.bench.paint import PaintWatch
 from tests.desktop.conftest import desk_backend, drive, qloop  # noqa: F401  (fixtures)
 from tests.desktop.seed import PAGE, SeededSession
 from tests.integration.backend_proc import REPO, Backend
@@ -48,28 +47,6 @@ OPENINGS = 5
 RAW_RUNS = 7
 STARTS = 5
 SCROLL_PAGES = 10
-
-
-class PaintWatch(QObject):
-    """Stamps the first Paint of `widget` for which `ready()` holds, and the moment after it."""
-
-    def __init__(self, widget: QWidget, ready: Callable[[], bool]) -> None:
-        super().__init__()
-        self.widget = widget
-        self.ready = ready
-        self.painted: float | None = None  # the Paint event arrived
-        self.done: float | None = None  # the loop was free again: that frame is painted
-        widget.installEventFilter(self)
-
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.Paint and self.painted is None and self.ready():
-            self.painted = time.perf_counter()
-            QTimer.singleShot(0, self._after)
-        return False
-
-    def _after(self) -> None:
-        self.done = time.perf_counter()
-        self.widget.removeEventFilter(self)
 
 
 def rss_mb() -> float:

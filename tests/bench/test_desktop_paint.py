@@ -67,6 +67,7 @@ from desktop.qt.transcript_view import TranscriptModel, TranscriptView, make_vie
 from desktop.state.transcript import AssistantItem, Item, ToolItem, Transcript, UserItem
 from shared.methods import SessionCreate
 from tests.bench.client import BenchClient, ms, pct
+from tests.bench.paint import PaintWatch
 from tests.desktop.conftest import desk_backend, drive, qloop  # noqa: F401  (fixtures)
 from tests.desktop.seed import SeededSession
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -124,31 +125,9 @@ def script_first_tokens(fake: FakeOpenAI) -> list[FirstToken]:
     return made
 
 
-class PaintWatch(QObject):
-    """Stamps the first Paint of `widget` for which `ready()` holds, and the moment after it."""
-
-    def __init__(self, widget: QWidget, ready: Callable[[], bool]) -> None:
-        super().__init__()
-        self.widget = widget
-        self.ready = ready
-        self.painted: float | None = None
-        self.done: float | None = None
-        widget.installEventFilter(self)
-
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.Paint and self.painted is None and self.ready():
-            self.painted = time.perf_counter()
-            QTimer.singleShot(0, self._after)
-        return False
-
-    def _after(self) -> None:
-        self.done = time.perf_counter()
-        self.widget.removeEventFilter(self)
-
-
 class LoopLag(QObject):
     """The longest the event loop went without turning (a 1 ms precise timer's longest gap
-    between ticks) while `watching`: what input and painting waited for at worst."""
+    between ticks) inside a `with`: what input and painting waited for at worst."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -13,7 +13,6 @@ the notifications start.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,10 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.desktop.seed import seed_long_session_info
-from tests.integration.backend_proc import Backend
+from tests.app_launch import ROOT, app_env, seeded_folder
 
-ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = 60  # the newest page has answers with fenced code (tests/desktop/seed.py)
 TIMEOUT_S = 120
 NOT_IN_FIRST_FRAME = ("pygments", "python_socks", "jeepney", "desktop.qt.notify",
@@ -62,23 +59,15 @@ sys.exit(main(["--data-dir", {data_dir!r}, "app"]))
 def seeded(tmp_path: Path) -> Iterator[Path]:
     """A data folder whose saved layout shows a seeded session beside the sidebar; its backend
     running."""
-    data_dir = tmp_path / "home"
-    backend = Backend(data_dir, "http://127.0.0.1:9/v1")  # never asked: nothing is sent
-    backend.start()
-    assert backend.terminate() == 0
-    session = seed_long_session_info(data_dir, MESSAGES)
-    (data_dir / "desktop.json").write_text(json.dumps({"current": session.session_id}))
-    backend.start()
+    backend = seeded_folder(tmp_path / "home", MESSAGES)
     try:
-        yield data_dir
+        yield backend.data_dir
     finally:
         backend.close()
 
 
 def test_the_first_frame_loads_no_heavy_module_it_does_not_show(seeded: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "QT_QPA_PLATFORM": "offscreen",
-           "TURNKEY_NO_KEYRING": "1", "NO_PROXY": "127.0.0.1,localhost",
-           "TURNKEY_STARTUP_TRACE": str(tmp_path / "trace.jsonl")}
+    env = {**app_env(), "TURNKEY_STARTUP_TRACE": str(tmp_path / "trace.jsonl")}
     probe = PROBE.format(after=COME_RIGHT_AFTER, data_dir=str(seeded))
     app = subprocess.Popen([sys.executable, "-c", probe], cwd=ROOT, env=env, text=True,
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -22,6 +22,7 @@ from PySide6.QtNetwork import QLocalSocket
 
 from desktop.qt import instance
 from shared.methods import SessionCreate
+from tests.app_launch import app_env
 from tests.integration.backend_proc import Backend
 
 from .conftest import drive
@@ -30,22 +31,19 @@ ROOT = Path(__file__).resolve().parents[2]
 SECOND_LAUNCH_S = 5.0  # measured ~0.35 s, nearly all of it Python's imports
 
 
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "QT_QPA_PLATFORM": "offscreen",
-            "TURNKEY_NO_KEYRING": "1", "NO_PROXY": "127.0.0.1,localhost"}
-
-
 def launch(data_dir: Path, *args: str) -> subprocess.Popen[str]:
     """`turnkey --data-dir DIR app ARGS` as a user would start it."""
     return subprocess.Popen([sys.executable, "-m", "desktop.cli", "--data-dir", str(data_dir), "app", *args],
-                            cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=app_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
 
 
 def peer(data_dir: Path, serve: int, wait: bool = False) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.desktop.instance_peer", str(data_dir), str(serve),
          *(["--wait"] if wait else [])],
-        cwd=ROOT, env=env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT, env=app_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
 
 
 def read_json(proc: subprocess.Popen[str], timeout_s: float = 15.0) -> dict[str, Any]:
@@ -280,7 +278,7 @@ def test_a_second_launch_hands_over_without_loading_qt(
              "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
              "('PySide6', 'shiboken6', 'qasync') or m.startswith('desktop.qt'))\n"
              "print(json.dumps({'rc': rc, 'loaded': loaded}))\n")
-    second = subprocess.Popen([sys.executable, "-c", probe], cwd=ROOT, env=env(), text=True,
+    second = subprocess.Popen([sys.executable, "-c", probe], cwd=ROOT, env=app_env(), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     procs.append(second)  # (this test's app answers from Qt's loop, which waitUntil runs)
     qtbot.waitUntil(lambda: second.poll() is not None, timeout=int(SECOND_LAUNCH_S * 1000))
