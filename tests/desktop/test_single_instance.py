@@ -111,14 +111,22 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def runtime() -> Iterator[Path]:
+    """A private runtime folder as short as /run/user/UID: pytest's own folders can be too
+    deep for a socket address under it (103 bytes with xdist's popen-gwN)."""
+    folder = Path(tempfile.mkdtemp(prefix="tk-run-", dir="/tmp"))  # (0700)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_the_socket_goes_in_the_users_private_runtime_folder_when_there_is_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime: Path
 ) -> None:
     """`$XDG_RUNTIME_DIR` (no one else can put a file there) when it is this user's and
     private; the temp dir when it is not, or when the path would not fit a socket address."""
     name = instance.server_name(tmp_path)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    runtime = private_dir(tmp_path / "run")
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     assert instance.socket_path(name) == runtime / name
     runtime.chmod(0o755)  # others may enter: not the spec's folder
@@ -131,11 +139,11 @@ def test_the_socket_goes_in_the_users_private_runtime_folder_when_there_is_one(
 
 
 def test_a_later_launch_finds_the_app_where_it_listens_whatever_its_own_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, procs: list[subprocess.Popen[str]]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, procs: list[subprocess.Popen[str]],
+    runtime: Path
 ) -> None:
     """The app started with a runtime folder; a later launch started without one (a terminal
     under `su`, a cron job) reads where it listens from the lock file and hands over."""
-    runtime = private_dir(tmp_path / "run")
     data = tmp_path / "data"
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     app = peer(data, serve=1)
@@ -186,7 +194,9 @@ def test_a_socket_another_user_put_under_the_name_is_never_handed_anything(
     nothing there (it says why at once, not after the timeout), and the app, finding the name
     taken, says it cannot listen instead of replacing or trusting the file."""
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    shared = Path(tempfile.mkdtemp(prefix="turnkey-test-tmp-"))  # (pytest's are root's only)
+    # Beside /tmp's own files: pytest's folders (and tempfile's default, which an earlier test
+    # may have pointed into one) are root's only, where the other user cannot reach.
+    shared = Path(tempfile.mkdtemp(prefix="turnkey-test-tmp-", dir="/tmp"))
     request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
     shared.chmod(0o1777)  # like /tmp
     monkeypatch.setenv("TMPDIR", str(shared))
